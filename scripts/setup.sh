@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what stalkd needs to build and test on Debian 12, if missing. Idempotent.
+set -euo pipefail
+need=()
+for pkg in g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev python3 beanstalkd \
+           clang libclang-rt-14-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if ((${#need[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Debian's beanstalkd package starts a system service on port 11300; the tests start their
+# own on free ports, so a running service is harmless, but stop it to keep 11300 free.
+if command -v systemctl >/dev/null 2>&1; then systemctl stop beanstalkd >/dev/null 2>&1 || true; fi

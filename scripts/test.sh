@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds and runs every test: unit, black-box and differential tests on a release build,
+# the same suite again under ASan+UBSan, and each fuzzer for a bounded time.
+# STALKD_FUZZ_SECONDS (default 30) sets the fuzzing time per target; 0 skips fuzzing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=$(nproc)
+
+echo "== release build"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALKD_WERROR=ON >/dev/null
+cmake --build build/release
+(cd build/release && ctest --output-on-failure -j "$jobs")
+
+echo "== ASan+UBSan build"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALKD_SANITIZE=address,undefined \
+  -DSTALKD_WERROR=ON >/dev/null
+cmake --build build/asan
+(cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
+
+fuzz_seconds=${STALKD_FUZZ_SECONDS:-30}
+if [ -d fuzz ] && [ "$fuzz_seconds" -gt 0 ]; then
+  echo "== fuzzing (${fuzz_seconds}s per target)"
+  cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+    -DSTALKD_SANITIZE=address,undefined -DSTALKD_FUZZ=ON >/dev/null
+  cmake --build build/fuzz --target fuzz_targets
+  for target in build/fuzz/fuzz/*_fuzz; do
+    name=$(basename "$target")
+    corpus=build/fuzz/corpus/$name
+    mkdir -p "$corpus"
+    "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" "fuzz/corpus/$name" \
+      2>&1 | tail -n 3
+  done
+fi
+echo "== all tests passed"

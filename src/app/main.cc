@@ -1,0 +1,83 @@
+// stalkd: a beanstalkd-compatible work queue server.
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "base/clock.h"
+#include "net/listener.h"
+#include "server/options.h"
+#include "server/server.h"
+
+namespace {
+
+// Exit codes follow beanstalkd's.
+constexpr int kExitUsage = 5;
+constexpr int kExitListen = 111;
+constexpr int kExitUser = 33;
+
+bool BecomeUser(const std::string& name) {
+  errno = 0;
+  passwd* pw = getpwnam(name.c_str());
+  if (!pw) {
+    fprintf(stderr, "stalkd: getpwnam(\"%s\"): %s\n", name.c_str(),
+            errno ? strerror(errno) : "no such user");
+    return false;
+  }
+  if (setgid(pw->pw_gid) != 0 || initgroups(pw->pw_name, pw->pw_gid) != 0 ||
+      setuid(pw->pw_uid) != 0) {
+    fprintf(stderr, "stalkd: cannot become user %s: %s\n", name.c_str(), strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using stalkd::server::ParseOutcome;
+  stalkd::server::Options opts;
+  switch (stalkd::server::ParseOptions(argc, argv, &opts)) {
+    case ParseOutcome::kExitOk:
+      return 0;
+    case ParseOutcome::kExitUsage:
+      return kExitUsage;
+    case ParseOutcome::kRun:
+      break;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  std::string warning, error;
+  int fd = stalkd::net::InheritedListener(&warning);
+  if (!warning.empty()) fprintf(stderr, "stalkd: %s\n", warning.c_str());
+  if (fd < 0) fd = stalkd::net::Listen(opts.address, opts.port, &error);
+  if (fd < 0) {
+    fprintf(stderr, "stalkd: cannot listen on %s port %s: %s\n", opts.address.c_str(),
+            opts.port.c_str(), error.c_str());
+    return kExitListen;
+  }
+  if (!opts.user.empty() && !BecomeUser(opts.user)) return kExitUser;
+  if (!opts.binlog_dir.empty()) {
+    fprintf(stderr, "stalkd: warning: the binlog (-b) is not implemented yet; jobs are kept "
+                    "in memory only\n");
+  }
+
+  stalkd::SystemClock clock;
+  stalkd::server::Server server(opts, clock);
+  if (!server.AddListener(fd) || !server.HandleSignals()) {
+    fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
+    return 1;
+  }
+  if (opts.verbosity > 0) {
+    printf("pid %d\n", static_cast<int>(getpid()));
+    printf("bind %d %s\n", fd, stalkd::net::DescribeListener(fd).c_str());
+  }
+  server.Run();
+  return 0;
+}

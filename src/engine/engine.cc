@@ -1,0 +1,682 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace stalkd::engine {
+
+const char* JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kReady:
+      return "ready";
+    case JobState::kDelayed:
+      return "delayed";
+    case JobState::kReserved:
+      return "reserved";
+    case JobState::kBuried:
+      return "buried";
+    case JobState::kNew:
+      break;
+  }
+  return "invalid";
+}
+
+namespace {
+
+bool IsUrgent(const Job* j) { return j->pri < kUrgentPriority; }
+
+// Seconds (from the protocol) to nanoseconds; u32 seconds always fit.
+Nanos Seconds(uint32_t s) { return static_cast<Nanos>(s) * kSecond; }
+
+}  // namespace
+
+Engine::Engine(const Clock& clock, EngineOptions options) : clock_(clock), options_(options) {
+  default_tube_ = FindOrMakeTube("default");
+  Ref(default_tube_);  // "default" exists for the server's whole life
+}
+
+Engine::~Engine() {
+  auto free_session = [this](Session* s) {
+    while (Job* j = s->reserved_.Pop()) Job::Free(j);
+    delete s;
+  };
+  while (Session* s = sessions_.front()) {
+    sessions_.Remove(s);
+    free_session(s);
+  }
+  while (Session* s = closing_.front()) {
+    closing_.Remove(s);
+    free_session(s);
+  }
+  for (Tube* t : tube_list_) {
+    while (Job* j = t->ready.Pop()) Job::Free(j);
+    while (Job* j = t->delayed.Pop()) Job::Free(j);
+    while (Job* j = t->buried.front()) {
+      t->buried.Remove(j);
+      Job::Free(j);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------- sessions
+
+Session* Engine::OpenSession(void* owner) {
+  auto* s = new Session(owner);
+  sessions_.PushBack(s);
+  counters_.sessions++;
+  counters_.total_sessions++;
+  Use(s, "default");
+  Watch(s, "default");
+  return s;
+}
+
+void Engine::CloseSession(Session* s) {
+  STALKD_CHECK(!s->closed_);
+  if (s->waiting_) StopWaiting(s);
+  counters_.sessions--;
+  if (s->producer_) counters_.producers--;
+  if (s->worker_) counters_.workers--;
+  for (Tube* t : s->watch_) {
+    t->stat.watching_ct--;
+    Unref(t);
+  }
+  s->watch_.clear();
+  s->use_->stat.using_ct--;
+  Unref(s->use_);
+  s->use_ = nullptr;
+
+  sessions_.Remove(s);
+  s->closed_ = true;
+  if (timers_.Contains(s)) timers_.Remove(s);
+  if (s->reserved_.empty()) {
+    delete s;
+    return;
+  }
+  closing_.PushBack(s);
+  ReleaseClosed(options_.tick_budget);
+  ProcessQueue();
+}
+
+uint32_t Engine::ReleaseClosed(uint32_t budget) {
+  uint32_t moved = 0;
+  while (moved < budget && !closing_.empty()) {
+    Session* s = closing_.front();
+    while (moved < budget && !s->reserved_.empty()) {
+      Job* j = s->reserved_.top();
+      TakeOut(j);
+      MakeReady(j);
+      moved++;
+    }
+    if (s->reserved_.empty()) {
+      closing_.Remove(s);
+      delete s;
+    }
+  }
+  return moved;
+}
+
+// ---------------------------------------------------------------------------- tubes
+
+Tube* Engine::FindTube(std::string_view name) const {
+  auto it = tubes_.find(name);
+  return it == tubes_.end() ? nullptr : it->second.get();
+}
+
+Tube* Engine::FindOrMakeTube(std::string_view name) {
+  if (Tube* t = FindTube(name)) return t;
+  auto owned = std::make_unique<Tube>(std::string(name));
+  Tube* t = owned.get();
+  t->list_pos = static_cast<uint32_t>(tube_list_.size());
+  tube_list_.push_back(t);
+  tubes_.emplace(t->name(), std::move(owned));
+  return t;
+}
+
+void Engine::Unref(Tube* t) {
+  STALKD_DCHECK(t->refs > 0);
+  if (--t->refs > 0) return;
+  STALKD_DCHECK(t->job_count() == 0 && t->waiters.empty());
+  if (paused_.Contains(t)) paused_.Remove(t);
+  Tube* last = tube_list_.back();
+  tube_list_[t->list_pos] = last;
+  last->list_pos = t->list_pos;
+  tube_list_.pop_back();
+  tubes_.erase(tubes_.find(t->name()));
+}
+
+void Engine::Use(Session* s, std::string_view name) {
+  Tube* t = FindOrMakeTube(name);
+  Ref(t);
+  t->stat.using_ct++;
+  if (Tube* old = s->use_) {
+    old->stat.using_ct--;
+    Unref(old);
+  }
+  s->use_ = t;
+}
+
+size_t Engine::Watch(Session* s, std::string_view name) {
+  Tube* t = FindOrMakeTube(name);
+  if (std::find(s->watch_.begin(), s->watch_.end(), t) == s->watch_.end()) {
+    s->watch_.push_back(t);
+    t->stat.watching_ct++;
+    Ref(t);
+  }
+  return s->watch_.size();
+}
+
+size_t Engine::Ignore(Session* s, std::string_view name) {
+  auto it = std::find_if(s->watch_.begin(), s->watch_.end(),
+                         [name](const Tube* t) { return t->name() == name; });
+  if (it == s->watch_.end()) return s->watch_.size();
+  if (s->watch_.size() < 2) return 0;
+  Tube* t = *it;
+  *it = s->watch_.back();
+  s->watch_.pop_back();
+  t->stat.watching_ct--;
+  Unref(t);
+  return s->watch_.size();
+}
+
+bool Engine::PauseTube(std::string_view name, uint32_t delay_s) {
+  Tube* t = FindTube(name);
+  if (!t) return false;
+  t->stat.pauses++;
+  if (delay_s == 0) {
+    t->pause_ns = 0;
+    if (paused_.Contains(t)) paused_.Remove(t);
+  } else {
+    t->pause_ns = Seconds(delay_s);
+    t->unpause_at = clock_.Now() + t->pause_ns;
+    if (paused_.Contains(t)) {
+      paused_.Update(t);
+    } else {
+      paused_.Push(t);
+    }
+  }
+  RefreshEligible(t);
+  ProcessQueue();
+  return true;
+}
+
+// ---------------------------------------------------------------------------- job states
+
+void Engine::MakeReady(Job* j) {
+  Tube* t = j->tube;
+  j->state = JobState::kReady;
+  t->ready.Push(j);
+  counters_.ready++;
+  if (IsUrgent(j)) {
+    counters_.urgent++;
+    t->stat.urgent++;
+  }
+  RefreshEligible(t);
+}
+
+void Engine::MakeDelayed(Job* j, Nanos deadline) {
+  Tube* t = j->tube;
+  j->state = JobState::kDelayed;
+  j->deadline = deadline;
+  t->delayed.Push(j);
+  counters_.delayed++;
+  RefreshDelayed(t);
+}
+
+void Engine::MakeBuried(Job* j) {
+  j->state = JobState::kBuried;
+  j->tube->buried.PushBack(j);
+  counters_.buried++;
+}
+
+void Engine::TakeOut(Job* j) {
+  Tube* t = j->tube;
+  switch (j->state) {
+    case JobState::kReady:
+      t->ready.Remove(j);
+      counters_.ready--;
+      if (IsUrgent(j)) {
+        counters_.urgent--;
+        t->stat.urgent--;
+      }
+      RefreshEligible(t);
+      break;
+    case JobState::kDelayed:
+      t->delayed.Remove(j);
+      counters_.delayed--;
+      RefreshDelayed(t);
+      break;
+    case JobState::kReserved: {
+      Session* s = j->reserver;
+      s->reserved_.Remove(j);
+      counters_.reserved--;
+      t->stat.reserved--;
+      j->reserver = nullptr;
+      RefreshTimer(s);
+      break;
+    }
+    case JobState::kBuried:
+      t->buried.Remove(j);
+      counters_.buried--;
+      break;
+    case JobState::kNew:
+      break;
+  }
+  j->state = JobState::kNew;
+}
+
+void Engine::ReserveFor(Session* s, Job* j) {
+  j->state = JobState::kReserved;
+  j->reserver = s;
+  j->deadline = clock_.Now() + Seconds(j->ttr_s);
+  j->reserves++;
+  s->reserved_.Push(j);
+  counters_.reserved++;
+  j->tube->stat.reserved++;
+  RefreshTimer(s);
+}
+
+void Engine::FreeJob(Job* j) {
+  jobs_.Erase(j->id);
+  Tube* t = j->tube;
+  memory_used_ -= j->footprint();
+  Job::Free(j);
+  Unref(t);
+}
+
+Job* Engine::OwnReserved(Session* s, uint64_t id) const {
+  Job* j = jobs_.Find(id);
+  if (!j || j->state != JobState::kReserved || j->reserver != s) return nullptr;
+  return j;
+}
+
+// ---------------------------------------------------------------------------- put
+
+Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
+                    uint32_t body_size) {
+  if (!s->producer_) {
+    s->producer_ = true;
+    counters_.producers++;
+  }
+  size_t footprint = sizeof(Job) + size_t{body_size} + 2;
+  if (memory_used() + footprint > options_.max_memory) return nullptr;
+  Job* j = Job::Allocate(body_size);
+  if (!j) return nullptr;
+  j->id = next_id_++;
+  j->tube = s->use_;
+  Ref(j->tube);
+  j->pri = pri;
+  j->delay_s = delay_s;
+  j->ttr_s = ttr_s == 0 ? 1 : ttr_s;
+  j->created = clock_.Now();
+  memory_used_ += footprint;
+  return j;
+}
+
+void Engine::Discard(Job* j) {
+  STALKD_DCHECK(j->state == JobState::kNew);
+  Tube* t = j->tube;
+  memory_used_ -= j->footprint();
+  Job::Free(j);
+  Unref(t);
+}
+
+Engine::PutResult Engine::Put(Session* s, Job* j) {
+  (void)s;
+  if (draining_) {
+    Discard(j);
+    return PutResult::kDraining;
+  }
+  jobs_.Insert(j);
+  counters_.total_jobs++;
+  j->tube->stat.total_jobs++;
+  if (j->delay_s > 0) {
+    MakeDelayed(j, clock_.Now() + Seconds(j->delay_s));
+  } else {
+    MakeReady(j);
+    ProcessQueue();
+  }
+  return PutResult::kInserted;
+}
+
+// ---------------------------------------------------------------------------- reserve
+
+bool Engine::DeadlineSoon(const Session* s, Nanos now) const {
+  const Job* j = s->reserved_.top();
+  return j && now >= j->deadline - kSecond;
+}
+
+bool Engine::Reserve(Session* s, Nanos timeout) {
+  if (!s->worker_) {
+    s->worker_ = true;
+    counters_.workers++;
+  }
+  Nanos now = clock_.Now();
+  if (DeadlineSoon(s, now)) {
+    bool any_ready = std::any_of(s->watch_.begin(), s->watch_.end(),
+                                 [](const Tube* t) { return !t->ready.empty(); });
+    if (!any_ready) return false;
+  }
+  StartWaiting(s, timeout);
+  ProcessQueue();
+  if (s->waiting_ && timeout <= 0) {
+    StopWaiting(s);
+    events_.push_back({Event::Kind::kTimedOut, s, nullptr});
+  }
+  return true;
+}
+
+Job* Engine::ReserveJob(Session* s, uint64_t id) {
+  Job* j = jobs_.Find(id);
+  if (!j) return nullptr;
+  if (j->state != JobState::kReady && j->state != JobState::kDelayed &&
+      j->state != JobState::kBuried) {
+    return nullptr;
+  }
+  TakeOut(j);
+  if (!s->worker_) {
+    s->worker_ = true;
+    counters_.workers++;
+  }
+  ReserveFor(s, j);
+  return j;
+}
+
+void Engine::StartWaiting(Session* s, Nanos timeout) {
+  STALKD_DCHECK(!s->waiting_);
+  s->waiting_ = true;
+  counters_.waiting++;
+  s->wait_until_ = timeout == kForever ? kForever : clock_.Now() + timeout;
+  s->wait_nodes_.resize(s->watch_.size());
+  for (size_t i = 0; i < s->watch_.size(); i++) {
+    WaitNode& n = s->wait_nodes_[i];
+    n.session = s;
+    n.tube = s->watch_[i];
+    n.tube->waiters.PushBack(&n);
+    RefreshEligible(n.tube);
+  }
+  RefreshTimer(s);
+}
+
+void Engine::StopWaiting(Session* s) {
+  STALKD_DCHECK(s->waiting_);
+  for (WaitNode& n : s->wait_nodes_) {
+    n.tube->waiters.Remove(&n);
+    RefreshEligible(n.tube);
+  }
+  s->wait_nodes_.clear();
+  s->waiting_ = false;
+  counters_.waiting--;
+  s->wait_until_ = kForever;
+  RefreshTimer(s);
+}
+
+// Hands ready jobs to waiting sessions: always the best job (lowest pri, then lowest id)
+// among the tubes that have both, to the longest-waiting session of that tube.
+void Engine::ProcessQueue() {
+  while (Tube* t = eligible_.top()) {
+    Job* j = t->ready.top();
+    Session* s = t->waiters.front()->session;
+    TakeOut(j);
+    StopWaiting(s);
+    ReserveFor(s, j);
+    events_.push_back({Event::Kind::kReserved, s, j});
+  }
+}
+
+void Engine::RefreshEligible(Tube* t) {
+  bool want = !t->waiters.empty() && !t->ready.empty() && !t->paused();
+  bool in = eligible_.Contains(t);
+  if (want && !in) {
+    eligible_.Push(t);
+  } else if (!want && in) {
+    eligible_.Remove(t);
+  } else if (want) {
+    eligible_.Update(t);
+  }
+}
+
+void Engine::RefreshDelayed(Tube* t) {
+  bool want = !t->delayed.empty();
+  bool in = delay_tubes_.Contains(t);
+  if (want && !in) {
+    delay_tubes_.Push(t);
+  } else if (!want && in) {
+    delay_tubes_.Remove(t);
+  } else if (want) {
+    delay_tubes_.Update(t);
+  }
+}
+
+// A session's timer fires at its soonest TTR expiry, or, while it waits in reserve, one
+// second before that expiry (DEADLINE_SOON) or at its reserve timeout, whichever is first.
+void Engine::RefreshTimer(Session* s) {
+  Nanos wake = kForever;
+  if (const Job* j = s->reserved_.top()) wake = s->waiting_ ? j->deadline - kSecond : j->deadline;
+  if (s->waiting_) wake = std::min(wake, s->wait_until_);
+  bool want = wake != kForever && !s->closed_;
+  bool in = timers_.Contains(s);
+  s->wake_at_ = wake;
+  if (want && !in) {
+    timers_.Push(s);
+  } else if (!want && in) {
+    timers_.Remove(s);
+  } else if (want) {
+    timers_.Update(s);
+  }
+}
+
+// ---------------------------------------------------------------------------- job commands
+
+bool Engine::Delete(Session* s, uint64_t id) {
+  Job* j = jobs_.Find(id);
+  if (!j) return false;
+  if (j->state == JobState::kReserved && j->reserver != s) return false;
+  TakeOut(j);
+  j->tube->stat.deletes++;
+  FreeJob(j);
+  return true;
+}
+
+bool Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
+  Job* j = OwnReserved(s, id);
+  if (!j) return false;
+  TakeOut(j);
+  j->pri = pri;
+  j->delay_s = delay_s;
+  j->releases++;
+  if (delay_s > 0) {
+    MakeDelayed(j, clock_.Now() + Seconds(delay_s));
+  } else {
+    MakeReady(j);
+    ProcessQueue();
+  }
+  return true;
+}
+
+bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
+  Job* j = OwnReserved(s, id);
+  if (!j) return false;
+  TakeOut(j);
+  j->pri = pri;
+  j->buries++;
+  MakeBuried(j);
+  return true;
+}
+
+bool Engine::Touch(Session* s, uint64_t id) {
+  Job* j = OwnReserved(s, id);
+  if (!j) return false;
+  j->deadline = clock_.Now() + Seconds(j->ttr_s);
+  s->reserved_.Update(j);
+  RefreshTimer(s);
+  return true;
+}
+
+bool Engine::KickJob(uint64_t id) {
+  Job* j = jobs_.Find(id);
+  if (!j || (j->state != JobState::kBuried && j->state != JobState::kDelayed)) return false;
+  TakeOut(j);
+  j->kicks++;
+  MakeReady(j);
+  ProcessQueue();
+  return true;
+}
+
+uint32_t Engine::KickBuried(Tube* t, uint32_t n) {
+  uint32_t i = 0;
+  for (; i < n && !t->buried.empty(); i++) {
+    Job* j = t->buried.front();
+    TakeOut(j);
+    j->kicks++;
+    MakeReady(j);
+  }
+  ProcessQueue();
+  return i;
+}
+
+uint32_t Engine::KickDelayed(Tube* t, uint32_t n) {
+  uint32_t i = 0;
+  for (; i < n && !t->delayed.empty(); i++) {
+    Job* j = t->delayed.top();
+    TakeOut(j);
+    j->kicks++;
+    MakeReady(j);
+  }
+  ProcessQueue();
+  return i;
+}
+
+// ---------------------------------------------------------------------------- time
+
+uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
+  // As in beanstalkd, DEADLINE_SOON is decided before expired jobs are returned.
+  bool soon = s->waiting_ && DeadlineSoon(s, now);
+  uint32_t moved = 0;
+  while (moved < budget && !s->reserved_.empty() && s->reserved_.top()->deadline <= now) {
+    Job* j = s->reserved_.top();
+    TakeOut(j);
+    j->timeouts++;
+    counters_.timeouts++;
+    MakeReady(j);
+    moved++;
+  }
+  if (soon) {
+    StopWaiting(s);
+    events_.push_back({Event::Kind::kDeadlineSoon, s, nullptr});
+  } else if (s->waiting_ && s->wait_until_ <= now) {
+    StopWaiting(s);
+    events_.push_back({Event::Kind::kTimedOut, s, nullptr});
+  }
+  return moved;
+}
+
+Nanos Engine::Tick() {
+  Nanos now = clock_.Now();
+  uint32_t budget = options_.tick_budget;
+
+  while (budget > 0 && !delay_tubes_.empty()) {
+    Job* j = delay_tubes_.top()->delayed.top();
+    if (j->deadline > now) break;
+    TakeOut(j);
+    MakeReady(j);
+    budget--;
+  }
+  while (!paused_.empty() && paused_.top()->unpause_at <= now) {
+    Tube* t = paused_.Pop();
+    t->pause_ns = 0;
+    RefreshEligible(t);
+  }
+  ProcessQueue();
+
+  while (budget > 0 && !timers_.empty() && timers_.top()->wake_at_ <= now) {
+    uint32_t moved = ExpireSession(timers_.top(), now, budget);
+    budget -= std::max<uint32_t>(1, std::min(moved, budget));
+  }
+  if (budget > 0) budget -= ReleaseClosed(budget);
+  ProcessQueue();
+
+  if (budget == 0) return now;
+  Nanos next = kForever;
+  if (!delay_tubes_.empty()) next = std::min(next, delay_tubes_.top()->delayed.top()->deadline);
+  if (!paused_.empty()) next = std::min(next, paused_.top()->unpause_at);
+  if (!timers_.empty()) next = std::min(next, timers_.top()->wake_at_);
+  if (!closing_.empty()) next = now;
+  return next;
+}
+
+void Engine::TakeEvents(std::vector<Event>* out) {
+  out->insert(out->end(), events_.begin(), events_.end());
+  events_.clear();
+}
+
+// ---------------------------------------------------------------------------- invariants
+
+void Engine::CheckInvariants() const {
+  uint64_t ready = 0, urgent = 0, delayed = 0, buried = 0, reserved = 0, waiting = 0;
+  STALKD_CHECK(tube_list_.size() == tubes_.size());
+  for (size_t i = 0; i < tube_list_.size(); i++) {
+    const Tube* t = tube_list_[i];
+    STALKD_CHECK(t->list_pos == i);
+    STALKD_CHECK(FindTube(t->name()) == t);
+    STALKD_CHECK(t->ready.IsHeap() && t->delayed.IsHeap());
+    uint64_t tube_urgent = 0;
+    for (size_t k = 0; k < t->ready.size(); k++) {
+      const Job* j = t->ready.at(k);
+      STALKD_CHECK(j->state == JobState::kReady && j->tube == t && jobs_.Find(j->id) == j);
+      if (IsUrgent(j)) tube_urgent++;
+    }
+    for (size_t k = 0; k < t->delayed.size(); k++) {
+      const Job* j = t->delayed.at(k);
+      STALKD_CHECK(j->state == JobState::kDelayed && j->tube == t && jobs_.Find(j->id) == j);
+    }
+    for (const Job* j : t->buried) {
+      STALKD_CHECK(j->state == JobState::kBuried && j->tube == t && jobs_.Find(j->id) == j);
+    }
+    STALKD_CHECK(tube_urgent == t->stat.urgent);
+    bool want_eligible = !t->waiters.empty() && !t->ready.empty() && !t->paused();
+    STALKD_CHECK(eligible_.Contains(t) == want_eligible);
+    STALKD_CHECK(delay_tubes_.Contains(t) == !t->delayed.empty());
+    STALKD_CHECK(paused_.Contains(t) == t->paused());
+    STALKD_CHECK(t->refs > 0);
+    ready += t->ready.size();
+    urgent += tube_urgent;
+    delayed += t->delayed.size();
+    buried += t->buried.size();
+  }
+  STALKD_CHECK(eligible_.IsHeap() && delay_tubes_.IsHeap() && paused_.IsHeap());
+  STALKD_CHECK(timers_.IsHeap());
+  // No ready job may sit while a session waits for it.
+  STALKD_CHECK(eligible_.empty());
+
+  auto check_session = [&](const Session* s) {
+    STALKD_CHECK(s->reserved_.IsHeap());
+    for (size_t k = 0; k < s->reserved_.size(); k++) {
+      const Job* j = s->reserved_.at(k);
+      STALKD_CHECK(j->state == JobState::kReserved && j->reserver == s);
+      STALKD_CHECK(jobs_.Find(j->id) == j);
+    }
+    reserved += s->reserved_.size();
+    if (s->waiting_) {
+      waiting++;
+      STALKD_CHECK(s->wait_nodes_.size() == s->watch_.size());
+    }
+  };
+  uint64_t open = 0;
+  for (const Session* s : sessions_) {
+    check_session(s);
+    open++;
+    STALKD_CHECK(!s->closed_ && s->use_ != nullptr && !s->watch_.empty());
+  }
+  for (const Session* s : closing_) {
+    check_session(s);
+    STALKD_CHECK(s->closed_ && !s->waiting_);
+  }
+  STALKD_CHECK(open == counters_.sessions);
+  STALKD_CHECK(ready == counters_.ready && urgent == counters_.urgent);
+  STALKD_CHECK(delayed == counters_.delayed && buried == counters_.buried);
+  STALKD_CHECK(reserved == counters_.reserved && waiting == counters_.waiting);
+  STALKD_CHECK(jobs_.size() == ready + delayed + buried + reserved);
+}
+
+}  // namespace stalkd::engine

@@ -1,0 +1,200 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/indexed_heap.h"
+#include "engine/job.h"
+#include "engine/job_table.h"
+#include "engine/session.h"
+#include "engine/stats.h"
+#include "engine/tube.h"
+
+namespace stalkd::engine {
+
+// What the engine tells a session asynchronously: the outcome of a `reserve` that waited.
+struct Event {
+  enum class Kind : uint8_t { kReserved, kTimedOut, kDeadlineSoon };
+  Kind kind;
+  Session* session;
+  Job* job;  // kReserved only; reserved by `session`, valid until that session acts on it
+};
+
+// Heap orders over tubes and sessions (the job orders live in tube.h).
+struct TubeEligibleOrder {  // by the best ready job
+  static bool Less(const Tube* a, const Tube* b) {
+    return ReadyOrder::Less(a->ready.top(), b->ready.top());
+  }
+  static uint32_t& Slot(Tube* t) { return t->eligible_slot; }
+};
+struct TubeDelayOrder {  // by the soonest delayed job
+  static bool Less(const Tube* a, const Tube* b) {
+    return DeadlineOrder::Less(a->delayed.top(), b->delayed.top());
+  }
+  static uint32_t& Slot(Tube* t) { return t->delay_slot; }
+};
+struct TubePauseOrder {
+  static bool Less(const Tube* a, const Tube* b) { return a->unpause_at < b->unpause_at; }
+  static uint32_t& Slot(Tube* t) { return t->pause_slot; }
+};
+struct SessionWakeOrder {
+  static bool Less(const Session* a, const Session* b) { return a->wake_at_ < b->wake_at_; }
+  static uint32_t& Slot(Session* s) { return s->timer_slot_; }
+};
+
+struct EngineOptions {
+  // Upper bound on job moves (promotions, TTR expiries, releases of a closed session's jobs)
+  // done by one Tick(); the rest waits for the next Tick so other clients are served between.
+  uint32_t tick_budget = 1000;
+  // Cap on the bytes held by jobs and their indexes; a put that would exceed it is refused.
+  size_t max_memory = SIZE_MAX;
+};
+
+// The beanstalk state machine: jobs, tubes, sessions, timers and counters. It does no I/O
+// and reads time only from `clock`. Results of `reserve` arrive as Events (see TakeEvents).
+// Cost: every operation is O(log n) in jobs and tubes, except those the protocol makes
+// proportional to their output (list-tubes) or to one session's watch list.
+class Engine {
+ public:
+  // `clock` must outlive the Engine.
+  explicit Engine(const Clock& clock, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // --- sessions ---
+  Session* OpenSession(void* owner);
+  // Forgets the session: stops its waiting, drops its tube references, and returns its
+  // reserved jobs to their ready queues (at most tick_budget now, the rest in later Ticks).
+  // The pointer must not be used afterwards.
+  void CloseSession(Session* s);
+  void CountOp(Op op) { counters_.ops[static_cast<int>(op)]++; }
+
+  // --- tubes ---
+  Tube* FindTube(std::string_view name) const;
+  void Use(Session* s, std::string_view name);
+  // Returns the number of watched tubes afterwards.
+  size_t Watch(Session* s, std::string_view name);
+  // Returns the number of watched tubes afterwards, or 0 (NOT_IGNORED) when `name` is the
+  // only watched tube.
+  size_t Ignore(Session* s, std::string_view name);
+  // Returns false if the tube does not exist. A delay of 0 ends a pause.
+  bool PauseTube(std::string_view name, uint32_t delay_s);
+  const std::vector<Tube*>& tubes() const { return tube_list_; }
+
+  // --- put ---
+  // Builds a job in s's used tube and takes its id; the caller fills data() (body + CRLF)
+  // and then calls Put or Discard. Returns nullptr when the memory cap would be exceeded.
+  Job* NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, uint32_t body_size);
+  void Discard(Job* j);
+  enum class PutResult { kInserted, kDraining };
+  PutResult Put(Session* s, Job* j);
+  void set_draining(bool on) { draining_ = on; }
+  bool draining() const { return draining_; }
+
+  // --- reserve ---
+  // Starts a reserve for s; its outcome arrives as an Event for s (possibly at once).
+  // timeout: kForever for `reserve`, else the reserve-with-timeout duration.
+  // Returns false with no event when s has a reserved job within a second of its deadline
+  // and no ready job in its watch list (DEADLINE_SOON).
+  bool Reserve(Session* s, Nanos timeout);
+  // Abandons a waiting reserve (the client went away); no event follows.
+  void CancelReserve(Session* s) {
+    if (s->waiting_) StopWaiting(s);
+  }
+  // reserve-job: reserves job id if it is ready, delayed or buried. Returns it or nullptr.
+  Job* ReserveJob(Session* s, uint64_t id);
+
+  // --- commands on a job ---
+  // Each returns false for NOT_FOUND.
+  bool Delete(Session* s, uint64_t id);
+  bool Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s);
+  bool Bury(Session* s, uint64_t id, uint32_t pri);
+  bool Touch(Session* s, uint64_t id);
+  bool KickJob(uint64_t id);
+  // Kick up to n buried jobs of t (oldest buried first), or n delayed ones (soonest first).
+  uint32_t KickBuried(Tube* t, uint32_t n);
+  uint32_t KickDelayed(Tube* t, uint32_t n);
+
+  Job* Find(uint64_t id) const { return jobs_.Find(id); }
+  Job* PeekReady(const Tube* t) const { return t->ready.top(); }
+  Job* PeekDelayed(const Tube* t) const { return t->delayed.top(); }
+  Job* PeekBuried(const Tube* t) const { return t->buried.front(); }
+
+  // --- time ---
+  // Promotes due delayed jobs, ends pauses, expires TTRs and reserve timeouts, and returns
+  // reserved jobs of closed sessions; at most tick_budget job moves. Returns the time of the
+  // next work (Now() if the budget ran out).
+  Nanos Tick();
+
+  // Appends pending events to *out and clears them.
+  void TakeEvents(std::vector<Event>* out);
+  bool has_events() const { return !events_.empty(); }
+
+  // --- stats ---
+  const GlobalCounters& counters() const { return counters_; }
+  size_t max_job_size() const { return max_job_size_; }
+  void set_max_job_size(size_t n) { max_job_size_ = n; }
+  size_t memory_used() const { return memory_used_ + jobs_.bytes(); }
+  size_t max_memory() const { return options_.max_memory; }
+  const Clock& clock() const { return clock_; }
+
+  // Aborts if any internal invariant is broken. For tests and fuzzers; O(everything).
+  void CheckInvariants() const;
+
+ private:
+  Tube* FindOrMakeTube(std::string_view name);
+  void Ref(Tube* t) { t->refs++; }
+  void Unref(Tube* t);
+
+  void MakeReady(Job* j);
+  void MakeDelayed(Job* j, Nanos deadline);
+  void MakeBuried(Job* j);
+  void TakeOut(Job* j);  // removes j from wherever it is and fixes the counters
+  void ReserveFor(Session* s, Job* j);
+  void FreeJob(Job* j);
+  Job* OwnReserved(Session* s, uint64_t id) const;
+
+  void StartWaiting(Session* s, Nanos timeout);
+  void StopWaiting(Session* s);
+  void ProcessQueue();
+  void RefreshEligible(Tube* t);
+  void RefreshDelayed(Tube* t);
+  void RefreshTimer(Session* s);
+  uint32_t ExpireSession(Session* s, Nanos now, uint32_t budget);
+  uint32_t ReleaseClosed(uint32_t budget);
+  bool DeadlineSoon(const Session* s, Nanos now) const;
+
+  const Clock& clock_;
+  EngineOptions options_;
+  size_t max_job_size_ = 65535;
+  bool draining_ = false;
+  uint64_t next_id_ = 1;
+  size_t memory_used_ = 0;
+
+  JobTable jobs_;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, std::unique_ptr<Tube>, NameHash, std::equal_to<>> tubes_;
+  std::vector<Tube*> tube_list_;  // beanstalkd's order: appended, swap-removed
+  Tube* default_tube_ = nullptr;
+
+  IndexedHeap<Tube, TubeEligibleOrder> eligible_;  // tubes with waiters, ready jobs, no pause
+  IndexedHeap<Tube, TubeDelayOrder> delay_tubes_;  // tubes with delayed jobs, by soonest
+  IndexedHeap<Tube, TubePauseOrder> paused_;       // paused tubes, by unpause time
+  IndexedHeap<Session, SessionWakeOrder> timers_;  // sessions with a TTR or reserve deadline
+
+  IntrusiveList<Session, SessionTag> sessions_;  // open sessions, owned
+  IntrusiveList<Session, SessionTag> closing_;   // closed, still holding reserved jobs, owned
+  std::vector<Event> events_;
+  GlobalCounters counters_;
+};
+
+}  // namespace stalkd::engine

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/clock.h"
+#include "engine/tube.h"
+
+namespace stalkd::engine {
+
+// The engine's view of one client: the tube it uses, the tubes it watches, the jobs it has
+// reserved and whether it is waiting in `reserve`. The network layer owns the connection;
+// `owner` lets it find that connection again from an engine event.
+struct SessionTag;
+
+class Session : public ListNode<SessionTag> {
+ public:
+  explicit Session(void* owner) : owner_(owner) {}
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  void* owner() const { return owner_; }
+  Tube* use() const { return use_; }
+  // In beanstalkd's order: appended on watch, last element moved into the gap on ignore.
+  const std::vector<Tube*>& watch() const { return watch_; }
+  size_t reserved_count() const { return reserved_.size(); }
+  bool waiting() const { return waiting_; }
+  bool closed() const { return closed_; }
+  bool is_producer() const { return producer_; }
+  bool is_worker() const { return worker_; }
+
+ private:
+  friend class Engine;
+  friend struct SessionWakeOrder;
+
+  void* owner_;
+  Tube* use_ = nullptr;
+  std::vector<Tube*> watch_;
+  DeadlineHeap reserved_;            // by TTR deadline
+  std::vector<WaitNode> wait_nodes_;  // one per watched tube while waiting
+  bool waiting_ = false;
+  bool closed_ = false;
+  bool producer_ = false;
+  bool worker_ = false;
+  Nanos wait_until_ = kForever;  // reserve-with-timeout deadline while waiting
+  Nanos wake_at_ = kForever;     // key in Engine's session timer heap
+  uint32_t timer_slot_ = UINT32_MAX;
+};
+
+}  // namespace stalkd::engine

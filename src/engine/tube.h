@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/indexed_heap.h"
+#include "base/intrusive_list.h"
+#include "engine/job.h"
+
+namespace stalkd::engine {
+
+class Session;
+struct WaitTag;
+
+// A session waiting in `reserve` is linked into the waiter list of every tube it watches,
+// through one WaitNode per watched tube.
+struct WaitNode : ListNode<WaitTag> {
+  Session* session = nullptr;
+  Tube* tube = nullptr;
+};
+
+struct ReadyOrder {
+  static bool Less(const Job* a, const Job* b) {
+    return a->pri != b->pri ? a->pri < b->pri : a->id < b->id;
+  }
+  static uint32_t& Slot(Job* j) { return j->heap_slot; }
+};
+
+struct DeadlineOrder {
+  static bool Less(const Job* a, const Job* b) {
+    return a->deadline != b->deadline ? a->deadline < b->deadline : a->id < b->id;
+  }
+  static uint32_t& Slot(Job* j) { return j->heap_slot; }
+};
+
+using ReadyHeap = IndexedHeap<Job, ReadyOrder>;
+using DeadlineHeap = IndexedHeap<Job, DeadlineOrder>;
+
+struct TubeCounters {
+  uint64_t urgent = 0;  // ready jobs with pri < kUrgentPriority
+  uint64_t reserved = 0;
+  uint64_t total_jobs = 0;
+  uint64_t deletes = 0;
+  uint64_t pauses = 0;
+  uint32_t using_ct = 0;
+  uint32_t watching_ct = 0;
+};
+
+class Tube {
+ public:
+  explicit Tube(std::string name) : name_(std::move(name)) {}
+  Tube(const Tube&) = delete;
+  Tube& operator=(const Tube&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  ReadyHeap ready;
+  DeadlineHeap delayed;
+  IntrusiveList<Job, BuriedTag> buried;
+  IntrusiveList<WaitNode, WaitTag> waiters;
+  TubeCounters stat;
+
+  Nanos pause_ns = 0;       // the pause duration while paused, 0 when not paused
+  Nanos unpause_at = 0;     // valid while pause_ns > 0
+  uint64_t refs = 0;        // jobs + sessions using/watching (+1 for "default")
+  uint32_t list_pos = 0;    // index in Engine::tube_list_
+  uint32_t eligible_slot = UINT32_MAX;  // slot in Engine's eligible-tube heap
+  uint32_t delay_slot = UINT32_MAX;     // slot in Engine's delayed-tube heap
+  uint32_t pause_slot = UINT32_MAX;     // slot in Engine's paused-tube heap
+
+  bool paused() const { return pause_ns > 0; }
+  size_t job_count() const {
+    return ready.size() + delayed.size() + buried.size() + stat.reserved;
+  }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace stalkd::engine

@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string>
+
+namespace stalkd::net {
+
+// Opens a non-blocking listening socket. `address` is an IPv4/IPv6 address or host name, or
+// "unix:/path" for a unix-domain socket (an existing socket file there is replaced).
+// Returns the fd, or -1 with *error set.
+int Listen(const std::string& address, const std::string& port, std::string* error);
+
+// The socket passed by systemd socket activation (LISTEN_PID/LISTEN_FDS), or -1 if none.
+// Sets *warning if more than one was passed (all but the first are ignored, as beanstalkd).
+int InheritedListener(std::string* warning);
+
+// Describes a listening fd for logs ("127.0.0.1:11300", "unix:/run/x.sock").
+std::string DescribeListener(int fd);
+
+}  // namespace stalkd::net

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "protocol/command.h"
+#include "protocol/reply.h"
+
+namespace stalkd::protocol {
+
+// One client's side of the protocol, without sockets: bytes in, reply bytes out. It frames
+// command lines and job bodies, calls the engine, and formats replies in order. The network
+// layer feeds it what it reads and writes out what it produces; tests and fuzzers drive it
+// directly.
+class Conversation {
+ public:
+  // `engine` and `host` must outlive the Conversation. `owner` is handed to the engine
+  // session so events can be routed back to whoever owns this conversation.
+  Conversation(engine::Engine& engine, const Host& host, void* owner);
+  // Discards a half-received job and closes the engine session (releasing reserved jobs).
+  ~Conversation();
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
+
+  // Input: reserve room for up to n bytes, write into it, then commit what was written.
+  char* PrepareInput(size_t n);
+  void CommitInput(size_t n);
+
+  // Processes buffered input (and pending kick slices) until input runs out, the
+  // conversation blocks (waiting in reserve, closing, output above the high-water mark) or
+  // `max_steps` commands/slices were handled. Returns true if it stopped only because of
+  // `max_steps`, i.e. it can make progress right away if run again.
+  bool Run(size_t max_steps);
+
+  // Completes a waiting reserve with the engine's outcome.
+  void OnEvent(const engine::Event& ev);
+  // The peer will send nothing more. A waiting reserve is answered TIMED_OUT, as beanstalkd
+  // does; the conversation then closes once its output is flushed.
+  void OnInputClosed();
+
+  std::string& output() { return out_; }
+  bool closing() const { return state_ == State::kClosing; }
+  bool waiting() const { return state_ == State::kWaiting; }
+  bool input_closed() const { return input_closed_; }
+  // True if Run() could do something now (buffered input or a kick in progress).
+  bool runnable() const;
+  size_t buffered_input() const { return in_end_ - in_begin_; }
+  engine::Session* session() const { return session_; }
+
+  // Output above this stops command processing until the peer reads it.
+  static constexpr size_t kOutputHighWater = 1 << 20;
+  // Jobs kicked per step; a large kick is spread over several steps.
+  static constexpr uint32_t kKickSlice = 1000;
+
+ private:
+  enum class State { kCommand, kBody, kSkipBody, kSkipLine, kWaiting, kKicking, kClosing };
+
+  void Execute(std::string_view line);
+  void StartPut(const Command& cmd);
+  void FinishPut();
+  void Skip(uint64_t bytes, std::string_view reply_after);
+  void KickStep();
+  void Reply(std::string_view s) { out_.append(s); }
+  void ReplyJob(std::string_view word, const engine::Job& j);
+  void ReplyYaml(const std::string& body);
+  void ReplyLine(const char* word, uint64_t n);
+  void Consume(size_t n) { in_begin_ += n; }
+
+  engine::Engine& engine_;
+  const Host& host_;
+  engine::Session* session_;
+  State state_ = State::kCommand;
+  bool input_closed_ = false;
+
+  std::vector<char> in_;
+  size_t in_begin_ = 0;
+  size_t in_end_ = 0;
+  std::string out_;
+
+  engine::Job* in_job_ = nullptr;  // kBody: the job whose body is arriving
+  uint64_t body_read_ = 0;          // kBody: bytes of data (body + CRLF) received so far
+  uint64_t skip_left_ = 0;          // kSkipBody: bytes still to discard
+  std::string_view skip_reply_;     // kSkipBody: the reply to send once skipped
+
+  bool kick_buried_ = false;  // kKicking: which list the kick started on
+  uint32_t kick_left_ = 0;
+  uint32_t kicked_ = 0;
+};
+
+}  // namespace stalkd::protocol

@@ -1,0 +1,167 @@
+#include <cstring>
+
+#include "protocol/command.h"
+
+namespace stalkd::protocol {
+
+namespace {
+
+bool IsNameChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::strchr("-+/;.$_()", c) != nullptr;
+}
+
+// beanstalkd's read_u32/read_u64: skip spaces, require a digit, parse digits, reject
+// overflow. With `last`, nothing may follow the number; otherwise `rest` is left just after
+// it.
+bool ReadNumber(std::string_view* rest, uint64_t max, bool last, uint64_t* out) {
+  std::string_view s = *rest;
+  size_t i = 0;
+  while (i < s.size() && s[i] == ' ') i++;
+  if (i == s.size() || s[i] < '0' || s[i] > '9') return false;
+  uint64_t v = 0;
+  bool overflow = false;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; i++) {
+    uint64_t d = static_cast<uint64_t>(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) overflow = true;
+    v = v * 10 + d;
+  }
+  if (overflow || v > max) return false;
+  if (last && i != s.size()) return false;
+  *rest = s.substr(i);
+  *out = v;
+  return true;
+}
+
+bool ReadU32(std::string_view* rest, bool last, uint32_t* out) {
+  uint64_t v;
+  if (!ReadNumber(rest, UINT32_MAX, last, &v)) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool ReadU64(std::string_view* rest, bool last, uint64_t* out) {
+  return ReadNumber(rest, UINT64_MAX, last, out);
+}
+
+struct VerbPrefix {
+  std::string_view prefix;
+  Verb verb;
+};
+
+// beanstalkd's which_cmd(): first matching prefix wins, so the order matters.
+constexpr VerbPrefix kVerbs[] = {
+    {"put ", Verb::kPut},
+    {"peek ", Verb::kPeek},
+    {"peek-ready", Verb::kPeekReady},
+    {"peek-delayed", Verb::kPeekDelayed},
+    {"peek-buried", Verb::kPeekBuried},
+    {"reserve-with-timeout ", Verb::kReserveWithTimeout},
+    {"reserve-job ", Verb::kReserveJob},
+    {"reserve", Verb::kReserve},
+    {"delete ", Verb::kDelete},
+    {"release ", Verb::kRelease},
+    {"bury ", Verb::kBury},
+    {"kick ", Verb::kKick},
+    {"kick-job ", Verb::kKickJob},
+    {"touch ", Verb::kTouch},
+    {"stats-job ", Verb::kStatsJob},
+    {"stats-tube ", Verb::kStatsTube},
+    {"stats", Verb::kStats},
+    {"use ", Verb::kUse},
+    {"watch ", Verb::kWatch},
+    {"ignore ", Verb::kIgnore},
+    {"list-tubes-watched", Verb::kListTubesWatched},
+    {"list-tube-used", Verb::kListTubeUsed},
+    {"list-tubes", Verb::kListTubes},
+    {"quit", Verb::kQuit},
+    {"pause-tube", Verb::kPauseTube},
+};
+
+}  // namespace
+
+bool IsValidTubeName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxTubeNameLength || name[0] == '-') return false;
+  for (char c : name) {
+    if (!IsNameChar(c)) return false;
+  }
+  return true;
+}
+
+ParseStatus ParseCommand(std::string_view line, Command* cmd) {
+  *cmd = Command{};
+  if (line.find('\0') != std::string_view::npos) return ParseStatus::kBadFormat;
+  std::string_view args;
+  for (const VerbPrefix& v : kVerbs) {
+    if (line.substr(0, v.prefix.size()) == v.prefix) {
+      cmd->verb = v.verb;
+      args = line.substr(v.prefix.size());
+      break;
+    }
+  }
+  constexpr ParseStatus kBad = ParseStatus::kBadFormat;
+  switch (cmd->verb) {
+    case Verb::kUnknown:
+      return ParseStatus::kUnknownCommand;
+    case Verb::kPut: {
+      if (!ReadU32(&args, false, &cmd->pri) || !ReadU32(&args, false, &cmd->delay) ||
+          !ReadU32(&args, false, &cmd->ttr) || !ReadU32(&args, false, &cmd->bytes)) {
+        return kBad;
+      }
+      cmd->trailing_garbage = !args.empty();
+      return ParseStatus::kOk;
+    }
+    case Verb::kPeekReady:
+    case Verb::kPeekDelayed:
+    case Verb::kPeekBuried:
+    case Verb::kReserve:
+    case Verb::kStats:
+    case Verb::kListTubes:
+    case Verb::kListTubeUsed:
+    case Verb::kListTubesWatched:
+      return args.empty() ? ParseStatus::kOk : kBad;
+    case Verb::kQuit:
+      return ParseStatus::kOk;  // beanstalkd ignores whatever follows "quit"
+    case Verb::kPeek:
+    case Verb::kReserveJob:
+    case Verb::kDelete:
+    case Verb::kTouch:
+    case Verb::kKickJob:
+    case Verb::kStatsJob:
+      return ReadU64(&args, true, &cmd->id) ? ParseStatus::kOk : kBad;
+    case Verb::kReserveWithTimeout:
+      return ReadU32(&args, true, &cmd->timeout) ? ParseStatus::kOk : kBad;
+    case Verb::kRelease:
+      return ReadU64(&args, false, &cmd->id) && ReadU32(&args, false, &cmd->pri) &&
+                     ReadU32(&args, true, &cmd->delay)
+                 ? ParseStatus::kOk
+                 : kBad;
+    case Verb::kBury:
+      return ReadU64(&args, false, &cmd->id) && ReadU32(&args, true, &cmd->pri)
+                 ? ParseStatus::kOk
+                 : kBad;
+    case Verb::kKick:
+      return ReadU32(&args, true, &cmd->count) ? ParseStatus::kOk : kBad;
+    case Verb::kStatsTube:
+    case Verb::kUse:
+    case Verb::kWatch:
+    case Verb::kIgnore:
+      if (!IsValidTubeName(args)) return kBad;
+      cmd->tube = args;
+      return ParseStatus::kOk;
+    case Verb::kPauseTube: {
+      // beanstalkd's read_tube_name: spaces, then the longest run of name characters.
+      size_t i = 0;
+      while (i < args.size() && args[i] == ' ') i++;
+      size_t start = i;
+      while (i < args.size() && IsNameChar(args[i])) i++;
+      if (i == start) return kBad;
+      cmd->tube = args.substr(start, i - start);
+      args = args.substr(i);
+      return ReadU32(&args, true, &cmd->delay) ? ParseStatus::kOk : kBad;
+    }
+  }
+  return ParseStatus::kUnknownCommand;
+}
+
+}  // namespace stalkd::protocol

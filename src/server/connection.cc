@@ -1,0 +1,100 @@
+#include "server/connection.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/server.h"
+
+namespace stalkd::server {
+
+Connection::Connection(Server& server, int fd)
+    : server_(server), fd_(fd), conversation_(server.engine(), server, this) {}
+
+Connection::~Connection() {
+  server_.loop().Remove(fd_);
+  close(fd_);
+}
+
+void Connection::Kill() {
+  if (dead_) return;
+  dead_ = true;
+  server_.MarkClosed(this);
+}
+
+void Connection::OnEvents(uint32_t events) {
+  if (dead_) return;
+  if (events & EPOLLERR) return Kill();
+  if (events & EPOLLIN) Read();
+  if ((events & (EPOLLRDHUP | EPOLLHUP)) && conversation_.waiting()) {
+    conversation_.OnInputClosed();
+    server_.MarkDirty(this);
+  }
+  if ((events & EPOLLHUP) && !(events & EPOLLIN)) {
+    // The peer is gone for both directions: nothing we write can arrive.
+    return Kill();
+  }
+  if (events & EPOLLOUT) server_.MarkDirty(this);
+}
+
+void Connection::Read() {
+  char buf[kReadChunk];
+  ssize_t n = read(fd_, buf, sizeof buf);
+  if (n > 0) {
+    char* p = conversation_.PrepareInput(static_cast<size_t>(n));
+    std::copy(buf, buf + n, p);
+    conversation_.CommitInput(static_cast<size_t>(n));
+    server_.MarkRunnable(this);
+  } else if (n == 0) {
+    conversation_.OnInputClosed();
+    server_.MarkRunnable(this);
+    server_.MarkDirty(this);
+  } else if (errno != EAGAIN && errno != EINTR) {
+    Kill();
+  }
+}
+
+bool Connection::Flush() {
+  std::string& out = conversation_.output();
+  if (!out.empty()) {
+    ssize_t n = send(fd_, out.data(), out.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EINTR) return false;
+    } else {
+      out.erase(0, static_cast<size_t>(n));
+    }
+  }
+  if (out.empty()) {
+    if (conversation_.closing()) return false;
+    // Input already read but never answered must not outlive a peer that has hung up.
+    if (conversation_.input_closed() && !conversation_.runnable() && !conversation_.waiting()) {
+      return false;
+    }
+    if (out.capacity() > 64 * 1024) std::string().swap(out);
+  }
+  if (conversation_.runnable() && out.size() < protocol::Conversation::kOutputHighWater) {
+    server_.MarkRunnable(this);
+  }
+  UpdateInterest();
+  return true;
+}
+
+void Connection::UpdateInterest() {
+  uint32_t want = 0;
+  const protocol::Conversation& c = conversation_;
+  if (!c.closing() && !c.input_closed()) {
+    if (c.waiting()) {
+      want |= EPOLLRDHUP;
+    } else if (c.buffered_input() < kMaxBufferedInput &&
+               conversation_.output().size() < protocol::Conversation::kOutputHighWater) {
+      want |= EPOLLIN;
+    }
+  }
+  if (!conversation_.output().empty()) want |= EPOLLOUT;
+  if (want == interest_) return;
+  interest_ = want;
+  server_.loop().Modify(fd_, want, this);
+}
+
+}  // namespace stalkd::server

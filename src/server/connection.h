@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdint>
+
+#include "base/intrusive_list.h"
+#include "net/event_loop.h"
+#include "protocol/conversation.h"
+
+namespace stalkd::server {
+
+class Server;
+struct ConnectionTag;
+
+// One client socket: reads into its Conversation, writes what the conversation produces.
+// Flags record which of the server's work lists it is on, so it is never listed twice.
+class Connection final : public net::EventLoop::Handler, public ListNode<ConnectionTag> {
+ public:
+  Connection(Server& server, int fd);
+  ~Connection() override;  // closes the fd; the conversation closes the engine session
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void OnEvents(uint32_t events) override;
+  // Writes pending output. Returns false if the connection is finished (error, or closing
+  // with nothing left to send).
+  bool Flush();
+  // Re-computes which epoll events this connection wants.
+  void UpdateInterest();
+
+  protocol::Conversation& conversation() { return conversation_; }
+  bool dead() const { return dead_; }
+  void Kill();  // marks the connection for closing at the end of the iteration
+
+  bool on_runnable = false;
+  bool on_dirty = false;
+  bool on_closed = false;
+
+  // Bytes read per read() call.
+  static constexpr size_t kReadChunk = 64 * 1024;
+  // Input kept buffered before reading pauses (the conversation consumes it first).
+  static constexpr size_t kMaxBufferedInput = 256 * 1024;
+
+ private:
+  void Read();
+
+  Server& server_;
+  int fd_;
+  protocol::Conversation conversation_;
+  uint32_t interest_ = 0;
+  bool dead_ = false;
+};
+
+}  // namespace stalkd::server

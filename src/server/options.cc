@@ -1,0 +1,150 @@
+#include "server/options.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace stalkd::server {
+
+void PrintUsage() {
+  fprintf(stderr,
+          "Use: stalkd [OPTIONS]\n"
+          "\n"
+          "Options:\n"
+          " -b DIR   write-ahead log directory\n"
+          " -f MS    fsync at most once every MS milliseconds (default is 50ms);\n"
+          "          use -f0 for \"always fsync\"\n"
+          " -F       never fsync\n"
+          " -l ADDR  listen on address (default is 0.0.0.0)\n"
+          " -p PORT  listen on port (default is 11300)\n"
+          " -u USER  become user and group\n"
+          " -z BYTES set the maximum job size in bytes (default is 65535);\n"
+          "          max allowed is %zu bytes\n"
+          " -s BYTES set the size of each write-ahead log file (default is 10485760);\n"
+          "          will be rounded up to a multiple of 4096 bytes\n"
+          " -v       show version information\n"
+          " -V       increase verbosity\n"
+          " -h       show this help\n",
+          kMaxJobSizeLimit);
+}
+
+namespace {
+
+// beanstalkd parses sizes with strtoumax semantics: "-5" wraps to a huge value.
+bool ParseSize(const char* s, uint64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  uintmax_t v = strtoumax(s, &end, 10);
+  if (end == s || *end != '\0' || errno != 0) {
+    fprintf(stderr, "stalkd: invalid size: %s\n", s);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; i++) {
+    const char* arg = argv[i];
+    if (arg[0] != '-') {
+      fprintf(stderr, "stalkd: unknown argument: %s\n", arg);
+      PrintUsage();
+      return ParseOutcome::kExitUsage;
+    }
+    bool consumed = false;  // a flag took the rest of this word as its value
+    for (const char* f = arg + 1; *f && !consumed; f++) {
+      // A flag's value is the rest of this word, or else the next word.
+      auto value = [&]() -> const char* {
+        const char* v = nullptr;
+        if (f[1]) {
+          v = f + 1;
+        } else if (i + 1 < argc) {
+          v = argv[++i];
+        }
+        if (!v) {
+          fprintf(stderr, "stalkd: flag requires an argument: -%c\n", *f);
+          PrintUsage();
+          return nullptr;
+        }
+        consumed = true;
+        return v;
+      };
+      uint64_t n = 0;
+      const char* v = nullptr;
+      switch (*f) {
+        case 'p':
+          if (!(v = value())) return ParseOutcome::kExitUsage;
+          o->port = v;
+          break;
+        case 'l':
+          if (!(v = value())) return ParseOutcome::kExitUsage;
+          o->address = v;
+          break;
+        case 'u':
+          if (!(v = value())) return ParseOutcome::kExitUsage;
+          o->user = v;
+          break;
+        case 'b':
+          if (!(v = value())) return ParseOutcome::kExitUsage;
+          o->binlog_dir = v;
+          break;
+        case 'z':
+          if (!(v = value())) return ParseOutcome::kExitUsage;
+          if (!ParseSize(v, &n)) {
+            PrintUsage();
+            return ParseOutcome::kExitUsage;
+          }
+          if (n > kMaxJobSizeLimit) {
+            n = kMaxJobSizeLimit;
+            fprintf(stderr, "stalkd: maximum job size was set to %zu\n", kMaxJobSizeLimit);
+          }
+          o->max_job_size = n;
+          break;
+        case 's':
+          if (!(v = value())) return ParseOutcome::kExitUsage;
+          if (!ParseSize(v, &n)) {
+            PrintUsage();
+            return ParseOutcome::kExitUsage;
+          }
+          o->binlog_size = static_cast<int64_t>((n + 4095) / 4096 * 4096);
+          break;
+        case 'f':
+          if (!(v = value())) return ParseOutcome::kExitUsage;
+          if (!ParseSize(v, &n)) {
+            PrintUsage();
+            return ParseOutcome::kExitUsage;
+          }
+          o->fsync_ms = static_cast<int64_t>(n);
+          o->fsync_never = false;
+          break;
+        case 'F':
+          o->fsync_never = true;
+          break;
+        case 'c':
+        case 'n':
+          fprintf(stderr, "stalkd: -%c flag was removed. binlog is always compacted.\n", *f);
+          break;
+        case 'V':
+          o->verbosity++;
+          break;
+        case 'v':
+          printf("stalkd %s\n", kVersion);
+          return ParseOutcome::kExitOk;
+        case 'h':
+          PrintUsage();
+          return ParseOutcome::kExitOk;
+        default:
+          fprintf(stderr, "stalkd: unknown flag: %s\n", arg);
+          PrintUsage();
+          return ParseOutcome::kExitUsage;
+      }
+    }
+  }
+  return ParseOutcome::kRun;
+}
+
+}  // namespace stalkd::server

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace stalkd::server {
+
+inline constexpr const char* kVersion = "1.13";
+
+// beanstalkd's command-line flags, with its defaults.
+struct Options {
+  std::string address = "0.0.0.0";  // -l; "unix:/path" for a unix socket
+  std::string port = "11300";       // -p
+  std::string user;                 // -u
+  std::string binlog_dir;           // -b
+  int64_t fsync_ms = 50;            // -f
+  bool fsync_never = false;         // -F
+  size_t max_job_size = 65535;      // -z
+  int64_t binlog_size = 10485760;   // -s, rounded up to 4096
+  int verbosity = 0;                // -V (repeatable)
+};
+
+inline constexpr size_t kMaxJobSizeLimit = 1073741824;
+
+enum class ParseOutcome { kRun, kExitOk, kExitUsage };
+
+// Parses argv as beanstalkd does ("-p 11300", "-p11300", "-VV"). Messages and usage go to
+// stderr (version to stdout). kExitOk: -v or -h given; kExitUsage: a bad flag (exit code 5).
+ParseOutcome ParseOptions(int argc, char** argv, Options* opts);
+
+void PrintUsage();
+
+}  // namespace stalkd::server

@@ -1,0 +1,256 @@
+#include "server/server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "server/connection.h"
+
+namespace stalkd::server {
+
+namespace {
+
+// Conversation steps (commands, kick slices) one connection may take per loop iteration
+// before the others get their turn.
+constexpr size_t kStepsPerRun = 128;
+// Connections accepted per wake-up of a listening socket.
+constexpr int kAcceptsPerWake = 64;
+// How long accepting pauses when the process is out of file descriptors.
+constexpr Nanos kAcceptBackoff = 100'000'000;
+
+std::string RandomHexId() {
+  unsigned char b[8] = {};
+  if (getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) {
+    uint64_t x = static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ULL;
+    for (unsigned char& c : b) {
+      c = static_cast<unsigned char>(x >> 56);
+      x *= 0x100000001B3ULL;
+    }
+  }
+  char hex[17];
+  for (int i = 0; i < 8; i++) snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  return std::string(hex, 16);
+}
+
+}  // namespace
+
+class Server::ListenHandler final : public net::EventLoop::Handler {
+ public:
+  ListenHandler(Server& s, int fd) : server_(s), fd_(fd) {}
+  ~ListenHandler() override {
+    server_.loop().Remove(fd_);
+    close(fd_);
+  }
+  void OnEvents(uint32_t) override { server_.Accept(fd_); }
+  int fd() const { return fd_; }
+
+ private:
+  Server& server_;
+  int fd_;
+};
+
+class Server::SignalHandler final : public net::EventLoop::Handler {
+ public:
+  SignalHandler(Server& s, int fd) : server_(s), fd_(fd) {}
+  ~SignalHandler() override {
+    server_.loop().Remove(fd_);
+    close(fd_);
+  }
+  void OnEvents(uint32_t) override {
+    signalfd_siginfo si;
+    while (read(fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      if (si.ssi_signo == SIGUSR1) {
+        server_.engine().set_draining(true);
+      } else {
+        server_.Stop();
+      }
+    }
+  }
+
+ private:
+  Server& server_;
+  int fd_;
+};
+
+Server::Server(const Options& options, const Clock& clock)
+    : options_(options), clock_(clock), started_(clock.Now()), engine_(clock) {
+  engine_.set_max_job_size(options.max_job_size);
+  instance_id_ = RandomHexId();
+  utsname u;
+  if (uname(&u) == 0) {
+    hostname_ = u.nodename;
+    os_ = u.version;
+    platform_ = u.machine;
+  }
+}
+
+Server::~Server() {
+  // Connections first: their conversations close engine sessions.
+  while (Connection* c = connections_.front()) {
+    connections_.Remove(c);
+    delete c;
+  }
+}
+
+bool Server::AddListener(int fd) {
+  auto h = std::make_unique<ListenHandler>(*this, fd);
+  if (!loop_.Add(fd, EPOLLIN, h.get())) return false;
+  listeners_.push_back(std::move(h));
+  return true;
+}
+
+bool Server::HandleSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);
+  if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return false;
+  int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) return false;
+  signals_ = std::make_unique<SignalHandler>(*this, fd);
+  return loop_.Add(fd, EPOLLIN, signals_.get());
+}
+
+void Server::Accept(int lfd) {
+  for (int i = 0; i < kAcceptsPerWake; i++) {
+    int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors: stop polling the listener for a moment instead of spinning.
+        if (options_.verbosity > 0) perror("stalkd: accept");
+        accept_paused_until_ = clock_.Now() + kAcceptBackoff;
+        for (auto& l : listeners_) loop_.Modify(l->fd(), 0, l.get());
+      }
+      return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on unix
+    auto* c = new Connection(*this, fd);
+    if (!loop_.Add(fd, 0, c)) {
+      delete c;
+      continue;
+    }
+    connections_.PushBack(c);
+    c->UpdateInterest();
+  }
+}
+
+void Server::MarkRunnable(Connection* c) {
+  if (c->on_runnable) return;
+  c->on_runnable = true;
+  runnable_.push_back(c);
+}
+
+void Server::MarkDirty(Connection* c) {
+  if (c->on_dirty) return;
+  c->on_dirty = true;
+  dirty_.push_back(c);
+}
+
+void Server::MarkClosed(Connection* c) {
+  if (c->on_closed) return;
+  c->on_closed = true;
+  closed_.push_back(c);
+}
+
+void Server::DeliverEvents() {
+  if (!engine_.has_events()) return;
+  events_.clear();
+  engine_.TakeEvents(&events_);
+  for (const engine::Event& ev : events_) {
+    auto* c = static_cast<Connection*>(ev.session->owner());
+    c->conversation().OnEvent(ev);
+    MarkDirty(c);
+    if (c->conversation().runnable()) MarkRunnable(c);
+  }
+  events_.clear();
+}
+
+int Server::PollTimeoutMs() {
+  if (!runnable_.empty() || !dirty_.empty() || !closed_.empty() || engine_.has_events()) return 0;
+  Nanos now = clock_.Now();
+  Nanos next = engine_.Tick();
+  DeliverEvents();
+  if (!dirty_.empty()) return 0;
+  if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
+  if (next == kForever) return -1;
+  if (next <= now) return 0;
+  Nanos ms = (next - now + 999'999) / 1'000'000;
+  return static_cast<int>(std::min<Nanos>(ms, 3'600'000));
+}
+
+void Server::RunOnce() {
+  loop_.Poll(PollTimeoutMs());
+
+  if (accept_paused_until_ > 0 && clock_.Now() >= accept_paused_until_) {
+    accept_paused_until_ = 0;
+    for (auto& l : listeners_) loop_.Modify(l->fd(), EPOLLIN, l.get());
+  }
+
+  std::vector<Connection*> run;
+  run.swap(runnable_);
+  for (Connection* c : run) c->on_runnable = false;
+  for (Connection* c : run) {
+    if (c->dead()) continue;
+    bool more = c->conversation().Run(kStepsPerRun);
+    DeliverEvents();
+    MarkDirty(c);
+    if (more) MarkRunnable(c);
+  }
+
+  engine_.Tick();
+  DeliverEvents();
+
+  std::vector<Connection*> flush;
+  flush.swap(dirty_);
+  for (Connection* c : flush) c->on_dirty = false;
+  for (Connection* c : flush) {
+    if (c->dead()) continue;
+    if (!c->Flush()) c->Kill();
+  }
+
+  std::vector<Connection*> gone;
+  gone.swap(closed_);
+  for (Connection* c : gone) {
+    if (c->on_runnable) std::erase(runnable_, c);
+    if (c->on_dirty) std::erase(dirty_, c);
+    connections_.Remove(c);
+    delete c;
+  }
+  DeliverEvents();
+}
+
+void Server::Run() {
+  while (!stopping_) RunOnce();
+}
+
+protocol::HostStats Server::CurrentStats() const {
+  protocol::HostStats h;
+  h.pid = static_cast<long>(getpid());
+  h.version = kVersion;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  h.utime_us = static_cast<int64_t>(ru.ru_utime.tv_sec) * 1000000 + ru.ru_utime.tv_usec;
+  h.stime_us = static_cast<int64_t>(ru.ru_stime.tv_sec) * 1000000 + ru.ru_stime.tv_usec;
+  h.uptime_s = static_cast<uint64_t>((clock_.Now() - started_) / kSecond);
+  h.binlog_max_size = options_.binlog_size;
+  h.id = instance_id_;
+  h.hostname = hostname_;
+  h.os = os_;
+  h.platform = platform_;
+  return h;
+}
+
+}  // namespace stalkd::server

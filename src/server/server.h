@@ -1,0 +1,78 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/intrusive_list.h"
+#include "engine/engine.h"
+#include "net/event_loop.h"
+#include "protocol/conversation.h"
+#include "protocol/reply.h"
+#include "server/options.h"
+
+namespace stalkd::server {
+
+class Connection;
+struct ConnectionTag;
+
+// Owns the engine, the event loop, the listening socket and the connections, and fixes the
+// order of work in one loop iteration (see RunOnce).
+class Server final : public protocol::Host {
+ public:
+  Server(const Options& options, const Clock& clock);
+  ~Server() override;
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Takes ownership of a listening socket and starts accepting on it.
+  bool AddListener(int fd);
+  // Loops until Stop() or a terminating signal (when signals are enabled).
+  void Run();
+  // One iteration: poll I/O (waiting at most until the engine's next deadline), run the
+  // conversations that have input, tick the engine, deliver its events, write replies,
+  // close finished connections.
+  void RunOnce();
+  void Stop() { stopping_ = true; }
+  // Routes SIGTERM/SIGINT (stop) and SIGUSR1 (drain mode) through the loop.
+  bool HandleSignals();
+
+  engine::Engine& engine() { return engine_; }
+  protocol::HostStats CurrentStats() const override;
+
+  // Called by connections.
+  void MarkRunnable(Connection* c);
+  void MarkDirty(Connection* c);
+  void MarkClosed(Connection* c);
+  net::EventLoop& loop() { return loop_; }
+
+ private:
+  class ListenHandler;
+  class SignalHandler;
+
+  void Accept(int fd);
+  void DeliverEvents();
+  int PollTimeoutMs();
+
+  Options options_;
+  const Clock& clock_;
+  Nanos started_;
+  engine::Engine engine_;
+  net::EventLoop loop_;
+  std::vector<std::unique_ptr<ListenHandler>> listeners_;
+  std::unique_ptr<SignalHandler> signals_;
+  bool stopping_ = false;
+  Nanos accept_paused_until_ = 0;
+
+  std::vector<Connection*> runnable_;
+  std::vector<Connection*> dirty_;
+  std::vector<Connection*> closed_;
+  std::vector<engine::Event> events_;
+  IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
+
+  std::string instance_id_;
+  std::string hostname_, os_, platform_;
+};
+
+}  // namespace stalkd::server

@@ -1,0 +1,179 @@
+"""Test helpers shared by the black-box, differential and soak tests.
+
+Server: starts a beanstalk-protocol server binary (stalkd or Debian's beanstalkd) on a free
+loopback port, waits until it accepts connections, and stops it by PID.
+Client: a blocking raw client that sends exact bytes and reads exact replies, so tests can
+assert byte for byte.
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STALKD_BIN = os.environ.get("STALKD_BIN", os.path.join(REPO, "build", "release", "stalkd"))
+BEANSTALKD_BIN = os.environ.get("BEANSTALKD_BIN", "/usr/bin/beanstalkd")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server process on 127.0.0.1:<free port> (or a unix socket via args=['-l', 'unix:...'])."""
+
+    def __init__(self, binary=None, args=(), port=None, unix_path=None, env=None):
+        self.binary = binary or STALKD_BIN
+        self.port = port or free_port()
+        self.unix_path = unix_path
+        if unix_path:
+            argv = [self.binary, "-l", "unix:" + unix_path] + list(args)
+        else:
+            argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + list(args)
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out, err = self.proc.communicate()
+                raise RuntimeError("server exited with %s: %s %s" % (self.proc.returncode, out, err))
+            try:
+                c = self.connect()
+                c.close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("server did not start listening: %r" % (self.argv,))
+
+    def connect(self, timeout=10.0):
+        return Client(self.address(), timeout=timeout, unix=bool(self.unix_path))
+
+    def address(self):
+        return self.unix_path if self.unix_path else ("127.0.0.1", self.port)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Client:
+    """Blocking client that speaks raw bytes. Every read has a timeout so tests never hang."""
+
+    def __init__(self, address, timeout=10.0, unix=False):
+        if unix:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(address)
+        else:
+            self.sock = socket.create_connection(address, timeout=timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        self.sock.sendall(data)
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise EOFError("connection closed by server")
+        self.buf += chunk
+
+    def read_line(self):
+        """One reply line including its CRLF."""
+        while b"\r\n" not in self.buf:
+            self._fill()
+        i = self.buf.index(b"\r\n") + 2
+        line, self.buf = self.buf[:i], self.buf[i:]
+        return line
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_reply(self):
+        """A whole reply: the line, plus the data chunk for RESERVED/FOUND/OK replies."""
+        line = self.read_line()
+        words = line.split()
+        if words and words[0] in (b"RESERVED", b"FOUND", b"OK"):
+            n = int(words[-1])
+            return line + self.read_exact(n + 2)
+        return line
+
+    def cmd(self, data):
+        """Send a command (CRLF added if missing) and return the whole reply as bytes."""
+        if isinstance(data, str):
+            data = data.encode()
+        if not data.endswith(b"\r\n"):
+            data += b"\r\n"
+        self.send(data)
+        return self.read_reply()
+
+    def put(self, body, pri=0, delay=0, ttr=60, tube=None):
+        if isinstance(body, str):
+            body = body.encode()
+        if tube is not None:
+            self.cmd("use " + tube)
+        return self.cmd(b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body))
+
+    def closed_by_peer(self, wait=2.0):
+        """True if the server closes the connection within `wait` seconds."""
+        self.sock.settimeout(wait)
+        try:
+            return self.sock.recv(1) == b""
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+
+def parse_yaml(reply):
+    """Parse the flat YAML of an OK reply into a dict (or list for list replies)."""
+    body = reply.split(b"\r\n", 1)[1][:-2].decode()
+    lines = body.split("\n")
+    assert lines[0] == "---", reply
+    if len(lines) > 1 and lines[1].startswith("- "):
+        return [l[2:] for l in lines[1:] if l]
+    out = {}
+    for l in lines[1:]:
+        if not l:
+            continue
+        k, v = l.split(": ", 1)
+        out[k] = v
+    return out
