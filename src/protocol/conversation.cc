@@ -43,7 +43,10 @@ char* Conversation::PrepareInput(size_t n) {
   return in_.data() + in_end_;
 }
 
-void Conversation::CommitInput(size_t n) { in_end_ += n; }
+void Conversation::CommitInput(size_t n) {
+  in_end_ += n;
+  needs_input_ = false;
+}
 
 bool Conversation::runnable() const {
   switch (state_) {
@@ -53,11 +56,21 @@ bool Conversation::runnable() const {
     case State::kClosing:
       return false;
     default:
-      return in_end_ > in_begin_;
+      return in_end_ > in_begin_ && !needs_input_;
   }
 }
 
 bool Conversation::Run(size_t max_steps) {
+  bool more = RunSteps(max_steps);
+  if (in_begin_ == in_end_ && in_.capacity() > 64 * 1024) {
+    std::vector<char>().swap(in_);  // don't keep a big job's buffer on an idle connection
+    in_begin_ = in_end_ = 0;
+  }
+  return more;
+}
+
+bool Conversation::RunSteps(size_t max_steps) {
+  needs_input_ = false;
   size_t steps = 0;
   while (out_.size() < kOutputHighWater) {
     const char* p = in_.data() + in_begin_;
@@ -83,7 +96,10 @@ bool Conversation::Run(size_t max_steps) {
           }
         }
         if (!cr) {
-          if (avail < kMaxLineLength) return false;
+          if (avail < kMaxLineLength) {
+            needs_input_ = true;
+            return false;
+          }
           // An overlong line: refuse it once and drop the rest of it, keeping the last byte
           // in case it is the '\r' of the line's CRLF.
           Reply(kBadFormat);
@@ -99,7 +115,10 @@ bool Conversation::Run(size_t max_steps) {
         continue;
       }
       case State::kSkipLine: {
-        if (avail < 2) return false;
+        if (avail < 2) {
+          needs_input_ = avail > 0;
+          return false;
+        }
         const char* end = p + avail;
         const char* q = p;
         while ((q = static_cast<const char*>(std::memchr(q, '\r', end - q))) && q + 1 < end &&
@@ -111,6 +130,7 @@ bool Conversation::Run(size_t max_steps) {
           state_ = State::kCommand;
         } else {
           Consume(avail - 1);
+          needs_input_ = true;
           return false;
         }
         continue;
@@ -234,6 +254,8 @@ void Conversation::Execute(std::string_view line) {
     case ParseStatus::kOk:
       break;
     case ParseStatus::kBadFormat:
+      // beanstalkd counts pause-tube before it looks at the arguments.
+      if (cmd.verb == Verb::kPauseTube) engine_.CountOp(Op::kPauseTube);
       return Reply(kBadFormat);
     case ParseStatus::kUnknownCommand:
       return Reply(kUnknownCommand);

@@ -45,7 +45,8 @@ class Conversation {
   bool closing() const { return state_ == State::kClosing; }
   bool waiting() const { return state_ == State::kWaiting; }
   bool input_closed() const { return input_closed_; }
-  // True if Run() could do something now (buffered input or a kick in progress).
+  // True if Run() could make progress now (a kick in progress, or buffered input that was
+  // not already found incomplete).
   bool runnable() const;
   size_t buffered_input() const { return in_end_ - in_begin_; }
   engine::Session* session() const { return session_; }
@@ -58,6 +59,7 @@ class Conversation {
  private:
   enum class State { kCommand, kBody, kSkipBody, kSkipLine, kWaiting, kKicking, kClosing };
 
+  bool RunSteps(size_t max_steps);
   void Execute(std::string_view line);
   void StartPut(const Command& cmd);
   void FinishPut();
@@ -74,6 +76,7 @@ class Conversation {
   engine::Session* session_;
   State state_ = State::kCommand;
   bool input_closed_ = false;
+  bool needs_input_ = false;  // Run() stopped because the buffered input is incomplete
 
   std::vector<char> in_;
   size_t in_begin_ = 0;

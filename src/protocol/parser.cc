@@ -44,6 +44,26 @@ bool ReadU64(std::string_view* rest, bool last, uint64_t* out) {
   return ReadNumber(rest, UINT64_MAX, last, out);
 }
 
+// beanstalkd 1.12 reads kick's count with strtoul() and keeps the low 32 bits: leading
+// white space and a sign are accepted, anything after the digits is ignored, and only a
+// missing number or a 64-bit overflow is an error.
+bool ReadKickCount(std::string_view s, uint32_t* out) {
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) i++;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+  if (i == s.size() || s[i] < '0' || s[i] > '9') return false;
+  uint64_t v = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; i++) {
+    uint64_t d = static_cast<uint64_t>(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  if (negative) v = ~v + 1;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
 struct VerbPrefix {
   std::string_view prefix;
   Verb verb;
@@ -141,7 +161,7 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
                  ? ParseStatus::kOk
                  : kBad;
     case Verb::kKick:
-      return ReadU32(&args, true, &cmd->count) ? ParseStatus::kOk : kBad;
+      return ReadKickCount(args, &cmd->count) ? ParseStatus::kOk : kBad;
     case Verb::kStatsTube:
     case Verb::kUse:
     case Verb::kWatch:
@@ -158,7 +178,8 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
       if (i == start) return kBad;
       cmd->tube = args.substr(start, i - start);
       args = args.substr(i);
-      return ReadU32(&args, true, &cmd->delay) ? ParseStatus::kOk : kBad;
+      if (!ReadU32(&args, true, &cmd->delay)) return kBad;
+      return IsValidTubeName(cmd->tube) ? ParseStatus::kOk : kBad;
     }
   }
   return ParseStatus::kUnknownCommand;

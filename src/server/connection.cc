@@ -65,15 +65,15 @@ bool Connection::Flush() {
       out.erase(0, static_cast<size_t>(n));
     }
   }
+  bool runnable = conversation_.runnable();
   if (out.empty()) {
     if (conversation_.closing()) return false;
-    // Input already read but never answered must not outlive a peer that has hung up.
-    if (conversation_.input_closed() && !conversation_.runnable() && !conversation_.waiting()) {
-      return false;
-    }
+    // The peer sent its last byte and every complete command in it has been answered
+    // (a trailing partial command can never complete).
+    if (conversation_.input_closed() && !runnable && !conversation_.waiting()) return false;
     if (out.capacity() > 64 * 1024) std::string().swap(out);
   }
-  if (conversation_.runnable() && out.size() < protocol::Conversation::kOutputHighWater) {
+  if (runnable && out.size() < protocol::Conversation::kOutputHighWater) {
     server_.MarkRunnable(this);
   }
   UpdateInterest();
