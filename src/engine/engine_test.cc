@@ -1159,7 +1159,9 @@ TEST_F(EngineTest, RandomWalkKeepsInvariants) {
     for (const Event& e : ev) {
       ASSERT_TRUE(std::find(ss.begin(), ss.end(), e.session) != ss.end());
       ASSERT_FALSE(e.session->waiting());
-      if (e.kind == Kind::kReserved) ASSERT_EQ(e.job->reserver, e.session);
+      if (e.kind == Kind::kReserved) {
+        ASSERT_EQ(e.job->reserver, e.session);
+      }
     }
     ev.clear();
     const GlobalCounters& c = engine_.counters();

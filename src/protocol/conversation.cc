@@ -254,8 +254,8 @@ void Conversation::Execute(std::string_view line) {
     case ParseStatus::kOk:
       break;
     case ParseStatus::kBadFormat:
-      // beanstalkd counts pause-tube before it looks at the arguments.
-      if (cmd.verb == Verb::kPauseTube) engine_.CountOp(Op::kPauseTube);
+      // beanstalkd counts a well-formed pause-tube before it checks the tube name.
+      if (cmd.verb == Verb::kPauseTube && !cmd.tube.empty()) engine_.CountOp(Op::kPauseTube);
       return Reply(kBadFormat);
     case ParseStatus::kUnknownCommand:
       return Reply(kUnknownCommand);

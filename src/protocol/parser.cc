@@ -176,10 +176,12 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
       size_t start = i;
       while (i < args.size() && IsNameChar(args[i])) i++;
       if (i == start) return kBad;
-      cmd->tube = args.substr(start, i - start);
+      std::string_view name = args.substr(start, i - start);
       args = args.substr(i);
       if (!ReadU32(&args, true, &cmd->delay)) return kBad;
-      return IsValidTubeName(cmd->tube) ? ParseStatus::kOk : kBad;
+      // Set even when the name is then refused: beanstalkd has counted the command by then.
+      cmd->tube = name;
+      return IsValidTubeName(name) ? ParseStatus::kOk : kBad;
     }
   }
   return ParseStatus::kUnknownCommand;
