@@ -77,7 +77,10 @@ void Engine::CloseSession(Session* s) {
   counters_.sessions--;
   if (s->producer_) counters_.producers--;
   if (s->worker_) counters_.workers--;
-  for (Tube* t : s->watch_) {
+  // Drop the watch list as beanstalkd's ms_clear does (the first, then from the back), so
+  // that tubes vanishing together leave list-tubes in beanstalkd's order.
+  for (size_t k = 0; k < s->watch_.size(); k++) {
+    Tube* t = s->watch_[k == 0 ? 0 : s->watch_.size() - k];
     t->stat.watching_ct--;
     Unref(t);
   }

@@ -1086,7 +1086,7 @@ TEST_F(EngineTest, RandomWalkKeepsInvariants) {
   for (int i = 0; i < 4; i++) ss.push_back(Open());
   std::vector<Event> ev;
   uint64_t inserted = 0, deleted = 0;
-  for (int step = 0; step < 20000; step++) {
+  for (int step = 0; step < 6000; step++) {
     Session* s = ss[rnd(ss.size())];
     uint64_t id = rnd(engine_.counters().total_jobs + 2);
     if (s->waiting()) {

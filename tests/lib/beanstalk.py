@@ -16,6 +16,24 @@ STALKD_BIN = os.environ.get("STALKD_BIN", os.path.join(REPO, "build", "release",
 BEANSTALKD_BIN = os.environ.get("BEANSTALKD_BIN", "/usr/bin/beanstalkd")
 
 
+def is_beanstalkd(binary=None):
+    """True when the binary under test is Debian's real beanstalkd (1.12), not stalkd.
+
+    Tests of deliberate stalkd/1.13 differences skip themselves when this is true.
+    """
+    return os.path.basename(binary or STALKD_BIN) == "beanstalkd"
+
+
+def wait_until(pred, timeout=5.0, interval=0.02):
+    """Poll pred() until it returns a truthy value or timeout passes; return the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -161,6 +179,30 @@ class Client:
             return False
         except ConnectionResetError:
             return True
+
+
+    def no_reply_within(self, wait):
+        """True if no byte arrives (and the peer does not close) within `wait` seconds."""
+        if self.buf:
+            return False
+        old = self.sock.gettimeout()
+        self.sock.settimeout(wait)
+        try:
+            chunk = self.sock.recv(65536)
+        except socket.timeout:
+            return True
+        finally:
+            self.sock.settimeout(old)
+        if not chunk:
+            raise EOFError("connection closed by server")
+        self.buf += chunk
+        return False
+
+
+def yaml_keys(reply):
+    """The keys of a flat YAML dict reply, in the order the server sent them."""
+    body = reply.split(b"\r\n", 1)[1][:-2].decode()
+    return [l.split(":", 1)[0] for l in body.split("\n")[1:] if l]
 
 
 def parse_yaml(reply):
