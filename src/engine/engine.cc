@@ -37,8 +37,12 @@ Engine::Engine(const Clock& clock, EngineOptions options) : clock_(clock), optio
 }
 
 Engine::~Engine() {
-  auto free_session = [this](Session* s) {
-    while (Job* j = s->reserved_.Pop()) Job::Free(j);
+  auto free_session = [](Session* s) {
+    while (Job* j = s->reserved_order_.front()) {
+      s->reserved_order_.Remove(j);
+      s->reserved_.Remove(j);
+      Job::Free(j);
+    }
     delete s;
   };
   while (Session* s = sessions_.front()) {
@@ -105,10 +109,12 @@ uint32_t Engine::ReleaseClosed(uint32_t budget) {
   uint32_t moved = 0;
   while (moved < budget && !closing_.empty()) {
     Session* s = closing_.front();
+    // As beanstalkd: in reservation order, each offered to waiting sessions at once.
     while (moved < budget && !s->reserved_.empty()) {
-      Job* j = s->reserved_.top();
+      Job* j = s->reserved_order_.front();
       TakeOut(j);
       MakeReady(j);
+      ProcessQueue();
       moved++;
     }
     if (s->reserved_.empty()) {
@@ -252,6 +258,7 @@ void Engine::TakeOut(Job* j) {
     case JobState::kReserved: {
       Session* s = j->reserver;
       s->reserved_.Remove(j);
+      s->reserved_order_.Remove(j);
       counters_.reserved--;
       t->stat.reserved--;
       j->reserver = nullptr;
@@ -274,6 +281,7 @@ void Engine::ReserveFor(Session* s, Job* j) {
   j->deadline = clock_.Now() + Seconds(j->ttr_s);
   j->reserves++;
   s->reserved_.Push(j);
+  s->reserved_order_.PushBack(j);
   counters_.reserved++;
   j->tube->stat.reserved++;
   RefreshTimer(s);
@@ -562,6 +570,7 @@ uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
     j->timeouts++;
     counters_.timeouts++;
     MakeReady(j);
+    ProcessQueue();
     moved++;
   }
   if (soon) {

@@ -751,6 +751,25 @@ TEST_F(EngineTest, PauseHoldsReservationsUntilTick) {
   EXPECT_EQ(State(id2), JobState::kReady);
 }
 
+TEST_F(EngineTest, PausedTubeSkippedForOtherWatchedTubes) {
+  Session* p = Open();
+  Session* w = Open();
+  engine_.Use(p, "paused");
+  uint64_t best = Put(p, 0);
+  engine_.Use(p, "open");
+  uint64_t worse = Put(p, 100);
+  engine_.Watch(w, "paused");
+  engine_.Watch(w, "open");
+  EXPECT_TRUE(engine_.PauseTube("paused", 5));
+  Check();
+  EXPECT_EQ(ReserveNow(w), worse);
+  ReserveWait(w);
+  Advance(5 * kSecond);
+  std::vector<Event> ev = Events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].job->id, best);
+}
+
 TEST_F(EngineTest, PauseZeroUnpauses) {
   Session* p = Open();
   Session* w = Open();

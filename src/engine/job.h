@@ -26,7 +26,8 @@ struct BuriedTag;
 //   kDelayed   tube->delayed heap             (heap_slot, deadline = when it becomes ready)
 //   kReserved  reserver->reserved heap        (heap_slot, deadline = TTR expiry)
 //   kBuried    tube->buried list              (ListNode<BuriedTag>)
-// A job is in exactly one of these places, so one heap slot serves all heaps.
+// A job is in exactly one of these places, so one heap slot serves all heaps. The list node
+// also serves twice: a reserved job is on its reserver's list in reservation order.
 struct Job : ListNode<BuriedTag> {
   uint64_t id;
   Tube* tube;
