@@ -111,7 +111,11 @@ class Client:
         if unix:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
-            self.sock.connect(address)
+            try:
+                self.sock.connect(address)
+            except OSError:
+                self.sock.close()
+                raise
         else:
             self.sock = socket.create_connection(address, timeout=timeout)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

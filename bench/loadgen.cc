@@ -1,0 +1,1506 @@
+// stalkd_loadgen — a single-threaded epoll load generator for beanstalkd-protocol servers.
+//
+// Usage: stalkd_loadgen --scenario NAME [--host 127.0.0.1] [--port 11300] [--pid SERVER_PID] ...
+// Prints exactly one JSON object on stdout (or {"error": "..."} and exit status 2).
+//
+// The generator is deliberately one thread: it shares a 2-core machine with the server under
+// test, so it should take at most one core. Every scenario is bounded in time (--timeout).
+// When --pid is given, the server's CPU time (utime+stime from /proc/PID/stat) and VmRSS are
+// sampled by the generator itself around the measured window, so warm-up and connection set-up
+// are excluded from "server CPU per op".
+//
+// Scenarios (see bench/README.md for what each measures):
+//   cycle      C connections each looping put -> reserve -> delete
+//   pipeline   C connections each writing K commands before reading the K replies
+//   fill       N puts (pipelined, sliding window), no consumer
+//   drain      reserve-with-timeout 0 + delete until the ready queue is empty
+//   prodcons   P producers and Q consumers on one tube; end-to-end latency via a body timestamp
+//   tubes      for each level L: grow to L tubes each holding a ready and a delayed job, then cycle
+//   conns      throughput of a few active connections without / with N idle connections
+//   delayed    N delayed jobs due (almost) at once; lateness per job + latency of a stats probe
+//   mass       kick of N buried jobs, then close of a connection holding N reserved jobs,
+//              while a probe connection measures the latency of stats
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using u64 = std::uint64_t;
+using sv = std::string_view;
+constexpr u64 kNs = 1'000'000'000ULL;
+constexpr u64 kMs = 1'000'000ULL;
+
+u64 now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<u64>(ts.tv_sec) * kNs + static_cast<u64>(ts.tv_nsec);
+}
+
+u64 secs_to_ns(double s) { return static_cast<u64>(s * 1e9); }
+
+// Server CPU per op; null (NaN) when fewer than 3 clock ticks were measured (too coarse).
+double cpu_us_per(double cpu_s, u64 n) {
+  if (!(cpu_s >= 0.03) || n == 0) return std::nan("");
+  return cpu_s * 1e6 / static_cast<double>(n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON output
+
+std::string json_escape(sv s) {
+  std::string o;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += ch;
+    } else if (c < 0x20 || c >= 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else {
+      o += ch;
+    }
+  }
+  return o;
+}
+
+class Json {
+ public:
+  Json() : s_("{"), first_{true} {}
+  Json& open(sv k) {
+    key(k);
+    s_ += '{';
+    first_.push_back(true);
+    return *this;
+  }
+  Json& close() {
+    s_ += '}';
+    first_.pop_back();
+    return *this;
+  }
+  Json& num(sv k, double v) {
+    key(k);
+    if (!std::isfinite(v)) {
+      s_ += "null";
+    } else {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.9g", v);
+      s_ += b;
+    }
+    return *this;
+  }
+  Json& integer(sv k, long long v) {
+    key(k);
+    s_ += std::to_string(v);
+    return *this;
+  }
+  Json& str(sv k, sv v) {
+    key(k);
+    s_ += '"';
+    s_ += json_escape(v);
+    s_ += '"';
+    return *this;
+  }
+  Json& boolean(sv k, bool v) {
+    key(k);
+    s_ += v ? "true" : "false";
+    return *this;
+  }
+  std::string finish() {
+    while (!first_.empty()) close();
+    return s_;
+  }
+
+ private:
+  void key(sv k) {
+    if (!first_.back()) s_ += ',';
+    first_.back() = false;
+    s_ += '"';
+    s_ += json_escape(k);
+    s_ += "\":";
+  }
+  std::string s_;
+  std::vector<bool> first_;
+};
+
+[[noreturn]] void die(const std::string& msg) {
+  Json j;
+  j.str("error", msg);
+  std::string out = j.finish();
+  std::fprintf(stdout, "%s\n", out.c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "stalkd_loadgen: %s\n", msg.c_str());
+  std::_Exit(2);
+}
+
+std::string errno_str(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// ---------------------------------------------------------------------------------------------
+// Log-linear latency histogram (64 sub-buckets per power of two: <= 1.6% relative error).
+
+class Hist {
+ public:
+  Hist() : b_(kBuckets, 0) {}
+  void add(u64 v) {
+    ++b_[index(v)];
+    ++n_;
+    sum_ += static_cast<double>(v);
+    mx_ = std::max(mx_, v);
+    mn_ = std::min(mn_, v);
+  }
+  void reset() { *this = Hist(); }
+  u64 count() const { return n_; }
+  u64 max() const { return mx_; }
+  u64 min() const { return n_ ? mn_ : 0; }
+  double mean() const { return n_ ? sum_ / static_cast<double>(n_) : 0.0; }
+  u64 percentile(double q) const {
+    if (n_ == 0) return 0;
+    auto target = static_cast<u64>(std::ceil(q * static_cast<double>(n_)));
+    if (target == 0) target = 1;
+    u64 cum = 0;
+    for (std::size_t i = 0; i < b_.size(); ++i) {
+      cum += b_[i];
+      if (cum >= target) return std::min(upper(i), mx_);
+    }
+    return mx_;
+  }
+
+ private:
+  static constexpr int kSub = 6;
+  static constexpr std::size_t kBuckets = static_cast<std::size_t>(64 - kSub + 1) << kSub;
+  static std::size_t index(u64 v) {
+    if (v < (u64{1} << kSub)) return static_cast<std::size_t>(v);
+    int e = static_cast<int>(std::bit_width(v)) - 1;
+    return (static_cast<std::size_t>(e - kSub + 1) << kSub) +
+           static_cast<std::size_t>((v >> (e - kSub)) - (u64{1} << kSub));
+  }
+  static u64 upper(std::size_t i) {
+    if (i < (std::size_t{1} << kSub)) return i;
+    std::size_t e = (i >> kSub) + kSub - 1;
+    u64 m = (i & ((std::size_t{1} << kSub) - 1)) + (u64{1} << kSub);
+    return ((m + 1) << (e - kSub)) - 1;
+  }
+  std::vector<u64> b_;
+  u64 n_ = 0, mx_ = 0, mn_ = std::numeric_limits<u64>::max();
+  double sum_ = 0;
+};
+
+void put_hist(Json& j, sv name, const Hist& h) {
+  j.open(name);
+  j.integer("n", static_cast<long long>(h.count()));
+  j.num("p50_us", static_cast<double>(h.percentile(0.50)) / 1e3);
+  j.num("p90_us", static_cast<double>(h.percentile(0.90)) / 1e3);
+  j.num("p99_us", static_cast<double>(h.percentile(0.99)) / 1e3);
+  j.num("p999_us", static_cast<double>(h.percentile(0.999)) / 1e3);
+  j.num("max_us", static_cast<double>(h.max()) / 1e3);
+  j.num("mean_us", h.mean() / 1e3);
+  j.close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc readers
+
+double proc_cpu_s(int pid) {
+  if (pid <= 0) return std::nan("");
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto p = s.rfind(')');
+  if (p == std::string::npos) return std::nan("");
+  std::istringstream in(s.substr(p + 2));
+  std::string tok;
+  double ut = 0, st = 0;
+  for (int field = 3; in >> tok; ++field) {
+    if (field == 14) ut = std::strtod(tok.c_str(), nullptr);
+    if (field == 15) {
+      st = std::strtod(tok.c_str(), nullptr);
+      break;
+    }
+  }
+  return (ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+long long rss_bytes(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  }
+  return -1;
+}
+
+double self_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+struct Opts {
+  std::string host = "127.0.0.1";
+  int port = 11300;
+  int pid = 0;
+  std::string scenario;
+  int conns = -1;  // -1: scenario default
+  double duration = 5;
+  double warmup = 1;
+  int size = 100;
+  int depth = 100;
+  u64 jobs = 0;  // 0: scenario default
+  std::string tube;
+  std::string mode = "pdr";
+  int producers = 4;
+  int consumers = 4;
+  double rate = 0;
+  u64 window = 1000;
+  std::string levels = "1,1000,10000";
+  double level_budget = 120;  // max seconds of set-up per tubes level
+  u64 idle = 10000;
+  double delay = 3;
+  double timeout = 120;
+  int ttr = 120;
+  double probe_ms = 1;
+};
+
+int conns_or(const Opts& o, int dflt) { return o.conns > 0 ? o.conns : dflt; }
+u64 jobs_or(const Opts& o, u64 dflt) { return o.jobs > 0 ? o.jobs : dflt; }
+
+Opts parse_opts(int argc, char** argv) {
+  Opts o;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "-h" || k == "--help") {
+      std::fprintf(stderr,
+                   "usage: stalkd_loadgen --scenario "
+                   "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass\n"
+                   "  [--host H] [--port P] [--pid SERVER_PID] [--conns C] [--duration S]\n"
+                   "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
+                   "  [--mode pdr|put] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
+                   "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
+                   "  [--delay S] [--ttr S] [--probe-ms MS] [--timeout S]\n");
+      std::exit(0);
+    }
+    if (i + 1 >= argc) die("missing value for " + k);
+    std::string v = argv[++i];
+    auto d = [&] { return std::strtod(v.c_str(), nullptr); };
+    auto n = [&] { return std::strtoull(v.c_str(), nullptr, 10); };
+    if (k == "--host") o.host = v;
+    else if (k == "--port") o.port = static_cast<int>(n());
+    else if (k == "--pid") o.pid = static_cast<int>(n());
+    else if (k == "--scenario") o.scenario = v;
+    else if (k == "--conns") o.conns = static_cast<int>(n());
+    else if (k == "--duration") o.duration = d();
+    else if (k == "--warmup") o.warmup = d();
+    else if (k == "--size") o.size = static_cast<int>(n());
+    else if (k == "--depth") o.depth = static_cast<int>(n());
+    else if (k == "--jobs") o.jobs = n();
+    else if (k == "--tube") o.tube = v;
+    else if (k == "--mode") o.mode = v;
+    else if (k == "--producers") o.producers = static_cast<int>(n());
+    else if (k == "--consumers") o.consumers = static_cast<int>(n());
+    else if (k == "--rate") o.rate = d();
+    else if (k == "--window") o.window = n();
+    else if (k == "--levels") o.levels = v;
+    else if (k == "--level-budget") o.level_budget = d();
+    else if (k == "--idle") o.idle = n();
+    else if (k == "--delay") o.delay = d();
+    else if (k == "--timeout") o.timeout = d();
+    else if (k == "--ttr") o.ttr = static_cast<int>(n());
+    else if (k == "--probe-ms") o.probe_ms = d();
+    else die("unknown option " + k);
+  }
+  if (o.size < 24) o.size = 24;  // room for a timestamp in prodcons / delayed bodies
+  if (o.depth < 1) o.depth = 1;
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connections and the event loop
+
+enum class Cmd : std::uint8_t { Put, Reserve, Delete, Bury, Kick, Stats, Other };
+constexpr std::size_t kCmds = 7;
+constexpr std::array<const char*, kCmds> kCmdNames = {"put", "reserve", "delete", "bury",
+                                                      "kick", "stats", "other"};
+
+struct Pending {
+  u64 t;
+  Cmd cmd;
+};
+
+struct Conn;
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // line: the reply line without CRLF; body: the data block of RESERVED/FOUND/OK replies.
+  // Both views are valid only during the call.
+  virtual void on_reply(Conn& c, Cmd cmd, u64 t_sent, u64 t_now, sv line, sv body) = 0;
+};
+
+struct Conn {
+  int fd = -1;
+  std::size_t slot = 0;
+  Handler* h = nullptr;
+  std::string out;
+  std::size_t out_off = 0;
+  std::string in;
+  std::size_t in_off = 0;
+  std::deque<Pending> pend;
+  bool want_out = true;  // registered with EPOLLOUT (connect in progress)
+  bool dirty = false;
+  bool closed = false;
+  // scratch state for scenarios
+  int role = 0;
+  int phase = 0;
+  u64 a = 0, b = 0, c = 0;
+  std::vector<u64> ids;
+};
+
+class FnHandler : public Handler {
+ public:
+  using Fn = std::function<void(Conn&, Cmd, u64, u64, sv, sv)>;
+  explicit FnHandler(Fn f) : f_(std::move(f)) {}
+  void on_reply(Conn& c, Cmd cmd, u64 ts, u64 tn, sv line, sv body) override { f_(c, cmd, ts, tn, line, body); }
+
+ private:
+  Fn f_;
+};
+
+bool starts(sv s, sv p) { return s.substr(0, p.size()) == p; }
+
+sv word(sv line, int idx) {
+  std::size_t pos = 0;
+  for (int i = 0; i < idx; ++i) {
+    pos = line.find(' ', pos);
+    if (pos == sv::npos) return {};
+    ++pos;
+  }
+  std::size_t end = line.find(' ', pos);
+  return line.substr(pos, end == sv::npos ? sv::npos : end - pos);
+}
+
+bool parse_u64(sv s, u64& v) {
+  if (s.empty()) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+bool has_body(sv line) { return starts(line, "RESERVED ") || starts(line, "FOUND ") || starts(line, "OK "); }
+
+class Loop {
+ public:
+  explicit Loop(const Opts& o) : rbuf_(256 * 1024) {
+    ep_ = epoll_create1(EPOLL_CLOEXEC);
+    if (ep_ < 0) die(errno_str("epoll_create1"));
+    addr_.sin_family = AF_INET;
+    addr_.sin_port = htons(static_cast<std::uint16_t>(o.port));
+    if (inet_pton(AF_INET, o.host.c_str(), &addr_.sin_addr) != 1) die("bad --host (IPv4 only): " + o.host);
+  }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+  ~Loop() {
+    for (auto& c : conns_)
+      if (!c->closed) ::close(c->fd);
+    ::close(ep_);
+  }
+
+  Conn& connect(Handler* h) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) die(errno_str("socket"));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) < 0 && errno != EINPROGRESS)
+      die(errno_str("connect"));
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    c->slot = conns_.size();
+    c->h = h;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT;
+    ev.data.u64 = c->slot;
+    if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) < 0) die(errno_str("epoll_ctl add"));
+    conns_.push_back(std::move(c));
+    ++open_;
+    return *conns_.back();
+  }
+
+  void send(Conn& c, Cmd cmd, sv text, u64 t = 0) {
+    c.out.append(text);
+    c.pend.push_back({t ? t : now_ns(), cmd});
+    if (!c.dirty) {
+      c.dirty = true;
+      dirty_.push_back(&c);
+    }
+  }
+
+  void close(Conn& c) {
+    if (c.closed) return;
+    epoll_ctl(ep_, EPOLL_CTL_DEL, c.fd, nullptr);
+    ::close(c.fd);
+    c.closed = true;
+    c.fd = -1;
+    c.pend.clear();
+    std::string().swap(c.out);
+    std::string().swap(c.in);
+    --open_;
+  }
+
+  std::size_t open_count() const { return open_; }
+
+  // Runs the loop until done() is true (returns true) or the deadline passes (returns false).
+  // tick(now) is called every iteration (at least every millisecond) when given.
+  bool run_until(const std::function<bool()>& done, u64 deadline,
+                 const std::function<void(u64)>& tick = nullptr) {
+    std::array<epoll_event, 512> evs{};
+    for (;;) {
+      if (done()) return true;
+      u64 t = now_ns();
+      if (t >= deadline) return false;
+      if (tick) tick(t);
+      flush_dirty();
+      int timeout_ms = tick ? 1 : static_cast<int>(std::min<u64>(50, (deadline - t) / kMs + 1));
+      int n = epoll_wait(ep_, evs.data(), static_cast<int>(evs.size()), timeout_ms);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        die(errno_str("epoll_wait"));
+      }
+      for (int i = 0; i < n; ++i) {
+        Conn& c = *conns_[evs[static_cast<std::size_t>(i)].data.u64];
+        if (c.closed) continue;
+        std::uint32_t e = evs[static_cast<std::size_t>(i)].events;
+        if (e & (EPOLLIN | EPOLLERR | EPOLLHUP)) readable(c);
+        if (!c.closed && (e & EPOLLOUT)) flush(c);
+      }
+      flush_dirty();
+    }
+  }
+
+  // Runs for a fixed time (the loop keeps serving replies).
+  void run_for(double seconds, const std::function<void(u64)>& tick = nullptr) {
+    u64 end = now_ns() + secs_to_ns(seconds);
+    run_until([&] { return now_ns() >= end; }, end + kNs, tick);
+  }
+
+ private:
+  void flush_dirty() {
+    for (std::size_t i = 0; i < dirty_.size(); ++i) {
+      Conn* c = dirty_[i];
+      c->dirty = false;
+      if (!c->closed) flush(*c);
+    }
+    dirty_.clear();
+  }
+
+  void set_out(Conn& c, bool want) {
+    if (c.want_out == want) return;
+    c.want_out = want;
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+    ev.data.u64 = c.slot;
+    if (epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd, &ev) < 0) die(errno_str("epoll_ctl mod"));
+  }
+
+  void flush(Conn& c) {
+    while (c.out_off < c.out.size()) {
+      ssize_t w = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+      if (w > 0) {
+        c.out_off += static_cast<std::size_t>(w);
+        continue;
+      }
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        set_out(c, true);
+        return;
+      }
+      die(errno_str("send to server"));
+    }
+    c.out.clear();
+    c.out_off = 0;
+    set_out(c, false);
+  }
+
+  void readable(Conn& c) {
+    for (;;) {
+      ssize_t r = ::recv(c.fd, rbuf_.data(), rbuf_.size(), 0);
+      if (r > 0) {
+        c.in.append(rbuf_.data(), static_cast<std::size_t>(r));
+        parse(c);
+        if (c.closed || static_cast<std::size_t>(r) < rbuf_.size()) return;
+        continue;
+      }
+      if (r == 0) die("server closed a connection (" + std::to_string(c.pend.size()) + " replies pending)");
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      die(errno_str("recv from server"));
+    }
+  }
+
+  void parse(Conn& c) {
+    while (!c.closed) {
+      sv avail(c.in.data() + c.in_off, c.in.size() - c.in_off);
+      std::size_t eol = avail.find("\r\n");
+      if (eol == sv::npos) {
+        if (avail.size() > 4096) die("reply line too long");
+        break;
+      }
+      sv line = avail.substr(0, eol);
+      sv body;
+      std::size_t total = eol + 2;
+      if (has_body(line)) {
+        sv last = line.substr(line.rfind(' ') + 1);
+        u64 n = 0;
+        if (!parse_u64(last, n)) die("bad reply: " + std::string(line));
+        if (avail.size() < eol + 2 + n + 2) break;
+        body = avail.substr(eol + 2, n);
+        total = eol + 2 + n + 2;
+      }
+      if (c.pend.empty()) die("unexpected reply: " + std::string(line));
+      Pending p = c.pend.front();
+      c.pend.pop_front();
+      c.in_off += total;
+      c.h->on_reply(c, p.cmd, p.t, now_ns(), line, body);
+    }
+    if (c.closed) return;
+    if (c.in_off == c.in.size()) {
+      c.in.clear();
+      c.in_off = 0;
+    } else if (c.in_off > 65536) {
+      c.in.erase(0, c.in_off);
+      c.in_off = 0;
+    }
+  }
+
+  int ep_ = -1;
+  sockaddr_in addr_{};
+  std::vector<std::unique_ptr<Conn>> conns_;
+  std::vector<Conn*> dirty_;
+  std::size_t open_ = 0;
+  std::vector<char> rbuf_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared by scenarios
+
+std::string make_put(int pri, u64 delay, int ttr, std::size_t size, char fill = 'x') {
+  std::string s = "put " + std::to_string(pri) + " " + std::to_string(delay) + " " + std::to_string(ttr) + " " +
+                  std::to_string(size) + "\r\n";
+  s.append(size, fill);
+  s += "\r\n";
+  return s;
+}
+
+void send_id(Loop& L, Conn& c, Cmd cmd, sv verb, u64 id, sv suffix = {}) {
+  char buf[128];
+  std::size_t n = verb.size();
+  std::memcpy(buf, verb.data(), n);
+  buf[n++] = ' ';
+  auto r = std::to_chars(buf + n, buf + sizeof buf, id);
+  n = static_cast<std::size_t>(r.ptr - buf);
+  std::memcpy(buf + n, suffix.data(), suffix.size());
+  n += suffix.size();
+  buf[n++] = '\r';
+  buf[n++] = '\n';
+  L.send(c, cmd, sv(buf, n));
+}
+
+// Fixed-width decimal timestamp written into a body.
+void write_stamp(char* dst, u64 v) {
+  for (int i = 19; i >= 0; --i) {
+    dst[i] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
+}
+
+u64 read_stamp(sv body) {
+  u64 v = 0;
+  if (body.size() < 20 || !parse_u64(body.substr(0, 20), v)) return 0;
+  return v;
+}
+
+struct Errors {
+  u64 n = 0;
+  std::string first;
+  void add(sv line) {
+    if (n++ == 0) first = std::string(line.substr(0, 200));
+  }
+  void put(Json& j) const {
+    j.integer("errors", static_cast<long long>(n));
+    if (n) j.str("first_error", first);
+  }
+};
+
+struct Meter {
+  double wall = 0, srv_cpu = 0, self_cpu = 0;
+};
+
+// Runs warmup seconds, then calls measuring(true), runs duration seconds and calls
+// measuring(false). Server and own CPU are sampled around the measured window only.
+Meter run_window(Loop& L, const Opts& o, double warmup, double duration, const std::function<void(bool)>& measuring,
+                 const std::function<void(u64)>& tick = nullptr) {
+  u64 t = now_ns();
+  u64 wend = t + secs_to_ns(warmup);
+  if (!L.run_until([&] { return now_ns() >= wend; }, wend + secs_to_ns(o.timeout), tick)) die("timeout in warm-up");
+  measuring(true);
+  double c0 = proc_cpu_s(o.pid), s0 = self_cpu_s();
+  u64 t0 = now_ns();
+  u64 mend = t0 + secs_to_ns(duration);
+  L.run_until([&] { return now_ns() >= mend; }, mend + secs_to_ns(o.timeout), tick);
+  u64 t1 = now_ns();
+  double c1 = proc_cpu_s(o.pid), s1 = self_cpu_s();
+  measuring(false);
+  return {static_cast<double>(t1 - t0) / 1e9, c1 - c0, s1 - s0};
+}
+
+void put_meter(Json& j, const Meter& m, u64 ops) {
+  j.num("wall_s", m.wall);
+  j.integer("ops", static_cast<long long>(ops));
+  j.num("ops_per_s", static_cast<double>(ops) / m.wall);
+  j.num("server_cpu_s", m.srv_cpu);
+  j.num("server_cpu_util", m.srv_cpu / m.wall);
+  j.num("server_cpu_us_per_op", cpu_us_per(m.srv_cpu, ops));
+  j.num("loadgen_cpu_util", m.self_cpu / m.wall);
+}
+
+// A stats probe: one connection sending "stats" every probe_ms (closed loop) and recording
+// each sample; windows are evaluated afterwards.
+class Probe : public Handler {
+ public:
+  struct Sample {
+    u64 sent, recv;
+    long long field;
+  };
+  Probe(Loop& L, double interval_ms) : L_(L), interval_(static_cast<u64>(interval_ms * 1e6)) {}
+  void start() { c_ = &L_.connect(this); }
+  void tick(u64 t) {
+    if (c_ && !inflight_ && t >= next_) {
+      L_.send(*c_, Cmd::Stats, "stats\r\n", t);
+      inflight_ = true;
+    }
+  }
+  void on_reply(Conn&, Cmd, u64 ts, u64 tn, sv line, sv body) override {
+    inflight_ = false;
+    next_ = tn + interval_;
+    long long fv = -1;
+    if (!starts(line, "OK ")) errors.add(line);
+    if (!field.empty()) {
+      std::string key = "\n" + field + ": ";
+      auto p = body.find(key);
+      if (p != sv::npos) fv = std::atoll(std::string(body.substr(p + key.size(), 24)).c_str());
+    }
+    samples.push_back({ts, tn, fv});
+  }
+  // Histogram of probe latencies whose [sent, recv] overlaps [a, b].
+  Hist window(u64 a, u64 b) const {
+    Hist h;
+    for (const auto& s : samples)
+      if (s.recv >= a && s.sent <= b) h.add(s.recv - s.sent);
+    return h;
+  }
+  std::string field;  // a stats field to extract from each reply (e.g. current-jobs-reserved)
+  std::vector<Sample> samples;
+  Errors errors;
+
+ private:
+  Loop& L_;
+  u64 interval_;
+  Conn* c_ = nullptr;
+  bool inflight_ = false;
+  u64 next_ = 0;
+};
+
+// put -> reserve -> delete loop on every connection.
+class Cycle : public Handler {
+ public:
+  Cycle(Loop& L, const Opts& o, std::string tube)
+      : L_(L), put_(make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size))), tube_(std::move(tube)) {}
+  void start(Conn& c) {
+    if (!tube_.empty()) {
+      L_.send(c, Cmd::Other, "use " + tube_ + "\r\n");
+      L_.send(c, Cmd::Other, "watch " + tube_ + "\r\n");
+      L_.send(c, Cmd::Other, "ignore default\r\n");
+    }
+    L_.send(c, Cmd::Put, put_);
+  }
+  void on_reply(Conn& c, Cmd cmd, u64 ts, u64 tn, sv line, sv) override {
+    if (measuring && cmd != Cmd::Other) {
+      lat[static_cast<std::size_t>(cmd)].add(tn - ts);
+      ++ops;
+    }
+    switch (cmd) {
+      case Cmd::Put:
+        if (!starts(line, "INSERTED ")) {
+          err.add(line);
+          L_.send(c, Cmd::Put, put_);
+          return;
+        }
+        L_.send(c, Cmd::Reserve, "reserve\r\n");
+        return;
+      case Cmd::Reserve: {
+        u64 id = 0;
+        if (!starts(line, "RESERVED ") || !parse_u64(word(line, 1), id)) {
+          err.add(line);
+          L_.send(c, Cmd::Reserve, "reserve\r\n");
+          return;
+        }
+        send_id(L_, c, Cmd::Delete, "delete", id);
+        return;
+      }
+      case Cmd::Delete:
+        if (line != "DELETED") err.add(line);
+        if (measuring) ++cycles;
+        L_.send(c, Cmd::Put, put_);
+        return;
+      default:
+        if (!starts(line, "USING ") && !starts(line, "WATCHING ")) err.add(line);
+        return;
+    }
+  }
+  void reset() {
+    for (auto& h : lat) h.reset();
+    ops = cycles = 0;
+  }
+  void put_latency(Json& j) const {
+    j.open("latency_us");
+    for (std::size_t i = 0; i < 3; ++i) put_hist(j, kCmdNames[i], lat[i]);
+    j.close();
+  }
+  bool measuring = false;
+  std::array<Hist, kCmds> lat;
+  u64 ops = 0, cycles = 0;
+  Errors err;
+
+ private:
+  Loop& L_;
+  std::string put_;
+  std::string tube_;
+};
+
+// Sliding-window producer of `total` puts over several connections.
+class PutWindow : public Handler {
+ public:
+  using Maker = std::function<sv()>;
+  PutWindow(Loop& L, u64 total, int depth, Maker make) : L_(L), total_(total), depth_(depth), make_(std::move(make)) {}
+  void start(Conn& c) {
+    for (int i = 0; i < depth_ && sent_ < total_; ++i) next(c);
+  }
+  void on_reply(Conn& c, Cmd cmd, u64, u64, sv line, sv) override {
+    if (cmd != Cmd::Put) {
+      if (!starts(line, "USING ")) err.add(line);
+      return;
+    }
+    if (starts(line, "INSERTED ")) ++ok;
+    else {
+      ++failed;
+      err.add(line);
+    }
+    next(c);
+  }
+  bool done() const { return ok + failed >= total_; }
+  u64 ok = 0, failed = 0;
+  Errors err;
+
+ private:
+  void next(Conn& c) {
+    if (sent_ >= total_) return;
+    ++sent_;
+    L_.send(c, Cmd::Put, make_());
+  }
+  Loop& L_;
+  u64 total_;
+  u64 sent_ = 0;
+  int depth_;
+  Maker make_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+void scen_cycle(const Opts& o) {
+  Loop L(o);
+  Cycle h(L, o, o.tube);
+  int C = conns_or(o, 50);
+  for (int i = 0; i < C; ++i) h.start(L.connect(&h));
+  Meter m = run_window(L, o, o.warmup, o.duration, [&](bool on) {
+    if (on) h.reset();
+    h.measuring = on;
+  });
+  Json j;
+  j.str("scenario", "cycle").integer("conns", C).integer("size", o.size);
+  put_meter(j, m, h.ops);
+  j.num("cycles_per_s", static_cast<double>(h.cycles) / m.wall);
+  h.err.put(j);
+  h.put_latency(j);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// Each connection writes K commands, then reads the K replies. Mode "pdr": a batch of K puts,
+// then K reserves, then K deletes of the reserved ids; mode "put": batches of K puts only (the
+// jobs accumulate in the server).
+void scen_pipeline(const Opts& o) {
+  Loop L(o);
+  int C = conns_or(o, 4);
+  int K = o.depth;
+  bool put_only = o.mode == "put";
+  if (!put_only && o.mode != "pdr") die("--mode must be pdr or put");
+  std::string put = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
+  bool measuring = false;
+  u64 ops = 0;
+  Hist batch;
+  Errors err;
+  auto send_batch = [&](Conn& c) {
+    c.a = 0;
+    c.b = now_ns();
+    if (c.phase == 0) {
+      for (int i = 0; i < K; ++i) L.send(c, Cmd::Put, put, c.b);
+      c.c = static_cast<u64>(K);
+    } else if (c.phase == 1) {
+      for (int i = 0; i < K; ++i) L.send(c, Cmd::Reserve, "reserve\r\n", c.b);
+      c.c = static_cast<u64>(K);
+    } else {
+      for (u64 id : c.ids) send_id(L, c, Cmd::Delete, "delete", id);
+      c.c = c.ids.size();
+      c.ids.clear();
+    }
+  };
+  std::function<void(Conn&)> next_batch = [&](Conn& c) {
+    c.phase = put_only ? 0 : (c.phase + 1) % 3;
+    send_batch(c);
+    if (c.c == 0) next_batch(c);
+  };
+  FnHandler h([&](Conn& c, Cmd cmd, u64, u64 tn, sv line, sv) {
+    if (measuring) ++ops;
+    if (cmd == Cmd::Put && !starts(line, "INSERTED ")) err.add(line);
+    if (cmd == Cmd::Delete && line != "DELETED") err.add(line);
+    if (cmd == Cmd::Reserve) {
+      u64 id = 0;
+      if (starts(line, "RESERVED ") && parse_u64(word(line, 1), id)) c.ids.push_back(id);
+      else err.add(line);
+    }
+    if (++c.a == c.c) {
+      if (measuring) batch.add(tn - c.b);
+      next_batch(c);
+    }
+  });
+  for (int i = 0; i < C; ++i) {
+    Conn& c = L.connect(&h);
+    c.phase = 0;
+    send_batch(c);
+  }
+  Meter m = run_window(L, o, o.warmup, o.duration, [&](bool on) {
+    if (on) {
+      ops = 0;
+      batch.reset();
+    }
+    measuring = on;
+  });
+  Json j;
+  j.str("scenario", "pipeline").str("mode", o.mode).integer("conns", C).integer("depth", K).integer("size", o.size);
+  put_meter(j, m, ops);
+  err.put(j);
+  put_hist(j, "batch_latency_us", batch);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+void scen_fill(const Opts& o) {
+  Loop L(o);
+  int C = conns_or(o, 4);
+  u64 N = jobs_or(o, 1'000'000);
+  std::string put = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
+  PutWindow pw(L, N, o.depth, [&]() -> sv { return put; });
+  long long rss0 = rss_bytes(o.pid);
+  double c0 = proc_cpu_s(o.pid);
+  u64 t0 = now_ns();
+  for (int i = 0; i < C; ++i) {
+    Conn& c = L.connect(&pw);
+    if (!o.tube.empty()) L.send(c, Cmd::Other, "use " + o.tube + "\r\n");
+    pw.start(c);
+  }
+  if (!L.run_until([&] { return pw.done(); }, t0 + secs_to_ns(o.timeout))) die("timeout in fill");
+  double wall = static_cast<double>(now_ns() - t0) / 1e9;
+  double c1 = proc_cpu_s(o.pid);
+  long long rss1 = rss_bytes(o.pid);
+  Json j;
+  j.str("scenario", "fill").integer("jobs", static_cast<long long>(N)).integer("size", o.size).integer("conns", C);
+  j.integer("inserted", static_cast<long long>(pw.ok));
+  j.num("wall_s", wall).num("puts_per_s", static_cast<double>(pw.ok) / wall);
+  j.num("server_cpu_us_per_op", cpu_us_per(c1 - c0, pw.ok));
+  j.integer("rss_before", rss0).integer("rss_after", rss1);
+  if (rss0 >= 0 && pw.ok) j.num("rss_bytes_per_job", static_cast<double>(rss1 - rss0) / static_cast<double>(pw.ok));
+  pw.err.put(j);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// reserve-with-timeout 0 + delete (sliding window) until every connection saw TIMED_OUT.
+void scen_drain(const Opts& o) {
+  Loop L(o);
+  int C = conns_or(o, 4);
+  int K = o.depth;
+  u64 deleted = 0, live = 0;
+  Errors err;
+  FnHandler h([&](Conn& c, Cmd cmd, u64, u64, sv line, sv) {
+    if (cmd == Cmd::Reserve) {
+      u64 id = 0;
+      if (starts(line, "RESERVED ") && parse_u64(word(line, 1), id)) {
+        send_id(L, c, Cmd::Delete, "delete", id);
+      } else {
+        if (line != "TIMED_OUT") err.add(line);
+        c.phase = 1;  // empty: stop issuing reserves
+      }
+    } else if (cmd == Cmd::Delete) {
+      if (line == "DELETED") ++deleted;
+      else err.add(line);
+      if (c.phase == 0) L.send(c, Cmd::Reserve, "reserve-with-timeout 0\r\n");
+    } else if (!starts(line, "WATCHING ")) {
+      err.add(line);
+    }
+    if (c.phase == 1 && c.pend.empty() && c.b == 0) {
+      c.b = 1;
+      --live;
+    }
+  });
+  long long rss0 = rss_bytes(o.pid);
+  double c0 = proc_cpu_s(o.pid);
+  u64 t0 = now_ns();
+  for (int i = 0; i < C; ++i) {
+    Conn& c = L.connect(&h);
+    ++live;
+    if (!o.tube.empty()) {
+      L.send(c, Cmd::Other, "watch " + o.tube + "\r\n");
+      L.send(c, Cmd::Other, "ignore default\r\n");
+    }
+    for (int k = 0; k < K; ++k) L.send(c, Cmd::Reserve, "reserve-with-timeout 0\r\n");
+  }
+  if (!L.run_until([&] { return live == 0; }, t0 + secs_to_ns(o.timeout))) die("timeout in drain");
+  double wall = static_cast<double>(now_ns() - t0) / 1e9;
+  double c1 = proc_cpu_s(o.pid);
+  Json j;
+  j.str("scenario", "drain").integer("conns", C).integer("depth", K);
+  j.integer("deleted", static_cast<long long>(deleted)).num("wall_s", wall);
+  j.num("jobs_per_s", static_cast<double>(deleted) / wall);
+  j.num("server_cpu_us_per_job", cpu_us_per(c1 - c0, deleted));
+  j.integer("rss_before", rss0).integer("rss_after", rss_bytes(o.pid));
+  err.put(j);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// P producers, Q consumers on tube "pc" (or --tube). Body starts with the send time (ns).
+// --rate 0: producers run closed-loop, paused while (puts acknowledged - jobs consumed) >=
+// --window; --rate R: open loop at R jobs/s total (puts beyond the window are skipped and counted).
+void scen_prodcons(const Opts& o) {
+  Loop L(o);
+  std::string tube = o.tube.empty() ? "pc" : o.tube;
+  std::string put = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
+  std::size_t stamp_off = put.find("\r\n") + 2;
+  bool measuring = false;
+  u64 acked = 0, consumed = 0, sent = 0, skipped = 0, consumed_win = 0;
+  Hist e2e, put_lat;
+  Errors err;
+  std::vector<Conn*> producers, parked;
+  auto send_put = [&](Conn& c, u64 t) {
+    write_stamp(put.data() + stamp_off, t);
+    L.send(c, Cmd::Put, put, t);
+    ++sent;
+  };
+  auto backlog = [&] { return sent > consumed ? sent - consumed : u64{0}; };
+  FnHandler prod([&](Conn& c, Cmd cmd, u64 ts, u64 tn, sv line, sv) {
+    if (cmd != Cmd::Put) return;
+    if (!starts(line, "INSERTED ")) err.add(line);
+    ++acked;
+    if (measuring) put_lat.add(tn - ts);
+    if (o.rate > 0) return;
+    if (backlog() < o.window) send_put(c, tn);
+    else parked.push_back(&c);
+  });
+  FnHandler cons([&](Conn& c, Cmd cmd, u64, u64 tn, sv line, sv body) {
+    if (cmd == Cmd::Reserve) {
+      u64 id = 0;
+      if (!starts(line, "RESERVED ") || !parse_u64(word(line, 1), id)) {
+        err.add(line);
+        L.send(c, Cmd::Reserve, "reserve\r\n");
+        return;
+      }
+      u64 st = read_stamp(body);
+      if (measuring && st && tn >= st) {
+        e2e.add(tn - st);
+        ++consumed_win;
+      }
+      send_id(L, c, Cmd::Delete, "delete", id);
+    } else if (cmd == Cmd::Delete) {
+      if (line != "DELETED") err.add(line);
+      ++consumed;
+      L.send(c, Cmd::Reserve, "reserve\r\n");
+      if (!parked.empty() && backlog() < o.window) {
+        Conn* p = parked.back();
+        parked.pop_back();
+        send_put(*p, tn);
+      }
+    }
+  });
+  for (int i = 0; i < o.consumers; ++i) {
+    Conn& c = L.connect(&cons);
+    L.send(c, Cmd::Other, "watch " + tube + "\r\n");
+    L.send(c, Cmd::Other, "ignore default\r\n");
+    L.send(c, Cmd::Reserve, "reserve\r\n");
+  }
+  u64 t_start = now_ns();
+  for (int i = 0; i < o.producers; ++i) {
+    Conn& c = L.connect(&prod);
+    L.send(c, Cmd::Other, "use " + tube + "\r\n");
+    producers.push_back(&c);
+    if (o.rate <= 0) send_put(c, t_start);
+  }
+  std::size_t rr = 0;
+  auto tick = [&](u64 t) {
+    if (o.rate <= 0) return;
+    auto target = static_cast<u64>(o.rate * static_cast<double>(t - t_start) / 1e9);
+    while (sent + skipped < target) {
+      if (backlog() >= o.window) {
+        ++skipped;
+        continue;
+      }
+      send_put(*producers[rr++ % producers.size()], t);
+    }
+  };
+  Meter m = run_window(
+      L, o, o.warmup, o.duration,
+      [&](bool on) {
+        if (on) {
+          e2e.reset();
+          put_lat.reset();
+          consumed_win = 0;
+          skipped = 0;
+        }
+        measuring = on;
+      },
+      tick);
+  Json j;
+  j.str("scenario", "prodcons").integer("producers", o.producers).integer("consumers", o.consumers);
+  j.num("rate", o.rate).integer("window", static_cast<long long>(o.window)).integer("size", o.size);
+  put_meter(j, m, consumed_win);
+  j.num("jobs_per_s", static_cast<double>(consumed_win) / m.wall);
+  j.integer("skipped_puts", static_cast<long long>(skipped));
+  j.integer("total_sent", static_cast<long long>(sent)).integer("total_acked", static_cast<long long>(acked));
+  j.integer("total_consumed", static_cast<long long>(consumed));
+  err.put(j);
+  put_hist(j, "e2e_latency_us", e2e);
+  put_hist(j, "put_latency_us", put_lat);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// For each level L (ascending): create tubes until there are L tubes t0..t{L-1}, each holding
+// one ready and one delayed (1 h) job, then run the cycle on a separate tube.
+void scen_tubes(const Opts& o) {
+  std::vector<u64> levels;
+  {
+    std::stringstream ss(o.levels);
+    std::string item;
+    while (std::getline(ss, item, ',')) levels.push_back(std::strtoull(item.c_str(), nullptr, 10));
+  }
+  Loop L(o);
+  int C = 4;  // set-up connections
+  int K = std::max(o.depth, 3);
+  std::string put_ready = make_put(1024, 0, o.ttr, 16), put_delayed = make_put(1024, 3600, o.ttr, 16);
+  u64 have = 0;
+  Errors err;
+  Json j;
+  j.str("scenario", "tubes").integer("conns", conns_or(o, 50)).integer("size", o.size);
+  j.open("levels");
+  double base_ops = 0;
+  for (u64 level : levels) {
+    // set-up: connection i creates tubes have+i, have+i+C, ...
+    u64 target = level;
+    u64 created = have;
+    int live = 0;
+    bool over_budget = false;
+    u64 t_budget = now_ns() + secs_to_ns(o.level_budget);
+    FnHandler setup([&](Conn& c, Cmd cmd, u64, u64, sv line, sv) {
+      if (cmd == Cmd::Put && !starts(line, "INSERTED ")) err.add(line);
+      if (cmd == Cmd::Other && !starts(line, "USING ")) err.add(line);
+      // refill this connection's window with (use tN, put ready, put delayed) triples
+      while (!over_budget && c.a < target && c.pend.size() + 3 <= static_cast<std::size_t>(K)) {
+        L.send(c, Cmd::Other, "use t" + std::to_string(c.a) + "\r\n");
+        L.send(c, Cmd::Put, put_ready);
+        L.send(c, Cmd::Put, put_delayed);
+        c.a += static_cast<u64>(C);
+        ++created;
+      }
+      if (c.pend.empty() && c.phase == 0) {
+        c.phase = 1;
+        --live;
+      }
+    });
+    u64 t0 = now_ns();
+    std::vector<Conn*> sc;
+    for (int i = 0; i < C; ++i) {
+      Conn& c = L.connect(&setup);
+      c.a = have + static_cast<u64>(i);
+      ++live;
+      sc.push_back(&c);
+      // prime the window (the handler refills it on every reply)
+      L.send(c, Cmd::Other, "list-tube-used\r\n");
+    }
+    bool ok = L.run_until([&] { return live == 0; }, t0 + secs_to_ns(o.level_budget + o.timeout), [&](u64 t) {
+      if (t >= t_budget) over_budget = true;
+    });
+    double setup_s = static_cast<double>(now_ns() - t0) / 1e9;
+    for (Conn* c : sc) L.close(*c);
+    if (!ok || over_budget) {
+      j.open(std::to_string(level));
+      j.boolean("reached", false).integer("tubes_created", static_cast<long long>(created)).num("setup_s", setup_s);
+      j.close();
+      break;
+    }
+    have = level;
+    Cycle h(L, o, o.tube.empty() ? "bench" : o.tube);
+    std::vector<Conn*> cc;
+    for (int i = 0; i < conns_or(o, 50); ++i) {
+      cc.push_back(&L.connect(&h));
+      h.start(*cc.back());
+    }
+    Meter m = run_window(L, o, o.warmup, o.duration, [&](bool on) {
+      if (on) h.reset();
+      h.measuring = on;
+    });
+    for (Conn* c : cc) L.close(*c);
+    double ops = static_cast<double>(h.ops) / m.wall;
+    if (base_ops == 0) base_ops = ops;
+    j.open(std::to_string(level));
+    j.boolean("reached", true).num("setup_s", setup_s).num("setup_tubes_per_s", static_cast<double>(level) / setup_s);
+    j.integer("rss", rss_bytes(o.pid));
+    put_meter(j, m, h.ops);
+    j.num("ratio_to_first_level", ops / base_ops);
+    h.err.put(j);
+    h.put_latency(j);
+    j.close();
+    // give the server a moment to process the closes before the next level
+    L.run_for(0.05);
+  }
+  j.close();
+  err.put(j);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// Throughput of a few active cycling connections, without and then with N idle connections.
+void scen_conns(const Opts& o) {
+  Loop L(o);
+  int C = conns_or(o, 10);
+  auto active = [&](Json& j, sv name) {
+    Cycle h(L, o, o.tube);
+    std::vector<Conn*> cc;
+    for (int i = 0; i < C; ++i) {
+      cc.push_back(&L.connect(&h));
+      h.start(*cc.back());
+    }
+    Meter m = run_window(L, o, o.warmup, o.duration, [&](bool on) {
+      if (on) h.reset();
+      h.measuring = on;
+    });
+    for (Conn* c : cc) L.close(*c);
+    j.open(name);
+    put_meter(j, m, h.ops);
+    h.err.put(j);
+    h.put_latency(j);
+    j.close();
+    L.run_for(0.05);
+    return static_cast<double>(h.ops) / m.wall;
+  };
+  Json j;
+  j.str("scenario", "conns").integer("active_conns", C).integer("idle_conns", static_cast<long long>(o.idle));
+  double without = active(j, "without_idle");
+  long long rss0 = rss_bytes(o.pid);
+  u64 opened = 0, ready = 0;
+  int inflight = 0;
+  Errors err;
+  FnHandler idle([&](Conn&, Cmd, u64, u64, sv line, sv) {
+    if (!starts(line, "USING ")) err.add(line);
+    --inflight;
+    ++ready;
+  });
+  u64 t0 = now_ns();
+  bool ok = L.run_until([&] { return ready >= o.idle; }, t0 + secs_to_ns(o.timeout), [&](u64) {
+    while (inflight < 256 && opened < o.idle) {
+      Conn& c = L.connect(&idle);
+      L.send(c, Cmd::Other, "list-tube-used\r\n");
+      ++opened;
+      ++inflight;
+    }
+  });
+  if (!ok) die("timeout opening idle connections (" + std::to_string(ready) + " ready)");
+  double open_s = static_cast<double>(now_ns() - t0) / 1e9;
+  L.run_for(0.2);
+  long long rss1 = rss_bytes(o.pid);
+  double with = active(j, "with_idle");
+  j.num("idle_open_s", open_s).integer("rss_before_idle", rss0).integer("rss_with_idle", rss1);
+  if (rss0 >= 0) j.num("bytes_per_idle_conn", static_cast<double>(rss1 - rss0) / static_cast<double>(o.idle));
+  j.num("ops_per_s_without_idle", without).num("ops_per_s_with_idle", with).num("with_over_without", with / without);
+  err.put(j);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// N jobs put with the same delay (they become due within the put phase's spread); Q consumers
+// already blocked in reserve take them; lateness = reserve reply time - (put send time + delay).
+// A probe connection sends stats every --probe-ms throughout.
+void scen_delayed(const Opts& o) {
+  Loop L(o);
+  u64 N = jobs_or(o, 50'000);
+  auto delay_s = static_cast<u64>(std::max(1.0, std::round(o.delay)));
+  u64 delay_ns = delay_s * kNs;
+  Probe probe(L, o.probe_ms);
+  probe.field = "current-jobs-delayed";
+  probe.start();
+  u64 consumed = 0, early = 0, t_last = 0;
+  Hist late;
+  Errors err;
+  FnHandler cons([&](Conn& c, Cmd cmd, u64, u64 tn, sv line, sv body) {
+    if (cmd == Cmd::Reserve) {
+      u64 id = 0;
+      if (!starts(line, "RESERVED ") || !parse_u64(word(line, 1), id)) {
+        err.add(line);
+        L.send(c, Cmd::Reserve, "reserve\r\n");
+        return;
+      }
+      u64 dl = read_stamp(body);
+      if (tn < dl) ++early;
+      else late.add(tn - dl);
+      send_id(L, c, Cmd::Delete, "delete", id);
+    } else if (cmd == Cmd::Delete) {
+      if (line != "DELETED") err.add(line);
+      ++consumed;
+      t_last = tn;
+      L.send(c, Cmd::Reserve, "reserve\r\n");
+    }
+  });
+  for (int i = 0; i < o.consumers; ++i) L.send(L.connect(&cons), Cmd::Reserve, "reserve\r\n");
+  auto tick = [&](u64 t) { probe.tick(t); };
+  L.run_for(0.2, tick);
+  std::string put = make_put(1024, delay_s, o.ttr, static_cast<std::size_t>(o.size));
+  std::size_t off = put.find("\r\n") + 2;
+  u64 first_dl = 0, last_dl = 0;
+  PutWindow pw(L, N, o.depth, [&]() -> sv {
+    u64 dl = now_ns() + delay_ns;
+    if (!first_dl) first_dl = dl;
+    last_dl = dl;
+    write_stamp(put.data() + off, dl);
+    return put;
+  });
+  u64 t0 = now_ns();
+  int C = conns_or(o, 4);
+  for (int i = 0; i < C; ++i) pw.start(L.connect(&pw));
+  if (!L.run_until([&] { return pw.done(); }, t0 + secs_to_ns(o.timeout), tick)) die("timeout putting delayed jobs");
+  u64 t_put_done = now_ns();
+  if (t_put_done > first_dl) err.add("put phase outlasted the delay; use a larger --delay");
+  if (!L.run_until([&] { return consumed >= pw.ok; }, last_dl + secs_to_ns(o.timeout), tick))
+    die("timeout waiting for delayed jobs (" + std::to_string(consumed) + " consumed)");
+  u64 t_end = now_ns();
+  L.run_for(0.1, tick);
+  // promotion: the first probe reply after the first deadline that saw no delayed job left
+  u64 t_promoted = 0;
+  for (const auto& s : probe.samples)
+    if (s.sent >= first_dl && s.field == 0) {
+      t_promoted = s.recv;
+      break;
+    }
+  Json j;
+  j.str("scenario", "delayed").integer("jobs", static_cast<long long>(N)).integer("delay_s", static_cast<long long>(delay_s));
+  j.integer("consumers", o.consumers);
+  j.num("put_s", static_cast<double>(t_put_done - t0) / 1e9);
+  j.num("deadline_spread_ms", static_cast<double>(last_dl - first_dl) / 1e6);
+  j.integer("consumed", static_cast<long long>(consumed)).integer("early", static_cast<long long>(early));
+  j.num("min_lateness_ms", static_cast<double>(late.min()) / 1e6);
+  j.num("drain_after_last_deadline_ms", t_last > last_dl ? static_cast<double>(t_last - last_dl) / 1e6 : 0.0);
+  j.num("promotion_done_after_last_deadline_ms",
+        t_promoted ? (static_cast<double>(t_promoted) - static_cast<double>(last_dl)) / 1e6 : std::nan(""));
+  j.num("jobs_per_s_after_due", static_cast<double>(consumed) / (static_cast<double>(t_end - first_dl) / 1e9));
+  put_hist(j, "lateness_us", late);
+  u64 base_end = first_dl > 50 * kMs ? first_dl - 50 * kMs : first_dl;
+  put_hist(j, "probe_before_us", probe.window(t_put_done, std::max(t_put_done, base_end)));
+  put_hist(j, "probe_during_us", probe.window(first_dl, t_end));
+  err.put(j);
+  probe.errors.put(j.open("probe"));
+  j.close();
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// 1) N buried jobs, then "kick N" from another connection while a probe sends stats every
+//    --probe-ms. 2) One connection reserves the N kicked jobs and closes; the probe watches
+//    current-jobs-reserved until 0 (release time) and records its own latency meanwhile.
+void scen_mass(const Opts& o) {
+  Loop L(o);
+  u64 N = jobs_or(o, 100'000);
+  int C = conns_or(o, 4);
+  std::string put = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
+  u64 sent = 0, buried = 0;
+  Errors err;
+  // per connection: puts fill the window; each INSERTED triggers a reserve-with-timeout 0, each
+  // RESERVED a bury of that id.
+  FnHandler bury([&](Conn& c, Cmd cmd, u64, u64, sv line, sv) {
+    if (cmd == Cmd::Put) {
+      if (!starts(line, "INSERTED ")) err.add(line);
+      L.send(c, Cmd::Reserve, "reserve-with-timeout 0\r\n");
+    } else if (cmd == Cmd::Reserve) {
+      u64 id = 0;
+      if (starts(line, "RESERVED ") && parse_u64(word(line, 1), id)) send_id(L, c, Cmd::Bury, "bury", id, " 1024");
+      else {
+        err.add(line);
+        L.send(c, Cmd::Reserve, "reserve-with-timeout 0\r\n");
+      }
+    } else if (cmd == Cmd::Bury) {
+      if (line == "BURIED") ++buried;
+      else err.add(line);
+      if (sent < N) {
+        ++sent;
+        L.send(c, Cmd::Put, put);
+      }
+    }
+  });
+  u64 t0 = now_ns();
+  for (int i = 0; i < C; ++i) {
+    Conn& c = L.connect(&bury);
+    for (int k = 0; k < std::max(1, o.depth / 3) && sent < N; ++k, ++sent) L.send(c, Cmd::Put, put);
+  }
+  if (!L.run_until([&] { return buried + err.n >= N; }, t0 + secs_to_ns(o.timeout))) die("timeout burying jobs");
+  double setup_s = static_cast<double>(now_ns() - t0) / 1e9;
+
+  Probe probe(L, o.probe_ms);
+  probe.field = "current-jobs-reserved";
+  probe.start();
+  auto tick = [&](u64 t) { probe.tick(t); };
+  L.run_for(0.3, tick);
+  u64 kick_sent = 0, kick_done = 0, kicked = 0;
+  FnHandler kicker([&](Conn&, Cmd, u64, u64 tn, sv line, sv) {
+    kick_done = tn;
+    if (!starts(line, "KICKED ") || !parse_u64(word(line, 1), kicked)) err.add(line);
+  });
+  Conn& kc = L.connect(&kicker);
+  L.run_for(0.05, tick);  // let the connection settle
+  kick_sent = now_ns();
+  L.send(kc, Cmd::Kick, "kick " + std::to_string(N) + "\r\n", kick_sent);
+  if (!L.run_until([&] { return kick_done != 0; }, kick_sent + secs_to_ns(o.timeout), tick)) die("timeout in kick");
+  L.run_for(0.3, tick);
+
+  // hold N reserved jobs on one connection
+  u64 held = 0;
+  bool empty = false;
+  FnHandler holder([&](Conn& c, Cmd, u64, u64, sv line, sv) {
+    if (starts(line, "RESERVED ")) {
+      ++held;
+      if (held + c.pend.size() < N && !empty) L.send(c, Cmd::Reserve, "reserve-with-timeout 0\r\n");
+    } else {
+      empty = true;
+    }
+  });
+  Conn& hc = L.connect(&holder);
+  for (int k = 0; k < o.depth && static_cast<u64>(k) < N; ++k) L.send(hc, Cmd::Reserve, "reserve-with-timeout 0\r\n");
+  u64 th = now_ns();
+  if (!L.run_until([&] { return hc.pend.empty(); }, th + secs_to_ns(o.timeout), tick)) die("timeout reserving");
+  double hold_s = static_cast<double>(now_ns() - th) / 1e9;
+  L.run_for(0.3, tick);
+  u64 t_close = now_ns();
+  L.close(hc);
+  u64 t_released = 0;
+  bool released = L.run_until(
+      [&] {
+        for (auto it = probe.samples.rbegin(); it != probe.samples.rend() && it->sent > t_close; ++it)
+          if (it->field == 0) {
+            t_released = it->recv;
+            return true;
+          }
+        return false;
+      },
+      t_close + secs_to_ns(o.timeout), tick);
+  // the earliest sample (sent after the close) that saw 0 reserved
+  for (const auto& s : probe.samples)
+    if (s.sent > t_close && s.field == 0) {
+      t_released = s.recv;
+      break;
+    }
+  L.run_for(0.3, tick);
+
+  Json j;
+  j.str("scenario", "mass").integer("jobs", static_cast<long long>(N)).num("setup_s", setup_s);
+  j.integer("buried", static_cast<long long>(buried));
+  j.open("kick");
+  j.integer("kicked", static_cast<long long>(kicked)).num("kick_ms", static_cast<double>(kick_done - kick_sent) / 1e6);
+  put_hist(j, "probe_before_us", probe.window(kick_sent - 300 * kMs, kick_sent - 50 * kMs));
+  put_hist(j, "probe_during_us", probe.window(kick_sent, kick_done + 50 * kMs));
+  j.close();
+  j.open("close");
+  j.integer("held", static_cast<long long>(held)).num("reserve_s", hold_s);
+  j.boolean("released", released);
+  j.num("release_ms", released ? static_cast<double>(t_released - t_close) / 1e6 : std::nan(""));
+  put_hist(j, "probe_before_us", probe.window(t_close - 300 * kMs, t_close - 10 * kMs));
+  put_hist(j, "probe_during_us", probe.window(t_close, (released ? t_released : now_ns()) + 50 * kMs));
+  j.close();
+  err.put(j);
+  probe.errors.put(j.open("probe"));
+  j.close();
+  std::printf("%s\n", j.finish().c_str());
+}
+
+void raise_nofile() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  rlim_t want = 1 << 17;
+  if (rl.rlim_max < want) {
+    rlimit r2{want, want};
+    if (setrlimit(RLIMIT_NOFILE, &r2) == 0) return;  // needs CAP_SYS_RESOURCE
+  }
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  Opts o = parse_opts(argc, argv);
+  raise_nofile();
+  const std::string& s = o.scenario;
+  if (s == "cycle") scen_cycle(o);
+  else if (s == "pipeline") scen_pipeline(o);
+  else if (s == "fill") scen_fill(o);
+  else if (s == "drain") scen_drain(o);
+  else if (s == "prodcons") scen_prodcons(o);
+  else if (s == "tubes") scen_tubes(o);
+  else if (s == "conns") scen_conns(o);
+  else if (s == "delayed") scen_delayed(o);
+  else if (s == "mass") scen_mass(o);
+  else die("unknown --scenario '" + s + "' (try --help)");
+  std::fflush(stdout);
+  return 0;
+}

@@ -1,0 +1,729 @@
+#!/usr/bin/env python3
+"""stalkd benchmark suite: stalkd vs Debian's beanstalkd (vs the one-thread ceiling server).
+
+Builds nothing. Usage:
+
+    python3 bench/run.py [BUILD_DIR] [--quick] [--scenario NAME[,NAME...]] [--pairs N]
+
+BUILD_DIR defaults to build/release. Binaries (override with env):
+    STALKD_BIN      BUILD_DIR/stalkd
+    LOADGEN_BIN     BUILD_DIR/bench/stalkd_loadgen (or BUILD_DIR/stalkd_loadgen)
+    CEILING_BIN     BUILD_DIR/bench/stalkd_ceiling (or BUILD_DIR/stalkd_ceiling)
+    BEANSTALKD_BIN  /usr/bin/beanstalkd
+If stalkd is missing, beanstalkd runs in its place ("stand-in"); the stalkd/beanstalkd ratio is
+then the noise floor of the machine.
+
+Every run gets a fresh server on a free 127.0.0.1 port; servers are alternated A B (C) A B (C)
+for --pairs rounds and stopped by PID. Results: markdown tables on stdout and
+bench/results/latest.json (+ latest.md). Exit status 1 if any run failed.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NOFILE = 65536  # RLIMIT_NOFILE for the servers (the conns scenario opens 10k connections)
+
+
+# ------------------------------------------------------------------------------------------------
+# Servers
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _raise_nofile():
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+    except (ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    fields = s[s.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime (fields 14, 15)
+
+
+def proc_rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+LIVE = []  # every Server started and not yet stopped (stopped again at exit / on signal)
+
+
+class Server:
+    """One server process on 127.0.0.1:<free port>.
+
+    args may contain '{tmpdir}', replaced by a per-server temporary directory that survives
+    restart() (extension point for durable -b runs and recovery scenarios)."""
+
+    def __init__(self, kind, binary, args=(), label=None):
+        self.kind = kind
+        self.binary = binary
+        self.label = label or kind
+        self.tmpdir = tempfile.mkdtemp(prefix=f"stalkd-bench-{kind}-") if any(
+            "{tmpdir}" in a for a in args) else None
+        self.args = [a.replace("{tmpdir}", self.tmpdir or "") for a in args]
+        self.proc = None
+        self.port = None
+        self.log = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def start(self):
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile()
+        argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + self.args
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=self.log, preexec_fn=_raise_nofile)
+        LIVE.append(self)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.label} exited at start-up: {self.log_tail()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"{self.label} did not accept connections within 10 s")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, sig)
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+        if self in LIVE:
+            LIVE.remove(self)
+
+    def restart(self, sig=signal.SIGTERM):
+        """Stop (SIGTERM, or SIGKILL for a crash) and start again with the same args/tmpdir."""
+        self.stop(sig)
+        return self.start()
+
+    def cleanup(self):
+        self.stop()
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if self.log:
+            self.log.close()
+
+    def log_tail(self, n=400):
+        if not self.log:
+            return ""
+        self.log.seek(0)
+        return self.log.read()[-n:].decode(errors="replace")
+
+    def cpu_s(self):
+        return proc_cpu_s(self.pid)
+
+    def rss(self):
+        return proc_rss(self.pid)
+
+
+def stop_all(*_):
+    for s in list(LIVE):
+        s.stop(signal.SIGKILL)
+    if _:
+        sys.exit(130)
+
+
+# ------------------------------------------------------------------------------------------------
+# Load generator
+
+class LoadgenError(RuntimeError):
+    pass
+
+
+def loadgen(server, scenario, timeout=300, **opts):
+    """Runs one loadgen scenario against server; returns its JSON plus run-level server CPU."""
+    argv = [CFG.loadgen, "--scenario", scenario, "--host", "127.0.0.1", "--port", str(server.port),
+            "--pid", str(server.pid)]
+    for k, v in opts.items():
+        argv += ["--" + k.replace("_", "-"), str(v)]
+    cpu0, t0 = server.cpu_s(), time.monotonic()
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                           preexec_fn=_raise_nofile)
+    except subprocess.TimeoutExpired:
+        raise LoadgenError(f"loadgen {scenario} timed out after {timeout} s")
+    wall = time.monotonic() - t0
+    alive = server.proc.poll() is None
+    cpu1 = server.cpu_s() if alive else float("nan")
+    try:
+        out = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise LoadgenError(f"loadgen {scenario}: no JSON (exit {p.returncode}): "
+                           f"{p.stderr.decode(errors='replace')[-300:]}")
+    if "error" in out:
+        extra = "" if alive else f" (server died: {server.log_tail()})"
+        raise LoadgenError(f"loadgen {scenario}: {out['error']}{extra}")
+    out["run_wall_s"] = wall
+    out["run_server_cpu_s"] = cpu1 - cpu0  # whole loadgen run, incl. set-up and warm-up
+    return out
+
+
+def get(d, path, default=None):
+    for part in path.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return default
+        d = d[part]
+    return d
+
+
+def ms(v):
+    return None if v is None else v / 1e3
+
+
+# ------------------------------------------------------------------------------------------------
+# Scenarios. Each function takes (server, params) and returns (metrics, raw): metrics is a flat
+# {metric_key: number or None}. METRICS lists (key, label) in table order; labels end in
+# "↑" (higher is better) or "↓" (lower is better) where that is meaningful.
+
+def sc_cycle(srv, p):
+    r = loadgen(srv, "cycle", conns=p["conns"], duration=p["duration"], warmup=p["warmup"],
+                size=p["size"])
+    m = {k: r.get(k) for k in ("ops_per_s", "cycles_per_s", "server_cpu_us_per_op",
+                               "server_cpu_util", "loadgen_cpu_util")}
+    for cmd in ("put", "reserve", "delete"):
+        for q in ("p50", "p99", "p999"):
+            m[f"{cmd}_{q}_us"] = get(r, f"latency_us.{cmd}.{q}_us")
+    m["max_us"] = max(get(r, f"latency_us.{c}.max_us", 0) for c in ("put", "reserve", "delete"))
+    m["errors"] = r.get("errors")
+    return m, r
+
+
+METRICS_CYCLE = [
+    ("ops_per_s", "commands/s ↑"), ("cycles_per_s", "put+reserve+delete cycles/s ↑"),
+    ("server_cpu_us_per_op", "server CPU µs/command ↓"), ("server_cpu_util", "server CPU (cores)"),
+    ("loadgen_cpu_util", "loadgen CPU (cores)"),
+] + [(f"{c}_{q}_us", f"{c} {q.replace('p999', 'p99.9')} µs ↓")
+     for c in ("put", "reserve", "delete") for q in ("p50", "p99", "p999")] + [
+    ("max_us", "max latency µs ↓"), ("errors", "errors")]
+
+
+def sc_pipeline(srv, p):
+    r = loadgen(srv, "pipeline", conns=p["conns"], depth=p["depth"], duration=p["duration"],
+                warmup=p["warmup"], mode=p["mode"], size=p["size"])
+    m = {k: r.get(k) for k in ("ops_per_s", "server_cpu_us_per_op", "server_cpu_util",
+                               "loadgen_cpu_util", "errors")}
+    m["batch_p50_ms"] = ms(get(r, "batch_latency_us.p50_us"))
+    m["batch_p99_ms"] = ms(get(r, "batch_latency_us.p99_us"))
+    return m, r
+
+
+METRICS_PIPELINE = [
+    ("ops_per_s", "commands/s ↑"), ("server_cpu_us_per_op", "server CPU µs/command ↓"),
+    ("server_cpu_util", "server CPU (cores)"), ("loadgen_cpu_util", "loadgen CPU (cores)"),
+    ("batch_p50_ms", "batch of K round trip p50 ms ↓"),
+    ("batch_p99_ms", "batch of K round trip p99 ms ↓"), ("errors", "errors")]
+
+
+def sc_fill(srv, p):
+    rss_idle = srv.rss()
+    f = loadgen(srv, "fill", jobs=p["jobs"], size=p["size"], conns=p["conns"], depth=p["depth"],
+                timeout=p["timeout"])
+    time.sleep(0.2)
+    rss_full = srv.rss()
+    d = loadgen(srv, "drain", conns=p["conns"], depth=p["depth"], timeout=p["timeout"])
+    time.sleep(0.2)
+    rss_drained = srv.rss()
+    n = f.get("inserted") or 0
+    m = {
+        "puts_per_s": f.get("puts_per_s"),
+        "fill_cpu_us": f.get("server_cpu_us_per_op"),
+        "rss_per_job": (rss_full - f["rss_before"]) / n if n else None,
+        "rss_idle_mb": rss_idle / 2**20,
+        "rss_full_mb": rss_full / 2**20,
+        "drain_per_s": d.get("jobs_per_s"),
+        "drain_cpu_us": d.get("server_cpu_us_per_job"),
+        "rss_drained_mb": rss_drained / 2**20,
+        "drained": d.get("deleted"),
+        "errors": (f.get("errors") or 0) + (d.get("errors") or 0),
+    }
+    return m, {"fill": f, "drain": d, "rss_idle": rss_idle, "rss_full": rss_full,
+               "rss_drained": rss_drained}
+
+
+METRICS_FILL = [
+    ("puts_per_s", "fill: puts/s ↑"), ("fill_cpu_us", "fill: server CPU µs/put ↓"),
+    ("rss_per_job", "RSS bytes/job ↓"), ("rss_idle_mb", "RSS empty MiB ↓"),
+    ("rss_full_mb", "RSS full MiB ↓"), ("drain_per_s", "drain: reserve+delete jobs/s ↑"),
+    ("drain_cpu_us", "drain: server CPU µs/job ↓"), ("rss_drained_mb", "RSS after drain MiB ↓"),
+    ("drained", "jobs drained"), ("errors", "errors")]
+
+
+def sc_prodcons(srv, p):
+    common = dict(producers=p["producers"], consumers=p["consumers"], duration=p["duration"],
+                  warmup=p["warmup"], size=p["size"], window=p["window"])
+    mx = loadgen(srv, "prodcons", rate=0, **common)
+    srv.restart()  # leftover backlog must not leak into the rate-limited run
+    rt = loadgen(srv, "prodcons", rate=p["rate"], **common)
+    m = {
+        "max_jobs_per_s": mx.get("jobs_per_s"),
+        "max_cpu_us": mx.get("server_cpu_us_per_op"),
+        "max_e2e_p50_ms": ms(get(mx, "e2e_latency_us.p50_us")),
+        "max_e2e_p99_ms": ms(get(mx, "e2e_latency_us.p99_us")),
+        "rate_jobs_per_s": rt.get("jobs_per_s"),
+        "rate_cpu_us": rt.get("server_cpu_us_per_op"),
+        "rate_e2e_p50_us": get(rt, "e2e_latency_us.p50_us"),
+        "rate_e2e_p99_us": get(rt, "e2e_latency_us.p99_us"),
+        "rate_e2e_p999_us": get(rt, "e2e_latency_us.p999_us"),
+        "rate_e2e_max_us": get(rt, "e2e_latency_us.max_us"),
+        "rate_skipped": rt.get("skipped_puts"),
+        "errors": (mx.get("errors") or 0) + (rt.get("errors") or 0),
+    }
+    return m, {"max": mx, "rate": rt}
+
+
+def metrics_prodcons(p):
+    w, r = p["window"], int(p["rate"])
+    return [
+        ("max_jobs_per_s", f"max: jobs/s (backlog ≤ {w}) ↑"),
+        ("max_cpu_us", "max: server CPU µs/job ↓"),
+        ("max_e2e_p50_ms", "max: end-to-end p50 ms ↓"), ("max_e2e_p99_ms", "max: end-to-end p99 ms ↓"),
+        ("rate_jobs_per_s", f"@{r}/s: jobs/s"), ("rate_cpu_us", f"@{r}/s: server CPU µs/job ↓"),
+        ("rate_e2e_p50_us", f"@{r}/s: end-to-end p50 µs ↓"),
+        ("rate_e2e_p99_us", f"@{r}/s: end-to-end p99 µs ↓"),
+        ("rate_e2e_p999_us", f"@{r}/s: end-to-end p99.9 µs ↓"),
+        ("rate_e2e_max_us", f"@{r}/s: end-to-end max µs ↓"),
+        ("rate_skipped", f"@{r}/s: puts skipped (backlog full) ↓"), ("errors", "errors")]
+
+
+def sc_tubes(srv, p):
+    levels = p["levels"]
+    budget = p["level_budget"]
+    total_budget = sum(budget + 30 + p["warmup"] + p["duration"] for _ in levels)
+    r = loadgen(srv, "tubes", levels=",".join(map(str, levels)), conns=p["conns"],
+                duration=p["duration"], warmup=p["warmup"], size=p["size"], level_budget=budget,
+                timeout=total_budget)
+    m = {"errors": r.get("errors")}
+    rss1 = get(r, f"levels.{levels[0]}.rss")
+    for lv in levels:
+        x = get(r, f"levels.{lv}", {})
+        reached = x.get("reached", False)
+        m[f"ops_{lv}"] = x.get("ops_per_s") if reached else None
+        m[f"ratio_{lv}"] = x.get("ratio_to_first_level") if reached else None
+        m[f"cpu_{lv}"] = x.get("server_cpu_us_per_op") if reached else None
+        m[f"p99_{lv}"] = get(x, "latency_us.put.p99_us") if reached else None
+        m[f"setup_{lv}"] = x.get("setup_s")
+        if not reached and x:
+            m[f"reached_{lv}"] = x.get("tubes_created")
+        elif reached:
+            m[f"reached_{lv}"] = lv
+        if reached and lv > levels[0] and rss1:
+            m[f"rss_per_tube_{lv}"] = (x["rss"] - rss1) / (lv - levels[0])
+    return m, r
+
+
+def metrics_tubes(p):
+    out = []
+    for lv in p["levels"]:
+        out += [(f"ops_{lv}", f"{lv} tubes: commands/s ↑"),
+                (f"ratio_{lv}", f"{lv} tubes: ops/s ÷ ops/s at {p['levels'][0]} ↑"),
+                (f"cpu_{lv}", f"{lv} tubes: server CPU µs/command ↓"),
+                (f"p99_{lv}", f"{lv} tubes: put p99 µs ↓"),
+                (f"setup_{lv}", f"{lv} tubes: set-up s ↓ (budget {p['level_budget']} s)"),
+                (f"reached_{lv}", f"{lv} tubes: tubes created")]
+        if lv != p["levels"][0]:
+            out.append((f"rss_per_tube_{lv}", f"{lv} tubes: RSS bytes/tube (2 jobs each) ↓"))
+    return out + [("errors", "errors")]
+
+
+def sc_conns(srv, p):
+    r = loadgen(srv, "conns", idle=p["idle"], conns=p["conns"], duration=p["duration"],
+                warmup=p["warmup"], size=p["size"])
+    m = {
+        "bytes_per_idle": r.get("bytes_per_idle_conn"),
+        "ops_without": r.get("ops_per_s_without_idle"),
+        "ops_with": r.get("ops_per_s_with_idle"),
+        "with_over_without": r.get("with_over_without"),
+        "p99_without": get(r, "without_idle.latency_us.put.p99_us"),
+        "p99_with": get(r, "with_idle.latency_us.put.p99_us"),
+        "open_s": r.get("idle_open_s"),
+        "errors": r.get("errors"),
+    }
+    return m, r
+
+
+def metrics_conns(p):
+    n, c = p["idle"], p["conns"]
+    return [("bytes_per_idle", f"RSS bytes per idle connection ↓"),
+            ("ops_without", f"{c} active: commands/s without idle ↑"),
+            ("ops_with", f"{c} active: commands/s with {n} idle ↑"),
+            ("with_over_without", "with ÷ without ↑"),
+            ("p99_without", "put p99 µs without idle ↓"), ("p99_with", "put p99 µs with idle ↓"),
+            ("open_s", f"time to open {n} connections s ↓"), ("errors", "errors")]
+
+
+def sc_delayed(srv, p):
+    r = loadgen(srv, "delayed", jobs=p["jobs"], delay=p["delay"], consumers=p["consumers"],
+                size=p["size"], timeout=p["timeout"])
+    m = {
+        "promotion_ms": r.get("promotion_done_after_last_deadline_ms"),
+        "min_late_ms": r.get("min_lateness_ms"),
+        "late_p50_ms": ms(get(r, "lateness_us.p50_us")),
+        "late_p99_ms": ms(get(r, "lateness_us.p99_us")),
+        "late_max_ms": ms(get(r, "lateness_us.max_us")),
+        "early": r.get("early"),
+        "spread_ms": r.get("deadline_spread_ms"),
+        "jobs_per_s": r.get("jobs_per_s_after_due"),
+        "probe_before_p99": get(r, "probe_before_us.p99_us"),
+        "probe_p99": get(r, "probe_during_us.p99_us"),
+        "probe_max": get(r, "probe_during_us.max_us"),
+        "errors": r.get("errors"),
+    }
+    return m, r
+
+
+def metrics_delayed(p):
+    return [("promotion_ms", "all promoted, ms after the last deadline ↓"),
+            ("min_late_ms", "lateness of the first job ms ↓"),
+            ("late_p50_ms", "lateness p50 ms ↓"), ("late_p99_ms", "lateness p99 ms ↓"),
+            ("late_max_ms", "lateness max ms ↓"), ("early", "jobs reserved before due ↓"),
+            ("spread_ms", "spread of the deadlines ms"),
+            ("jobs_per_s", f"jobs/s consumed after due ({p['consumers']} consumers) ↑"),
+            ("probe_before_p99", "stats probe p99 µs before due ↓"),
+            ("probe_p99", "stats probe p99 µs during promotion ↓"),
+            ("probe_max", "stats probe max µs during promotion ↓"), ("errors", "errors")]
+
+
+def sc_mass(srv, p):
+    r = loadgen(srv, "mass", jobs=p["jobs"], size=p["size"], timeout=p["timeout"])
+    m = {
+        "kick_ms": get(r, "kick.kick_ms"),
+        "kick_probe_p99": get(r, "kick.probe_during_us.p99_us"),
+        "kick_probe_max": get(r, "kick.probe_during_us.max_us"),
+        "release_ms": get(r, "close.release_ms"),
+        "close_probe_p99": get(r, "close.probe_during_us.p99_us"),
+        "close_probe_max": get(r, "close.probe_during_us.max_us"),
+        "probe_idle_p99": get(r, "kick.probe_before_us.p99_us"),
+        "setup_s": r.get("setup_s"),
+        "errors": r.get("errors"),
+    }
+    return m, r
+
+
+def metrics_mass(p):
+    n = p["jobs"]
+    return [("kick_ms", f"kick {n} buried: command ms ↓"),
+            ("kick_probe_p99", "  stats probe p99 µs meanwhile ↓"),
+            ("kick_probe_max", "  stats probe max µs meanwhile ↓"),
+            ("release_ms", f"close with {n} reserved: ms until all released ↓"),
+            ("close_probe_p99", "  stats probe p99 µs meanwhile ↓"),
+            ("close_probe_max", "  stats probe max µs meanwhile ↓"),
+            ("probe_idle_p99", "stats probe p99 µs when quiet ↓"),
+            ("setup_s", f"set-up: put+reserve+bury ×{n} s ↓"), ("errors", "errors")]
+
+
+class Scenario:
+    def __init__(self, name, title, fn, metrics, full, quick, servers=("stalkd", "beanstalkd"),
+                 server_args=None, default=True):
+        self.name, self.title, self.fn = name, title, fn
+        self.metrics = metrics  # list, or function(params) -> list
+        self.full, self.quick = full, quick
+        self.servers = servers
+        # Extension point: extra server arguments per kind, e.g. {"stalkd": ["-b", "{tmpdir}"]}
+        self.server_args = server_args or {}
+        self.default = default
+
+
+ALL3 = ("stalkd", "beanstalkd", "ceiling")
+SCENARIOS = [
+    Scenario("cycle", "cycle: {conns} connections each looping put({size} B) → reserve → delete",
+             sc_cycle, METRICS_CYCLE,
+             dict(conns=50, size=100, warmup=1, duration=5),
+             dict(conns=50, size=100, warmup=0.3, duration=1), servers=ALL3),
+    Scenario("pipeline", "pipeline: {conns} connections each writing {depth} commands before "
+             "reading the replies (mode {mode}: K puts, K reserves, K deletes)",
+             sc_pipeline, METRICS_PIPELINE,
+             dict(conns=4, depth=100, mode="pdr", size=100, warmup=1, duration=4),
+             dict(conns=4, depth=100, mode="pdr", size=100, warmup=0.3, duration=1), servers=ALL3),
+    Scenario("fill", "fill: {jobs} puts of {size} B ({conns} connections, window {depth}), "
+             "then drain with reserve-with-timeout 0 + delete",
+             sc_fill, METRICS_FILL,
+             dict(jobs=1_000_000, size=100, conns=4, depth=100, timeout=240),
+             dict(jobs=20_000, size=100, conns=4, depth=100, timeout=60)),
+    Scenario("prodcons", "produce-consume: {producers} producers, {consumers} consumers on one "
+             "tube, closed loop (backlog ≤ {window}) and open loop at {rate} jobs/s",
+             sc_prodcons, metrics_prodcons,
+             dict(producers=4, consumers=8, window=1000, rate=10000, size=100, warmup=0.5,
+                  duration=3),
+             dict(producers=4, consumers=8, window=1000, rate=5000, size=100, warmup=0.2,
+                  duration=0.8)),
+    Scenario("tubes", "tubes: levels {levels} tubes, each with a ready and a delayed job, then "
+             "{conns} connections cycling on another tube",
+             sc_tubes, metrics_tubes,
+             dict(levels=[1, 1000, 10_000, 100_000], level_budget=25, conns=50, size=100,
+                  warmup=0.5, duration=2),
+             dict(levels=[1, 1000, 10_000], level_budget=10, conns=50, size=100, warmup=0.2,
+                  duration=0.6)),
+    Scenario("conns", "conns: {idle} idle connections beside {conns} active cycling ones",
+             sc_conns, metrics_conns,
+             dict(idle=10_000, conns=10, size=100, warmup=0.5, duration=2),
+             dict(idle=2_000, conns=10, size=100, warmup=0.2, duration=0.6), servers=ALL3),
+    Scenario("delayed", "delayed: {jobs} jobs put with delay {delay} s (due within the put "
+             "phase's spread), {consumers} consumers waiting in reserve, stats probe every 1 ms",
+             sc_delayed, metrics_delayed,
+             dict(jobs=50_000, delay=3, consumers=4, size=100, timeout=60),
+             dict(jobs=2_000, delay=1, consumers=4, size=100, timeout=30)),
+    Scenario("mass", "mass events: kick of {jobs} buried jobs; close of a connection holding "
+             "{jobs} reserved jobs; stats probe every 1 ms",
+             sc_mass, metrics_mass,
+             dict(jobs=100_000, size=100, timeout=120),
+             dict(jobs=5_000, size=100, timeout=30)),
+    # Durable mode (opt-in; run with --scenario cycle-b). Recovery scenarios go here too: a
+    # scenario fn gets the Server and can call srv.restart(signal.SIGKILL) to crash and
+    # restart it on the same {tmpdir} binlog, then time how long until it accepts and serves.
+    Scenario("cycle-b", "cycle with binlog (-b, default fsync policy): {conns} connections "
+             "put({size} B) → reserve → delete",
+             sc_cycle, METRICS_CYCLE,
+             dict(conns=50, size=100, warmup=1, duration=5),
+             dict(conns=50, size=100, warmup=0.3, duration=1),
+             server_args={"stalkd": ["-b", "{tmpdir}"], "beanstalkd": ["-b", "{tmpdir}"]},
+             default=False),
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# Running and reporting
+
+class Config:
+    pass
+
+
+CFG = Config()
+
+
+def find_bin(env, candidates):
+    if os.environ.get(env):
+        return os.environ[env]
+    for c in candidates:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return candidates[0]
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v)
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.3g}k"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 1:
+        return f"{v:.3g}"
+    return f"{v:.2g}"
+
+
+def summarize(values):
+    vals = [v for v in values if isinstance(v, (int, float)) and v == v]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals),
+            "values": vals}
+
+
+def table(sc, params, runs, server_labels):
+    metrics = sc.metrics(params) if callable(sc.metrics) else sc.metrics
+    servers = [s for s in sc.servers if s in server_labels]
+    lines = [f"### {sc.title.format(**{k: v for k, v in params.items()})}", ""]
+    head = ["metric"] + [server_labels[s] for s in servers]
+    show_ratio = "stalkd" in servers and "beanstalkd" in servers
+    if show_ratio:
+        head.append("stalkd/beanstalkd")
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    summary = {}
+    for key, label in metrics:
+        row = [label]
+        med = {}
+        for s in servers:
+            st = summarize([r["metrics"].get(key) for r in runs if r["server"] == s])
+            summary.setdefault(key, {})[s] = st
+            if st is None:
+                row.append("—")
+                continue
+            med[s] = st["median"]
+            if st["n"] > 1:
+                row.append(f"{fmt(st['median'])} ({fmt(st['min'])}–{fmt(st['max'])})")
+            else:
+                row.append(fmt(st["median"]))
+        if show_ratio:
+            a, b = med.get("stalkd"), med.get("beanstalkd")
+            row.append(f"{a / b:.2f}" if a is not None and b else "—")
+        lines.append("| " + " | ".join(row) + " |")
+    failed = [r for r in runs if r.get("error")]
+    for r in failed:
+        lines.append(f"\n**failed run** ({r['server']}, pair {r['pair']}): {r['error']}")
+    return "\n".join(lines) + "\n", summary
+
+
+def run_scenario(sc, params, pairs, bins):
+    runs = []
+    for pair in range(pairs):
+        for kind in sc.servers:
+            if kind not in bins:
+                continue
+            binary, label = bins[kind]
+            srv = Server(kind, binary, sc.server_args.get(kind, ()), label=label)
+            t0 = time.monotonic()
+            rec = {"server": kind, "pair": pair}
+            try:
+                srv.start()
+                rec["rss_start"] = srv.rss()
+                rec["metrics"], rec["raw"] = sc.fn(srv, params)
+            except (LoadgenError, RuntimeError, OSError) as e:
+                rec["metrics"], rec["error"] = {}, str(e)
+            finally:
+                srv.cleanup()
+            rec["seconds"] = round(time.monotonic() - t0, 2)
+            status = "FAILED: " + rec["error"] if rec.get("error") else "ok"
+            print(f"  [{sc.name}] pair {pair + 1}/{pairs} {label}: {rec['seconds']} s {status}",
+                  file=sys.stderr, flush=True)
+            runs.append(rec)
+    return runs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build_dir", nargs="?", default=os.path.join(REPO, "build", "release"))
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, 1 pair (CI smoke, < 60 s)")
+    ap.add_argument("--scenario", action="append", default=[],
+                    help="scenario name(s), comma-separated or repeated; default: all default "
+                    "ones (" + ", ".join(s.name for s in SCENARIOS if s.default) + "); opt-in: "
+                    + ", ".join(s.name for s in SCENARIOS if not s.default))
+    ap.add_argument("--pairs", type=int, help="rounds of A B (C) runs (default 3, --quick 1)")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the ceiling server")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
+    args = ap.parse_args()
+
+    bd = os.path.abspath(args.build_dir)
+    CFG.loadgen = find_bin("LOADGEN_BIN", [os.path.join(bd, "bench", "stalkd_loadgen"),
+                                           os.path.join(bd, "stalkd_loadgen")])
+    ceiling = find_bin("CEILING_BIN", [os.path.join(bd, "bench", "stalkd_ceiling"),
+                                       os.path.join(bd, "stalkd_ceiling")])
+    stalkd = find_bin("STALKD_BIN", [os.path.join(bd, "stalkd")])
+    beanstalkd = os.environ.get("BEANSTALKD_BIN", "/usr/bin/beanstalkd")
+    for what, path in (("loadgen", CFG.loadgen), ("beanstalkd", beanstalkd)):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"run.py: {what} not found at {path} (build bench/ first, or set the env var)")
+
+    standin = not os.access(stalkd, os.X_OK)
+    bins = {"beanstalkd": (beanstalkd, "beanstalkd")}
+    if standin:
+        print(f"run.py: WARNING: {stalkd} not found; beanstalkd stands in for stalkd "
+              "(the ratio column is then the noise floor)", file=sys.stderr)
+        bins["stalkd"] = (beanstalkd, "stalkd (stand-in: beanstalkd)")
+    else:
+        bins["stalkd"] = (stalkd, "stalkd")
+    if not args.no_ceiling and os.access(ceiling, os.X_OK):
+        bins["ceiling"] = (ceiling, "ceiling")
+
+    names = [n for a in args.scenario for n in a.split(",") if n]
+    known = {s.name: s for s in SCENARIOS}
+    for n in names:
+        if n not in known:
+            sys.exit(f"run.py: unknown scenario {n!r}; known: {', '.join(known)}")
+    selected = [known[n] for n in names] if names else [s for s in SCENARIOS if s.default]
+    pairs = args.pairs or (1 if args.quick else 3)
+
+    signal.signal(signal.SIGTERM, stop_all)
+    signal.signal(signal.SIGINT, stop_all)
+
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(), "quick": args.quick, "pairs": pairs,
+        "stalkd_bin": stalkd, "stalkd_is_standin": standin, "beanstalkd_bin": beanstalkd,
+        "ceiling_bin": bins.get("ceiling", (None,))[0], "loadgen_bin": CFG.loadgen,
+    }
+    if not standin:
+        st = os.stat(stalkd)
+        meta["stalkd_mtime"] = datetime.datetime.fromtimestamp(
+            st.st_mtime, datetime.timezone.utc).isoformat(timespec="seconds")
+        meta["stalkd_size"] = st.st_size
+    try:
+        meta["beanstalkd_version"] = subprocess.run(
+            [beanstalkd, "-v"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            timeout=5).stdout.decode().strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+    t_start = time.monotonic()
+    out = {"meta": meta, "scenarios": {}}
+    md = [f"## stalkd benchmark ({'quick' if args.quick else 'full'}, {pairs} pair(s), "
+          f"{meta['date']}, {meta['cpus']} CPUs)", "",
+          "Cells: median (min–max) over the runs. Ratio: stalkd median ÷ beanstalkd median "
+          "(↑ / ↓ marks which direction is better).", ""]
+    if standin:
+        md += ["**stalkd was not built: beanstalkd stands in for it; the ratio column shows the "
+               "run-to-run noise only.**", ""]
+    failed = 0
+    try:
+        for sc in selected:
+            params = sc.quick if args.quick else sc.full
+            print(f"run.py: scenario {sc.name} {params}", file=sys.stderr, flush=True)
+            runs = run_scenario(sc, params, pairs, bins)
+            failed += sum(1 for r in runs if r.get("error"))
+            text, summary = table(sc, params, runs, {k: v[1] for k, v in bins.items()})
+            print(text, flush=True)
+            md.append(text)
+            out["scenarios"][sc.name] = {"params": params, "summary": summary, "runs": runs}
+    finally:
+        stop_all()
+    meta["total_s"] = round(time.monotonic() - t_start, 1)
+    meta["failed_runs"] = failed
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
+        f.write("\n".join(md) + "\n")
+    print(f"run.py: {meta['total_s']} s, {failed} failed run(s); wrote {args.out}",
+          file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

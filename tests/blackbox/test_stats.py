@@ -1,0 +1,427 @@
+"""Black-box tests: stats, stats-tube and stats-job YAML (exact key order, quoting, counters).
+
+Run: python3 -m unittest -v tests/blackbox/test_stats.py
+"""
+import os
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+import beanstalk  # noqa: E402
+from beanstalk import Server, is_beanstalkd, parse_yaml, wait_until, yaml_keys  # noqa: E402
+
+STATS_KEYS = [
+    "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
+    "current-jobs-delayed", "current-jobs-buried", "cmd-put", "cmd-peek", "cmd-peek-ready",
+    "cmd-peek-delayed", "cmd-peek-buried", "cmd-reserve", "cmd-reserve-with-timeout",
+    "cmd-delete", "cmd-release", "cmd-use", "cmd-watch", "cmd-ignore", "cmd-bury", "cmd-kick",
+    "cmd-touch", "cmd-stats", "cmd-stats-job", "cmd-stats-tube", "cmd-list-tubes",
+    "cmd-list-tube-used", "cmd-list-tubes-watched", "cmd-pause-tube", "job-timeouts",
+    "total-jobs", "max-job-size", "current-tubes", "current-connections", "current-producers",
+    "current-workers", "current-waiting", "total-connections", "pid", "version",
+    "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
+    "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
+    "hostname", "os", "platform",
+]
+
+STATS_TUBE_KEYS = [
+    "name", "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
+    "current-jobs-delayed", "current-jobs-buried", "total-jobs", "current-using",
+    "current-watching", "current-waiting", "cmd-delete", "cmd-pause-tube", "pause",
+    "pause-time-left",
+]
+
+STATS_JOB_KEYS = [
+    "id", "tube", "state", "pri", "age", "delay", "ttr", "time-left", "file", "reserves",
+    "timeouts", "releases", "buries", "kicks",
+]
+
+CMD_KEYS = [k for k in STATS_KEYS if k.startswith("cmd-")]
+
+
+class ServerCase(unittest.TestCase):
+    server_args = ()
+    maxDiff = None
+
+    def setUp(self):
+        self.server = Server(args=self.server_args)
+        self.addCleanup(self.server.stop)
+
+    def client(self):
+        c = self.server.connect()
+        self.addCleanup(c.close)
+        return c
+
+    def stats(self, c):
+        return parse_yaml(c.cmd("stats"))
+
+    def tube_stats(self, c, name):
+        r = c.cmd("stats-tube " + name)
+        self.assertTrue(r.startswith(b"OK "), r)
+        return parse_yaml(r)
+
+    def job_stats(self, c, jid):
+        r = c.cmd("stats-job %d" % jid)
+        self.assertTrue(r.startswith(b"OK "), r)
+        return parse_yaml(r)
+
+    def assertCounters(self, stats, expected):
+        got = {k: stats[k] for k in expected}
+        self.assertEqual(got, {k: str(v) for k, v in expected.items()})
+
+
+class TestKeyOrder(ServerCase):
+    def test_stats_keys(self):
+        c = self.client()
+        self.assertEqual(yaml_keys(c.cmd("stats")), STATS_KEYS)
+
+    def test_stats_tube_keys(self):
+        c = self.client()
+        self.assertEqual(yaml_keys(c.cmd("stats-tube default")), STATS_TUBE_KEYS)
+
+    def test_stats_job_keys(self):
+        c = self.client()
+        c.put("x")
+        self.assertEqual(yaml_keys(c.cmd("stats-job 1")), STATS_JOB_KEYS)
+
+    def test_stats_job_exact_bytes_fresh_job(self):
+        c = self.client()
+        c.put("hello", pri=7, ttr=30)
+        tube = b"default" if is_beanstalkd() else b'"default"'
+        body = (b"---\nid: 1\ntube: " + tube + b"\nstate: ready\npri: 7\nage: 0\ndelay: 0\n"
+                b"ttr: 30\ntime-left: 0\nfile: 0\nreserves: 0\ntimeouts: 0\nreleases: 0\n"
+                b"buries: 0\nkicks: 0\n")
+        self.assertEqual(c.cmd("stats-job 1"), b"OK %d\r\n%s\r\n" % (len(body), body))
+
+    def test_stats_tube_exact_bytes_fresh_tube(self):
+        c = self.client()
+        c.cmd("use fresh")
+        name = b"fresh" if is_beanstalkd() else b'"fresh"'
+        body = (b"---\nname: " + name + b"\ncurrent-jobs-urgent: 0\ncurrent-jobs-ready: 0\n"
+                b"current-jobs-reserved: 0\ncurrent-jobs-delayed: 0\ncurrent-jobs-buried: 0\n"
+                b"total-jobs: 0\ncurrent-using: 1\ncurrent-watching: 0\ncurrent-waiting: 0\n"
+                b"cmd-delete: 0\ncmd-pause-tube: 0\npause: 0\npause-time-left: 0\n")
+        self.assertEqual(c.cmd("stats-tube fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
+
+
+class TestStatsValues(ServerCase):
+    def test_static_values(self):
+        c = self.client()
+        st = self.stats(c)
+        self.assertEqual(st["pid"], str(self.server.pid))
+        self.assertEqual(st["max-job-size"], "65535")
+        self.assertEqual(st["draining"], "false")
+        self.assertRegex(st["id"], r"^[0-9a-f]{16}$")
+        self.assertRegex(st["rusage-utime"], r"^\d+\.\d{6}$")
+        self.assertRegex(st["rusage-stime"], r"^\d+\.\d{6}$")
+        self.assertRegex(st["uptime"], r"^\d+$")
+        self.assertRegex(st["version"], r'^"[^"\s]+"$')
+        for k in ("binlog-oldest-index", "binlog-current-index", "binlog-records-migrated",
+                  "binlog-records-written"):
+            self.assertEqual(st[k], "0", k)
+        self.assertEqual(st["binlog-max-size"], "10485760")
+        self.assertEqual(st["current-tubes"], "1")
+        for k in CMD_KEYS:
+            self.assertEqual(st[k], "1" if k == "cmd-stats" else "0", k)
+
+    def test_id_is_stable_within_process(self):
+        c = self.client()
+        self.assertEqual(self.stats(c)["id"], self.stats(c)["id"])
+
+    def test_uname_values_unquoted_1_12(self):
+        if not is_beanstalkd():
+            self.skipTest("beanstalkd 1.12 quoting (stalkd follows 1.13)")
+        c = self.client()
+        st = self.stats(c)
+        u = os.uname()
+        self.assertEqual(st["hostname"], u.nodename)
+        self.assertEqual(st["os"], u.version)
+        self.assertEqual(st["platform"], u.machine)
+        self.assertEqual(self.tube_stats(c, "default")["name"], "default")
+        c.put("x")
+        self.assertEqual(self.job_stats(c, 1)["tube"], "default")
+
+    def test_yaml_quoting_1_13(self):
+        if is_beanstalkd():
+            self.skipTest("1.13 quotes hostname/os/platform/name/tube; beanstalkd 1.12 does not")
+        c = self.client()
+        raw = c.cmd("stats")
+        u = os.uname()
+        self.assertRegex(raw, rb'\nversion: "[^"\n]+"\n')
+        self.assertIn(b'\nhostname: "' + u.nodename.encode() + b'"\n', raw)
+        self.assertIn(b'\nos: "' + u.version.encode() + b'"\n', raw)
+        self.assertIn(b'\nplatform: "' + u.machine.encode() + b'"\n', raw)
+        self.assertIn(b'\nname: "default"\n', c.cmd("stats-tube default"))
+        c.cmd("use q.1")
+        c.put("x")
+        self.assertIn(b'\ntube: "q.1"\n', c.cmd("stats-job 1"))
+        self.assertIn(b'\nname: "q.1"\n', c.cmd("stats-tube q.1"))
+
+    def test_version_matches_dash_v(self):
+        import subprocess
+        out = subprocess.run([self.server.binary, "-v"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, timeout=10).stdout.decode()
+        c = self.client()
+        version = self.stats(c)["version"].strip('"')
+        self.assertTrue(out.strip().endswith(" " + version), (out, version))
+
+
+class TestCommandCounters(ServerCase):
+    def test_each_command_counts_once(self):
+        c = self.client()
+        c.put("a")                     # 1
+        c.put("b", delay=100)          # 2
+        c.cmd("peek 1")
+        c.cmd("peek-ready")
+        c.cmd("peek-delayed")
+        c.cmd("peek-buried")
+        c.cmd("reserve")               # gets 1
+        c.cmd("reserve-with-timeout 0")  # TIMED_OUT
+        c.cmd("touch 1")
+        c.cmd("release 1 0 0")
+        c.cmd("reserve-with-timeout 0")  # gets 1
+        c.cmd("bury 1 0")
+        c.cmd("kick 1")
+        c.cmd("delete 1")
+        c.cmd("use t")
+        c.cmd("watch t")
+        c.cmd("ignore t")
+        c.cmd("stats-job 2")
+        c.cmd("stats-tube default")
+        c.cmd("list-tubes")
+        c.cmd("list-tube-used")
+        c.cmd("list-tubes-watched")
+        c.cmd("pause-tube default 0")
+        st = self.stats(c)
+        expected = {k: 1 for k in CMD_KEYS}
+        expected.update({"cmd-put": 2, "cmd-stats": 1, "cmd-reserve-with-timeout": 2})
+        self.assertCounters(st, expected)
+        self.assertEqual(st["total-jobs"], "2")
+
+    def test_not_found_replies_still_count(self):
+        c = self.client()
+        for cmd in ("peek 9", "peek-ready", "peek-delayed", "peek-buried", "delete 9",
+                    "release 9 0 0", "bury 9 0", "touch 9", "stats-job 9",
+                    "stats-tube nosuch", "pause-tube nosuch 1"):
+            self.assertEqual(c.cmd(cmd), b"NOT_FOUND\r\n", cmd)
+        self.assertEqual(c.cmd("ignore default"), b"NOT_IGNORED\r\n")
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"TIMED_OUT\r\n")
+        st = self.stats(c)
+        expected = {k: 1 for k in ("cmd-peek", "cmd-peek-ready", "cmd-peek-delayed",
+                                   "cmd-peek-buried", "cmd-delete", "cmd-release", "cmd-bury",
+                                   "cmd-touch", "cmd-stats-job", "cmd-stats-tube",
+                                   "cmd-pause-tube", "cmd-ignore", "cmd-reserve-with-timeout",
+                                   "cmd-stats")}
+        expected.update({"cmd-reserve": 0, "cmd-kick": 0, "cmd-put": 0})
+        self.assertCounters(st, expected)
+
+    def test_bad_format_and_unknown_do_not_count(self):
+        c = self.client()
+        for cmd in ("put 0 0 0", "peek x", "peek-ready x", "peek-delayed x", "peek-buried x",
+                    "reserve x", "reserve-with-timeout 99999999999999999999", "delete x",
+                    "release 1 x 0", "bury 1", "kick x", "touch x", "use -x", "watch -x",
+                    "ignore -x", "stats x", "stats-job x", "stats-tube -x", "list-tubes x",
+                    "list-tube-used x", "list-tubes-watched x", "pause-tube default x",
+                    "kick-job x", "reserve-job x"):
+            self.assertEqual(c.cmd(cmd), b"BAD_FORMAT\r\n", cmd)
+        self.assertEqual(c.cmd("nosuchcommand"), b"UNKNOWN_COMMAND\r\n")
+        st = self.stats(c)
+        expected = {k: 0 for k in CMD_KEYS}
+        expected["cmd-stats"] = 1
+        self.assertCounters(st, expected)
+
+    def test_put_errors_count_as_put_but_create_no_job(self):
+        c = self.client()
+        self.assertEqual(c.cmd(b"put 0 0 1 70000\r\n" + b"x" * 70000 + b"\r\n"),
+                         b"JOB_TOO_BIG\r\n")
+        c.send(b"put 0 0 1 3\r\nabcXY")
+        self.assertEqual(c.read_reply(), b"EXPECTED_CRLF\r\n")
+        st = self.stats(c)
+        self.assertEqual(st["cmd-put"], "2")
+        self.assertEqual(st["total-jobs"], "0")
+        self.assertEqual(st["current-jobs-ready"], "0")
+        self.assertEqual(self.tube_stats(c, "default")["total-jobs"], "0")
+
+    def test_reserve_job_and_kick_job_have_no_counter(self):
+        # beanstalkd counts reserve-job and kick-job internally but prints no key for them
+        c = self.client()
+        c.put("a")
+        c.put("b", delay=100)
+        c.cmd("reserve-job 1")
+        c.cmd("kick-job 2")
+        st = self.stats(c)
+        self.assertEqual(yaml_keys(c.cmd("stats")), STATS_KEYS)
+        self.assertCounters(st, {"cmd-reserve": 0, "cmd-reserve-with-timeout": 0,
+                                 "cmd-kick": 0, "cmd-put": 2})
+        self.assertEqual(st["current-workers"], "1")
+
+    def test_cmd_stats_counts_itself(self):
+        c = self.client()
+        self.assertEqual(self.stats(c)["cmd-stats"], "1")
+        self.assertEqual(self.stats(c)["cmd-stats"], "2")
+
+
+class TestJobCounts(ServerCase):
+    def test_state_counts_and_urgent(self):
+        c = self.client()
+        c.put("u", pri=1023)                 # 1 urgent ready
+        c.put("n", pri=1024)                 # 2 ready, not urgent
+        c.put("d", pri=0, delay=100)         # 3 delayed
+        c.put("r", pri=0)                    # 4 -> reserved
+        c.put("b", pri=0)                    # 5 -> buried
+        c.cmd("reserve-job 4")
+        c.cmd("reserve-job 5")
+        c.cmd("bury 5 0")
+        st = self.stats(c)
+        self.assertCounters(st, {"current-jobs-urgent": 1, "current-jobs-ready": 2,
+                                 "current-jobs-reserved": 1, "current-jobs-delayed": 1,
+                                 "current-jobs-buried": 1, "total-jobs": 5})
+        ts = self.tube_stats(c, "default")
+        self.assertCounters(ts, {"current-jobs-urgent": 1, "current-jobs-ready": 2,
+                                 "current-jobs-reserved": 1, "current-jobs-delayed": 1,
+                                 "current-jobs-buried": 1, "total-jobs": 5})
+
+    def test_urgent_follows_priority_changes(self):
+        c = self.client()
+        c.put("x", pri=5000)
+        self.assertEqual(self.stats(c)["current-jobs-urgent"], "0")
+        c.cmd("reserve")
+        c.cmd("release 1 10 0")
+        self.assertEqual(self.stats(c)["current-jobs-urgent"], "1")
+        c.cmd("reserve")
+        self.assertEqual(self.stats(c)["current-jobs-urgent"], "0")
+        c.cmd("bury 1 0")
+        self.assertEqual(self.stats(c)["current-jobs-urgent"], "0")
+        c.cmd("kick 1")
+        self.assertEqual(self.stats(c)["current-jobs-urgent"], "1")
+
+    def test_per_tube_totals_and_deletes(self):
+        c = self.client()
+        c.put("a", tube="t1")
+        c.put("b", tube="t1")
+        c.put("c", tube="t2")
+        c.cmd("delete 1")
+        c.cmd("delete 3")
+        c.cmd("delete 3")  # NOT_FOUND: not counted per tube
+        c.cmd("pause-tube t1 0")
+        c.cmd("pause-tube t1 0")
+        t1, t2 = self.tube_stats(c, "t1"), self.tube_stats(c, "t2")
+        self.assertCounters(t1, {"total-jobs": 2, "cmd-delete": 1, "cmd-pause-tube": 2,
+                                 "current-jobs-ready": 1})
+        self.assertCounters(t2, {"total-jobs": 1, "cmd-delete": 1, "cmd-pause-tube": 0,
+                                 "current-jobs-ready": 0})
+        st = self.stats(c)
+        self.assertCounters(st, {"cmd-delete": 3, "total-jobs": 3, "cmd-pause-tube": 2})
+
+
+class TestConnectionCounts(ServerCase):
+    def test_connections_producers_workers(self):
+        a = self.client()
+        b = self.client()
+        w = self.client()
+        # the server's readiness probe is one earlier connection
+        st = wait_until(lambda: (lambda s: s if s["current-connections"] == "3" else None)(
+            self.stats(a)))
+        self.assertTrue(st, "current-connections never became 3")
+        self.assertCounters(st, {"current-producers": 0, "current-workers": 0,
+                                 "current-waiting": 0, "total-connections": 4})
+        b.put("x")
+        w.cmd("reserve-with-timeout 0")
+        self.assertCounters(self.stats(a), {"current-producers": 1, "current-workers": 1})
+        self.assertEqual(a.cmd("reserve-job 1"), b"NOT_FOUND\r\n")  # w holds it
+        self.assertCounters(self.stats(a), {"current-producers": 1, "current-workers": 1})
+        b.put("y")
+        self.assertEqual(a.cmd("reserve-job 2"), b"RESERVED 2 1\r\ny\r\n")
+        self.assertCounters(self.stats(a), {"current-producers": 1, "current-workers": 2})
+        b.close()
+        w.close()
+        st = wait_until(lambda: (lambda s: s if s["current-connections"] == "1" else None)(
+            self.stats(a)))
+        self.assertTrue(st, "closed connections still counted")
+        self.assertCounters(st, {"current-producers": 0, "current-workers": 1,
+                                 "total-connections": 4})
+
+    def test_producer_counted_even_if_put_fails_expected_crlf(self):
+        a = self.client()
+        a.send(b"put 0 0 1 1\r\nxYZ")
+        self.assertEqual(a.read_reply(), b"EXPECTED_CRLF\r\n")
+        self.assertEqual(self.stats(a)["current-producers"], "1")
+
+    def test_using_watching_waiting(self):
+        a, b, c = self.client(), self.client(), self.client()
+        a.cmd("use t")
+        b.cmd("watch t")
+        c.cmd("watch t")
+        c.cmd("ignore default")
+        c.send("reserve\r\n")
+        ts = wait_until(lambda: (lambda s: s if s["current-waiting"] == "1" else None)(
+            self.tube_stats(a, "t")))
+        self.assertTrue(ts, "waiting reserve not counted")
+        self.assertCounters(ts, {"current-using": 1, "current-watching": 2,
+                                 "current-waiting": 1})
+        d = self.tube_stats(a, "default")
+        self.assertCounters(d, {"current-using": 2, "current-watching": 2,
+                                "current-waiting": 0})
+        st = self.stats(a)
+        self.assertCounters(st, {"current-waiting": 1, "current-workers": 1,
+                                 "current-tubes": 2})
+        a.put("x")
+        self.assertEqual(c.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(self.tube_stats(a, "t")["current-waiting"], "0")
+        self.assertEqual(self.stats(a)["current-waiting"], "0")
+
+
+class TestJobStatsValues(ServerCase):
+    def test_lifecycle_counters(self):
+        c = self.client()
+        c.put("x", pri=3, ttr=100)
+        c.cmd("reserve")
+        st = self.job_stats(c, 1)
+        self.assertEqual(st["state"], "reserved")
+        self.assertIn(st["time-left"], ("99", "100"))
+        self.assertEqual(st["reserves"], "1")
+        c.cmd("release 1 4 0")
+        c.cmd("reserve")
+        c.cmd("bury 1 5")
+        c.cmd("kick 1")
+        st = self.job_stats(c, 1)
+        self.assertEqual(st["state"], "ready")
+        self.assertEqual(st["time-left"], "0")
+        self.assertCounters(st, {"pri": 5, "reserves": 2, "releases": 1, "buries": 1,
+                                 "kicks": 1, "timeouts": 0, "file": 0, "ttr": 100,
+                                 "delay": 0})
+
+    def test_delayed_time_left(self):
+        c = self.client()
+        c.put("x", delay=50)
+        st = self.job_stats(c, 1)
+        self.assertEqual(st["state"], "delayed")
+        self.assertEqual(st["delay"], "50")
+        self.assertIn(st["time-left"], ("49", "50"))
+
+    def test_release_delay_sets_delay(self):
+        c = self.client()
+        c.put("x")
+        c.cmd("reserve")
+        c.cmd("release 1 0 30")
+        st = self.job_stats(c, 1)
+        self.assertEqual(st["delay"], "30")
+        self.assertIn(st["time-left"], ("29", "30"))
+
+    def test_age_is_non_negative_integer(self):
+        c = self.client()
+        c.put("x")
+        self.assertRegex(self.job_stats(c, 1)["age"], r"^\d+$")
+
+
+class TestMaxJobSizeStat(ServerCase):
+    server_args = ("-z", "1234")
+
+    def test_max_job_size_reported(self):
+        c = self.client()
+        self.assertEqual(self.stats(c)["max-job-size"], "1234")
+
+
+if __name__ == "__main__":
+    unittest.main()
