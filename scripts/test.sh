@@ -29,8 +29,14 @@ if [ -d fuzz ] && [ "$fuzz_seconds" -gt 0 ]; then
     name=$(basename "$target")
     corpus=build/fuzz/corpus/$name
     mkdir -p "$corpus"
-    "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" "fuzz/corpus/$name" \
-      2>&1 | tail -n 3
+    log=build/fuzz/$name.log
+    if ! "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 \
+         -artifact_prefix=build/fuzz/ "$corpus" "fuzz/corpus/$name" >"$log" 2>&1; then
+      tail -n 80 "$log"
+      echo "fuzzer $name failed; the input is in build/fuzz/ (crash-*)"
+      exit 1
+    fi
+    echo "$name: $(grep -c '^#' "$log") progress lines, no failure"
   done
 fi
 echo "== all tests passed"

@@ -573,7 +573,8 @@ uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
     ProcessQueue();
     moved++;
   }
-  if (soon) {
+  // A returned job may have gone straight back to s (it may watch that tube), ending its wait.
+  if (soon && s->waiting_) {
     StopWaiting(s);
     events_.push_back({Event::Kind::kDeadlineSoon, s, nullptr});
   } else if (s->waiting_ && s->wait_until_ <= now) {

@@ -488,6 +488,28 @@ TEST_F(EngineTest, WaitingReserveGetsDeadlineSoonEvent) {
   EXPECT_FALSE(engine_.has_events());
 }
 
+// A Tick that comes late (more than the 1 s DEADLINE_SOON margin after the timer was due,
+// e.g. the server stalled) finds a waiting session's own reserved job already expired: the
+// job goes back to ready and straight to that waiting session, which gets exactly one event.
+TEST_F(EngineTest, LateTickWhileWaitingOnOwnExpiredJob) {
+  Session* p = Open();
+  Session* w = Open();
+  uint64_t id = Put(p, 0, 0, 2);
+  EXPECT_EQ(ReserveNow(w), id);
+  ReserveWait(w);          // 2 s left: not yet DEADLINE_SOON
+  clock_.Advance(3 * kSecond);  // no Tick at deadline - 1 s
+  Tick();
+  std::vector<Event> ev = Events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].session, w);
+  EXPECT_FALSE(w->waiting());
+  EXPECT_EQ(C().waiting, 0u);
+  EXPECT_EQ(C().timeouts, 1u);
+  if (ev[0].kind == Kind::kReserved) {
+    EXPECT_EQ(ev[0].job->reserver, w);
+  }
+}
+
 TEST_F(EngineTest, WaitingReserveTimeoutBeforeDeadlineSoon) {
   Session* p = Open();
   Session* w = Open();
@@ -948,6 +970,32 @@ TEST_F(EngineTest, CloseSessionReleasesReservedJobs) {
   EXPECT_EQ(engine_.Find(a)->timeouts, 0u);
   EXPECT_EQ(C().timeouts, 0u);
   EXPECT_EQ(Tick(), clock_.Now() + 60 * kSecond);
+}
+
+// As beanstalkd: a closed session's jobs come back in the order they were reserved, each
+// offered to the waiting sessions as it comes back (not best-priority first).
+TEST_F(EngineTest, CloseSessionReturnsJobsInReservationOrder) {
+  Session* p = Open();
+  Session* w = Open();
+  uint64_t a = Put(p, 0);
+  uint64_t b = Put(p, 5);
+  uint64_t c = Put(p, 9);
+  ASSERT_NE(engine_.ReserveJob(w, c), nullptr);
+  ASSERT_NE(engine_.ReserveJob(w, a), nullptr);
+  ASSERT_NE(engine_.ReserveJob(w, b), nullptr);
+  Check();
+  Session* w1 = Open();
+  Session* w2 = Open();
+  ReserveWait(w1);
+  ReserveWait(w2);
+  Close(w);
+  std::vector<Event> ev = Events();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].session, w1);
+  EXPECT_EQ(ev[0].job->id, c);
+  EXPECT_EQ(ev[1].session, w2);
+  EXPECT_EQ(ev[1].job->id, a);
+  EXPECT_EQ(State(b), JobState::kReady);
 }
 
 class SmallBudgetEngineTest : public EngineTest {

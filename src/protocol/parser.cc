@@ -8,7 +8,7 @@ namespace {
 
 bool IsNameChar(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         std::strchr("-+/;.$_()", c) != nullptr;
+         (c != '\0' && std::strchr("-+/;.$_()", c) != nullptr);
 }
 
 // beanstalkd's read_u32/read_u64: skip spaces, require a digit, parse digits, reject
