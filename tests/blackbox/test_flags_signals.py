@@ -35,7 +35,7 @@ class TestInformationalFlags(unittest.TestCase):
             self.assertIn(flag, usage)
 
     def test_unknown_flag(self):
-        p = run(["-X"])
+        p = run(["-X", "-l", "127.0.0.1", "-p", str(free_port())])
         self.assertEqual(p.returncode, 5)
         err = p.stderr.decode()
         self.assertIn("unknown flag", err)

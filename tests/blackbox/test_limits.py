@@ -71,9 +71,7 @@ class TestLineLength(ServerCase):
         self.assertEqual(len(line), 225)
         self.assertEqual(self.replies(c, line + b"list-tube-used\r\n", 2), [BAD, USING_DEFAULT])
 
-    def test_226_to_240_byte_lines(self):
-        if is_beanstalkd():
-            self.skipTest("beanstalkd 1.12 swallows the next command for some lengths")
+    def test_226_to_241_byte_lines(self):
         c = self.client()
         for extra in range(0, 16):
             line = b"use " + b"a" * (220 + extra) + b"\r\n"
