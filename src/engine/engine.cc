@@ -114,6 +114,7 @@ uint32_t Engine::ReleaseClosed(uint32_t budget) {
       Job* j = s->reserved_order_.front();
       TakeOut(j);
       MakeReady(j);
+      Logged(j);
       ProcessQueue();
       moved++;
     }
@@ -280,6 +281,7 @@ void Engine::ReserveFor(Session* s, Job* j) {
   j->reserver = s;
   j->deadline = clock_.Now() + Seconds(j->ttr_s);
   j->reserves++;
+  Logged(j);
   s->reserved_.Push(j);
   s->reserved_order_.PushBack(j);
   counters_.reserved++;
@@ -338,6 +340,10 @@ Engine::PutResult Engine::Put(Session* s, Job* j) {
     Discard(j);
     return PutResult::kDraining;
   }
+  if (log_ && !log_->Admit(*j)) {
+    Discard(j);
+    return PutResult::kNotDurable;
+  }
   jobs_.Insert(j);
   counters_.total_jobs++;
   j->tube->stat.total_jobs++;
@@ -345,9 +351,49 @@ Engine::PutResult Engine::Put(Session* s, Job* j) {
     MakeDelayed(j, clock_.Now() + Seconds(j->delay_s));
   } else {
     MakeReady(j);
-    ProcessQueue();
   }
+  if (log_) log_->Put(*j);
+  ProcessQueue();
   return PutResult::kInserted;
+}
+
+bool Engine::Restore(const RestoredJob& r) {
+  if (r.id == 0 || jobs_.Find(r.id)) return false;
+  Job* j = Job::Allocate(static_cast<uint32_t>(r.body.size()));
+  STALKD_CHECK(j != nullptr);
+  j->id = r.id;
+  j->tube = FindOrMakeTube(r.tube);
+  Ref(j->tube);
+  j->pri = r.pri;
+  j->delay_s = r.delay_s;
+  j->ttr_s = r.ttr_s == 0 ? 1 : r.ttr_s;
+  j->created = r.created;
+  j->reserves = r.reserves;
+  j->timeouts = r.timeouts;
+  j->releases = r.releases;
+  j->buries = r.buries;
+  j->kicks = r.kicks;
+  j->log_file = r.log_file;
+  std::copy(r.body.begin(), r.body.end(), j->data());
+  j->data()[r.body.size()] = '\r';
+  j->data()[r.body.size() + 1] = '\n';
+  memory_used_ += j->footprint();
+  jobs_.Insert(j);
+  counters_.total_jobs++;
+  j->tube->stat.total_jobs++;
+  next_id_ = std::max(next_id_, r.id + 1);
+  switch (r.state) {
+    case JobState::kDelayed:
+      MakeDelayed(j, r.deadline);
+      break;
+    case JobState::kBuried:
+      MakeBuried(j);
+      break;
+    default:
+      MakeReady(j);
+      break;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------- reserve
@@ -485,6 +531,7 @@ bool Engine::Delete(Session* s, uint64_t id) {
   if (j->state == JobState::kReserved && j->reserver != s) return false;
   TakeOut(j);
   j->tube->stat.deletes++;
+  if (log_) log_->Delete(*j);
   FreeJob(j);
   return true;
 }
@@ -500,8 +547,9 @@ bool Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
     MakeDelayed(j, clock_.Now() + Seconds(delay_s));
   } else {
     MakeReady(j);
-    ProcessQueue();
   }
+  Logged(j);
+  ProcessQueue();
   return true;
 }
 
@@ -512,6 +560,7 @@ bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
   j->pri = pri;
   j->buries++;
   MakeBuried(j);
+  Logged(j);
   return true;
 }
 
@@ -530,6 +579,7 @@ bool Engine::KickJob(uint64_t id) {
   TakeOut(j);
   j->kicks++;
   MakeReady(j);
+  Logged(j);
   ProcessQueue();
   return true;
 }
@@ -541,6 +591,7 @@ uint32_t Engine::KickBuried(Tube* t, uint32_t n) {
     TakeOut(j);
     j->kicks++;
     MakeReady(j);
+    Logged(j);
   }
   ProcessQueue();
   return i;
@@ -553,6 +604,7 @@ uint32_t Engine::KickDelayed(Tube* t, uint32_t n) {
     TakeOut(j);
     j->kicks++;
     MakeReady(j);
+    Logged(j);
   }
   ProcessQueue();
   return i;
@@ -570,6 +622,7 @@ uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
     j->timeouts++;
     counters_.timeouts++;
     MakeReady(j);
+    Logged(j);
     ProcessQueue();
     moved++;
   }

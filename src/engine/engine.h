@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/indexed_heap.h"
 #include "engine/job.h"
+#include "engine/job_log.h"
 #include "engine/job_table.h"
 #include "engine/session.h"
 #include "engine/stats.h"
@@ -92,7 +93,8 @@ class Engine {
   // and then calls Put or Discard. Returns nullptr when the memory cap would be exceeded.
   Job* NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, uint32_t body_size);
   void Discard(Job* j);
-  enum class PutResult { kInserted, kDraining };
+  // kNotDurable: the job log refused it (OUT_OF_MEMORY); the job does not exist.
+  enum class PutResult { kInserted, kDraining, kNotDurable };
   PutResult Put(Session* s, Job* j);
   void set_draining(bool on) { draining_ = on; }
   bool draining() const { return draining_; }
@@ -136,6 +138,28 @@ class Engine {
   void TakeEvents(std::vector<Event>* out);
   bool has_events() const { return !events_.empty(); }
 
+  // --- durability ---
+  // Reports every later change to `log` (nullptr: none). `log` must outlive the Engine.
+  void set_log(JobLog* log) { log_ = log; }
+  // Recreates a job from a store at start-up, without reporting it to the log. Later ids
+  // continue above the highest restored id. Returns false if the id already exists.
+  bool Restore(const RestoredJob& r);
+  // Calls fn(job) for every job (ready, delayed, buried, reserved); for compaction.
+  template <typename Fn>
+  void ForEachJob(Fn fn) const {
+    for (const Tube* t : tube_list_) {
+      for (size_t k = 0; k < t->ready.size(); k++) fn(*t->ready.at(k));
+      for (size_t k = 0; k < t->delayed.size(); k++) fn(*t->delayed.at(k));
+      for (const Job* j : t->buried) fn(*j);
+    }
+    auto reserved = [&fn](const Session* s) {
+      for (const Job* j : s->reserved_order_) fn(*j);
+    };
+    for (const Session* s : sessions_) reserved(s);
+    for (const Session* s : closing_) reserved(s);
+  }
+  Job* FindMutable(uint64_t id) { return jobs_.Find(id); }
+
   // --- stats ---
   const GlobalCounters& counters() const { return counters_; }
   size_t max_job_size() const { return max_job_size_; }
@@ -170,8 +194,13 @@ class Engine {
   uint32_t ReleaseClosed(uint32_t budget);
   bool DeadlineSoon(const Session* s, Nanos now) const;
 
+  void Logged(const Job* j) {
+    if (log_) log_->Update(*j);
+  }
+
   const Clock& clock_;
   EngineOptions options_;
+  JobLog* log_ = nullptr;
   size_t max_job_size_ = 65535;
   bool draining_ = false;
   uint64_t next_id_ = 1;

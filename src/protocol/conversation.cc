@@ -230,8 +230,13 @@ void Conversation::FinishPut() {
     return Reply(kExpectedCrlf);
   }
   uint64_t id = j->id;
-  if (engine_.Put(session_, j) == engine::Engine::PutResult::kDraining) {
-    return Reply("DRAINING\r\n");
+  switch (engine_.Put(session_, j)) {
+    case engine::Engine::PutResult::kDraining:
+      return Reply("DRAINING\r\n");
+    case engine::Engine::PutResult::kNotDurable:
+      return Reply(kOutOfMemory);
+    case engine::Engine::PutResult::kInserted:
+      break;
   }
   ReplyLine("INSERTED", id);
 }

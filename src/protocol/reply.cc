@@ -156,14 +156,14 @@ std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
           "delay: %u\n"
           "ttr: %u\n"
           "time-left: %" PRId64 "\n"
-          "file: %d\n"
+          "file: %u\n"
           "reserves: %u\n"
           "timeouts: %u\n"
           "releases: %u\n"
           "buries: %u\n"
           "kicks: %u\n",
           j.id, j.tube->name().c_str(), engine::JobStateName(j.state), j.pri, Secs(now - j.created),
-          j.delay_s, j.ttr_s, time_left, 0, j.reserves, j.timeouts, j.releases, j.buries,
+          j.delay_s, j.ttr_s, time_left, j.log_file, j.reserves, j.timeouts, j.releases, j.buries,
           j.kicks);
   return s;
 }

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "engine/job.h"
+
+namespace stalkd::engine {
+
+// Where the engine reports every change that a durable store must keep. The calls happen
+// inside engine operations, so an implementation only records them (no I/O, no calls back
+// into the engine); the server writes them out once per loop iteration, before any reply
+// of that iteration is sent.
+//
+// Not reported, because a restart does not need them: delayed jobs becoming ready (the
+// deadline is in the record), touch (a reserved job comes back ready), pauses.
+class JobLog {
+ public:
+  virtual ~JobLog() = default;
+  // Asked before a put is committed. false: the job cannot be made durable, and the put is
+  // refused (OUT_OF_MEMORY) without the job ever existing.
+  virtual bool Admit(const Job& j) = 0;
+  // A new job, with its body, in its first state.
+  virtual void Put(const Job& j) = 0;
+  // The job's state, priority, delay, deadline or counters changed.
+  virtual void Update(const Job& j) = 0;
+  // The job is deleted; `j` is still intact during the call.
+  virtual void Delete(const Job& j) = 0;
+};
+
+// A job as a store brings it back at start-up.
+struct RestoredJob {
+  uint64_t id = 0;
+  std::string_view tube;
+  JobState state = JobState::kReady;  // kReady, kDelayed or kBuried (reserved comes back ready)
+  uint32_t pri = 0;
+  uint32_t delay_s = 0;
+  uint32_t ttr_s = 1;
+  Nanos created = 0;   // on the engine's clock
+  Nanos deadline = 0;  // kDelayed: when it becomes ready, on the engine's clock
+  uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
+  std::string_view body;  // without the trailing CRLF
+  uint32_t log_file = 0;  // the store's own bookkeeping, shown as stats-job "file"
+};
+
+}  // namespace stalkd::engine

@@ -1,0 +1,135 @@
+#include "engine/job_log.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace stalkd::engine {
+namespace {
+
+// Records what the engine reports, as "put 1 ready", "update 1 reserved", "delete 1".
+class RecordingLog : public JobLog {
+ public:
+  bool admit = true;
+  std::vector<std::string> records;
+
+  bool Admit(const Job&) override { return admit; }
+  void Put(const Job& j) override { Add("put", j); }
+  void Update(const Job& j) override { Add("update", j); }
+  void Delete(const Job& j) override { records.push_back("delete " + std::to_string(j.id)); }
+
+ private:
+  void Add(const char* what, const Job& j) {
+    records.push_back(std::string(what) + " " + std::to_string(j.id) + " " +
+                      JobStateName(j.state));
+  }
+};
+
+class JobLogTest : public ::testing::Test {
+ protected:
+  JobLogTest() : engine_(clock_) { engine_.set_log(&log_); }
+
+  uint64_t Put(Session* s, uint32_t delay = 0) {
+    Job* j = engine_.NewJob(s, 5, delay, 10, 1);
+    j->data()[0] = 'x';
+    j->data()[1] = '\r';
+    j->data()[2] = '\n';
+    uint64_t id = j->id;
+    EXPECT_EQ(engine_.Put(s, j), Engine::PutResult::kInserted);
+    return id;
+  }
+
+  FakeClock clock_;
+  RecordingLog log_;
+  Engine engine_;
+  std::vector<Event> events_;
+};
+
+TEST_F(JobLogTest, ReportsEveryDurableChange) {
+  Session* s = engine_.OpenSession(nullptr);
+  uint64_t a = Put(s);
+  uint64_t b = Put(s, 100);
+  ASSERT_TRUE(engine_.Reserve(s, kForever));
+  ASSERT_TRUE(engine_.Bury(s, a, 7));
+  ASSERT_EQ(engine_.KickBuried(s->use(), 10), 1u);
+  ASSERT_TRUE(engine_.KickJob(b));
+  ASSERT_TRUE(engine_.Delete(s, a));
+  EXPECT_EQ(log_.records, (std::vector<std::string>{
+                              "put 1 ready", "put 2 delayed", "update 1 reserved",
+                              "update 1 buried", "update 1 ready", "update 2 ready", "delete 1"}));
+  engine_.CloseSession(s);
+  engine_.CheckInvariants();
+}
+
+TEST_F(JobLogTest, TtrExpiryAndCloseAreReported) {
+  Session* s = engine_.OpenSession(nullptr);
+  uint64_t a = Put(s);
+  ASSERT_TRUE(engine_.Reserve(s, kForever));
+  clock_.Advance(11 * kSecond);
+  engine_.Tick();
+  EXPECT_EQ(log_.records.back(), "update " + std::to_string(a) + " ready");
+  ASSERT_TRUE(engine_.Reserve(s, kForever));
+  engine_.CloseSession(s);
+  EXPECT_EQ(log_.records.back(), "update " + std::to_string(a) + " ready");
+  engine_.CheckInvariants();
+}
+
+TEST_F(JobLogTest, RefusedAdmissionMeansNoJob) {
+  Session* s = engine_.OpenSession(nullptr);
+  log_.admit = false;
+  Job* j = engine_.NewJob(s, 0, 0, 10, 0);
+  j->data()[0] = '\r';
+  j->data()[1] = '\n';
+  uint64_t id = j->id;
+  EXPECT_EQ(engine_.Put(s, j), Engine::PutResult::kNotDurable);
+  EXPECT_EQ(engine_.Find(id), nullptr);
+  EXPECT_TRUE(log_.records.empty());
+  EXPECT_EQ(engine_.counters().total_jobs, 0u);
+  engine_.CloseSession(s);
+  engine_.CheckInvariants();
+}
+
+TEST_F(JobLogTest, RestoreRebuildsStatesWithoutLoggingAndContinuesIds) {
+  RestoredJob r;
+  r.id = 41;
+  r.tube = "emails";
+  r.state = JobState::kBuried;
+  r.pri = 3;
+  r.ttr_s = 60;
+  r.buries = 2;
+  r.body = "hello";
+  r.log_file = 7;
+  ASSERT_TRUE(engine_.Restore(r));
+  r.id = 42;
+  r.state = JobState::kDelayed;
+  r.deadline = clock_.Now() + 5 * kSecond;
+  ASSERT_TRUE(engine_.Restore(r));
+  EXPECT_FALSE(engine_.Restore(r));  // duplicate id
+  EXPECT_TRUE(log_.records.empty());
+  engine_.CheckInvariants();
+
+  const Job* j = engine_.Find(41);
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(j->state, JobState::kBuried);
+  EXPECT_EQ(j->tube->name(), "emails");
+  EXPECT_EQ(std::string(j->data(), j->data_size()), "hello\r\n");
+  EXPECT_EQ(j->buries, 2u);
+  EXPECT_EQ(j->log_file, 7u);
+  EXPECT_EQ(engine_.counters().buried, 1u);
+  EXPECT_EQ(engine_.counters().delayed, 1u);
+
+  clock_.Advance(5 * kSecond);
+  engine_.Tick();
+  EXPECT_EQ(engine_.Find(42)->state, JobState::kReady);
+
+  Session* s = engine_.OpenSession(nullptr);
+  EXPECT_EQ(Put(s), 43u);
+  engine_.CloseSession(s);
+  engine_.CheckInvariants();
+}
+
+}  // namespace
+}  // namespace stalkd::engine
