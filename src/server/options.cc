@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <unistd.h>
 
 namespace stalkd::server {
 
@@ -24,6 +27,8 @@ void PrintUsage() {
           "          max allowed is %zu bytes\n"
           " -s BYTES set the size of each write-ahead log file (default is 10485760);\n"
           "          will be rounded up to a multiple of 4096 bytes\n"
+          " --max-memory BYTES  cap the memory held by jobs (suffixes K, M, G);\n"
+          "          default is half of physical memory; a put beyond it gets OUT_OF_MEMORY\n"
           " -v       show version information\n"
           " -V       increase verbosity\n"
           " -h       show this help\n",
@@ -45,11 +50,70 @@ bool ParseSize(const char* s, uint64_t* out) {
   return true;
 }
 
+// A byte count with an optional K, M or G suffix (powers of 1024).
+bool ParseBytes(const char* s, uint64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  if (*s < '0' || *s > '9') return false;
+  uintmax_t v = strtoumax(s, &end, 10);
+  if (end == s || errno != 0) return false;
+  uint64_t mult = 1;
+  if (*end == 'K' || *end == 'k') mult = uint64_t{1} << 10;
+  if (*end == 'M' || *end == 'm') mult = uint64_t{1} << 20;
+  if (*end == 'G' || *end == 'g') mult = uint64_t{1} << 30;
+  if (mult != 1) end++;
+  if (*end != '\0' || v > UINT64_MAX / mult) return false;
+  *out = v * mult;
+  return true;
+}
+
+// Long options: "--name value" or "--name=value". Returns false after printing a message.
+bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
+  std::string arg = argv[*i];
+  std::string name = arg, value;
+  bool has_value = false;
+  if (size_t eq = arg.find('='); eq != std::string::npos) {
+    name = arg.substr(0, eq);
+    value = arg.substr(eq + 1);
+    has_value = true;
+  }
+  if (name == "--max-memory") {
+    if (!has_value) {
+      if (*i + 1 >= argc) {
+        fprintf(stderr, "stalkd: flag requires an argument: %s\n", name.c_str());
+        return false;
+      }
+      value = argv[++*i];
+    }
+    if (!ParseBytes(value.c_str(), &o->max_memory) || o->max_memory == 0) {
+      fprintf(stderr, "stalkd: invalid size: %s\n", value.c_str());
+      return false;
+    }
+    return true;
+  }
+  fprintf(stderr, "stalkd: unknown flag: %s\n", arg.c_str());
+  return false;
+}
+
 }  // namespace
+
+uint64_t DefaultMaxMemory() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return uint64_t{1} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
+}
 
 ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; i++) {
     const char* arg = argv[i];
+    if (arg[0] == '-' && arg[1] == '-') {
+      if (!ParseLongOption(argc, argv, &i, o)) {
+        PrintUsage();
+        return ParseOutcome::kExitUsage;
+      }
+      continue;
+    }
     if (arg[0] != '-') {
       fprintf(stderr, "stalkd: unknown argument: %s\n", arg);
       PrintUsage();

@@ -19,13 +19,20 @@ struct Options {
   size_t max_job_size = 65535;      // -z
   int64_t binlog_size = 10485760;   // -s, rounded up to 4096
   int verbosity = 0;                // -V (repeatable)
+  // --max-memory: cap on the bytes held by jobs and their index; 0 means the default,
+  // half of the machine's physical memory.
+  uint64_t max_memory = 0;
 };
+
+// The default for --max-memory: half of physical memory (or 1 GiB if it cannot be read).
+uint64_t DefaultMaxMemory();
 
 inline constexpr size_t kMaxJobSizeLimit = 1073741824;
 
 enum class ParseOutcome { kRun, kExitOk, kExitUsage };
 
-// Parses argv as beanstalkd does ("-p 11300", "-p11300", "-VV"). Messages and usage go to
+// Parses argv as beanstalkd does ("-p 11300", "-p11300", "-VV"), plus stalkd's long options
+// ("--max-memory 512M" or "--max-memory=512M"). Messages and usage go to
 // stderr (version to stdout). kExitOk: -v or -h given; kExitUsage: a bad flag (exit code 5).
 ParseOutcome ParseOptions(int argc, char** argv, Options* opts);
 

@@ -43,6 +43,12 @@ std::string RandomHexId() {
   return std::string(hex, 16);
 }
 
+engine::EngineOptions EngineOptionsFor(const Options& o) {
+  engine::EngineOptions e;
+  e.max_memory = o.max_memory ? o.max_memory : DefaultMaxMemory();
+  return e;
+}
+
 }  // namespace
 
 class Server::ListenHandler final : public net::EventLoop::Handler {
@@ -84,7 +90,10 @@ class Server::SignalHandler final : public net::EventLoop::Handler {
 };
 
 Server::Server(const Options& options, const Clock& clock)
-    : options_(options), clock_(clock), started_(clock.Now()), engine_(clock) {
+    : options_(options),
+      clock_(clock),
+      started_(clock.Now()),
+      engine_(clock, EngineOptionsFor(options)) {
   engine_.set_max_job_size(options.max_job_size);
   instance_id_ = RandomHexId();
   utsname u;
