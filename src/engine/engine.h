@@ -134,6 +134,14 @@ class Engine {
   // next work (Now() if the budget ran out).
   Nanos Tick();
 
+  // Takes the newest pending event if it is for s: how a caller collects the outcome of a
+  // Reserve that completed at once (reserved or timed out) without waiting for a drain.
+  bool TakeOwnEvent(const Session* s, Event* out) {
+    if (events_.empty() || events_.back().session != s) return false;
+    *out = events_.back();
+    events_.pop_back();
+    return true;
+  }
   // Appends pending events to *out and clears them.
   void TakeEvents(std::vector<Event>* out);
   bool has_events() const { return !events_.empty(); }

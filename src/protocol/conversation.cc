@@ -299,6 +299,10 @@ void Conversation::Execute(std::string_view line) {
       Nanos timeout = timed ? static_cast<Nanos>(cmd.timeout) * kSecond : kForever;
       if (!engine_.Reserve(s, timeout)) return Reply("DEADLINE_SOON\r\n");
       state_ = State::kWaiting;
+      // A reserve that completed at once is answered now, so pipelined commands after it
+      // are handled in the same pass.
+      engine::Event ev;
+      if (engine_.TakeOwnEvent(s, &ev)) OnEvent(ev);
       return;
     }
     case Verb::kReserveJob: {
