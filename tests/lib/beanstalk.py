@@ -43,7 +43,10 @@ def free_port():
 class Server:
     """A server process on 127.0.0.1:<free port> (or a unix socket via args=['-l', 'unix:...'])."""
 
-    def __init__(self, binary=None, args=(), port=None, unix_path=None, env=None):
+    def __init__(self, binary=None, args=(), port=None, unix_path=None, env=None,
+                 popen_kwargs=None):
+        """popen_kwargs: extra keyword arguments for subprocess.Popen (e.g. preexec_fn to
+        lower RLIMIT_NOFILE in the child)."""
         self.binary = binary or STALKD_BIN
         self.port = port or free_port()
         self.unix_path = unix_path
@@ -53,7 +56,7 @@ class Server:
             argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + list(args)
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env)
+                                     env=env, **(popen_kwargs or {}))
         self._wait_ready()
 
     def _wait_ready(self, timeout=10.0):
