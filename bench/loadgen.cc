@@ -295,6 +295,7 @@ struct Opts {
   double timeout = 120;
   int ttr = 120;
   double probe_ms = 1;
+  double stall = 10;  // die when no reply arrives for this long while commands are pending
 };
 
 int conns_or(const Opts& o, int dflt) { return o.conns > 0 ? o.conns : dflt; }
@@ -312,7 +313,7 @@ Opts parse_opts(int argc, char** argv) {
                    "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
                    "  [--mode pdr|put] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
                    "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
-                   "  [--delay S] [--ttr S] [--probe-ms MS] [--timeout S]\n");
+                   "  [--delay S] [--ttr S] [--probe-ms MS] [--timeout S] [--stall S]\n");
       std::exit(0);
     }
     if (i + 1 >= argc) die("missing value for " + k);
@@ -342,6 +343,7 @@ Opts parse_opts(int argc, char** argv) {
     else if (k == "--timeout") o.timeout = d();
     else if (k == "--ttr") o.ttr = static_cast<int>(n());
     else if (k == "--probe-ms") o.probe_ms = d();
+    else if (k == "--stall") o.stall = d();
     else die("unknown option " + k);
   }
   if (o.size < 24) o.size = 24;  // room for a timestamp in prodcons / delayed bodies
@@ -424,7 +426,7 @@ bool has_body(sv line) { return starts(line, "RESERVED ") || starts(line, "FOUND
 
 class Loop {
  public:
-  explicit Loop(const Opts& o) : rbuf_(256 * 1024) {
+  explicit Loop(const Opts& o) : rbuf_(256 * 1024), stall_ns_(secs_to_ns(o.stall)) {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     if (ep_ < 0) die(errno_str("epoll_create1"));
     addr_.sin_family = AF_INET;
@@ -462,6 +464,7 @@ class Loop {
   void send(Conn& c, Cmd cmd, sv text, u64 t = 0) {
     c.out.append(text);
     c.pend.push_back({t ? t : now_ns(), cmd});
+    if (pending_++ == 0) last_reply_ = now_ns();
     if (!c.dirty) {
       c.dirty = true;
       dirty_.push_back(&c);
@@ -474,6 +477,7 @@ class Loop {
     ::close(c.fd);
     c.closed = true;
     c.fd = -1;
+    pending_ -= c.pend.size();
     c.pend.clear();
     std::string().swap(c.out);
     std::string().swap(c.in);
@@ -491,6 +495,7 @@ class Loop {
       if (done()) return true;
       u64 t = now_ns();
       if (t >= deadline) return false;
+      if (pending_ > 0 && t - last_reply_ > stall_ns_) stalled(t);
       if (tick) tick(t);
       flush_dirty();
       int timeout_ms = tick ? 1 : static_cast<int>(std::min<u64>(50, (deadline - t) / kMs + 1));
@@ -517,6 +522,23 @@ class Loop {
   }
 
  private:
+  [[noreturn]] void stalled(u64 t) {
+    std::size_t waiting = 0;
+    std::string oldest;
+    u64 oldest_t = t;
+    for (auto& c : conns_) {
+      if (c->closed || c->pend.empty()) continue;
+      ++waiting;
+      if (c->pend.front().t < oldest_t) {
+        oldest_t = c->pend.front().t;
+        oldest = kCmdNames[static_cast<std::size_t>(c->pend.front().cmd)];
+      }
+    }
+    die("server stalled: no reply for " + std::to_string((t - last_reply_) / kMs) + " ms with " +
+        std::to_string(pending_) + " commands pending on " + std::to_string(waiting) +
+        " connections (oldest: " + oldest + ", " + std::to_string((t - oldest_t) / kMs) + " ms)");
+  }
+
   void flush_dirty() {
     for (std::size_t i = 0; i < dirty_.size(); ++i) {
       Conn* c = dirty_[i];
@@ -592,6 +614,8 @@ class Loop {
       if (c.pend.empty()) die("unexpected reply: " + std::string(line));
       Pending p = c.pend.front();
       c.pend.pop_front();
+      --pending_;
+      last_reply_ = now_ns();
       c.in_off += total;
       c.h->on_reply(c, p.cmd, p.t, now_ns(), line, body);
     }
@@ -611,6 +635,9 @@ class Loop {
   std::vector<Conn*> dirty_;
   std::size_t open_ = 0;
   std::vector<char> rbuf_;
+  u64 stall_ns_;
+  u64 pending_ = 0;
+  u64 last_reply_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -608,7 +608,7 @@ def run_scenario(sc, params, pairs, bins):
             binary, label = bins[kind]
             srv = Server(kind, binary, sc.server_args.get(kind, ()), label=label)
             t0 = time.monotonic()
-            rec = {"server": kind, "pair": pair}
+            rec = {"server": kind, "pair": pair, "bin_mtime": os.stat(binary).st_mtime}
             try:
                 srv.start()
                 rec["rss_start"] = srv.rss()
@@ -697,6 +697,10 @@ def main():
           f"{meta['date']}, {meta['cpus']} CPUs)", "",
           "Cells: median (min–max) over the runs. Ratio: stalkd median ÷ beanstalkd median "
           "(↑ / ↓ marks which direction is better).", ""]
+    if meta["loadavg_start"][0] > 1.0:
+        md += [f"**The machine was busy at the start (load average {meta['loadavg_start'][0]:.1f} "
+               "on 2 CPUs): absolute numbers are depressed and noisy; compare ratios and CPU per "
+               "op.**", ""]
     if standin:
         md += ["**stalkd was not built: beanstalkd stands in for it; the ratio column shows the "
                "run-to-run noise only.**", ""]
@@ -713,7 +717,17 @@ def main():
             out["scenarios"][sc.name] = {"params": params, "summary": summary, "runs": runs}
     finally:
         stop_all()
+    mtimes = {r["bin_mtime"] for sc in out["scenarios"].values() for r in sc["runs"]
+              if r["server"] == "stalkd" and "bin_mtime" in r}
+    if len(mtimes) > 1:
+        meta["stalkd_rebuilt_during_run"] = True
+        warn = ("**Warning: the stalkd binary changed during this run (rebuilt "
+                f"{len(mtimes) - 1} time(s)); runs may mix builds (see bin_mtime in the JSON).**")
+        md.insert(4, warn + "\n")
+        print(warn, flush=True)
+        print("run.py: " + warn.strip("*"), file=sys.stderr)
     meta["total_s"] = round(time.monotonic() - t_start, 1)
+    meta["loadavg_end"] = os.getloadavg()
     meta["failed_runs"] = failed
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
