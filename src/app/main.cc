@@ -63,13 +63,16 @@ int main(int argc, char** argv) {
     return kExitListen;
   }
   if (!opts.user.empty() && !BecomeUser(opts.user)) return kExitUser;
-  if (!opts.binlog_dir.empty()) {
-    fprintf(stderr, "stalkd: warning: the binlog (-b) is not implemented yet; jobs are kept "
-                    "in memory only\n");
-  }
 
   stalkd::SystemClock clock;
   stalkd::server::Server server(opts, clock);
+  if (!opts.binlog_dir.empty()) {
+    int code = 1;
+    if (!server.OpenBinlog(&error, &code)) {
+      fprintf(stderr, "stalkd: %s\n", error.c_str());
+      return code;
+    }
+  }
   if (!server.AddListener(fd) || !server.HandleSignals()) {
     fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
     return 1;

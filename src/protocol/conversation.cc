@@ -80,7 +80,8 @@ bool Conversation::RunSteps(size_t max_steps) {
       case State::kClosing:
         return false;
       case State::kKicking:
-        if (steps++ == max_steps) return true;
+        // One slice per Run: a huge kick must not hold up the other connections.
+        if (steps++ > 0) return true;
         KickStep();
         continue;
       case State::kCommand: {
@@ -329,7 +330,7 @@ void Conversation::Execute(std::string_view line) {
       kick_left_ = cmd.count;
       kicked_ = 0;
       state_ = State::kKicking;
-      return KickStep();
+      return KickStep();  // the first slice now; any further ones in later Runs
     case Verb::kKickJob:
       engine_.CountOp(Op::kKickJob);
       return Reply(engine_.KickJob(cmd.id) ? "KICKED\r\n" : kNotFound);

@@ -29,6 +29,8 @@ void PrintUsage() {
           "          will be rounded up to a multiple of 4096 bytes\n"
           " --max-memory BYTES  cap the memory held by jobs (suffixes K, M, G);\n"
           "          default is half of physical memory; a put beyond it gets OUT_OF_MEMORY\n"
+          " --binlog-skip-damaged  start even if the binlog has damaged records (they are\n"
+          "          skipped and counted); by default start-up stops and names them\n"
           " -v       show version information\n"
           " -V       increase verbosity\n"
           " -h       show this help\n",
@@ -76,6 +78,10 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     name = arg.substr(0, eq);
     value = arg.substr(eq + 1);
     has_value = true;
+  }
+  if (name == "--binlog-skip-damaged" && !has_value) {
+    o->binlog_skip_damaged = true;
+    return true;
   }
   if (name == "--max-memory") {
     if (!has_value) {

@@ -19,6 +19,7 @@ struct Options {
   size_t max_job_size = 65535;      // -z
   int64_t binlog_size = 10485760;   // -s, rounded up to 4096
   int verbosity = 0;                // -V (repeatable)
+  bool binlog_skip_damaged = false;  // --binlog-skip-damaged
   // --max-memory: cap on the bytes held by jobs and their index; 0 means the default,
   // half of the machine's physical memory.
   uint64_t max_memory = 0;

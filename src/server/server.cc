@@ -110,6 +110,35 @@ Server::~Server() {
     connections_.Remove(c);
     delete c;
   }
+  if (store_) {
+    store_->Close();
+    engine_.set_log(nullptr);
+  }
+}
+
+bool Server::OpenBinlog(std::string* error, int* exit_code) {
+  storage::StoreOptions so;
+  so.dir = options_.binlog_dir;
+  so.segment_size = std::max<int64_t>(options_.binlog_size, 4096);
+  so.fsync_ms = options_.fsync_ms;
+  so.fsync_never = options_.fsync_never;
+  so.skip_damaged = options_.binlog_skip_damaged;
+  so.verbosity = options_.verbosity;
+  auto store = std::make_unique<storage::JobStore>(so, clock_);
+  if (!store->Lock(error)) {
+    *exit_code = 10;
+    return false;
+  }
+  if (!store->Recover(&engine_, error)) {
+    *exit_code = 1;
+    return false;
+  }
+  if (options_.verbosity > 0) {
+    printf("binlog: %zu jobs restored from %s\n", store->restored(), so.dir.c_str());
+  }
+  store_ = std::move(store);
+  engine_.set_log(store_.get());
+  return true;
 }
 
 bool Server::AddListener(int fd) {
@@ -194,6 +223,7 @@ int Server::PollTimeoutMs() {
   DeliverEvents();
   if (!dirty_.empty()) return 0;
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
+  next = std::min(next, store_deadline_);
   if (next == kForever) return -1;
   if (next <= now) return 0;
   Nanos ms = (next - now + 999'999) / 1'000'000;
@@ -221,6 +251,10 @@ void Server::RunOnce() {
 
   engine_.Tick();
   DeliverEvents();
+
+  // Group commit: the records of this iteration (and of connections closed at the end of
+  // the last one) are written, and synced per -f, before any reply of it is sent.
+  if (store_) store_deadline_ = store_->Flush();
 
   std::vector<Connection*> flush;
   flush.swap(dirty_);
@@ -255,6 +289,13 @@ protocol::HostStats Server::CurrentStats() const {
   h.stime_us = static_cast<int64_t>(ru.ru_stime.tv_sec) * 1000000 + ru.ru_stime.tv_usec;
   h.uptime_s = static_cast<uint64_t>((clock_.Now() - started_) / kSecond);
   h.binlog_max_size = options_.binlog_size;
+  if (store_) {
+    storage::JobStore::Stats st = store_->stats();
+    h.binlog_oldest_index = static_cast<int>(st.oldest_index);
+    h.binlog_current_index = static_cast<int>(st.current_index);
+    h.binlog_records_migrated = st.records_migrated;
+    h.binlog_records_written = st.records_written;
+  }
   h.id = instance_id_;
   h.hostname = hostname_;
   h.os = os_;

@@ -11,6 +11,7 @@
 #include "protocol/conversation.h"
 #include "protocol/reply.h"
 #include "server/options.h"
+#include "storage/job_store.h"
 
 namespace stalkd::server {
 
@@ -25,6 +26,11 @@ class Server final : public protocol::Host {
   ~Server() override;
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
+
+  // With -b: locks the binlog directory and restores its jobs. Call before AddListener/Run.
+  // false: start-up must stop with *exit_code (10 when another server holds the lock, as
+  // beanstalkd) after printing *error.
+  bool OpenBinlog(std::string* error, int* exit_code);
 
   // Takes ownership of a listening socket and starts accepting on it.
   bool AddListener(int fd);
@@ -59,6 +65,8 @@ class Server final : public protocol::Host {
   const Clock& clock_;
   Nanos started_;
   engine::Engine engine_;
+  std::unique_ptr<storage::JobStore> store_;  // with -b; written once per RunOnce
+  Nanos store_deadline_ = kForever;           // when the store next needs a Flush (fsync)
   net::EventLoop loop_;
   std::vector<std::unique_ptr<ListenHandler>> listeners_;
   std::unique_ptr<SignalHandler> signals_;

@@ -13,9 +13,11 @@ The generator keeps a small model of the server (jobs, states, tubes, watch list
 pauses) driven by beanstalkd's replies. It uses it to pick meaningful arguments, to send
 a blocking `reserve` only when a job is certainly available, and for the one deliberate
 exception to "one command at a time" (category reserve_wait): a connection may block in
-`reserve` with no job available; its RESERVED reply is read right after the command (on
-another connection) that the model says hands it a job - still deterministic, because
-beanstalkd serves a waiting client before it answers the command that made a job ready.
+`reserve` with no job available. Both servers are then polled in lockstep with `stats` on
+another connection until they show the client waiting (so cmd-stats stays equal), and its
+RESERVED reply is read right after the command (on another connection) that the model
+says hands it a job - deterministic, because beanstalkd serves a waiting client before it
+answers the command that made a job ready.
 A contradiction between beanstalkd and the model is reported as a harness error.
 
 Fixed scenarios in tests/compat/*.txt (format: parse_transcript) run the same way.
@@ -955,6 +957,30 @@ def _show(data, limit=600):
     return r if len(r) <= limit else r[:limit] + "...(%d bytes)" % len(data)
 
 
+def sync_waiting(ref, cand, waiting):
+    """A blocking reserve has been sent on the `waiting` slots and has no reply to read, so
+    nothing yet proves the server has processed it; a command sent now on another
+    connection could overtake it. Poll `stats` on another connection of both servers in
+    lockstep (so cmd-stats grows by the same amount on both) until both report
+    current-waiting >= len(waiting). Returns (probes sent, error text or None)."""
+    probe = next((s for s in sorted(ref.conns) if s not in waiting and s in cand.conns), None)
+    if probe is None:
+        return 0, "no idle connection to check current-waiting with"
+    step = Step(probe, "cmd", [b"stats\r\n"], "stats", "sync")
+    for n in range(1, 401):
+        ready = True
+        for side in (ref, cand):
+            pairs = normalise(side.run(step), "stats")
+            value = dict(pairs or ()).get(b"current-waiting", b"")
+            if not value.isdigit():
+                return n, "%s: no current-waiting in `stats` while a client waits" % side.server.binary
+            ready = ready and int(value) >= len(waiting)
+        if ready:
+            return n, None
+        time.sleep(0.005)
+    return n, "`stats` current-waiting never reached %d after a blocking reserve" % len(waiting)
+
+
 def run_seed(seed, n_commands, skip=(), verbose=False):
     """Run one seed; return None on success or a failure report string."""
     rng = random.Random(seed * 7919 + 1)
@@ -988,6 +1014,11 @@ def run_seed(seed, n_commands, skip=(), verbose=False):
                 return _report(seed, i, step, shown_ref, shown_cand, history, n_conns, args,
                                "HARNESS/MODEL ERROR (the reference did something the generator's "
                                "model did not expect): %s" % e)
+            if step.kind == "wait":
+                n, err = sync_waiting(ref, cand, {step.slot})
+                history.append((i, Step(-1, "sync", [b"stats\r\n"]), b"<%d probe(s)>" % n))
+                if err:
+                    return _report(seed, i, step, r_ref, r_cand, history, n_conns, args, err)
             i += 1
         return None
     except Exception as e:      # a server that would not start, a refused connection, ...
@@ -1084,7 +1115,9 @@ def parse_transcript(path):
     """A transcript: `N> text` lines, one step each, sent on connection N (connected on first
     use and again after the server closed it). `text` takes Python escapes (\\r, \\n, \\x00,
     \\\\); CRLF is appended unless the line ends with <noeol>. `N> <close>` half-closes the
-    connection and waits for the server to close it. `#!` lines give server arguments,
+    connection and waits for the server to close it. `N> <wait> text` sends a command that
+blocks (a reserve) without reading its reply; `N> <collect>` reads that reply later.
+`#!` lines give server arguments,
     other `#` lines and blank lines are comments. The op of a step is its first word."""
     args, steps = [], []
     with open(path, encoding="utf-8") as f:
@@ -1099,9 +1132,14 @@ def parse_transcript(path):
             if not sep or not slot.isdigit():
                 raise ValueError("%s:%d: expected 'N> command'" % (path, lineno))
             slot = int(slot)
-            if text == "<close>":
-                steps.append(Step(slot, "close", [], "close", "transcript:%d" % lineno))
+            if text in ("<close>", "<collect>"):
+                kind = text[1:-1]
+                steps.append(Step(slot, kind, [], "reserve" if kind == "collect" else kind,
+                                  "transcript:%d" % lineno))
                 continue
+            kind = "cmd"
+            if text.startswith("<wait> "):
+                kind, text = "wait", text[len("<wait> "):]
             eol = b"\r\n"
             if text.endswith("<noeol>"):
                 text, eol = text[:-len("<noeol>")], b""
@@ -1109,7 +1147,7 @@ def parse_transcript(path):
             first = data.split(b" ", 1)[0].split(b"\r", 1)[0]
             op = {b"stats": "stats", b"stats-job": "stats-job", b"stats-tube": "stats-tube"}.get(
                 first, first.decode("latin-1"))
-            steps.append(Step(slot, "cmd", [data], op, "transcript:%d" % lineno))
+            steps.append(Step(slot, kind, [data], op, "transcript:%d" % lineno))
     return args, steps
 
 
@@ -1117,6 +1155,7 @@ def run_transcript(path):
     args, steps = parse_transcript(path)
     name = os.path.basename(path)
     history = []
+    waiting = set()
     ref = cand = None
     try:
         ref = Side(BEANSTALKD_BIN, args)
@@ -1139,6 +1178,15 @@ def run_transcript(path):
             for side, r in ((ref, r_ref), (cand, r_cand)):
                 if r.endswith(CLOSED) or r.endswith(TIMEOUT):
                     side.drop(step.slot)
+            if step.kind == "wait":
+                waiting.add(step.slot)
+                n, err = sync_waiting(ref, cand, waiting)
+                history.append((i, Step(-1, "sync", [b"stats\r\n"]), b"<%d probe(s)>" % n))
+                if err:
+                    return _report(None, i, step, r_ref, r_cand, history, None, args,
+                                   "%s (transcript %s line %s)" % (err, name, step.cat.split(":")[1]))
+            elif step.kind in ("collect", "close"):
+                waiting.discard(step.slot)
         return None
     finally:
         for side in (cand, ref):
