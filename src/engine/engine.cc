@@ -592,8 +592,8 @@ uint32_t Engine::KickBuried(Tube* t, uint32_t n) {
     j->kicks++;
     MakeReady(j);
     Logged(j);
+    ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
   }
-  ProcessQueue();
   return i;
 }
 
@@ -605,8 +605,8 @@ uint32_t Engine::KickDelayed(Tube* t, uint32_t n) {
     j->kicks++;
     MakeReady(j);
     Logged(j);
+    ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
   }
-  ProcessQueue();
   return i;
 }
 
@@ -646,6 +646,7 @@ Nanos Engine::Tick() {
     if (j->deadline > now) break;
     TakeOut(j);
     MakeReady(j);
+    ProcessQueue();  // each promoted job is offered to waiters at once, as in beanstalkd
     budget--;
   }
   while (!paused_.empty() && paused_.top()->unpause_at <= now) {
