@@ -533,7 +533,10 @@ class TestSlowClients(ServerCase):
         self.assertEqual(slow.cmd("peek 1"), b"FOUND 1 11\r\nhello\r\nslow\r\n")
         self.assertEqual(probe.errors, [])
         self.assertGreater(len(probe.samples), 50)
-        self.assertLess(probe.max_ms(), 100, sorted(probe.samples)[-5:])
+        # a server that blocked on the slow client would stall the probe for the whole
+        # 0.8 s; the bound leaves room for a busy machine
+        self.assertLess(probe.max_ms(), 400, sorted(probe.samples)[-5:])
+        self.assertLess(sorted(probe.samples)[len(probe.samples) // 2] * 1000, 50)
 
     def test_pipelined_peeks_never_read(self):
         # A client pipelines `peek` of a 60 KB job and never reads. The server stops
@@ -567,7 +570,7 @@ class TestSlowClients(ServerCase):
         self.assertLess(sent, 64 * MB, "the server never stopped reading")
         self.assertLess(peeks, sent // 8)
         self.assertEqual(probe.errors, [])
-        self.assertLess(probe.max_ms(), 200)
+        self.assertLess(probe.max_ms(), 500)
         self.assertLess(growth_mb, 16 if not self.sanitized() else 64)
         # once the hog reads, everything it sent is answered in order
         hog.sock.settimeout(30)
@@ -656,7 +659,7 @@ class TestOutOfFileDescriptors(unittest.TestCase):
             c = srv.connect(timeout=10)
             clients.append(c)
             c.send(b"list-tube-used\r\n")
-            if c.no_reply_within(0.3):
+            if c.no_reply_within(0.2):
                 stuck.append(c)
             else:
                 self.assertEqual(c.read_reply(), USING_DEFAULT)
