@@ -107,12 +107,15 @@ std::string FormatStats(const engine::Engine& e, const HostStats& h) {
           "id: %s\n"
           "hostname: \"%s\"\n"
           "os: \"%s\"\n"
-          "platform: \"%s\"\n",
+          "platform: \"%s\"\n"
+          // stalkd's own keys, after all of beanstalkd's.
+          "memory-used: %zu\n"
+          "memory-limit: %zu\n",
           h.pid, h.version.c_str(), h.utime_us / 1000000, h.utime_us % 1000000,
           h.stime_us / 1000000, h.stime_us % 1000000, h.uptime_s, h.binlog_oldest_index,
           h.binlog_current_index, h.binlog_records_migrated, h.binlog_records_written,
           h.binlog_max_size, e.draining() ? "true" : "false", h.id.c_str(), h.hostname.c_str(),
-          h.os.c_str(), h.platform.c_str());
+          h.os.c_str(), h.platform.c_str(), e.memory_used(), e.max_memory());
   return s;
 }
 
