@@ -19,7 +19,7 @@ namespace {
 
 constexpr int kBacklog = 1024;
 
-int ListenUnix(const std::string& path, std::string* error) {
+int ListenUnix(const std::string& path, int mode, std::string* error) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) {
@@ -40,8 +40,19 @@ int ListenUnix(const std::string& path, std::string* error) {
     *error = std::string("socket(): ") + strerror(errno);
     return -1;
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 || listen(fd, kBacklog) < 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
     *error = "bind " + path + ": " + strerror(errno);
+    close(fd);
+    return -1;
+  }
+  // Permissions are set before listen(), so no client connects under the umask's.
+  if (mode >= 0 && chmod(path.c_str(), static_cast<mode_t>(mode)) < 0) {
+    *error = "chmod " + path + ": " + strerror(errno);
+    close(fd);
+    return -1;
+  }
+  if (listen(fd, kBacklog) < 0) {
+    *error = "listen " + path + ": " + strerror(errno);
     close(fd);
     return -1;
   }
@@ -50,8 +61,9 @@ int ListenUnix(const std::string& path, std::string* error) {
 
 }  // namespace
 
-int Listen(const std::string& address, const std::string& port, std::string* error) {
-  if (address.rfind("unix:", 0) == 0) return ListenUnix(address.substr(5), error);
+int Listen(const std::string& address, const std::string& port, std::string* error,
+           int unix_mode) {
+  if (address.rfind("unix:", 0) == 0) return ListenUnix(address.substr(5), unix_mode, error);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
