@@ -1,0 +1,68 @@
+#include "storage/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace stalkd::storage::file {
+
+namespace {
+
+// The test hooks (see file.h). -1: off.
+struct TestFaults {
+  int64_t disk_bytes = -1;
+  int64_t writes_left = -1;
+  int64_t allocated = 0;
+};
+
+TestFaults& Faults() {
+  static TestFaults f = [] {
+    TestFaults t;
+    if (const char* v = getenv("STALKD_TEST_DISK_BYTES")) t.disk_bytes = atoll(v);
+    if (const char* v = getenv("STALKD_TEST_FAIL_WRITES_AFTER")) t.writes_left = atoll(v);
+    return t;
+  }();
+  return f;
+}
+
+}  // namespace
+
+int Preallocate(int fd, int64_t size) {
+  TestFaults& t = Faults();
+  if (t.disk_bytes >= 0 && t.allocated + size > t.disk_bytes) return ENOSPC;
+  int r = posix_fallocate(fd, 0, size);
+  if (r == 0) t.allocated += size;
+  return r;
+}
+
+int WriteAt(int fd, const char* p, size_t n, int64_t off) {
+  TestFaults& t = Faults();
+  if (t.writes_left == 0) return EIO;
+  if (t.writes_left > 0) t.writes_left--;
+  while (n > 0) {
+    ssize_t w = pwrite(fd, p, n, off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (w == 0) return EIO;
+    p += w;
+    n -= static_cast<size_t>(w);
+    off += w;
+  }
+  return 0;
+}
+
+int SyncData(int fd) { return fdatasync(fd) == 0 ? 0 : errno; }
+
+int SyncDir(int fd) { return fsync(fd) == 0 ? 0 : errno; }
+
+int Unlink(const char* path, int64_t size) {
+  if (unlink(path) != 0) return errno;
+  Faults().allocated -= size;
+  return 0;
+}
+
+}  // namespace stalkd::storage::file

@@ -1,0 +1,24 @@
+#pragma once
+
+// The system calls the binlog uses, in one place, each returning 0 or an errno value.
+//
+// Test-only fault hooks, read from the environment once (never set them in production):
+//   STALKD_TEST_DISK_BYTES=N          preallocations beyond N bytes in total fail (ENOSPC),
+//                                     as on a disk of N bytes; unlinked segments give back
+//   STALKD_TEST_FAIL_WRITES_AFTER=N   after N successful writes every write fails (EIO)
+
+#include <cstddef>
+#include <cstdint>
+
+namespace stalkd::storage::file {
+
+// Allocates [0, size) of fd so later writes there cannot fail for lack of space.
+int Preallocate(int fd, int64_t size);
+// Writes all n bytes at offset off.
+int WriteAt(int fd, const char* p, size_t n, int64_t off);
+int SyncData(int fd);
+int SyncDir(int fd);
+// The file of `size` preallocated bytes at path is removed.
+int Unlink(const char* path, int64_t size);
+
+}  // namespace stalkd::storage::file

@@ -1,0 +1,147 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "engine/engine.h"
+#include "engine/job_log.h"
+
+namespace stalkd::storage {
+
+struct StoreOptions {
+  std::string dir;                 // -b
+  int64_t segment_size = 10485760;  // -s, a multiple of 4096
+  int64_t fsync_ms = 50;           // -f; 0: sync before the replies of every iteration
+  bool fsync_never = false;        // -F
+  bool skip_damaged = false;       // --binlog-skip-damaged
+  int verbosity = 0;
+};
+
+// The durable binlog (-b DIR): a write-ahead log of segments binlog.N in stalkd's format
+// (storage/record.h, docs/BINLOG.md). The engine reports changes through the JobLog calls,
+// which only append to a buffer; Flush() writes the buffer with one write per segment and
+// syncs it according to the -f/-F policy. The server calls Flush() once per loop iteration,
+// before any reply of that iteration is sent (group commit).
+//
+// Space: every segment is preallocated. A put is admitted only if its kFull record fits and
+// room stays reserved for one later state change and the delete of every live job, so
+// those never fail for lack of space. Compaction moves the few live jobs of the oldest
+// segment forward so the head segments can be unlinked; it only uses unreserved space.
+//
+// Errors: a failed write, sync or preallocation is logged; after a failed write or sync the
+// store refuses every put (Admit is false) and writes nothing more, and the server keeps
+// serving the jobs it has in memory.
+class JobStore final : public engine::JobLog {
+ public:
+  JobStore(StoreOptions options, const Clock& clock);
+  ~JobStore() override;
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  // Creates the directory if needed and takes an exclusive flock on DIR/lock (the same
+  // lock file beanstalkd uses). false: *error says why (e.g. another server holds it).
+  bool Lock(std::string* error);
+
+  // Reads every segment (or an existing beanstalkd binlog, which it then rewrites in
+  // stalkd's format), restores the jobs into `engine`, and opens a fresh segment for
+  // writing. Call after Lock, before set_log. false: start-up must stop; *error names the
+  // file and offset. `engine` must outlive the store (compaction reads jobs from it).
+  bool Recover(engine::Engine* engine, std::string* error);
+
+  // Writes everything recorded since the last call and syncs per policy; unlinks dead
+  // segments and does a bounded amount of compaction. Returns when a sync is next due
+  // (-f MS with unsynced data), else kForever.
+  Nanos Flush();
+  // Flush and sync everything (shutdown).
+  void Close();
+
+  // engine::JobLog
+  bool Admit(const engine::Job& j) override;
+  void Put(const engine::Job& j) override;
+  void Update(const engine::Job& j) override;
+  void Delete(const engine::Job& j) override;
+
+  struct Stats {
+    uint32_t oldest_index = 0;
+    uint32_t current_index = 0;
+    int64_t records_written = 0;
+    int64_t records_migrated = 0;
+    int64_t max_size = 0;
+    size_t segments = 0;            // segment files on disk, including preallocated ones
+    int64_t dropped_updates = 0;    // state changes not written: no space (logged)
+    bool failed = false;            // a write or sync failed; puts are refused
+  };
+  Stats stats() const;
+
+  // Number of jobs restored by Recover, and of damaged records it skipped.
+  size_t restored() const { return restored_; }
+  size_t skipped() const { return skipped_; }
+
+ private:
+  struct Segment;
+  struct JobMeta {
+    uint32_t full_seq;  // segment of the job's latest kFull record
+    uint32_t full_size;
+    uint32_t resv;      // bytes reserved for its future records
+  };
+
+  std::string PathOf(uint32_t seq) const;
+  void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
+  void Fail(const char* what, const std::string& path, int err);
+
+  // Room left for records, not counting the last kMaxSmallRecord bytes of each segment.
+  int64_t UsableAfter(size_t record_size) const;
+  bool AddFutureSegment();
+  template <typename Encode>
+  bool Place(size_t size, Encode encode);
+  Segment* Current() const { return segs_[cur_].get(); }
+  void AppendJobFull(const engine::Job& j, std::string* out) const;
+  void AppendJobState(const engine::Job& j, std::string* out) const;
+  void WriteFull(const engine::Job& j, uint32_t resv);
+  void Compact();
+  bool WritePending();
+  bool Sync();
+  void CollectGarbage();
+
+  bool RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error);
+  bool AdoptBeanstalkd(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
+                       bool* adopted, std::string* error);
+  bool OpenForWriting(uint32_t seq, std::string* error);
+
+  StoreOptions options_;
+  const Clock& clock_;
+  engine::Engine* engine_ = nullptr;
+  int lock_fd_ = -1;
+  int dir_fd_ = -1;
+
+  std::deque<std::unique_ptr<Segment>> segs_;  // oldest first: closed, current, future
+  size_t cur_ = 0;
+  std::string buf_;  // bytes recorded for the current segment, not yet written
+  struct Sealed {
+    Segment* seg;
+    std::string bytes;
+  };
+  std::vector<Sealed> sealed_;  // bytes for segments left by rotation, not yet written
+
+  std::unordered_map<uint64_t, JobMeta> jobs_;
+  int64_t reserved_ = 0;    // sum of JobMeta::resv
+  int64_t live_bytes_ = 0;  // sum of JobMeta::full_size
+  bool dir_dirty_ = false;
+  bool unsynced_ = false;
+  Nanos last_sync_ = 0;
+  bool failed_ = false;
+  bool space_warned_ = false;
+
+  int64_t records_written_ = 0;
+  int64_t records_migrated_ = 0;
+  int64_t dropped_updates_ = 0;
+  size_t restored_ = 0;
+  size_t skipped_ = 0;
+};
+
+}  // namespace stalkd::storage
