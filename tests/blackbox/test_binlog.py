@@ -1,0 +1,350 @@
+"""Black-box tests of the durable binlog (-b): restarts, kill -9 under load, the directory
+lock, torn tails, damaged records, a full disk, write errors, compaction and adopting a
+binlog written by Debian's beanstalkd."""
+import glob
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from beanstalk import BEANSTALKD_BIN, STALKD_BIN, Server, free_port, is_beanstalkd, parse_yaml, wait_until  # noqa: E402
+
+
+def segments(d):
+    """binlog.N paths in d, oldest first."""
+    paths = glob.glob(os.path.join(d, "binlog.*"))
+    return sorted(paths, key=lambda p: int(p.rsplit(".", 1)[1]))
+
+
+def data_end(path):
+    """Offset just after the last record of a stalkd segment."""
+    with open(path, "rb") as f:
+        data = f.read()
+    off = 16
+    while off + 9 <= len(data):
+        crc, length, typ = struct.unpack_from("<IIB", data, off)
+        if crc == 0 and length == 0 and typ == 0:
+            break
+        off += 9 + length
+    return off
+
+
+def newest_with_data(d):
+    for p in reversed(segments(d)):
+        if data_end(p) > 16:
+            return p
+    return None
+
+
+def kill9(srv):
+    srv.proc.kill()
+    srv.proc.wait()
+    srv.stop()
+
+
+@unittest.skipIf(is_beanstalkd(), "stalkd's binlog format")
+class BinlogTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="stalkd_binlog_")
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start(self, *args, env=None, binlog=None):
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        s = Server(args=["-b", binlog or self.dir] + list(args), env=full_env)
+        self.servers.append(s)
+        return s
+
+    def run_stalkd(self, *args, env=None):
+        """Runs stalkd expecting it to exit at start-up; returns (code, stderr)."""
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        p = subprocess.run([STALKD_BIN, "-l", "127.0.0.1", "-p", str(free_port()), "-b", self.dir]
+                           + list(args), capture_output=True, timeout=20, env=full_env)
+        return p.returncode, p.stderr.decode()
+
+    def test_every_state_survives_restart(self):
+        s = self.start("-f", "0")
+        c = s.connect()
+        self.assertEqual(c.cmd("use emails"), b"USING emails\r\n")
+        self.assertEqual(c.put(b"ready-job", pri=5, ttr=11), b"INSERTED 1\r\n")
+        self.assertEqual(c.put(b"delayed-job", pri=6, delay=300), b"INSERTED 2\r\n")
+        self.assertEqual(c.put(b"bury-me", pri=7), b"INSERTED 3\r\n")
+        self.assertEqual(c.put(b"x" * 60000, pri=8, tube="big"), b"INSERTED 4\r\n")
+        self.assertEqual(c.put(b"deleted"), b"INSERTED 5\r\n")
+        self.assertEqual(c.put(b"reserved"), b"INSERTED 6\r\n")
+        self.assertEqual(c.put(b"kicked"), b"INSERTED 7\r\n")
+        self.assertEqual(c.cmd("delete 5"), b"DELETED\r\n")
+        self.assertTrue(c.cmd("reserve-job 3").startswith(b"RESERVED 3"))
+        self.assertEqual(c.cmd("bury 3 99"), b"BURIED\r\n")
+        self.assertTrue(c.cmd("reserve-job 7").startswith(b"RESERVED 7"))
+        self.assertEqual(c.cmd("release 7 3 0"), b"RELEASED\r\n")
+        self.assertTrue(c.cmd("reserve-job 6").startswith(b"RESERVED 6"))
+        st = parse_yaml(c.cmd("stats"))
+        self.assertEqual(st["binlog-current-index"], "1")
+        self.assertEqual(st["binlog-oldest-index"], "1")
+        self.assertEqual(int(st["binlog-records-written"]), 13)  # 7 puts, 5 changes, 1 delete
+        before = {i: parse_yaml(c.cmd("stats-job %d" % i)) for i in (1, 2, 3, 4, 6, 7)}
+        self.assertEqual(before[1]["file"], "1")
+        s.stop()
+
+        s = self.start("-f", "0")
+        c = s.connect()
+        self.assertEqual(c.cmd("peek 5"), b"NOT_FOUND\r\n")
+        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 9\r\nready-job\r\n")
+        self.assertEqual(c.cmd("peek 4"), b"FOUND 4 60000\r\n" + b"x" * 60000 + b"\r\n")
+        after = {i: parse_yaml(c.cmd("stats-job %d" % i)) for i in (1, 2, 3, 4, 6, 7)}
+        for i, b in before.items():
+            a = after[i]
+            for k in ("tube", "pri", "ttr", "delay", "reserves", "releases", "buries", "kicks",
+                      "timeouts", "file"):
+                self.assertEqual(a[k], b[k], "job %d %s" % (i, k))
+        self.assertEqual(after[1]["state"], "ready")
+        self.assertEqual(after[2]["state"], "delayed")
+        self.assertTrue(290 <= int(after[2]["time-left"]) <= 300, after[2])
+        self.assertEqual(after[3]["state"], "buried")
+        self.assertEqual(after[3]["pri"], "99")
+        self.assertEqual(after[6]["state"], "ready")  # reserved comes back ready
+        self.assertEqual(after[7]["pri"], "3")
+        self.assertEqual(c.cmd("put 0 0 1 1\r\nn"), b"INSERTED 8\r\n")
+        st = parse_yaml(c.cmd("stats"))
+        self.assertEqual(st["current-jobs-buried"], "1")
+        self.assertEqual(st["current-jobs-delayed"], "1")
+        self.assertEqual(st["binlog-current-index"], "2")
+
+    def test_kill9_under_load_loses_nothing_replied(self):
+        s = self.start("-f", "0")
+        inserted, deleted, lock = set(), set(), threading.Lock()
+        stop = time.monotonic() + 2.0
+
+        def worker(n):
+            c = s.connect()
+            rng = random.Random(n)
+            mine = []
+            try:
+                while time.monotonic() < stop:
+                    r = c.put(b"job-%d" % rng.randrange(10 ** 6), pri=rng.randrange(100))
+                    jid = int(r.split()[1])
+                    with lock:
+                        inserted.add(jid)
+                    mine.append(jid)
+                    if rng.random() < 0.4 and mine:
+                        victim = mine.pop(rng.randrange(len(mine)))
+                        if c.cmd("delete %d" % victim) == b"DELETED\r\n":
+                            with lock:
+                                deleted.add(victim)
+            except (OSError, EOFError, IndexError, ValueError):
+                pass
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        with lock:
+            snap_inserted, snap_deleted = set(inserted), set(deleted)
+        kill9(s)
+        for t in threads:
+            t.join()
+        self.assertGreater(len(snap_inserted), 100)
+        s = self.start("-f", "0")
+        c = s.connect()
+        for jid in sorted(snap_inserted):
+            r = c.cmd("peek %d" % jid)
+            if jid in snap_deleted:
+                self.assertEqual(r, b"NOT_FOUND\r\n", "deleted job %d came back" % jid)
+            elif jid not in deleted:
+                self.assertTrue(r.startswith(b"FOUND %d " % jid), "job %d lost: %r" % (jid, r))
+
+    def test_second_server_on_the_directory_exits_10(self):
+        self.start()
+        code, err = self.run_stalkd()
+        self.assertEqual(code, 10)
+        self.assertIn("another server", err)
+
+    def test_torn_tail_is_truncated(self):
+        s = self.start("-f", "0")
+        c = s.connect()
+        for i in range(5):
+            c.put(b"job%d" % i)
+        kill9(s)
+        path = newest_with_data(self.dir)
+        end = data_end(path)
+        with open(path, "r+b") as f:  # half of a record, then garbage
+            f.seek(end)
+            f.write(struct.pack("<IIB", 0x12345678, 500, 1) + b"\x07" * 40)
+        s = self.start()
+        c = s.connect()
+        for i in range(1, 6):
+            self.assertTrue(c.cmd("peek %d" % i).startswith(b"FOUND"))
+        self.assertEqual(c.put(b"more"), b"INSERTED 6\r\n")
+        self.assertEqual(os.path.getsize(path), end)  # truncated at the last whole record
+        s.proc.send_signal(signal.SIGTERM)
+        _, err = s.proc.communicate(timeout=10)
+        self.assertIn("torn tail", err.decode())
+
+    def test_damaged_record_stops_start_up_unless_skipped(self):
+        s = self.start("-f", "0")
+        c = s.connect()
+        for i in range(3):
+            c.put(b"job%d" % i)
+        s.stop()
+        path = segments(self.dir)[0]
+        with open(path, "r+b") as f:  # flip a byte inside the first record
+            f.seek(16 + 20)
+            b = f.read(1)
+            f.seek(16 + 20)
+            f.write(bytes([b[0] ^ 0xFF]))
+        code, err = self.run_stalkd()
+        self.assertNotEqual(code, 0)
+        self.assertIn("binlog.1: offset 16", err)
+        self.assertIn("--binlog-skip-damaged", err)
+        s = self.start("--binlog-skip-damaged")
+        c = s.connect()
+        self.assertEqual(c.cmd("peek 1"), b"NOT_FOUND\r\n")
+        self.assertTrue(c.cmd("peek 2").startswith(b"FOUND 2"))
+        self.assertTrue(c.cmd("peek 3").startswith(b"FOUND 3"))
+
+    def test_full_disk_refuses_puts_but_accepted_jobs_keep_working(self):
+        size = 65536
+        s = self.start("-s", str(size), "-f", "0", env={"STALKD_TEST_DISK_BYTES": str(4 * size)})
+        c = s.connect()
+        ids = []
+        for i in range(200):
+            r = c.put(b"y" * 2000)
+            if r == b"OUT_OF_MEMORY\r\n":
+                break
+            ids.append(int(r.split()[1]))
+        else:
+            self.fail("the disk never filled")
+        self.assertGreater(len(ids), 20)
+        self.assertEqual(c.put(b"y" * 2000), b"OUT_OF_MEMORY\r\n")
+        # Every accepted job can still change state and be deleted.
+        for jid in ids[:10]:
+            self.assertTrue(c.cmd("reserve-job %d" % jid).startswith(b"RESERVED"))
+            self.assertEqual(c.cmd("bury %d 1" % jid), b"BURIED\r\n")
+            self.assertEqual(c.cmd("kick-job %d" % jid), b"KICKED\r\n")
+        for jid in ids[10:20]:
+            self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+        s.stop()
+        s = self.start("-s", str(size))
+        c = s.connect()
+        for jid in ids[20:]:
+            self.assertTrue(c.cmd("peek %d" % jid).startswith(b"FOUND"), jid)
+        for jid in ids[10:20]:
+            self.assertEqual(c.cmd("peek %d" % jid), b"NOT_FOUND\r\n")
+        st = parse_yaml(c.cmd("stats-job %d" % ids[0]))
+        self.assertEqual((st["state"], st["buries"], st["kicks"]), ("ready", "1", "1"))
+        self.assertEqual(parse_yaml(c.cmd("stats"))["current-jobs-ready"], str(len(ids) - 10))
+
+    def test_write_error_stops_puts_and_keeps_serving(self):
+        s = self.start("-f", "0", env={"STALKD_TEST_FAIL_WRITES_AFTER": "20"})
+        c = s.connect()
+        replies = [c.put(b"z") for _ in range(40)]
+        self.assertIn(b"OUT_OF_MEMORY\r\n", replies)
+        self.assertEqual(c.put(b"z"), b"OUT_OF_MEMORY\r\n")
+        self.assertTrue(c.cmd("peek 1").startswith(b"FOUND 1"))
+        self.assertTrue(c.cmd("reserve-with-timeout 0").startswith(b"RESERVED"))
+        self.assertTrue(c.cmd("stats").startswith(b"OK"))
+
+    def test_put_and_delete_forever_keeps_few_segments(self):
+        s = self.start("-s", "65536", "-F")
+        c = s.connect()
+        self.assertEqual(c.put(b"long-lived"), b"INSERTED 1\r\n")
+        body = b"w" * 1000
+        most = 0
+        for i in range(1500):
+            c.send(b"put 0 0 10 1000\r\n" + body + b"\r\n")
+            jid = int(c.read_line().split()[1])
+            self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+            if i % 50 == 0:
+                most = max(most, len(segments(self.dir)))
+        st = parse_yaml(c.cmd("stats"))
+        self.assertLessEqual(most, 7)
+        self.assertGreater(int(st["binlog-oldest-index"]), 1)
+        self.assertGreater(int(st["binlog-records-migrated"]), 0)
+        s.stop()
+        s = self.start("-s", "65536")
+        c = s.connect()
+        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 10\r\nlong-lived\r\n")
+        self.assertEqual(parse_yaml(c.cmd("stats"))["current-jobs-ready"], "1")
+
+
+@unittest.skipIf(is_beanstalkd() or not os.path.exists(BEANSTALKD_BIN), "needs Debian's beanstalkd")
+class AdoptBeanstalkdTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="stalkd_adopt_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_adopts_every_state_tube_and_size(self):
+        b = Server(binary=BEANSTALKD_BIN, args=["-b", self.dir, "-s", "40000"])
+        expect = {}  # id -> (tube, state, pri, body)
+        rng = random.Random(7)
+        try:
+            c = b.connect()
+            for i in range(300):
+                tube = "tube%d" % (i % 4)
+                c.cmd("use " + tube)
+                body = bytes(rng.randrange(256) for _ in range(rng.choice([1, 50, 3000, 9000])))
+                delay = 500 if i % 5 == 1 else 0
+                r = c.put(body, pri=i, delay=delay)
+                jid = int(r.split()[1])
+                expect[jid] = [tube, "delayed" if delay else "ready", i, body]
+            for jid in list(expect)[::7]:
+                self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+                del expect[jid]
+            w = b.connect()
+            for jid in [j for j, e in expect.items() if e[1] == "ready"][:30:3]:
+                self.assertTrue(w.cmd("reserve-job %d" % jid).startswith(b"RESERVED"))
+                self.assertEqual(w.cmd("bury %d 4242" % jid), b"BURIED\r\n")
+                expect[jid][1:3] = ["buried", 4242]
+            held = [j for j, e in expect.items() if e[1] == "ready"][-5:]
+            for jid in held:  # reserved when beanstalkd dies: comes back ready
+                self.assertTrue(w.cmd("reserve-job %d" % jid).startswith(b"RESERVED"))
+            self.assertGreater(len(segments(self.dir)), 5)
+        finally:
+            b.proc.kill()
+            b.proc.wait()
+            b.stop()
+
+        for attempt in range(2):  # adopt, then restart on stalkd's own format
+            s = Server(args=["-b", self.dir, "-s", "40000"])
+            try:
+                c = s.connect()
+                st = parse_yaml(c.cmd("stats"))
+                self.assertEqual(int(st["current-jobs-ready"]) + int(st["current-jobs-delayed"])
+                                 + int(st["current-jobs-buried"]), len(expect))
+                for jid, (tube, state, pri, body) in expect.items():
+                    self.assertEqual(c.cmd("peek %d" % jid),
+                                     b"FOUND %d %d\r\n" % (jid, len(body)) + body + b"\r\n")
+                    js = parse_yaml(c.cmd("stats-job %d" % jid))
+                    self.assertEqual((js["tube"], js["state"], js["pri"]),
+                                     ('"%s"' % tube, state, str(pri)), jid)
+                    if state == "delayed":
+                        self.assertGreater(int(js["time-left"]), 400)
+                r = c.put(b"new")
+                self.assertEqual(int(r.split()[1]), max(expect) + 1)
+                expect[max(expect) + 1] = ["default", "ready", 0, b"new"]
+                for p in segments(self.dir):
+                    with open(p, "rb") as f:
+                        self.assertEqual(f.read(8), b"STALKDWL", p)
+            finally:
+                s.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
