@@ -9,31 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, parse_yaml  # noqa: E402
-
-
-def ok_list(*names):
-    """The exact OK reply for a YAML list of tube names."""
-    body = b"---\n" + b"".join(b"- " + n.encode() + b"\n" for n in names)
-    return b"OK %d\r\n%s\r\n" % (len(body), body)
-
-
-class ServerCase(unittest.TestCase):
-    server_args = ()
-
-    def setUp(self):
-        self.server = Server(args=self.server_args)
-        self.addCleanup(self.server.stop)
-
-    def client(self):
-        c = self.server.connect()
-        self.addCleanup(c.close)
-        return c
-
-    def job_stats(self, c, job_id):
-        r = c.cmd("stats-job %d" % job_id)
-        self.assertTrue(r.startswith(b"OK "), r)
-        return parse_yaml(r)
+from beanstalk import ServerCase, ok_list, parse_yaml  # noqa: E402
 
 
 class TestPut(ServerCase):

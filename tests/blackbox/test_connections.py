@@ -14,34 +14,11 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, parse_yaml, wait_until  # noqa: E402
+from beanstalk import Server, ok_list, parse_yaml, wait_until  # noqa: E402
 
 
-def ok_list(*names):
-    body = b"---\n" + b"".join(b"- " + n.encode() + b"\n" for n in names)
-    return b"OK %d\r\n%s\r\n" % (len(body), body)
-
-
-class ServerCase(unittest.TestCase):
-    server_args = ()
-    maxDiff = None
-
-    def setUp(self):
-        self.server = Server(args=self.server_args)
-        self.addCleanup(self.server.stop)
-
-    def client(self, timeout=10.0):
-        c = self.server.connect(timeout=timeout)
-        self.addCleanup(c.close)
-        return c
-
-    def stats(self, c):
-        return parse_yaml(c.cmd("stats"))
-
-    def job_stats(self, c, jid):
-        r = c.cmd("stats-job %d" % jid)
-        self.assertTrue(r.startswith(b"OK "), r)
-        return parse_yaml(r)
+class ServerCase(beanstalk.ServerCase):
+    """beanstalk.ServerCase plus a helper only this file uses."""
 
     def wait_stat(self, c, key, value, timeout=5.0):
         return wait_until(lambda: self.stats(c)[key] == str(value), timeout=timeout)

@@ -10,7 +10,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, free_port, is_beanstalkd, parse_yaml, wait_until  # noqa: E402
+from beanstalk import (Server, ServerCase, free_port, is_beanstalkd, parse_yaml,  # noqa: E402
+                       wait_until)
 
 USAGE_FLAGS = ("-l ADDR", "-p PORT", "-z BYTES", "-v", "-h")
 
@@ -84,16 +85,7 @@ class TestServingFlags(unittest.TestCase):
         self.assertEqual(c.sock.getpeername(), ("127.0.0.1", srv.port))
 
 
-class TestDrainMode(unittest.TestCase):
-    def setUp(self):
-        self.server = Server()
-        self.addCleanup(self.server.stop)
-
-    def client(self):
-        c = self.server.connect()
-        self.addCleanup(c.close)
-        return c
-
+class TestDrainMode(ServerCase):
     def test_sigusr1_enters_drain_mode(self):
         c = self.client()
         self.assertEqual(c.put("before"), b"INSERTED 1\r\n")

@@ -13,33 +13,11 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, is_beanstalkd, parse_yaml  # noqa: E402
+from beanstalk import ServerCase, is_beanstalkd, parse_yaml  # noqa: E402
 
 BAD = b"BAD_FORMAT\r\n"
 USING_DEFAULT = b"USING default\r\n"
 NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()"
-
-
-class ServerCase(unittest.TestCase):
-    server_args = ()
-    maxDiff = None
-
-    def setUp(self):
-        self.server = Server(args=self.server_args)
-        self.addCleanup(self.server.stop)
-
-    def client(self):
-        c = self.server.connect()
-        self.addCleanup(c.close)
-        return c
-
-    def replies(self, c, data, n):
-        """Send raw bytes in one go and read n replies."""
-        c.send(data)
-        return [c.read_reply() for _ in range(n)]
-
-    def assertInSync(self, c):
-        self.assertEqual(c.cmd("list-tube-used"), USING_DEFAULT)
 
 
 class TestLineLength(ServerCase):

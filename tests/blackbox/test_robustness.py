@@ -97,28 +97,8 @@ class LatencyProbe:
         return max(self.samples) * 1000 if self.samples else float("inf")
 
 
-class ServerCase(unittest.TestCase):
-    server_args = ()
-    maxDiff = None
-
-    def setUp(self):
-        self.server = Server(args=self.server_args)
-        self.addCleanup(self.server.stop)
-
-    def client(self, timeout=10.0):
-        c = self.server.connect(timeout=timeout)
-        self.addCleanup(c.close)
-        return c
-
-    def stats(self, c):
-        return parse_yaml(c.cmd("stats"))
-
-    def replies(self, c, data, n):
-        c.send(data)
-        return [c.read_reply() for _ in range(n)]
-
-    def assertInSync(self, c):
-        self.assertEqual(c.cmd("list-tube-used"), USING_DEFAULT)
+class ServerCase(beanstalk.ServerCase):
+    """beanstalk.ServerCase plus helpers only this file uses."""
 
     def assertConnections(self, c, n, timeout=5.0):
         ok = wait_until(lambda: self.stats(c)["current-connections"] == str(n), timeout=timeout)

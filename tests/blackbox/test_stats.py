@@ -9,7 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, is_beanstalkd, parse_yaml, wait_until, yaml_keys  # noqa: E402
+from beanstalk import is_beanstalkd, parse_yaml, wait_until, yaml_keys  # noqa: E402
 
 STATS_KEYS = [
     "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
@@ -46,29 +46,11 @@ def expected_stats_keys():
     return STATS_KEYS if is_beanstalkd() else STATS_KEYS + STALKD_STATS_KEYS
 
 
-class ServerCase(unittest.TestCase):
-    server_args = ()
-    maxDiff = None
-
-    def setUp(self):
-        self.server = Server(args=self.server_args)
-        self.addCleanup(self.server.stop)
-
-    def client(self):
-        c = self.server.connect()
-        self.addCleanup(c.close)
-        return c
-
-    def stats(self, c):
-        return parse_yaml(c.cmd("stats"))
+class ServerCase(beanstalk.ServerCase):
+    """beanstalk.ServerCase plus helpers only this file uses."""
 
     def tube_stats(self, c, name):
         r = c.cmd("stats-tube " + name)
-        self.assertTrue(r.startswith(b"OK "), r)
-        return parse_yaml(r)
-
-    def job_stats(self, c, jid):
-        r = c.cmd("stats-job %d" % jid)
         self.assertTrue(r.startswith(b"OK "), r)
         return parse_yaml(r)
 

@@ -9,33 +9,13 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, is_beanstalkd, parse_yaml, wait_until  # noqa: E402
+from beanstalk import is_beanstalkd, parse_yaml, wait_until  # noqa: E402
 
 SLACK = 1.5  # how late a timed event may be
 
 
-class ServerCase(unittest.TestCase):
-    server_args = ()
-    maxDiff = None
-
-    def setUp(self):
-        self.server = Server(args=self.server_args)
-        self.addCleanup(self.server.stop)
-
-    def client(self, timeout=10.0):
-        c = self.server.connect(timeout=timeout)
-        self.addCleanup(c.close)
-        return c
-
-    def job_stats(self, c, jid):
-        r = c.cmd("stats-job %d" % jid)
-        self.assertTrue(r.startswith(b"OK "), r)
-        return parse_yaml(r)
-
-    def assertElapsed(self, start, low, high):
-        el = time.monotonic() - start
-        self.assertGreaterEqual(el, low, "too early: %.3fs" % el)
-        self.assertLessEqual(el, high, "too late: %.3fs" % el)
+class ServerCase(beanstalk.ServerCase):
+    """beanstalk.ServerCase plus helpers only this file uses."""
 
     def require_ttr_release(self):
         """Skip on beanstalkd 1.12: it intermittently never releases a silent worker's job

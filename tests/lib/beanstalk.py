@@ -4,12 +4,14 @@ Server: starts a beanstalk-protocol server binary (stalkd or Debian's beanstalkd
 loopback port, waits until it accepts connections, and stops it by PID.
 Client: a blocking raw client that sends exact bytes and reads exact replies, so tests can
 assert byte for byte.
+ServerCase: the unittest base class of the black-box tests (one fresh server per test).
 """
 import os
 import signal
 import socket
 import subprocess
 import time
+import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STALKD_BIN = os.environ.get("STALKD_BIN", os.path.join(REPO, "build", "release", "stalkd"))
@@ -226,3 +228,67 @@ def parse_yaml(reply):
         k, v = l.split(": ", 1)
         out[k] = v
     return out
+
+
+def ok_list(*names):
+    """The exact OK reply for a YAML list of tube names."""
+    body = b"---\n" + b"".join(b"- " + n.encode() + b"\n" for n in names)
+    return b"OK %d\r\n%s\r\n" % (len(body), body)
+
+
+class ServerCase(unittest.TestCase):
+    """Base class for black-box tests: a fresh server for every test method.
+
+    setUp starts a Server (the binary is $STALKD_BIN) with the command-line arguments in the
+    class attribute `server_args` (a subclass sets e.g. `server_args = ("-z", "100")`) and
+    registers its stop as a cleanup, so the server is stopped even when setUp of a subclass
+    or the test fails. self.server is the running Server.
+
+    Helpers:
+      client(timeout)         a new connection, closed at cleanup
+      replies(c, data, n)     send raw bytes in one go, read n whole replies
+      stats(c)                the `stats` reply as a dict
+      job_stats(c, jid)       the `stats-job` reply as a dict (asserts it is OK)
+      assertInSync(c)         the connection still answers a command correctly
+      assertElapsed(t0, lo, hi)  time.monotonic() - t0 lies within [lo, hi] seconds
+    """
+
+    server_args = ()
+    maxDiff = None
+
+    def setUp(self):
+        self.server = Server(args=self.server_args)
+        self.addCleanup(self.server.stop)
+
+    def client(self, timeout=10.0):
+        """A new connection to self.server (every read times out after `timeout` s),
+        closed at cleanup."""
+        c = self.server.connect(timeout=timeout)
+        self.addCleanup(c.close)
+        return c
+
+    def replies(self, c, data, n):
+        """Send raw bytes in one go and read n replies."""
+        c.send(data)
+        return [c.read_reply() for _ in range(n)]
+
+    def stats(self, c):
+        """The server's `stats` as a dict of strings."""
+        return parse_yaml(c.cmd("stats"))
+
+    def job_stats(self, c, jid):
+        """`stats-job jid` as a dict of strings; fails the test unless the reply is OK."""
+        r = c.cmd("stats-job %d" % jid)
+        self.assertTrue(r.startswith(b"OK "), r)
+        return parse_yaml(r)
+
+    def assertInSync(self, c):
+        """The connection is still in sync: list-tube-used gets exactly its own reply
+        (the connection must be using the default tube)."""
+        self.assertEqual(c.cmd("list-tube-used"), b"USING default\r\n")
+
+    def assertElapsed(self, start, low, high):
+        """low <= time.monotonic() - start <= high (seconds)."""
+        el = time.monotonic() - start
+        self.assertGreaterEqual(el, low, "too early: %.3fs" % el)
+        self.assertLessEqual(el, high, "too late: %.3fs" % el)
