@@ -96,13 +96,21 @@ void Engine::CloseSession(Session* s) {
   sessions_.Remove(s);
   s->closed_ = true;
   if (timers_.Contains(s)) timers_.Remove(s);
-  if (s->reserved_.empty()) {
+  // No event may outlive its session (one can be pending if s was handed a job after its
+  // client went away but before this call).
+  std::erase_if(events_, [s](const Event& e) { return e.session == s; });
+  if (s->reserved_.size() <= kImmediateRelease) {
+    // The usual case: a few jobs, returned at once (each offered to waiters, as beanstalkd).
+    while (Job* j = s->reserved_order_.front()) {
+      TakeOut(j);
+      MakeReady(j);
+      Logged(j);
+      ProcessQueue();
+    }
     delete s;
     return;
   }
-  closing_.PushBack(s);
-  ReleaseClosed(options_.tick_budget);
-  ProcessQueue();
+  closing_.PushBack(s);  // many jobs: returned by Tick, a budget's worth per call
 }
 
 uint32_t Engine::ReleaseClosed(uint32_t budget) {
@@ -358,7 +366,7 @@ Engine::PutResult Engine::Put(Session* s, Job* j) {
 }
 
 bool Engine::Restore(const RestoredJob& r) {
-  if (r.id == 0 || jobs_.Find(r.id)) return false;
+  if (r.id == 0 || jobs_.Find(r.id) || !jobs_.Fits(r.id)) return false;
   Job* j = Job::Allocate(static_cast<uint32_t>(r.body.size()));
   STALKD_CHECK(j != nullptr);
   j->id = r.id;
@@ -637,17 +645,34 @@ uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
   return moved;
 }
 
+// Each kind of work has its own budget, so a flood of one (delayed jobs falling due) never
+// holds up another (TTR expiries, reserve timeouts, a closed session's jobs).
 Nanos Engine::Tick() {
   Nanos now = clock_.Now();
-  uint32_t budget = options_.tick_budget;
+  const uint32_t budget = options_.tick_budget;
+  bool more = false;
 
-  while (budget > 0 && !delay_tubes_.empty()) {
+  uint32_t timer_budget = budget;
+  while (!timers_.empty() && timers_.top()->wake_at_ <= now) {
+    if (timer_budget == 0) {
+      more = true;
+      break;
+    }
+    uint32_t moved = ExpireSession(timers_.top(), now, timer_budget);
+    timer_budget -= std::max<uint32_t>(1, std::min(moved, timer_budget));
+  }
+
+  uint32_t promoted = 0;
+  while (!delay_tubes_.empty() && delay_tubes_.top()->delayed.top()->deadline <= now) {
+    if (promoted == budget) {
+      more = true;
+      break;
+    }
     Job* j = delay_tubes_.top()->delayed.top();
-    if (j->deadline > now) break;
     TakeOut(j);
     MakeReady(j);
     ProcessQueue();  // each promoted job is offered to waiters at once, as in beanstalkd
-    budget--;
+    promoted++;
   }
   while (!paused_.empty() && paused_.top()->unpause_at <= now) {
     Tube* t = paused_.Pop();
@@ -656,19 +681,12 @@ Nanos Engine::Tick() {
   }
   ProcessQueue();
 
-  while (budget > 0 && !timers_.empty() && timers_.top()->wake_at_ <= now) {
-    uint32_t moved = ExpireSession(timers_.top(), now, budget);
-    budget -= std::max<uint32_t>(1, std::min(moved, budget));
-  }
-  if (budget > 0) budget -= ReleaseClosed(budget);
-  ProcessQueue();
-
-  if (budget == 0) return now;
+  ReleaseClosed(budget);
+  if (more || !closing_.empty()) return now;
   Nanos next = kForever;
   if (!delay_tubes_.empty()) next = std::min(next, delay_tubes_.top()->delayed.top()->deadline);
   if (!paused_.empty()) next = std::min(next, paused_.top()->unpause_at);
   if (!timers_.empty()) next = std::min(next, timers_.top()->wake_at_);
-  if (!closing_.empty()) next = now;
   return next;
 }
 

@@ -70,11 +70,13 @@ class Engine {
 
   // --- sessions ---
   Session* OpenSession(void* owner);
-  // Forgets the session: stops its waiting, drops its tube references, and returns its
-  // reserved jobs to their ready queues (at most tick_budget now, the rest in later Ticks).
+  // Forgets the session: stops its waiting, drops its tube references, drops its pending
+  // events, and returns its reserved jobs to their ready queues: at once if it holds at most
+  // kImmediateRelease, else tick_budget of them per later Tick.
   // The pointer must not be used afterwards.
   void CloseSession(Session* s);
   void CountOp(Op op) { counters_.ops[static_cast<int>(op)]++; }
+  static constexpr size_t kImmediateRelease = 64;
 
   // --- tubes ---
   Tube* FindTube(std::string_view name) const;
@@ -129,9 +131,9 @@ class Engine {
   Job* PeekBuried(const Tube* t) const { return t->buried.front(); }
 
   // --- time ---
-  // Promotes due delayed jobs, ends pauses, expires TTRs and reserve timeouts, and returns
-  // reserved jobs of closed sessions; at most tick_budget job moves. Returns the time of the
-  // next work (Now() if the budget ran out).
+  // Expires TTRs and reserve timeouts, promotes due delayed jobs, ends pauses, and returns
+  // reserved jobs of closed sessions: at most tick_budget job moves of each kind. Returns
+  // the time of the next work (Now() if a budget ran out).
   Nanos Tick();
 
   // Takes the newest pending event if it is for s: how a caller collects the outcome of a
@@ -150,7 +152,8 @@ class Engine {
   // Reports every later change to `log` (nullptr: none). `log` must outlive the Engine.
   void set_log(JobLog* log) { log_ = log; }
   // Recreates a job from a store at start-up, without reporting it to the log. Later ids
-  // continue above the highest restored id. Returns false if the id already exists.
+  // continue above the highest restored id. Returns false if the id is 0, already exists, or
+  // lies absurdly far from the other live ids (JobTable::Fits).
   bool Restore(const RestoredJob& r);
   // Calls fn(job) for every job (ready, delayed, buried, reserved); for compaction.
   template <typename Fn>

@@ -1008,24 +1008,38 @@ class SmallBudgetEngineTest : public EngineTest {
   SmallBudgetEngineTest() : EngineTest(Opts()) {}
 };
 
-TEST_F(SmallBudgetEngineTest, CloseSessionReleasesOverSeveralTicks) {
+TEST_F(SmallBudgetEngineTest, CloseSessionReleasesFewJobsAtOnce) {
   Session* p = Open();
   Session* w = Open();
-  std::vector<uint64_t> ids;
-  for (int i = 0; i < 35; i++) ids.push_back(Put(p, static_cast<uint32_t>(i)));
-  for (int i = 0; i < 35; i++) EXPECT_EQ(ReserveNow(w), ids[static_cast<size_t>(i)]);
+  const size_t n = Engine::kImmediateRelease;
+  for (size_t i = 0; i < n; i++) Put(p);
+  for (size_t i = 0; i < n; i++) ReserveNow(w);
   Close(w);
-  EXPECT_EQ(C().ready, 10u);
-  EXPECT_EQ(C().reserved, 25u);
-  EXPECT_EQ(Tick(), clock_.Now());
-  EXPECT_EQ(C().ready, 20u);
-  EXPECT_EQ(Tick(), clock_.Now());
-  EXPECT_EQ(C().ready, 30u);
-  // The last batch does not use the whole budget: the next work is far away.
-  EXPECT_EQ(Tick(), kForever);
-  EXPECT_EQ(C().ready, 35u);
+  EXPECT_EQ(C().ready, n);
   EXPECT_EQ(C().reserved, 0u);
-  // Jobs of a closed session cannot be touched by others.
+}
+
+TEST_F(SmallBudgetEngineTest, CloseSessionReleasesManyJobsOverSeveralTicks) {
+  Session* p = Open();
+  Session* w = Open();
+  const size_t n = Engine::kImmediateRelease + 31;  // 95 with the budget of 10
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < n; i++) ids.push_back(Put(p, static_cast<uint32_t>(i)));
+  for (size_t i = 0; i < n; i++) EXPECT_EQ(ReserveNow(w), ids[i]);
+  Close(w);
+  EXPECT_EQ(C().ready, 0u);
+  EXPECT_EQ(C().reserved, n);
+  size_t ticks = 0;
+  while (C().reserved > 0) {
+    EXPECT_EQ(C().ready, ticks * 10);
+    Nanos next = Tick();
+    EXPECT_EQ(next, C().reserved > 0 ? clock_.Now() : kForever);
+    ticks++;
+    ASSERT_LT(ticks, 20u);
+  }
+  EXPECT_EQ(ticks, 10u);
+  EXPECT_EQ(C().ready, n);
+  // They come back in reservation order, so the most urgent is first again.
   Session* w2 = Open();
   EXPECT_EQ(ReserveNow(w2), ids[0]);
 }
@@ -1033,11 +1047,12 @@ TEST_F(SmallBudgetEngineTest, CloseSessionReleasesOverSeveralTicks) {
 TEST_F(SmallBudgetEngineTest, ReleasedJobsOfClosedSessionNotDeletableByOthers) {
   Session* p = Open();
   Session* w = Open();
+  const size_t n = Engine::kImmediateRelease + 5;
   std::vector<uint64_t> ids;
-  for (int i = 0; i < 15; i++) ids.push_back(Put(p));
-  for (int i = 0; i < 15; i++) ReserveNow(w);
+  for (size_t i = 0; i < n; i++) ids.push_back(Put(p));
+  for (size_t i = 0; i < n; i++) ReserveNow(w);
   Close(w);
-  // The 5 still held by the closed session are reserved, so NOT_FOUND for everyone.
+  // Until Ticks return them, the closed session's jobs stay reserved: NOT_FOUND for everyone.
   int refused = 0;
   for (uint64_t id : ids) {
     if (engine_.Find(id)->state == JobState::kReserved) {
@@ -1047,10 +1062,10 @@ TEST_F(SmallBudgetEngineTest, ReleasedJobsOfClosedSessionNotDeletableByOthers) {
       refused++;
     }
   }
-  EXPECT_EQ(refused, 5);
+  EXPECT_EQ(refused, static_cast<int>(n));
   Check();
-  Tick();
-  EXPECT_EQ(C().ready, 15u);
+  while (C().reserved > 0) Tick();
+  EXPECT_EQ(C().ready, n);
 }
 
 TEST_F(SmallBudgetEngineTest, TickPromotesBoundedDelayed) {

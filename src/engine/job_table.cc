@@ -4,32 +4,49 @@
 
 namespace stalkd::engine {
 
+bool JobTable::Fits(uint64_t id) const {
+  uint64_t p = id >> kPageBits;
+  if (pages_.empty()) return true;
+  uint64_t lo = std::min(p, base_), hi = std::max(p, base_ + pages_.size() - 1);
+  return hi - lo < kMaxWindowPages;
+}
+
 void JobTable::Insert(Job* j) {
+  STALKD_CHECK(Fits(j->id));
   uint64_t p = j->id >> kPageBits;
-  STALKD_CHECK(p < (uint64_t{1} << 40));  // ids beyond this would need a sparse directory
-  if (p >= pages_.size()) pages_.resize(p + 1);
-  if (!pages_[p]) {
-    pages_[p] = std::make_unique<Page>();
+  if (pages_.empty()) base_ = p;
+  while (p < base_) {
+    pages_.emplace_front();
+    base_--;
+  }
+  if (p - base_ >= pages_.size()) pages_.resize(p - base_ + 1);
+  std::unique_ptr<Page>& page = pages_[p - base_];
+  if (!page) {
+    page = std::make_unique<Page>();
     live_pages_++;
   }
-  Job*& slot = pages_[p]->slots[j->id & kPageMask];
+  Job*& slot = page->slots[j->id & kPageMask];
   STALKD_CHECK(slot == nullptr);
   slot = j;
-  pages_[p]->live++;
+  page->live++;
   size_++;
 }
 
 void JobTable::Erase(uint64_t id) {
   uint64_t p = id >> kPageBits;
-  if (p >= pages_.size() || !pages_[p]) return;
-  Job*& slot = pages_[p]->slots[id & kPageMask];
-  if (!slot) return;
-  slot = nullptr;
+  if (p < base_ || p - base_ >= pages_.size()) return;
+  std::unique_ptr<Page>& page = pages_[p - base_];
+  if (!page || !page->slots[id & kPageMask]) return;
+  page->slots[id & kPageMask] = nullptr;
   size_--;
-  if (--pages_[p]->live == 0) {
-    pages_[p].reset();
-    live_pages_--;
+  if (--page->live > 0) return;
+  page.reset();
+  live_pages_--;
+  while (!pages_.empty() && !pages_.front()) {
+    pages_.pop_front();
+    base_++;
   }
+  while (!pages_.empty() && !pages_.back()) pages_.pop_back();
 }
 
 }  // namespace stalkd::engine

@@ -1,17 +1,18 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
-#include <vector>
 
 #include "engine/job.h"
 
 namespace stalkd::engine {
 
-// Job id -> Job*. Ids are handed out in increasing order, so the table is a two-level
-// array indexed by id: lookup, insert and erase are O(1), and growing it never rehashes or
-// copies entries (only the small directory of pages grows). A page is freed once all of its
-// ids are gone, so memory follows the live id range, not the total ever put.
+// Job id -> Job*. Ids are handed out in increasing order, so the table is a window of pages
+// indexed by id: lookup, insert and erase are O(1), and growing it never rehashes or copies
+// entries. The window spans the live ids only: a page is freed once all of its ids are
+// gone, and empty pages at either end of the window are dropped, so memory follows the range
+// of live ids, not the largest id ever seen (a restored job with a huge id costs one page).
 class JobTable {
  public:
   JobTable() = default;
@@ -20,8 +21,9 @@ class JobTable {
 
   Job* Find(uint64_t id) const {
     uint64_t p = id >> kPageBits;
-    if (p >= pages_.size() || !pages_[p]) return nullptr;
-    return pages_[p]->slots[id & kPageMask];
+    if (p < base_ || p - base_ >= pages_.size()) return nullptr;
+    const Page* page = pages_[p - base_].get();
+    return page ? page->slots[id & kPageMask] : nullptr;
   }
 
   // id must not be present.
@@ -31,7 +33,14 @@ class JobTable {
 
   size_t size() const { return size_; }
   // Bytes held by the table itself, for memory accounting.
-  size_t bytes() const { return live_pages_ * sizeof(Page) + pages_.capacity() * sizeof(void*); }
+  size_t bytes() const { return live_pages_ * sizeof(Page) + pages_.size() * sizeof(void*); }
+
+  // The widest window of pages the table accepts (ids further apart than this many pages
+  // cannot be live at the same time): 2^30 pages, an 8 GiB directory, is never reached by
+  // ids handed out in order; it bounds what a corrupt restored id can cost.
+  static constexpr uint64_t kMaxWindowPages = uint64_t{1} << 30;
+  // True if id could be inserted now without exceeding the window.
+  bool Fits(uint64_t id) const;
 
  private:
   static constexpr int kPageBits = 10;
@@ -40,7 +49,8 @@ class JobTable {
     uint32_t live = 0;
     Job* slots[uint64_t{1} << kPageBits] = {};
   };
-  std::vector<std::unique_ptr<Page>> pages_;
+  std::deque<std::unique_ptr<Page>> pages_;  // pages_[i] holds ids of page base_ + i
+  uint64_t base_ = 0;
   size_t size_ = 0;
   size_t live_pages_ = 0;
 };

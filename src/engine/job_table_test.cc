@@ -94,6 +94,27 @@ TEST_F(JobTableTest, SparseIds) {
   EXPECT_LT(table_.bytes(), full);
 }
 
+TEST_F(JobTableTest, MemoryFollowsTheLiveIdRangeNotTheLargestId) {
+  // A single huge id (as a restored binlog might carry) costs one page, not a directory
+  // sized by the id.
+  const uint64_t huge = uint64_t{1} << 50;
+  table_.Insert(Make(huge));
+  EXPECT_LT(table_.bytes(), 16u * 1024);
+  EXPECT_EQ(table_.Find(huge)->id, huge);
+  // Ids further from it than the window allows are refused by Fits.
+  EXPECT_FALSE(table_.Fits(1));
+  EXPECT_TRUE(table_.Fits(huge + 5000));
+  table_.Erase(huge);
+  EXPECT_TRUE(table_.Fits(1));
+  // The window slides: after the old ids are gone, only the new range is held.
+  for (uint64_t id = 1; id <= 5000; id++) table_.Insert(Make(id));
+  size_t wide = table_.bytes();
+  for (uint64_t id = 1; id <= 4000; id++) table_.Erase(id);
+  EXPECT_LT(table_.bytes(), wide / 2);
+  for (uint64_t id = 4001; id <= 5000; id++) EXPECT_EQ(table_.Find(id)->id, id);
+  EXPECT_EQ(table_.Find(3999), nullptr);
+}
+
 TEST_F(JobTableTest, RandomAgainstMap) {
   std::mt19937_64 rng(7);
   std::map<uint64_t, Job*> ref;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/check.h"
+
 namespace stalkd::protocol {
 
 using engine::Event;
@@ -62,9 +64,14 @@ bool Conversation::runnable() const {
 
 bool Conversation::Run(size_t max_steps) {
   bool more = RunSteps(max_steps);
-  if (in_begin_ == in_end_ && in_.capacity() > 64 * 1024) {
-    std::vector<char>().swap(in_);  // don't keep a big job's buffer on an idle connection
-    in_begin_ = in_end_ = 0;
+  // Don't keep a big buffer for a few leftover bytes (a big job's body, a flood of input).
+  size_t left = in_end_ - in_begin_;
+  if (left < 4096 && in_.capacity() > 64 * 1024) {
+    std::vector<char> small(in_.begin() + static_cast<std::ptrdiff_t>(in_begin_),
+                            in_.begin() + static_cast<std::ptrdiff_t>(in_end_));
+    in_.swap(small);
+    in_begin_ = 0;
+    in_end_ = left;
   }
   return more;
 }
@@ -161,7 +168,8 @@ bool Conversation::RunSteps(size_t max_steps) {
 }
 
 void Conversation::OnEvent(const Event& ev) {
-  if (state_ != State::kWaiting) return;
+  // Only a waiting session gets events; a reserved job nobody hears of would be lost.
+  STALKD_CHECK(state_ == State::kWaiting);
   state_ = State::kCommand;
   switch (ev.kind) {
     case Event::Kind::kReserved:
@@ -303,7 +311,11 @@ void Conversation::Execute(std::string_view line) {
       // A reserve that completed at once is answered now, so pipelined commands after it
       // are handled in the same pass.
       engine::Event ev;
-      if (engine_.TakeOwnEvent(s, &ev)) OnEvent(ev);
+      if (engine_.TakeOwnEvent(s, &ev)) {
+        OnEvent(ev);
+      } else if (input_closed_) {
+        OnInputClosed();  // the client is gone: nobody could ever read a later reply
+      }
       return;
     }
     case Verb::kReserveJob: {
@@ -327,7 +339,10 @@ void Conversation::Execute(std::string_view line) {
     case Verb::kKick:
       engine_.CountOp(Op::kKick);
       kick_buried_ = !s->use()->buried.empty();
-      kick_left_ = cmd.count;
+      // Never more than were there when the kick arrived: jobs re-buried between slices by
+      // other clients must not be kicked again (beanstalkd does the whole kick at once).
+      kick_left_ = static_cast<uint32_t>(std::min<size_t>(
+          cmd.count, kick_buried_ ? s->use()->buried.size() : s->use()->delayed.size()));
       kicked_ = 0;
       state_ = State::kKicking;
       return KickStep();  // the first slice now; any further ones in later Runs

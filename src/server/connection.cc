@@ -20,6 +20,9 @@ Connection::~Connection() {
 void Connection::Kill() {
   if (dead_) return;
   dead_ = true;
+  // A dead connection must stop waiting at once, or the engine could hand it a job that
+  // nobody will ever read before the connection is destroyed at the end of the iteration.
+  conversation_.OnInputClosed();
   server_.MarkClosed(this);
 }
 
