@@ -29,19 +29,12 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
 from beanstalk import Server, parse_yaml, wait_until  # noqa: E402
+from beanstalk import is_sanitized  # noqa: E402
 
 MAX_MS = 100.0
 P99_MS = 50.0
 BATCH = 10000
 KICK_SLICE = 1000  # jobs a kick moves per loop iteration (Conversation::kKickSlice)
-
-
-def is_sanitized(pid):
-    with open("/proc/%d/maps" % pid) as f:
-        if "asan" in f.read():
-            return True
-    with open("/proc/%d/exe" % pid, "rb") as f:
-        return b"__asan_init" in f.read()
 
 
 class Bulk:

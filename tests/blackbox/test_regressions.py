@@ -12,19 +12,13 @@ Run: python3 -m unittest -v tests/blackbox/test_regressions.py
 """
 import os
 import socket
-import struct
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from beanstalk import Server, is_beanstalkd, parse_yaml, wait_until  # noqa: E402
-
-
-def reset(sock):
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
+from beanstalk import Server, is_beanstalkd, parse_yaml, rst_close, wait_until  # noqa: E402
 
 
 class RegressionTest(unittest.TestCase):
@@ -49,8 +43,8 @@ class RegressionTest(unittest.TestCase):
             b.send(b"reserve\r\n")
             self.assertTrue(wait_until(
                 lambda: parse_yaml(probe.cmd("stats"))["current-waiting"] == "1", 5))
-            reset(a.sock)
-            reset(b.sock)
+            rst_close(a.sock)
+            rst_close(b.sock)
             self.assertTrue(wait_until(
                 lambda: parse_yaml(probe.cmd("stats"))["current-jobs-ready"] == "1", 5),
                 "round %d: the job did not come back ready" % i)

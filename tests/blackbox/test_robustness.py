@@ -23,43 +23,12 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
 from beanstalk import Server, parse_yaml, wait_until  # noqa: E402
+from beanstalk import rss_kb, cpu_seconds, is_sanitized, rst_close  # noqa: E402
 
 BAD = b"BAD_FORMAT\r\n"
 UNKNOWN = b"UNKNOWN_COMMAND\r\n"
 USING_DEFAULT = b"USING default\r\n"
 MB = 1024 * 1024
-
-
-def rss_kb(pid):
-    """The process's resident set size (VmRSS) in KiB."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for pid %d" % pid)
-
-
-def cpu_seconds(pid):
-    """utime + stime of the process, in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def is_sanitized(pid):
-    """True when the server runs under AddressSanitizer (RSS figures are then much larger:
-    shadow memory and the quarantine of freed blocks)."""
-    with open("/proc/%d/maps" % pid) as f:
-        if "asan" in f.read():
-            return True
-    with open("/proc/%d/exe" % pid, "rb") as f:
-        return b"__asan_init" in f.read()
-
-
-def rst_close(sock):
-    """Close with SO_LINGER 0: the kernel sends a RST instead of a FIN."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
 
 
 class LatencyProbe:

@@ -22,33 +22,13 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
 from beanstalk import Server, parse_yaml, wait_until  # noqa: E402
+from beanstalk import rss_kb, is_sanitized, rst_close  # noqa: E402
 
 TUBES = ("soak0", "soak1", "soak2")
 PRODUCERS = 3
 CONSUMERS = 4
 LIVE_MAX = 20000   # producers pause while more jobs than this exist
 BODY_MAX = 2000
-
-
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-def is_sanitized(pid):
-    with open("/proc/%d/maps" % pid) as f:
-        if "asan" in f.read():
-            return True
-    with open("/proc/%d/exe" % pid, "rb") as f:
-        return b"__asan_init" in f.read()
-
-
-def rst_close(sock):
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
 
 
 class Ledger:

@@ -9,6 +9,7 @@ ServerCase: the unittest base class of the black-box tests (one fresh server per
 import os
 import signal
 import socket
+import struct
 import subprocess
 import time
 import unittest
@@ -292,3 +293,37 @@ class ServerCase(unittest.TestCase):
         el = time.monotonic() - start
         self.assertGreaterEqual(el, low, "too early: %.3fs" % el)
         self.assertLessEqual(el, high, "too late: %.3fs" % el)
+
+
+# ---- process measurements and socket tricks shared by the robustness tests
+
+def rss_kb(pid):
+    """The process's resident set size (VmRSS) in KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+def cpu_seconds(pid):
+    """utime + stime of the process, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def is_sanitized(pid):
+    """True when the server runs under AddressSanitizer (RSS figures are then much larger:
+    shadow memory and the quarantine of freed blocks; everything is slower)."""
+    with open("/proc/%d/maps" % pid) as f:
+        if "asan" in f.read():
+            return True
+    with open("/proc/%d/exe" % pid, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def rst_close(sock):
+    """Close with SO_LINGER 0: the kernel sends a RST instead of a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
