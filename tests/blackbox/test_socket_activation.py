@@ -34,8 +34,10 @@ class SocketActivationTest(unittest.TestCase):
         # -l/-p point elsewhere on purpose: an inherited socket takes precedence.
         other_port = beanstalk.free_port()
         cmd = 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" -l 127.0.0.1 -p %d' % other_port
+        # pass_fds keeps fd 3 open across exec: Popen closes other descriptors after
+        # preexec_fn has run (fd itself need not be 3, e.g. under ctest).
         proc = subprocess.Popen(["sh", "-c", cmd, STALKD_BIN], preexec_fn=as_fd3,
-                                pass_fds=(fd,), stdout=subprocess.DEVNULL,
+                                pass_fds=(3,), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.terminate)
