@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -170,6 +171,9 @@ class Engine {
     for (const Session* s : closing_) reserved(s);
   }
   Job* FindMutable(uint64_t id) { return jobs_.Find(id); }
+  // New ids will be above `id`: a store calls this with the highest id in any of its
+  // records (deleted jobs included), so an id is never handed out twice across restarts.
+  void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }
 
   // --- stats ---
   const GlobalCounters& counters() const { return counters_; }

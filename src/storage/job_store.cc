@@ -562,6 +562,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
   std::vector<std::unique_ptr<Mapped>> maps;
   std::unordered_map<uint64_t, Replayed> jobs;
   jobs.reserve(1024);
+  uint64_t max_id = 0;  // over every record, deletes included
   uint32_t max_seq = 0;
   for (const auto& s : segs_) max_seq = std::max(max_seq, s->seq);  // adopted segments
   // The newest segment with any record: damage in it with nothing valid after is a torn
@@ -619,6 +620,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
         off = next;
         continue;
       }
+      if (r.type != RecordType::kAdoptDone) max_id = std::max(max_id, r.job.id);
       switch (r.type) {
         case RecordType::kFull:
           jobs[r.job.id] = Replayed{r.job, m.seq, m.seq, static_cast<uint32_t>(size)};
@@ -698,6 +700,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
     restored_++;
   }
   maps.clear();  // unmaps
+  engine_->ReserveIdsThrough(max_id);
 
   // Segments without any record (preallocated ones of the last run) are no longer needed.
   for (size_t i = 0; i < seqs.size(); i++) {

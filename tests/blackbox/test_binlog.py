@@ -125,6 +125,20 @@ class BinlogTest(unittest.TestCase):
         self.assertEqual(st["current-jobs-delayed"], "1")
         self.assertGreater(int(st["binlog-current-index"]), 1)  # a fresh segment after restart
 
+    def test_ids_are_never_reused_after_restart(self):
+        s = self.start("-f", "0")
+        c = s.connect()
+        for i in range(1, 4):
+            self.assertEqual(c.put("j%d" % i), b"INSERTED %d\r\n" % i)
+        self.assertEqual(c.cmd("delete 3"), b"DELETED\r\n")
+        c.close()
+        kill9(s)
+        s = self.start("-f", "0")
+        c = s.connect()
+        self.assertEqual(c.put("after"), b"INSERTED 4\r\n")
+        self.assertEqual(c.cmd("peek 3"), b"NOT_FOUND\r\n")
+        c.close()
+
     def test_kill9_under_load_loses_nothing_replied(self):
         s = self.start("-f", "0")
         # A delete sent but not answered before the kill may or may not have happened.
