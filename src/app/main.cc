@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   std::string warning, error;
   int fd = stalkd::net::InheritedListener(&warning);
   if (!warning.empty()) fprintf(stderr, "stalkd: %s\n", warning.c_str());
-  if (fd < 0) fd = stalkd::net::Listen(opts.address, opts.port, &error);
+  if (fd < 0) fd = stalkd::net::Listen(opts.address, opts.port, &error, opts.unix_mode);
   if (fd < 0) {
     fprintf(stderr, "stalkd: cannot listen on %s port %s: %s\n", opts.address.c_str(),
             opts.port.c_str(), error.c_str());

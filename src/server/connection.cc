@@ -67,6 +67,12 @@ bool Connection::Flush() {
     } else {
       out.erase(0, static_cast<size_t>(n));
     }
+    if (n > 0 || out.size() < protocol::Conversation::kOutputHighWater) {
+      blocked_since_ = 0;
+    } else if (blocked_since_ == 0) {
+      blocked_since_ = server_.clock().Now();
+      server_.MarkBlocked(this);
+    }
   }
   bool runnable = conversation_.runnable();
   if (out.empty()) {

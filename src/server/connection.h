@@ -34,6 +34,9 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
   bool on_runnable = false;
   bool on_dirty = false;
   bool on_closed = false;
+  bool on_blocked = false;
+  // When the output buffer last became full with the peer reading nothing; 0 if it is not.
+  Nanos blocked_since() const { return blocked_since_; }
 
   // Bytes read per read() call.
   static constexpr size_t kReadChunk = 64 * 1024;
@@ -48,6 +51,7 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
   protocol::Conversation conversation_;
   uint32_t interest_ = 0;
   bool dead_ = false;
+  Nanos blocked_since_ = 0;
 };
 
 }  // namespace stalkd::server

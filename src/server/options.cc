@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include "net/access_list.h"
+
 namespace stalkd::server {
 
 void PrintUsage() {
@@ -29,6 +31,11 @@ void PrintUsage() {
           "          will be rounded up to a multiple of 4096 bytes\n"
           " --max-memory BYTES  cap the memory held by jobs (suffixes K, M, G);\n"
           "          default is half of physical memory; a put beyond it gets OUT_OF_MEMORY\n"
+          " --allow CIDR[,CIDR]  accept clients only from these addresses (repeatable);\n"
+          "          e.g. 127.0.0.1,10.0.0.0/8,::1; default: everyone\n"
+          " --unix-mode OCTAL  permissions of the unix socket file (with -l unix:PATH)\n"
+          " --stalled-client-timeout SECONDS  disconnect a client that has not read its\n"
+          "          replies for this long while its output buffer is full (default 60)\n"
           " --binlog-skip-damaged  start even if the binlog has damaged records (they are\n"
           "          skipped and counted); by default start-up stops and names them\n"
           " -v       show version information\n"
@@ -83,18 +90,68 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     o->binlog_skip_damaged = true;
     return true;
   }
-  if (name == "--max-memory") {
-    if (!has_value) {
-      if (*i + 1 >= argc) {
-        fprintf(stderr, "stalkd: flag requires an argument: %s\n", name.c_str());
-        return false;
-      }
-      value = argv[++*i];
+  auto take_value = [&]() {
+    if (has_value) return true;
+    if (*i + 1 >= argc) {
+      fprintf(stderr, "stalkd: flag requires an argument: %s\n", name.c_str());
+      return false;
     }
+    value = argv[++*i];
+    return true;
+  };
+  if (name == "--max-memory") {
+    if (!take_value()) return false;
     if (!ParseBytes(value.c_str(), &o->max_memory) || o->max_memory == 0) {
       fprintf(stderr, "stalkd: invalid size: %s\n", value.c_str());
       return false;
     }
+    return true;
+  }
+  if (name == "--allow") {
+    if (!take_value()) return false;
+    size_t start = 0;
+    while (start <= value.size()) {
+      size_t comma = value.find(',', start);
+      if (comma == std::string::npos) comma = value.size();
+      std::string cidr = value.substr(start, comma - start);
+      if (cidr.empty()) {
+        fprintf(stderr, "stalkd: empty address in --allow %s\n", value.c_str());
+        return false;
+      }
+      std::string error;
+      net::AccessList check;
+      if (!check.Add(cidr, &error)) {
+        fprintf(stderr, "stalkd: --allow: %s\n", error.c_str());
+        return false;
+      }
+      o->allow.push_back(cidr);
+      start = comma + 1;
+    }
+    return true;
+  }
+  if (name == "--unix-mode") {
+    if (!take_value()) return false;
+    char* end = nullptr;
+    long mode = strtol(value.c_str(), &end, 8);
+    if (value.empty() || *end != '\0' || mode < 0 || mode > 07777) {
+      fprintf(stderr, "stalkd: invalid mode: %s\n", value.c_str());
+      return false;
+    }
+    o->unix_mode = static_cast<int>(mode);
+    return true;
+  }
+  if (name == "--stalled-client-timeout") {
+    if (!take_value()) return false;
+    char* end = nullptr;
+    errno = 0;
+    uintmax_t secs = value.empty() || value[0] < '0' || value[0] > '9'
+                         ? 0
+                         : strtoumax(value.c_str(), &end, 10);
+    if (secs == 0 || errno != 0 || *end != '\0' || secs > 86400 * 365) {
+      fprintf(stderr, "stalkd: invalid number of seconds: %s\n", value.c_str());
+      return false;
+    }
+    o->stalled_client_timeout_s = static_cast<int64_t>(secs);
     return true;
   }
   fprintf(stderr, "stalkd: unknown flag: %s\n", arg.c_str());

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace stalkd::server {
 
@@ -23,6 +24,13 @@ struct Options {
   // --max-memory: cap on the bytes held by jobs and their index; 0 means the default,
   // half of the machine's physical memory.
   uint64_t max_memory = 0;
+  // --allow CIDR[,CIDR...] (repeatable): client addresses allowed to connect; empty: all.
+  std::vector<std::string> allow;
+  // --unix-mode OCTAL: permissions of the unix socket file (-l unix:...); -1: the umask's.
+  int unix_mode = -1;
+  // --stalled-client-timeout SECONDS: a client whose unread replies have filled its output
+  // buffer and that reads nothing for this long is disconnected.
+  int64_t stalled_client_timeout_s = 60;
 };
 
 // The default for --max-memory: half of physical memory (or 1 GiB if it cannot be read).

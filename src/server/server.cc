@@ -9,12 +9,14 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <malloc.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 
+#include "base/check.h"
 #include "server/connection.h"
 
 namespace stalkd::server {
@@ -28,6 +30,9 @@ constexpr size_t kStepsPerRun = 128;
 constexpr int kAcceptsPerWake = 64;
 // How long accepting pauses when the process is out of file descriptors.
 constexpr Nanos kAcceptBackoff = 100'000'000;
+// After job memory falls to half of its high-water mark, and by at least this much, freed
+// memory is handed back to the OS (glibc keeps it otherwise).
+constexpr size_t kTrimMinDrop = size_t{1} << 20;
 
 std::string RandomHexId() {
   unsigned char b[8] = {};
@@ -95,6 +100,10 @@ Server::Server(const Options& options, const Clock& clock)
       started_(clock.Now()),
       engine_(clock, EngineOptionsFor(options)) {
   engine_.set_max_job_size(options.max_job_size);
+  for (const std::string& cidr : options_.allow) {
+    std::string error;
+    STALKD_CHECK(access_.Add(cidr, &error));  // validated by ParseOptions
+  }
   instance_id_ = RandomHexId();
   utsname u;
   if (uname(&u) == 0) {
@@ -163,7 +172,10 @@ bool Server::HandleSignals() {
 
 void Server::Accept(int lfd) {
   for (int i = 0; i < kAcceptsPerWake; i++) {
-    int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    int fd = accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: stop polling the listener for a moment instead of spinning.
@@ -172,6 +184,15 @@ void Server::Accept(int lfd) {
         for (auto& l : listeners_) loop_.Modify(l->fd(), 0, l.get());
       }
       return;
+    }
+    if (!access_.Allows(reinterpret_cast<sockaddr*>(&peer), peer_len)) {
+      // Not on the --allow list: closed before it can send anything.
+      if (options_.verbosity > 0 || refused_clients_ == 0) {
+        fprintf(stderr, "stalkd: refused a client not on the --allow list\n");
+      }
+      refused_clients_++;
+      close(fd);
+      continue;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on unix
@@ -195,6 +216,42 @@ void Server::MarkDirty(Connection* c) {
   if (c->on_dirty) return;
   c->on_dirty = true;
   dirty_.push_back(c);
+}
+
+void Server::MarkBlocked(Connection* c) {
+  if (c->on_blocked) return;
+  c->on_blocked = true;
+  blocked_.push_back(c);
+}
+
+// Disconnects clients whose replies have filled their output buffer and that have read
+// nothing for --stalled-client-timeout: they hold at most that buffer until then.
+void Server::CheckBlocked() {
+  Nanos now = clock_.Now();
+  Nanos limit = options_.stalled_client_timeout_s * kSecond;
+  std::erase_if(blocked_, [&](Connection* c) {
+    if (c->dead() || c->blocked_since() == 0) {
+      c->on_blocked = false;
+      return true;
+    }
+    if (now - c->blocked_since() < limit) return false;
+    fprintf(stderr,
+            "stalkd: closing a client that has read none of its %zu bytes of replies for %lld s\n",
+            c->conversation().output().size(),
+            static_cast<long long>(options_.stalled_client_timeout_s));
+    c->on_blocked = false;
+    c->Kill();
+    return true;
+  });
+}
+
+void Server::MaybeTrimMemory() {
+  size_t used = engine_.memory_used();
+  memory_peak_ = std::max(memory_peak_, used);
+  if (used <= memory_peak_ / 2 && memory_peak_ - used >= kTrimMinDrop) {
+    malloc_trim(0);
+    memory_peak_ = used;
+  }
 }
 
 void Server::MarkClosed(Connection* c) {
@@ -224,6 +281,7 @@ int Server::PollTimeoutMs() {
   if (!dirty_.empty()) return 0;
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
   next = std::min(next, store_deadline_);
+  if (!blocked_.empty()) next = std::min(next, now + kSecond);  // CheckBlocked's period
   if (next == kForever) return -1;
   if (next <= now) return 0;
   Nanos ms = (next - now + 999'999) / 1'000'000;
@@ -264,15 +322,19 @@ void Server::RunOnce() {
     if (!c->Flush()) c->Kill();
   }
 
+  if (!blocked_.empty()) CheckBlocked();
+
   std::vector<Connection*> gone;
   gone.swap(closed_);
   for (Connection* c : gone) {
     if (c->on_runnable) std::erase(runnable_, c);
     if (c->on_dirty) std::erase(dirty_, c);
+    if (c->on_blocked) std::erase(blocked_, c);
     connections_.Remove(c);
     delete c;
   }
   DeliverEvents();
+  MaybeTrimMemory();
 }
 
 void Server::Run() {

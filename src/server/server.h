@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/intrusive_list.h"
 #include "engine/engine.h"
+#include "net/access_list.h"
 #include "net/event_loop.h"
 #include "protocol/conversation.h"
 #include "protocol/reply.h"
@@ -51,7 +52,10 @@ class Server final : public protocol::Host {
   void MarkRunnable(Connection* c);
   void MarkDirty(Connection* c);
   void MarkClosed(Connection* c);
+  // c's unread output has filled its buffer: watch it for --stalled-client-timeout.
+  void MarkBlocked(Connection* c);
   net::EventLoop& loop() { return loop_; }
+  const Clock& clock() const { return clock_; }
 
  private:
   class ListenHandler;
@@ -60,6 +64,8 @@ class Server final : public protocol::Host {
   void Accept(int fd);
   void DeliverEvents();
   int PollTimeoutMs();
+  void CheckBlocked();
+  void MaybeTrimMemory();
 
   Options options_;
   const Clock& clock_;
@@ -72,10 +78,14 @@ class Server final : public protocol::Host {
   std::unique_ptr<SignalHandler> signals_;
   bool stopping_ = false;
   Nanos accept_paused_until_ = 0;
+  net::AccessList access_;          // --allow
+  size_t memory_peak_ = 0;          // engine memory high-water mark since the last trim
+  uint64_t refused_clients_ = 0;
 
   std::vector<Connection*> runnable_;
   std::vector<Connection*> dirty_;
   std::vector<Connection*> closed_;
+  std::vector<Connection*> blocked_;  // output full, not read by the peer
   std::vector<engine::Event> events_;
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
 
