@@ -64,9 +64,11 @@ bool Conversation::runnable() const {
 
 bool Conversation::Run(size_t max_steps) {
   bool more = RunSteps(max_steps);
-  // Don't keep a big buffer for a few leftover bytes (a big job's body, a flood of input).
+  // Don't keep a big buffer for a few leftover bytes (after a flood of pipelined input).
+  // Above what one read needs (64 KiB on top of a partial line), so steady reading never
+  // reallocates.
   size_t left = in_end_ - in_begin_;
-  if (left < 4096 && in_.capacity() > 64 * 1024) {
+  if (left < 4096 && in_.capacity() > 128 * 1024) {
     std::vector<char> small(in_.begin() + static_cast<std::ptrdiff_t>(in_begin_),
                             in_.begin() + static_cast<std::ptrdiff_t>(in_end_));
     in_.swap(small);
