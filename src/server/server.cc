@@ -312,7 +312,20 @@ void Server::RunOnce() {
 
   // Group commit: the records of this iteration (and of connections closed at the end of
   // the last one) are written, and synced per -f, before any reply of it is sent.
-  if (store_) store_deadline_ = store_->Flush();
+  if (store_) {
+    store_deadline_ = store_->Flush();
+    if (store_->failed() && !store_failure_handled_) {
+      // The records of this iteration are not durable, so its replies must not claim they
+      // are: the clients that are owed a reply lose their connection instead (an unknown
+      // outcome, which is the truth). From now on puts answer OUT_OF_MEMORY.
+      store_failure_handled_ = true;
+      fprintf(stderr,
+              "stalkd: the binlog failed: closing %zu connections whose replies are not "
+              "durable; puts are refused until restart\n",
+              dirty_.size());
+      for (Connection* c : dirty_) c->Kill();
+    }
+  }
 
   std::vector<Connection*> flush;
   flush.swap(dirty_);

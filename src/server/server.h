@@ -73,6 +73,7 @@ class Server final : public protocol::Host {
   engine::Engine engine_;
   std::unique_ptr<storage::JobStore> store_;  // with -b; written once per RunOnce
   Nanos store_deadline_ = kForever;           // when the store next needs a Flush (fsync)
+  bool store_failure_handled_ = false;
   net::EventLoop loop_;
   std::vector<std::unique_ptr<ListenHandler>> listeners_;
   std::unique_ptr<SignalHandler> signals_;

@@ -77,6 +77,8 @@ class JobStore final : public engine::JobLog {
     bool failed = false;            // a write or sync failed; puts are refused
   };
   Stats stats() const;
+  // A write or sync has failed: nothing more is written and puts are refused.
+  bool failed() const { return failed_; }
 
   // Number of jobs restored by Recover, and of damaged records it skipped.
   size_t restored() const { return restored_; }

@@ -269,12 +269,33 @@ class BinlogTest(unittest.TestCase):
     def test_write_error_stops_puts_and_keeps_serving(self):
         s = self.start("-f", "0", env={"STALKD_TEST_FAIL_WRITES_AFTER": "20"})
         c = s.connect()
-        replies = [c.put(b"z") for _ in range(40)]
-        self.assertIn(b"OUT_OF_MEMORY\r\n", replies)
+        inserted = []
+        cut_off = False
+        for _ in range(40):
+            try:
+                r = c.put(b"z")
+            except (EOFError, ConnectionResetError):
+                cut_off = True  # the put whose record failed is never acknowledged
+                break
+            self.assertTrue(r.startswith(b"INSERTED "), r)
+            inserted.append(int(r.split()[1]))
+        self.assertTrue(cut_off)
+        self.assertGreater(len(inserted), 0)
+        c.close()
+        c = s.connect()
+        self.assertEqual(c.put(b"z"), b"OUT_OF_MEMORY\r\n")
         self.assertEqual(c.put(b"z"), b"OUT_OF_MEMORY\r\n")
         self.assertTrue(c.cmd("peek 1").startswith(b"FOUND 1"))
         self.assertTrue(c.cmd("reserve-with-timeout 0").startswith(b"RESERVED"))
         self.assertTrue(c.cmd("stats").startswith(b"OK"))
+        c.close()
+        # Every acknowledged put is on disk.
+        kill9(s)
+        s = self.start("-f", "0")
+        c = s.connect()
+        for jid in inserted:
+            self.assertTrue(c.cmd("peek %d" % jid).startswith(b"FOUND %d " % jid), jid)
+        c.close()
 
     def test_put_and_delete_forever_keeps_few_segments(self):
         s = self.start("-s", "65536", "-F")
