@@ -226,6 +226,40 @@ def sc_cycle(srv, p):
     return m, r
 
 
+def sc_recovery(srv, p):
+    """Fill a binlog, kill -9 the server, and time its restart until it answers a command."""
+    f = loadgen(srv, "fill", jobs=p["jobs"], size=p["size"], conns=p["conns"], depth=p["depth"],
+                timeout=p["timeout"])
+    n = f.get("inserted") or 0
+    srv.stop(signal.SIGKILL)
+    t0 = time.monotonic()
+    srv.start()  # returns once the port accepts connections
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=p["timeout"]) as s:
+        s.sendall(b"stats\r\n")
+        data = b""
+        while True:  # "OK <n>\r\n" then n bytes of YAML and "\r\n"
+            head, sep, _ = data.partition(b"\r\n")
+            if sep and len(data) >= len(head) + 2 + int(head.split()[1]) + 2:
+                break
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    first_reply_s = time.monotonic() - t0
+    ready = None
+    for line in data.split(b"\n"):
+        if line.startswith(b"current-jobs-ready: "):
+            ready = int(line.split()[1])
+    m = {"restart_s": first_reply_s, "jobs_back": ready,
+         "rss_after_mb": srv.rss() / 2**20, "errors": (f.get("errors") or 0) + (ready != n)}
+    return m, {"fill": f, "stats": data.decode(errors="replace")}
+
+
+METRICS_RECOVERY = [("restart_s", "kill -9, restart: s until the first reply ↓"),
+                    ("jobs_back", "jobs ready after the restart"),
+                    ("rss_after_mb", "RSS after the restart MiB ↓"), ("errors", "errors")]
+
+
 METRICS_CYCLE = [
     ("ops_per_s", "commands/s ↑"), ("cycles_per_s", "put+reserve+delete cycles/s ↑"),
     ("server_cpu_us_per_op", "server CPU µs/command ↓"), ("server_cpu_util", "server CPU (cores)"),
@@ -514,6 +548,28 @@ SCENARIOS = [
              dict(conns=50, size=100, warmup=1, duration=5),
              dict(conns=50, size=100, warmup=0.3, duration=1),
              server_args={"stalkd": ["-b", "{tmpdir}"], "beanstalkd": ["-b", "{tmpdir}"]},
+             default=False),
+    Scenario("cycle-f0", "cycle with binlog and fsync before every reply (-b -f 0): {conns} "
+             "connections put({size} B) → reserve → delete",
+             sc_cycle, METRICS_CYCLE,
+             dict(conns=50, size=100, warmup=1, duration=5),
+             dict(conns=50, size=100, warmup=0.3, duration=1),
+             server_args={"stalkd": ["-b", "{tmpdir}", "-f", "0"],
+                          "beanstalkd": ["-b", "{tmpdir}", "-f", "0"]},
+             default=False),
+    Scenario("cycle-F", "cycle with binlog, never fsync (-b -F): {conns} connections "
+             "put({size} B) → reserve → delete",
+             sc_cycle, METRICS_CYCLE,
+             dict(conns=50, size=100, warmup=1, duration=5),
+             dict(conns=50, size=100, warmup=0.3, duration=1),
+             server_args={"stalkd": ["-b", "{tmpdir}", "-F"], "beanstalkd": ["-b", "{tmpdir}", "-F"]},
+             default=False),
+    Scenario("recovery", "recovery: {jobs} jobs of {size} B in the binlog (-b -F), kill -9, "
+             "restart",
+             sc_recovery, METRICS_RECOVERY,
+             dict(jobs=1_000_000, size=100, conns=4, depth=100, timeout=240),
+             dict(jobs=20_000, size=100, conns=4, depth=100, timeout=60),
+             server_args={"stalkd": ["-b", "{tmpdir}", "-F"], "beanstalkd": ["-b", "{tmpdir}", "-F"]},
              default=False),
 ]
 
