@@ -266,6 +266,33 @@ class BinlogTest(unittest.TestCase):
         self.assertEqual((st["state"], st["buries"], st["kicks"]), ("ready", "1", "1"))
         self.assertEqual(parse_yaml(c.cmd("stats"))["current-jobs-ready"], str(len(ids) - 10))
 
+    def test_full_disk_recovers_after_deletes_and_restarts_while_full(self):
+        size = 65536
+        env = {"STALKD_TEST_DISK_BYTES": str(4 * size)}
+        s = self.start("-s", str(size), "-f", "0", env=env)
+        c = s.connect()
+        ids = []
+        for _ in range(300):
+            r = c.put(b"w" * 2000)
+            if r == b"OUT_OF_MEMORY\r\n":
+                break
+            ids.append(int(r.split()[1]))
+        else:
+            self.fail("the disk never filled")
+        # A restart while the disk is still full comes up and serves every job.
+        c.close()
+        s.stop()
+        s = self.start("-s", str(size), "-f", "0", env=env)
+        c = s.connect()
+        for jid in ids:
+            self.assertTrue(c.cmd("peek %d" % jid).startswith(b"FOUND %d " % jid), jid)
+        # Deleting frees space: puts succeed again.
+        for jid in ids:
+            self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+        self.assertTrue(wait_until(lambda: c.put(b"v" * 2000).startswith(b"INSERTED"), 5),
+                        "puts still refused after every job was deleted")
+        c.close()
+
     def test_write_error_stops_puts_and_keeps_serving(self):
         s = self.start("-f", "0", env={"STALKD_TEST_FAIL_WRITES_AFTER": "20"})
         c = s.connect()
