@@ -15,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from beanstalk import Server, is_beanstalkd, parse_yaml, rss_kb, wait_until  # noqa: E402
+from beanstalk import Server, is_beanstalkd, is_sanitized, parse_yaml, rss_kb, wait_until  # noqa: E402
 
 
 @unittest.skipIf(is_beanstalkd(), "stalkd's own options")
@@ -126,6 +126,8 @@ class StalledClientTest(unittest.TestCase):
 class MemoryTrimTest(unittest.TestCase):
     def test_rss_goes_down_after_mass_delete(self):
         with Server() as s:
+            if is_sanitized(s.pid):
+                self.skipTest("ASan's quarantine keeps freed memory: not measurable")
             c = s.connect(timeout=30)
             n = 20000
             c.send(b"".join(b"put 0 0 60 1000\r\n%s\r\n" % (b"m" * 1000) for _ in range(n)))
