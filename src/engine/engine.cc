@@ -584,37 +584,27 @@ bool Engine::Touch(Session* s, uint64_t id) {
 bool Engine::KickJob(uint64_t id) {
   Job* j = jobs_.Find(id);
   if (!j || (j->state != JobState::kBuried && j->state != JobState::kDelayed)) return false;
+  Kick(j);
+  return true;
+}
+
+void Engine::Kick(Job* j) {
   TakeOut(j);
   j->kicks++;
   MakeReady(j);
   Logged(j);
-  ProcessQueue();
-  return true;
+  ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
 }
 
 uint32_t Engine::KickBuried(Tube* t, uint32_t n) {
   uint32_t i = 0;
-  for (; i < n && !t->buried.empty(); i++) {
-    Job* j = t->buried.front();
-    TakeOut(j);
-    j->kicks++;
-    MakeReady(j);
-    Logged(j);
-    ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
-  }
+  for (; i < n && !t->buried.empty(); i++) Kick(t->buried.front());
   return i;
 }
 
 uint32_t Engine::KickDelayed(Tube* t, uint32_t n) {
   uint32_t i = 0;
-  for (; i < n && !t->delayed.empty(); i++) {
-    Job* j = t->delayed.top();
-    TakeOut(j);
-    j->kicks++;
-    MakeReady(j);
-    Logged(j);
-    ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
-  }
+  for (; i < n && !t->delayed.empty(); i++) Kick(t->delayed.top());
   return i;
 }
 

@@ -208,7 +208,7 @@ bool JobStore::AddFutureSegment() {
 
 // ---------------------------------------------------------------------------- records
 
-void JobStore::AppendJobFull(const Job& j, std::string* out) const {
+JobRecord JobStore::ToRecord(const Job& j) const {
   JobRecord r;
   Nanos now = clock_.Now();
   int64_t wall = WallNow();
@@ -224,28 +224,18 @@ void JobStore::AppendJobFull(const Job& j, std::string* out) const {
   r.releases = j.releases;
   r.buries = j.buries;
   r.kicks = j.kicks;
+  return r;
+}
+
+void JobStore::AppendJobFull(const Job& j, std::string* out) const {
+  JobRecord r = ToRecord(j);
   r.tube = j.tube->name();
   r.body = std::string_view(j.data(), j.body_size);
   AppendFull(out, r);
 }
 
 void JobStore::AppendJobState(const Job& j, std::string* out) const {
-  JobRecord r;
-  Nanos now = clock_.Now();
-  int64_t wall = WallNow();
-  r.id = j.id;
-  r.state = ToDisk(j.state);
-  r.pri = j.pri;
-  r.delay_s = j.delay_s;
-  r.ttr_s = j.ttr_s;
-  r.created_wall = wall - (now - j.created);
-  r.deadline_wall = j.state == JobState::kDelayed ? wall + (j.deadline - now) : 0;
-  r.reserves = j.reserves;
-  r.timeouts = j.timeouts;
-  r.releases = j.releases;
-  r.buries = j.buries;
-  r.kicks = j.kicks;
-  AppendState(out, r);
+  AppendState(out, ToRecord(j));
 }
 
 // Appends the record that `encode` writes to the current segment's buffer, first moving

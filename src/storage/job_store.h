@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "engine/engine.h"
 #include "engine/job_log.h"
+#include "storage/record.h"
 
 namespace stalkd::storage {
 
@@ -102,6 +103,7 @@ class JobStore final : public engine::JobLog {
   template <typename Encode>
   bool Place(size_t size, Encode encode);
   Segment* Current() const { return segs_[cur_].get(); }
+  JobRecord ToRecord(const engine::Job& j) const;  // everything but tube and body
   void AppendJobFull(const engine::Job& j, std::string* out) const;
   void AppendJobState(const engine::Job& j, std::string* out) const;
   void WriteFull(const engine::Job& j, uint32_t resv);
