@@ -10,14 +10,15 @@ jobs=$(nproc)
 echo "== release build"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALKD_WERROR=ON >/dev/null
 cmake --build build/release
-(cd build/release && ctest --output-on-failure -j "$jobs")
+(cd build/release && ctest --output-on-failure -j "$jobs") | tee build/release-ctest.log
 
 echo "== ASan+UBSan build"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALKD_SANITIZE=address,undefined \
   -DSTALKD_WERROR=ON >/dev/null
 cmake --build build/asan
 (cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs") \
+  | tee build/asan-ctest.log
 
 fuzz_seconds=${STALKD_FUZZ_SECONDS:-30}
 if [ -d fuzz ] && [ "$fuzz_seconds" -gt 0 ]; then
@@ -39,4 +40,12 @@ if [ -d fuzz ] && [ "$fuzz_seconds" -gt 0 ]; then
     echo "$name: $(grep -c '^#' "$log") progress lines, no failure"
   done
 fi
-echo "== all tests passed"
+# ctest printed "N tests failed out of M" for each build; with set -e and pipefail we only get
+# here if both passed.
+total=0
+for log in build/release-ctest.log build/asan-ctest.log; do
+  n=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  total=$((total + ${n:-0}))
+done
+echo "== all tests passed (release and ASan+UBSan builds, then fuzzing)"
+echo "stalkd: $total passed, 0 failed"
