@@ -3,11 +3,11 @@
 // Run: build/release/bench/stalkd_micro_bench; for instruction counts that do not drift on a
 // noisy machine: valgrind --tool=callgrind build/release/bench/stalkd_micro_bench
 //   --benchmark_filter=BM_ConversationCycle --benchmark_min_time=0.05
-#include <benchmark/benchmark.h>
-
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include "base/clock.h"
 #include "engine/engine.h"
@@ -71,8 +71,9 @@ void BM_EngineDelayedPromotion(benchmark::State& state) {
 BENCHMARK(BM_EngineDelayedPromotion);
 
 void BM_ParseCommand(benchmark::State& state) {
-  const std::string_view lines[] = {"put 0 0 60 100", "reserve", "delete 123456",
-                                    "release 99 1024 5", "stats-tube default", "use emails"};
+  const std::string_view lines[] = {"put 0 0 60 100",     "reserve",
+                                    "delete 123456",      "release 99 1024 5",
+                                    "stats-tube default", "use emails"};
   stalkd::protocol::Command cmd;
   size_t i = 0;
   for (auto _ : state) {
@@ -101,8 +102,8 @@ void BM_ConversationCycle(benchmark::State& state) {
     state.PauseTiming();
     input.clear();
     for (int i = 0; i < 100; i++) {
-      input += "put 0 0 60 100\r\n" + body + "\r\nreserve\r\ndelete " +
-               std::to_string(next_id++) + "\r\n";
+      input += "put 0 0 60 100\r\n" + body + "\r\nreserve\r\ndelete " + std::to_string(next_id++) +
+               "\r\n";
     }
     state.ResumeTiming();
     char* p = c.PrepareInput(input.size());

@@ -48,14 +48,14 @@ constexpr size_t kMaxJobSize = 64;
 // server) are part of what is fuzzed.
 constexpr Nanos kMaxTickGap = stalkd::kForever;
 
-#define FUZZ_CHECK(cond, ...)                                         \
-  do {                                                                \
-    if (!(cond)) {                                                    \
+#define FUZZ_CHECK(cond, ...)                                               \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
       std::fprintf(stderr, "conversation_fuzz: check failed: %s: ", #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                              \
-      std::fprintf(stderr, "\n");                                     \
-      std::abort();                                                   \
-    }                                                                 \
+      std::fprintf(stderr, __VA_ARGS__);                                    \
+      std::fprintf(stderr, "\n");                                           \
+      std::abort();                                                         \
+    }                                                                       \
   } while (0)
 
 class StubHost : public Host {
@@ -225,8 +225,7 @@ class World {
       if (word == "RESERVED" || word == "FOUND") {
         uint64_t id = 0;
         unsigned n = 0;
-        FUZZ_CHECK(std::sscanf(rest.c_str(), "%" SCNu64 " %u", &id, &n) == 2, "%s",
-                   line.c_str());
+        FUZZ_CHECK(std::sscanf(rest.c_str(), "%" SCNu64 " %u", &id, &n) == 2, "%s", line.c_str());
         FUZZ_CHECK(pos + n + 2 <= out.size(), "short body");
         FUZZ_CHECK(out.compare(pos + n, 2, "\r\n") == 0, "body without CRLF");
         const Job* j = engine_.Find(id);
@@ -253,9 +252,9 @@ class World {
         deleted_++;
       } else {
         static const char* const kWords[] = {
-            "USING",      "WATCHING",      "NOT_IGNORED",   "DEADLINE_SOON", "TIMED_OUT",
-            "NOT_FOUND",  "RELEASED",      "BURIED",        "TOUCHED",       "KICKED",
-            "PAUSED",     "BAD_FORMAT",    "UNKNOWN_COMMAND", "JOB_TOO_BIG", "EXPECTED_CRLF",
+            "USING",         "WATCHING",   "NOT_IGNORED",     "DEADLINE_SOON", "TIMED_OUT",
+            "NOT_FOUND",     "RELEASED",   "BURIED",          "TOUCHED",       "KICKED",
+            "PAUSED",        "BAD_FORMAT", "UNKNOWN_COMMAND", "JOB_TOO_BIG",   "EXPECTED_CRLF",
             "OUT_OF_MEMORY", "DRAINING",
         };
         bool known = false;
@@ -300,8 +299,8 @@ class World {
       FUZZ_CHECK(it->second == c.want, "stats %s: %" PRIu64 " vs %" PRIu64, c.key, it->second,
                  c.want);
     }
-    FUZZ_CHECK(kv["current-jobs-ready"] + kv["current-jobs-reserved"] +
-                       kv["current-jobs-delayed"] + kv["current-jobs-buried"] ==
+    FUZZ_CHECK(kv["current-jobs-ready"] + kv["current-jobs-reserved"] + kv["current-jobs-delayed"] +
+                       kv["current-jobs-buried"] ==
                    inserted_ - deleted_,
                "stats job sum");
   }
@@ -384,8 +383,7 @@ std::string DictionaryCommand(Input& in) {
       snprintf(buf, sizeof buf, "peek %u\r\n", id);
       return buf;
     case 19: {
-      static const char* const kPeeks[] = {"peek-ready\r\n", "peek-delayed\r\n",
-                                           "peek-buried\r\n"};
+      static const char* const kPeeks[] = {"peek-ready\r\n", "peek-delayed\r\n", "peek-buried\r\n"};
       return kPeeks[a % 3];
     }
     case 20:

@@ -4,7 +4,7 @@ set -euo pipefail
 need=()
 for pkg in g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev python3 beanstalkd \
            ruby ruby-beaneater \
-           clang libclang-rt-14-dev; do
+           clang clang-format libclang-rt-14-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if ((${#need[@]})); then

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
 
+echo "== format (clang-format, .clang-format)"
+clang-format --dry-run --Werror src/*/*.cc src/*/*.h bench/micro_bench.cc fuzz/*.cc
+
 echo "== release build"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALKD_WERROR=ON >/dev/null
 cmake --build build/release

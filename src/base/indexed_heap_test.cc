@@ -1,11 +1,11 @@
 #include "base/indexed_heap.h"
 
-#include <gtest/gtest.h>
-
 #include <memory>
 #include <random>
 #include <set>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace stalkd {
 namespace {
@@ -45,7 +45,8 @@ TEST(IndexedHeap, PushPopInOrder) {
     EXPECT_FALSE(h.Contains(x));
     got.push_back({x->key, x->id});
   }
-  EXPECT_EQ(got, (std::vector<std::pair<int, int>>{{1, 4}, {3, 0}, {3, 1}, {5, 0}, {7, 5}, {9, 2}}));
+  EXPECT_EQ(got,
+            (std::vector<std::pair<int, int>>{{1, 4}, {3, 0}, {3, 1}, {5, 0}, {7, 5}, {9, 2}}));
 }
 
 TEST(IndexedHeap, RemoveAndUpdate) {

@@ -1,11 +1,11 @@
 #include "engine/engine.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace stalkd::engine {
 namespace {
@@ -228,7 +228,8 @@ TEST(EngineMemory, CapRefusesAndFreesAfterDelete) {
     ASSERT_LT(ids.size(), 1000u);
   }
   EXPECT_GT(ids.size(), 10u);
-  EXPECT_LE(e.memory_used(), opt.max_memory + 9000);  // a job-table page may be added after the check
+  EXPECT_LE(e.memory_used(),
+            opt.max_memory + 9000);  // a job-table page may be added after the check
   EXPECT_EQ(e.NewJob(s, 0, 0, 10, 1000), nullptr);
   EXPECT_TRUE(e.Delete(s, ids.back()));
   EXPECT_TRUE(e.Delete(s, ids[ids.size() - 2]));
@@ -496,7 +497,7 @@ TEST_F(EngineTest, LateTickWhileWaitingOnOwnExpiredJob) {
   Session* w = Open();
   uint64_t id = Put(p, 0, 0, 2);
   EXPECT_EQ(ReserveNow(w), id);
-  ReserveWait(w);          // 2 s left: not yet DEADLINE_SOON
+  ReserveWait(w);               // 2 s left: not yet DEADLINE_SOON
   clock_.Advance(3 * kSecond);  // no Tick at deadline - 1 s
   Tick();
   std::vector<Event> ev = Events();

@@ -1,9 +1,9 @@
 #include "engine/job_log.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "engine/engine.h"
 
@@ -23,8 +23,7 @@ class RecordingLog : public JobLog {
 
  private:
   void Add(const char* what, const Job& j) {
-    records.push_back(std::string(what) + " " + std::to_string(j.id) + " " +
-                      JobStateName(j.state));
+    records.push_back(std::string(what) + " " + std::to_string(j.id) + " " + JobStateName(j.state));
   }
 };
 

@@ -1,10 +1,10 @@
 #include "engine/job_table.h"
 
-#include <gtest/gtest.h>
-
 #include <map>
 #include <random>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace stalkd::engine {
 namespace {

@@ -60,18 +60,16 @@ class Tube {
   IntrusiveList<WaitNode, WaitTag> waiters;
   TubeCounters stat;
 
-  Nanos pause_ns = 0;       // the pause duration while paused, 0 when not paused
-  Nanos unpause_at = 0;     // valid while pause_ns > 0
-  uint64_t refs = 0;        // jobs + sessions using/watching (+1 for "default")
-  uint32_t list_pos = 0;    // index in Engine::tube_list_
+  Nanos pause_ns = 0;                   // the pause duration while paused, 0 when not paused
+  Nanos unpause_at = 0;                 // valid while pause_ns > 0
+  uint64_t refs = 0;                    // jobs + sessions using/watching (+1 for "default")
+  uint32_t list_pos = 0;                // index in Engine::tube_list_
   uint32_t eligible_slot = UINT32_MAX;  // slot in Engine's eligible-tube heap
   uint32_t delay_slot = UINT32_MAX;     // slot in Engine's delayed-tube heap
   uint32_t pause_slot = UINT32_MAX;     // slot in Engine's paused-tube heap
 
   bool paused() const { return pause_ns > 0; }
-  size_t job_count() const {
-    return ready.size() + delayed.size() + buried.size() + stat.reserved;
-  }
+  size_t job_count() const { return ready.size() + delayed.size() + buried.size() + stat.reserved; }
 
  private:
   std::string name_;

@@ -14,7 +14,8 @@ bool AccessList::Add(std::string_view cidr, std::string* error) {
   if (size_t slash = text.find('/'); slash != std::string::npos) {
     addr = text.substr(0, slash);
     std::string bits = text.substr(slash + 1);
-    if (bits.empty() || bits.size() > 3 || bits.find_first_not_of("0123456789") != std::string::npos) {
+    if (bits.empty() || bits.size() > 3 ||
+        bits.find_first_not_of("0123456789") != std::string::npos) {
       *error = "bad prefix length in " + text;
       return false;
     }

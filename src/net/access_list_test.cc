@@ -1,11 +1,12 @@
 #include "net/access_list.h"
 
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/un.h>
 
 #include <cstring>
+
+#include <gtest/gtest.h>
 
 namespace stalkd::net {
 namespace {

@@ -1,5 +1,6 @@
 #include "net/listener.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -9,7 +10,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <cstdlib>
 
@@ -61,8 +61,7 @@ int ListenUnix(const std::string& path, int mode, std::string* error) {
 
 }  // namespace
 
-int Listen(const std::string& address, const std::string& port, std::string* error,
-           int unix_mode) {
+int Listen(const std::string& address, const std::string& port, std::string* error, int unix_mode) {
   if (address.rfind("unix:", 0) == 0) return ListenUnix(address.substr(5), unix_mode, error);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -84,9 +84,9 @@ class Conversation {
   std::string out_;
 
   engine::Job* in_job_ = nullptr;  // kBody: the job whose body is arriving
-  uint64_t body_read_ = 0;          // kBody: bytes of data (body + CRLF) received so far
-  uint64_t skip_left_ = 0;          // kSkipBody: bytes still to discard
-  std::string_view skip_reply_;     // kSkipBody: the reply to send once skipped
+  uint64_t body_read_ = 0;         // kBody: bytes of data (body + CRLF) received so far
+  uint64_t skip_left_ = 0;         // kSkipBody: bytes still to discard
+  std::string_view skip_reply_;    // kSkipBody: the reply to send once skipped
 
   bool kick_buried_ = false;  // kKicking: which list the kick started on
   uint32_t kick_left_ = 0;

@@ -1,11 +1,11 @@
 #include "protocol/conversation.h"
 
-#include <gtest/gtest.h>
-
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace stalkd::protocol {
 namespace {
@@ -156,7 +156,8 @@ TEST_F(ConversationTest, PipelinedCommandsAnsweredInOrder) {
 
 TEST_F(ConversationTest, JobLifecycleReplies) {
   Client& c = w_.NewClient();
-  EXPECT_EQ(w_.Do(c, "put 2000 0 10 2\r\nhi\r\nreserve\r\n"), "INSERTED 1\r\nRESERVED 1 2\r\nhi\r\n");
+  EXPECT_EQ(w_.Do(c, "put 2000 0 10 2\r\nhi\r\nreserve\r\n"),
+            "INSERTED 1\r\nRESERVED 1 2\r\nhi\r\n");
   EXPECT_EQ(w_.Do(c, "touch 1\r\ntouch 2\r\nrelease 1 3 0\r\nrelease 1 3 0\r\n"),
             "TOUCHED\r\nNOT_FOUND\r\nRELEASED\r\nNOT_FOUND\r\n");
   EXPECT_EQ(w_.Do(c, "reserve-job 1\r\nbury 1 7\r\nbury 1 7\r\npeek-buried\r\n"),
@@ -324,7 +325,8 @@ TEST_F(ConversationTest, WaitingReserveServedByAnotherConversation) {
   EXPECT_TRUE(worker.conv.waiting());
   EXPECT_FALSE(worker.conv.runnable());
   EXPECT_EQ(w_.engine.counters().waiting, 1u);
-  EXPECT_EQ(w_.Do(producer, "use jobs\r\nput 1 0 60 4\r\nwork\r\n"), "USING jobs\r\nINSERTED 1\r\n");
+  EXPECT_EQ(w_.Do(producer, "use jobs\r\nput 1 0 60 4\r\nwork\r\n"),
+            "USING jobs\r\nINSERTED 1\r\n");
   // The pipelined command after reserve ran once the reserve was answered.
   EXPECT_EQ(worker.Take(), "RESERVED 1 4\r\nwork\r\nUSING default\r\n");
   EXPECT_FALSE(worker.conv.waiting());

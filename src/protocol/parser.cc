@@ -157,9 +157,8 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
                  ? ParseStatus::kOk
                  : kBad;
     case Verb::kBury:
-      return ReadU64(&args, false, &cmd->id) && ReadU32(&args, true, &cmd->pri)
-                 ? ParseStatus::kOk
-                 : kBad;
+      return ReadU64(&args, false, &cmd->id) && ReadU32(&args, true, &cmd->pri) ? ParseStatus::kOk
+                                                                                : kBad;
     case Verb::kKick:
       return ReadKickCount(args, &cmd->count) ? ParseStatus::kOk : kBad;
     case Verb::kStatsTube:

@@ -1,7 +1,7 @@
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "protocol/command.h"
 
@@ -114,7 +114,7 @@ std::vector<Case> Cases() {
   v.push_back(Bad("put 1 2 3"));
   v.push_back(Bad("put 1 2 3 "));
   v.push_back(Bad("put "));
-  v.push_back(Bad("put 1x 2 3 4"));  // "x" is not a space before the next number
+  v.push_back(Bad("put 1x 2 3 4"));      // "x" is not a space before the next number
   v.push_back(Unknown("put\t1 2 3 4"));  // only a space follows the verb
   v.push_back(Unknown("put"));
   v.push_back(Unknown("putx 1 2 3 4"));
@@ -322,7 +322,10 @@ std::vector<Case> Cases() {
   v.push_back(Bad("pause-tube " + std::string(201, 'p') + " 0"));
   // ---- NUL bytes, empty line, unknown verbs
   v.push_back(Bad(std::string("peek 1\0", 7)));
-  v.push_back(Bad(std::string("peek \0" "1", 7)));
+  v.push_back(
+      Bad(std::string("peek \0"
+                      "1",
+                      7)));
   v.push_back(Bad(std::string("\0", 1)));
   v.push_back(Bad(std::string("foo\0bar", 7)));  // checked before the verb
   v.push_back(Bad(std::string("quit\0", 5)));

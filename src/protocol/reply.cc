@@ -31,9 +31,7 @@ void Appendf(std::string* out, const char* fmt, ...) {
   out->append(big);
 }
 
-uint64_t OpCount(const engine::Engine& e, Op op) {
-  return e.counters().ops[static_cast<int>(op)];
-}
+uint64_t OpCount(const engine::Engine& e, Op op) { return e.counters().ops[static_cast<int>(op)]; }
 
 // Whole seconds of a nanosecond span, truncated toward zero as beanstalkd's C division.
 int64_t Secs(Nanos d) { return d / kSecond; }
@@ -46,10 +44,14 @@ std::string FormatStats(const engine::Engine& e, const HostStats& h) {
   s.reserve(1100);
   Appendf(&s,
           "---\n"
-          "current-jobs-urgent: %" PRIu64 "\n"
-          "current-jobs-ready: %" PRIu64 "\n"
-          "current-jobs-reserved: %" PRIu64 "\n"
-          "current-jobs-delayed: %" PRIu64 "\n"
+          "current-jobs-urgent: %" PRIu64
+          "\n"
+          "current-jobs-ready: %" PRIu64
+          "\n"
+          "current-jobs-reserved: %" PRIu64
+          "\n"
+          "current-jobs-delayed: %" PRIu64
+          "\n"
           "current-jobs-buried: %" PRIu64 "\n",
           c.urgent, c.ready, c.reserved, c.delayed, c.buried);
   static constexpr struct {
@@ -81,28 +83,40 @@ std::string FormatStats(const engine::Engine& e, const HostStats& h) {
   };
   for (const auto& o : kOps) Appendf(&s, "%s: %" PRIu64 "\n", o.key, OpCount(e, o.op));
   Appendf(&s,
-          "job-timeouts: %" PRIu64 "\n"
-          "total-jobs: %" PRIu64 "\n"
+          "job-timeouts: %" PRIu64
+          "\n"
+          "total-jobs: %" PRIu64
+          "\n"
           "max-job-size: %zu\n"
           "current-tubes: %zu\n"
-          "current-connections: %" PRIu64 "\n"
-          "current-producers: %" PRIu64 "\n"
-          "current-workers: %" PRIu64 "\n"
-          "current-waiting: %" PRIu64 "\n"
+          "current-connections: %" PRIu64
+          "\n"
+          "current-producers: %" PRIu64
+          "\n"
+          "current-workers: %" PRIu64
+          "\n"
+          "current-waiting: %" PRIu64
+          "\n"
           "total-connections: %" PRIu64 "\n",
           c.timeouts, c.total_jobs, e.max_job_size(), e.tubes().size(), c.sessions, c.producers,
           c.workers, c.waiting, c.total_sessions);
   Appendf(&s,
           "pid: %ld\n"
           "version: \"%s\"\n"
-          "rusage-utime: %" PRId64 ".%06" PRId64 "\n"
-          "rusage-stime: %" PRId64 ".%06" PRId64 "\n"
-          "uptime: %" PRIu64 "\n"
+          "rusage-utime: %" PRId64 ".%06" PRId64
+          "\n"
+          "rusage-stime: %" PRId64 ".%06" PRId64
+          "\n"
+          "uptime: %" PRIu64
+          "\n"
           "binlog-oldest-index: %d\n"
           "binlog-current-index: %d\n"
-          "binlog-records-migrated: %" PRId64 "\n"
-          "binlog-records-written: %" PRId64 "\n"
-          "binlog-max-size: %" PRId64 "\n"
+          "binlog-records-migrated: %" PRId64
+          "\n"
+          "binlog-records-written: %" PRId64
+          "\n"
+          "binlog-max-size: %" PRId64
+          "\n"
           "draining: %s\n"
           "id: %s\n"
           "hostname: \"%s\"\n"
@@ -125,22 +139,28 @@ std::string FormatTubeStats(const engine::Engine& e, const engine::Tube& t) {
   Appendf(&s,
           "---\n"
           "name: \"%s\"\n"
-          "current-jobs-urgent: %" PRIu64 "\n"
+          "current-jobs-urgent: %" PRIu64
+          "\n"
           "current-jobs-ready: %zu\n"
-          "current-jobs-reserved: %" PRIu64 "\n"
+          "current-jobs-reserved: %" PRIu64
+          "\n"
           "current-jobs-delayed: %zu\n"
           "current-jobs-buried: %zu\n"
-          "total-jobs: %" PRIu64 "\n"
+          "total-jobs: %" PRIu64
+          "\n"
           "current-using: %u\n"
           "current-watching: %u\n"
           "current-waiting: %zu\n"
-          "cmd-delete: %" PRIu64 "\n"
-          "cmd-pause-tube: %" PRIu64 "\n"
-          "pause: %" PRId64 "\n"
+          "cmd-delete: %" PRIu64
+          "\n"
+          "cmd-pause-tube: %" PRIu64
+          "\n"
+          "pause: %" PRId64
+          "\n"
           "pause-time-left: %" PRId64 "\n",
           t.name().c_str(), t.stat.urgent, t.ready.size(), t.stat.reserved, t.delayed.size(),
-          t.buried.size(), t.stat.total_jobs, t.stat.using_ct, t.stat.watching_ct,
-          t.waiters.size(), t.stat.deletes, t.stat.pauses, Secs(t.pause_ns), pause_left);
+          t.buried.size(), t.stat.total_jobs, t.stat.using_ct, t.stat.watching_ct, t.waiters.size(),
+          t.stat.deletes, t.stat.pauses, Secs(t.pause_ns), pause_left);
   return s;
 }
 
@@ -151,14 +171,17 @@ std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
   std::string s;
   Appendf(&s,
           "---\n"
-          "id: %" PRIu64 "\n"
+          "id: %" PRIu64
+          "\n"
           "tube: \"%s\"\n"
           "state: %s\n"
           "pri: %u\n"
-          "age: %" PRId64 "\n"
+          "age: %" PRId64
+          "\n"
           "delay: %u\n"
           "ttr: %u\n"
-          "time-left: %" PRId64 "\n"
+          "time-left: %" PRId64
+          "\n"
           "file: %u\n"
           "reserves: %u\n"
           "timeouts: %u\n"

@@ -1,13 +1,13 @@
 #include "server/options.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <unistd.h>
 
 #include "net/access_list.h"
 
@@ -144,9 +144,8 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     if (!take_value()) return false;
     char* end = nullptr;
     errno = 0;
-    uintmax_t secs = value.empty() || value[0] < '0' || value[0] > '9'
-                         ? 0
-                         : strtoumax(value.c_str(), &end, 10);
+    uintmax_t secs =
+        value.empty() || value[0] < '0' || value[0] > '9' ? 0 : strtoumax(value.c_str(), &end, 10);
     if (secs == 0 || errno != 0 || *end != '\0' || secs > 86400 * 365) {
       fprintf(stderr, "stalkd: invalid number of seconds: %s\n", value.c_str());
       return false;

@@ -11,15 +11,15 @@ inline constexpr const char* kVersion = "1.13";
 
 // beanstalkd's command-line flags, with its defaults.
 struct Options {
-  std::string address = "0.0.0.0";  // -l; "unix:/path" for a unix socket
-  std::string port = "11300";       // -p
-  std::string user;                 // -u
-  std::string binlog_dir;           // -b
-  int64_t fsync_ms = 50;            // -f
-  bool fsync_never = false;         // -F
-  size_t max_job_size = 65535;      // -z
-  int64_t binlog_size = 10485760;   // -s, rounded up to 4096
-  int verbosity = 0;                // -V (repeatable)
+  std::string address = "0.0.0.0";   // -l; "unix:/path" for a unix socket
+  std::string port = "11300";        // -p
+  std::string user;                  // -u
+  std::string binlog_dir;            // -b
+  int64_t fsync_ms = 50;             // -f
+  bool fsync_never = false;          // -F
+  size_t max_job_size = 65535;       // -z
+  int64_t binlog_size = 10485760;    // -s, rounded up to 4096
+  int verbosity = 0;                 // -V (repeatable)
   bool binlog_skip_damaged = false;  // --binlog-skip-damaged
   // --max-memory: cap on the bytes held by jobs and their index; 0 means the default,
   // half of the machine's physical memory.

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -9,7 +10,6 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <malloc.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -174,8 +174,8 @@ void Server::Accept(int lfd) {
   for (int i = 0; i < kAcceptsPerWake; i++) {
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof peer;
-    int fd = accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd =
+        accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: stop polling the listener for a moment instead of spinning.

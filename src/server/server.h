@@ -79,8 +79,8 @@ class Server final : public protocol::Host {
   std::unique_ptr<SignalHandler> signals_;
   bool stopping_ = false;
   Nanos accept_paused_until_ = 0;
-  net::AccessList access_;          // --allow
-  size_t memory_peak_ = 0;          // engine memory high-water mark since the last trim
+  net::AccessList access_;  // --allow
+  size_t memory_peak_ = 0;  // engine memory high-water mark since the last trim
   uint64_t refused_clients_ = 0;
 
   std::vector<Connection*> runnable_;

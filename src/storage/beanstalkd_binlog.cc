@@ -119,8 +119,8 @@ bool ReadBeanstalkdBinlog(const std::vector<BeanstalkdFile>& files, bool skip_da
       out->skipped++;
       out->notes.push_back(where + ": " + why + "; skipped the rest of the file");
     } else {
-      *error = where + ": damaged record (" + why +
-               "); start with --binlog-skip-damaged to skip it";
+      *error =
+          where + ": damaged record (" + why + "); start with --binlog-skip-damaged to skip it";
       return false;
     }
   }

@@ -87,13 +87,13 @@ struct Mapped {
 
 struct JobStore::Segment {
   uint32_t seq = 0;
-  int fd = -1;               // open while written to or not yet synced
-  int64_t end = 0;           // bytes placed (header and records), written or not
-  int64_t written = 0;       // bytes written to the file
-  int64_t live = 0;          // live jobs whose latest kFull record is here
+  int fd = -1;                // open while written to or not yet synced
+  int64_t end = 0;            // bytes placed (header and records), written or not
+  int64_t written = 0;        // bytes written to the file
+  int64_t live = 0;           // live jobs whose latest kFull record is here
   std::vector<uint64_t> ids;  // jobs whose kFull record was placed here (may be stale)
-  size_t scan = 0;           // compaction's cursor into ids
-  bool dirty = false;        // written since the last sync
+  size_t scan = 0;            // compaction's cursor into ids
+  bool dirty = false;         // written since the last sync
 };
 
 JobStore::JobStore(StoreOptions options, const Clock& clock)
@@ -146,10 +146,9 @@ bool JobStore::Lock(std::string* error) {
     return false;
   }
   if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    *error = errno == EWOULDBLOCK
-                 ? "another server is using the binlog directory " + options_.dir + " (" +
-                       path + " is locked)"
-                 : "cannot lock " + path + ": " + strerror(errno);
+    *error = errno == EWOULDBLOCK ? "another server is using the binlog directory " + options_.dir +
+                                        " (" + path + " is locked)"
+                                  : "cannot lock " + path + ": " + strerror(errno);
     return false;
   }
   return true;
@@ -163,7 +162,8 @@ int64_t JobStore::UsableAfter(size_t record_size) const {
   const int64_t x = static_cast<int64_t>(record_size);
   const int64_t future = static_cast<int64_t>(segs_.size() - 1 - cur_);
   const int64_t rem = s - Current()->end;
-  if (x <= rem) return std::max<int64_t>(0, rem - x - int64_t{kMaxSmallRecord}) + future * per_segment;
+  if (x <= rem)
+    return std::max<int64_t>(0, rem - x - int64_t{kMaxSmallRecord}) + future * per_segment;
   if (future == 0) return -1;
   return std::max<int64_t>(0, s - int64_t{kSegmentHeaderSize} - x - int64_t{kMaxSmallRecord}) +
          (future - 1) * per_segment;
@@ -185,7 +185,8 @@ bool JobStore::AddFutureSegment() {
   if (err == 0) err = file::WriteAt(fd, header.data(), header.size(), 0);
   if (err != 0) {
     if (!space_warned_) {
-      Log("cannot preallocate %s (%" PRId64 " bytes): %s; puts that need new space get "
+      Log("cannot preallocate %s (%" PRId64
+          " bytes): %s; puts that need new space get "
           "OUT_OF_MEMORY until space is freed",
           path.c_str(), options_.segment_size, strerror(err));
     }
@@ -260,8 +261,7 @@ bool JobStore::Place(size_t size, Encode encode) {
 
 void JobStore::WriteFull(const Job& j, uint32_t resv) {
   size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
-  bool ok = Place(size,
-                  [&](std::string* b) { AppendJobFull(j, b); });
+  bool ok = Place(size, [&](std::string* b) { AppendJobFull(j, b); });
   STALKD_CHECK(ok);  // Admit or the caller made room
   Segment* s = Current();
   s->live++;
@@ -316,8 +316,7 @@ void JobStore::Update(const Job& j) {
         j.id);
     return;
   }
-  bool ok = Place(kStateRecordSize,
-                  [&](std::string* b) { AppendJobState(j, b); });
+  bool ok = Place(kStateRecordSize, [&](std::string* b) { AppendJobState(j, b); });
   STALKD_CHECK(ok);
   const_cast<Job&>(j).log_file = Current()->seq;
   records_written_++;
@@ -334,8 +333,7 @@ void JobStore::Delete(const Job& j) {
   JobMeta m = it->second;
   jobs_.erase(it);
   if (!failed_) {
-    bool ok = Place(kDeleteRecordSize,
-                    [&](std::string* b) { AppendDelete(b, j.id); });
+    bool ok = Place(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); });
     STALKD_CHECK(ok);  // the job's reservation guarantees the room
     records_written_++;
   }
@@ -450,7 +448,8 @@ Nanos JobStore::Flush() {
   if (failed_) return kForever;
   Compact();
   // Keep a spare segment beyond the reserved room, so bursts of puts rarely wait for one.
-  const int64_t spare = options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
+  const int64_t spare =
+      options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   if (UsableAfter(0) < reserved_ + spare && !space_warned_) AddFutureSegment();
   bool wrote = !buf_.empty() || !sealed_.empty();
   if (!WritePending()) return kForever;
@@ -695,8 +694,8 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
   // Segments without any record (preallocated ones of the last run) are no longer needed.
   for (size_t i = 0; i < seqs.size(); i++) {
     if (has_data[i]) continue;
-    auto it = std::find_if(segs_.begin(), segs_.end(),
-                           [&](const auto& x) { return x->seq == seqs[i]; });
+    auto it =
+        std::find_if(segs_.begin(), segs_.end(), [&](const auto& x) { return x->seq == seqs[i]; });
     if (it == segs_.end() || (*it)->live > 0) continue;
     file::Unlink(PathOf(seqs[i]).c_str(), 0);
     segs_.erase(it);
@@ -724,7 +723,8 @@ bool JobStore::OpenForWriting(uint32_t seq, std::string* error) {
   }
   cur_ = segs_.size() - 1;
   // Room for every restored job's reservation, plus a spare segment.
-  const int64_t spare = options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
+  const int64_t spare =
+      options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   while (UsableAfter(0) < reserved_ + spare) {
     if (!AddFutureSegment()) break;
   }

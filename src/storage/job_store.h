@@ -15,11 +15,11 @@
 namespace stalkd::storage {
 
 struct StoreOptions {
-  std::string dir;                 // -b
+  std::string dir;                  // -b
   int64_t segment_size = 10485760;  // -s, a multiple of 4096
-  int64_t fsync_ms = 50;           // -f; 0: sync before the replies of every iteration
-  bool fsync_never = false;        // -F
-  bool skip_damaged = false;       // --binlog-skip-damaged
+  int64_t fsync_ms = 50;            // -f; 0: sync before the replies of every iteration
+  bool fsync_never = false;         // -F
+  bool skip_damaged = false;        // --binlog-skip-damaged
   int verbosity = 0;
 };
 
@@ -73,9 +73,9 @@ class JobStore final : public engine::JobLog {
     int64_t records_written = 0;
     int64_t records_migrated = 0;
     int64_t max_size = 0;
-    size_t segments = 0;            // segment files on disk, including preallocated ones
-    int64_t dropped_updates = 0;    // state changes not written: no space (logged)
-    bool failed = false;            // a write or sync failed; puts are refused
+    size_t segments = 0;          // segment files on disk, including preallocated ones
+    int64_t dropped_updates = 0;  // state changes not written: no space (logged)
+    bool failed = false;          // a write or sync failed; puts are refused
   };
   Stats stats() const;
   // A write or sync has failed: nothing more is written and puts are refused.
@@ -90,7 +90,7 @@ class JobStore final : public engine::JobLog {
   struct JobMeta {
     uint32_t full_seq;  // segment of the job's latest kFull record
     uint32_t full_size;
-    uint32_t resv;      // bytes reserved for its future records
+    uint32_t resv;  // bytes reserved for its future records
   };
 
   std::string PathOf(uint32_t seq) const;

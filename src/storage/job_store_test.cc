@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,8 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "storage/record.h"
 
@@ -72,8 +73,7 @@ struct Instance {
   std::string error;
   bool ok = false;
 
-  Instance(FakeClock& c, const std::string& dir, int64_t segment = 4096,
-           bool skip_damaged = false)
+  Instance(FakeClock& c, const std::string& dir, int64_t segment = 4096, bool skip_damaged = false)
       : clock(c) {
     engine = std::make_unique<Engine>(clock);
     StoreOptions o;
@@ -185,7 +185,8 @@ TEST_F(JobStoreTest, TornTailAtEveryOffsetIsTruncated) {
   for (int garbage = 0; garbage < 2; garbage++) {
     for (size_t cut = end2 - FullRecordSize(7, 3) + 1; cut <= end3; cut++) {
       std::string data = full;
-      for (size_t k = cut; k < end3 + 40; k++) data[k] = garbage ? static_cast<char>(k * 37 + 1) : 0;
+      for (size_t k = cut; k < end3 + 40; k++)
+        data[k] = garbage ? static_cast<char>(k * 37 + 1) : 0;
       // Only binlog.1: later segments of the first run are empty preallocations.
       RemoveDir(dir_);
       mkdir(dir_.c_str(), 0700);
