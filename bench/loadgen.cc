@@ -20,6 +20,8 @@
 //   delayed    N delayed jobs due (almost) at once; lateness per job + latency of a stats probe
 //   mass       kick of N buried jobs, then close of a connection holding N reserved jobs,
 //              while a probe connection measures the latency of stats
+//   grow       N puts (pipelined, no deletes) into an ever larger server: put latency per
+//              segment of N/--segments puts, while a probe connection sends stats every 1 ms
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -136,6 +138,12 @@ class Json {
   Json& boolean(sv k, bool v) {
     key(k);
     s_ += v ? "true" : "false";
+    return *this;
+  }
+  // v must already be valid JSON (used for small arrays of objects).
+  Json& raw(sv k, sv v) {
+    key(k);
+    s_ += v;
     return *this;
   }
   std::string finish() {
@@ -296,6 +304,7 @@ struct Opts {
   int ttr = 120;
   double probe_ms = 1;
   double stall = 10;  // die when no reply arrives for this long while commands are pending
+  u64 segments = 10;  // grow: latency is reported per segment of jobs / segments puts
 };
 
 int conns_or(const Opts& o, int dflt) { return o.conns > 0 ? o.conns : dflt; }
@@ -308,12 +317,13 @@ Opts parse_opts(int argc, char** argv) {
     if (k == "-h" || k == "--help") {
       std::fprintf(stderr,
                    "usage: stalkd_loadgen --scenario "
-                   "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass\n"
+                   "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass|grow\n"
                    "  [--host H] [--port P] [--pid SERVER_PID] [--conns C] [--duration S]\n"
                    "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
                    "  [--mode pdr|put] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
                    "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
-                   "  [--delay S] [--ttr S] [--probe-ms MS] [--timeout S] [--stall S]\n");
+                   "  [--delay S] [--ttr S] [--probe-ms MS] [--timeout S] [--stall S]\n"
+                   "  [--segments N]\n");
       std::exit(0);
     }
     if (i + 1 >= argc) die("missing value for " + k);
@@ -344,6 +354,7 @@ Opts parse_opts(int argc, char** argv) {
     else if (k == "--ttr") o.ttr = static_cast<int>(n());
     else if (k == "--probe-ms") o.probe_ms = d();
     else if (k == "--stall") o.stall = d();
+    else if (k == "--segments") o.segments = n();
     else die("unknown option " + k);
   }
   if (o.size < 24) o.size = 24;  // room for a timestamp in prodcons / delayed bodies
@@ -845,7 +856,7 @@ class PutWindow : public Handler {
   void start(Conn& c) {
     for (int i = 0; i < depth_ && sent_ < total_; ++i) next(c);
   }
-  void on_reply(Conn& c, Cmd cmd, u64, u64, sv line, sv) override {
+  void on_reply(Conn& c, Cmd cmd, u64 ts, u64 tn, sv line, sv) override {
     if (cmd != Cmd::Put) {
       if (!starts(line, "USING ")) err.add(line);
       return;
@@ -855,11 +866,13 @@ class PutWindow : public Handler {
       ++failed;
       err.add(line);
     }
+    if (observe) observe(tn - ts);
     next(c);
   }
   bool done() const { return ok + failed >= total_; }
   u64 ok = 0, failed = 0;
   Errors err;
+  std::function<void(u64)> observe;  // optional: called with each put's latency (ns), in reply order
 
  private:
   void next(Conn& c) {
@@ -1499,6 +1512,112 @@ void scen_mass(const Opts& o) {
   std::printf("%s\n", j.finish().c_str());
 }
 
+// N puts of --size bytes through C connections with a sliding window (as fill), no deletes, so
+// the server grows to N jobs. Each put's latency goes into the histogram of its segment (the
+// i-th block of N / --segments replies: per million for N = 10,000,000) and into an overall
+// one. A probe connection sends stats every --probe-ms for the whole fill; each sample keeps
+// current-jobs-ready, so a slow probe reply shows at which job count the server stalled.
+// On --timeout the run stops and reports what it has, with "timed_out": true.
+void scen_grow(const Opts& o) {
+  Loop L(o);
+  int C = conns_or(o, 4);
+  u64 N = jobs_or(o, 10'000'000);
+  u64 seg = (N + std::clamp<u64>(o.segments, 1, N) - 1) / std::clamp<u64>(o.segments, 1, N);
+  u64 S = (N + seg - 1) / seg;
+  struct Seg {
+    Hist lat;
+    u64 t_end = 0;
+    long long rss = -1;
+    double cpu = std::nan("");
+  };
+  std::vector<Seg> segs(static_cast<std::size_t>(S));
+  Hist all;
+  u64 replies = 0;
+  std::string put = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
+  long long rss0 = rss_bytes(o.pid);
+  Probe probe(L, o.probe_ms);
+  probe.field = "current-jobs-ready";
+  probe.start();
+  auto tick = [&](u64 t) { probe.tick(t); };
+  L.run_for(0.1, tick);  // the probe connection is up and has a few samples before the fill
+  PutWindow pw(L, N, o.depth, [&]() -> sv { return put; });
+  pw.observe = [&](u64 lat) {
+    Seg& s = segs[static_cast<std::size_t>(replies / seg)];
+    s.lat.add(lat);
+    all.add(lat);
+    if (++replies % seg == 0 || replies == N) {
+      s.t_end = now_ns();
+      s.rss = rss_bytes(o.pid);
+      s.cpu = proc_cpu_s(o.pid);
+    }
+  };
+  double c0 = proc_cpu_s(o.pid);
+  u64 t0 = now_ns();
+  for (int i = 0; i < C; ++i) pw.start(L.connect(&pw));
+  bool completed = L.run_until([&] { return pw.done(); }, t0 + secs_to_ns(o.timeout), tick);
+  u64 t1 = now_ns();
+  double c1 = proc_cpu_s(o.pid);
+  long long rss1 = rss_bytes(o.pid);
+  L.run_for(0.05, tick);  // the probe's last request, if it is still in flight
+  double wall = static_cast<double>(t1 - t0) / 1e9;
+
+  Json j;
+  j.str("scenario", "grow").integer("jobs", static_cast<long long>(N)).integer("size", o.size);
+  j.integer("conns", C).integer("depth", o.depth).integer("segment_jobs", static_cast<long long>(seg));
+  j.boolean("timed_out", !completed);
+  j.integer("inserted", static_cast<long long>(pw.ok)).integer("replies", static_cast<long long>(replies));
+  j.num("wall_s", wall).num("puts_per_s", static_cast<double>(replies) / wall);
+  j.num("server_cpu_us_per_op", cpu_us_per(c1 - c0, replies));
+  j.integer("rss_before", rss0).integer("rss_after", rss1);
+  if (rss0 >= 0 && pw.ok) j.num("rss_bytes_per_job", static_cast<double>(rss1 - rss0) / static_cast<double>(pw.ok));
+  put_hist(j, "put_latency_us", all);
+  j.open("segments");
+  u64 t_prev = t0;
+  double cpu_prev = c0;
+  for (u64 i = 0; i < S; ++i) {
+    const Seg& s = segs[static_cast<std::size_t>(i)];
+    if (s.lat.count() == 0) break;
+    j.open(std::to_string(i));
+    j.integer("from", static_cast<long long>(i * seg)).integer("to", static_cast<long long>(std::min(N, (i + 1) * seg)));
+    if (s.t_end) {
+      double w = static_cast<double>(s.t_end - t_prev) / 1e9;
+      j.num("wall_s", w).num("puts_per_s", static_cast<double>(s.lat.count()) / w);
+      j.num("server_cpu_us_per_op", cpu_us_per(s.cpu - cpu_prev, s.lat.count()));
+      j.integer("rss_at_end", s.rss);
+      put_hist(j, "probe_us", probe.window(t_prev, s.t_end));
+      t_prev = s.t_end;
+      cpu_prev = s.cpu;
+    }
+    put_hist(j, "latency_us", s.lat);
+    j.close();
+  }
+  j.close();
+  put_hist(j, "probe_us", probe.window(t0, t1));
+  // every probe reply that took >= 20 ms during the fill (at most 200): when it was sent (s
+  // after the start), how long it took, and current-jobs-ready in the reply
+  std::string stalls = "[";
+  u64 slow100 = 0, listed = 0;
+  for (const auto& s : probe.samples) {
+    if (s.recv < t0 || s.sent > t1) continue;
+    u64 lat = s.recv - s.sent;
+    if (lat >= 100 * kMs) ++slow100;
+    if (lat < 20 * kMs || listed >= 200) continue;
+    char b[160];
+    std::snprintf(b, sizeof b, "%s{\"at_s\":%.3f,\"ms\":%.3f,\"jobs_ready\":%lld}", listed ? "," : "",
+                  (static_cast<double>(s.sent) - static_cast<double>(t0)) / 1e9, static_cast<double>(lat) / 1e6,
+                  s.field);
+    stalls += b;
+    ++listed;
+  }
+  stalls += "]";
+  j.integer("probe_replies_over_100ms", static_cast<long long>(slow100));
+  j.raw("probe_stalls", stalls);
+  pw.err.put(j);
+  probe.errors.put(j.open("probe"));
+  j.close();
+  std::printf("%s\n", j.finish().c_str());
+}
+
 void raise_nofile() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
@@ -1527,6 +1646,7 @@ int main(int argc, char** argv) {
   else if (s == "conns") scen_conns(o);
   else if (s == "delayed") scen_delayed(o);
   else if (s == "mass") scen_mass(o);
+  else if (s == "grow") scen_grow(o);
   else die("unknown --scenario '" + s + "' (try --help)");
   std::fflush(stdout);
   return 0;
