@@ -2,9 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "base/check.h"
+#include "base/chunked_vector.h"
 
 namespace stalkd {
 
@@ -97,7 +97,7 @@ class IndexedHeap {
     Set(k, x);
   }
 
-  std::vector<T*> items_;
+  ChunkedVector<T*> items_;  // never relocated as it grows: no stall at millions of jobs
 };
 
 }  // namespace stalkd

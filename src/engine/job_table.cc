@@ -22,7 +22,7 @@ void JobTable::Insert(Job* j) {
   if (p - base_ >= pages_.size()) pages_.resize(p - base_ + 1);
   std::unique_ptr<Page>& page = pages_[p - base_];
   if (!page) {
-    page = std::make_unique<Page>();
+    page = spare_ ? std::move(spare_) : std::make_unique<Page>();
     live_pages_++;
   }
   Job*& slot = page->slots[j->id & kPageMask];
@@ -40,7 +40,11 @@ void JobTable::Erase(uint64_t id) {
   page->slots[id & kPageMask] = nullptr;
   size_--;
   if (--page->live > 0) return;
-  page.reset();
+  if (spare_) {
+    page.reset();
+  } else {
+    spare_ = std::move(page);  // every slot is null again: reusable as it is
+  }
   live_pages_--;
   while (!pages_.empty() && !pages_.front()) {
     pages_.pop_front();

@@ -33,7 +33,9 @@ class JobTable {
 
   size_t size() const { return size_; }
   // Bytes held by the table itself, for memory accounting.
-  size_t bytes() const { return live_pages_ * sizeof(Page) + pages_.size() * sizeof(void*); }
+  size_t bytes() const {
+    return (live_pages_ + (spare_ ? 1 : 0)) * sizeof(Page) + pages_.size() * sizeof(void*);
+  }
 
   // The widest window of pages the table accepts (ids further apart than this many pages
   // cannot be live at the same time): 2^30 pages, an 8 GiB directory, is never reached by
@@ -50,6 +52,9 @@ class JobTable {
     Job* slots[uint64_t{1} << kPageBits] = {};
   };
   std::deque<std::unique_ptr<Page>> pages_;  // pages_[i] holds ids of page base_ + i
+  // One emptied page kept for the next new one: a put/delete cycle crossing a page boundary
+  // would otherwise allocate and zero 8 KiB each time.
+  std::unique_ptr<Page> spare_;
   uint64_t base_ = 0;
   size_t size_ = 0;
   size_t live_pages_ = 0;

@@ -107,12 +107,12 @@ TEST_F(JobTableTest, MemoryFollowsTheLiveIdRangeNotTheLargestId) {
   table_.Erase(huge);
   EXPECT_TRUE(table_.Fits(1));
   // The window slides: after the old ids are gone, only the new range is held.
-  for (uint64_t id = 1; id <= 5000; id++) table_.Insert(Make(id));
+  for (uint64_t id = 1; id <= 10000; id++) table_.Insert(Make(id));
   size_t wide = table_.bytes();
-  for (uint64_t id = 1; id <= 4000; id++) table_.Erase(id);
-  EXPECT_LT(table_.bytes(), wide / 2);
-  for (uint64_t id = 4001; id <= 5000; id++) EXPECT_EQ(table_.Find(id)->id, id);
-  EXPECT_EQ(table_.Find(3999), nullptr);
+  for (uint64_t id = 1; id <= 9000; id++) table_.Erase(id);
+  EXPECT_LT(table_.bytes(), wide / 2);  // two live pages and one spare are left of ten
+  for (uint64_t id = 9001; id <= 10000; id++) EXPECT_EQ(table_.Find(id)->id, id);
+  EXPECT_EQ(table_.Find(8999), nullptr);
 }
 
 TEST_F(JobTableTest, RandomAgainstMap) {
