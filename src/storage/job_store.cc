@@ -547,6 +547,29 @@ struct Replayed {
 
 }  // namespace
 
+// A job record as the engine restores it; times go from wall clock to the engine's clock.
+// (Reserved jobs come back ready.)
+static engine::RestoredJob ToRestored(const JobRecord& x, Nanos now, int64_t wall) {
+  engine::RestoredJob rj;
+  rj.id = x.id;
+  rj.tube = x.tube;
+  rj.state = x.state == DiskState::kDelayed  ? JobState::kDelayed
+             : x.state == DiskState::kBuried ? JobState::kBuried
+                                             : JobState::kReady;
+  rj.pri = x.pri;
+  rj.delay_s = x.delay_s;
+  rj.ttr_s = x.ttr_s;
+  rj.created = now - (wall - x.created_wall);
+  rj.deadline = now + (x.deadline_wall - wall);
+  rj.reserves = x.reserves;
+  rj.timeouts = x.timeouts;
+  rj.releases = x.releases;
+  rj.buries = x.buries;
+  rj.kicks = x.kicks;
+  rj.body = x.body;
+  return rj;
+}
+
 bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error) {
   std::vector<std::unique_ptr<Mapped>> maps;
   std::unordered_map<uint64_t, Replayed> jobs;
@@ -657,23 +680,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
   jobs_.reserve(jobs_.size() + order.size());
   for (const Replayed* r : order) {
     const JobRecord& x = r->rec;
-    engine::RestoredJob rj;
-    rj.id = x.id;
-    rj.tube = x.tube;
-    rj.state = x.state == DiskState::kDelayed  ? JobState::kDelayed
-               : x.state == DiskState::kBuried ? JobState::kBuried
-                                               : JobState::kReady;
-    rj.pri = x.pri;
-    rj.delay_s = x.delay_s;
-    rj.ttr_s = x.ttr_s;
-    rj.created = now - (wall - x.created_wall);
-    rj.deadline = now + (x.deadline_wall - wall);
-    rj.reserves = x.reserves;
-    rj.timeouts = x.timeouts;
-    rj.releases = x.releases;
-    rj.buries = x.buries;
-    rj.kicks = x.kicks;
-    rj.body = x.body;
+    engine::RestoredJob rj = ToRestored(x, now, wall);
     rj.log_file = r->last_seq;
     if (jobs_.count(x.id)) continue;  // adopted already (cannot happen: ids differ)
     if (!engine_->Restore(rj)) {
@@ -801,22 +808,9 @@ bool JobStore::AdoptBeanstalkd(const std::vector<uint32_t>& bseqs,
   int64_t wall = WallNow();
   for (const auto& [id, bj] : read.jobs) {
     const JobRecord& x = bj.rec;
-    engine::RestoredJob rj;
+    engine::RestoredJob rj = ToRestored(x, now, wall);
     rj.id = id;
     rj.tube = bj.tube;
-    rj.state = x.state == DiskState::kDelayed  ? JobState::kDelayed
-               : x.state == DiskState::kBuried ? JobState::kBuried
-                                               : JobState::kReady;
-    rj.pri = x.pri;
-    rj.delay_s = x.delay_s;
-    rj.ttr_s = x.ttr_s;
-    rj.created = now - (wall - x.created_wall);
-    rj.deadline = now + (x.deadline_wall - wall);
-    rj.reserves = x.reserves;
-    rj.timeouts = x.timeouts;
-    rj.releases = x.releases;
-    rj.buries = x.buries;
-    rj.kicks = x.kicks;
     rj.body = bj.body;
     if (!engine_->Restore(rj)) {
       *error = "cannot restore job " + std::to_string(id) + " from beanstalkd's binlog";
