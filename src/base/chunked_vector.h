@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -41,6 +42,7 @@ class ChunkedVector {
   T& back() { return (*this)[size_ - 1]; }
 
   void push_back(const T& x) {
+    STALKD_CHECK(size_ < UINT32_MAX);
     if (size_ < kChunk) {
       if (size_ == first_capacity_) GrowFirst();
     } else if ((size_ >> kChunkBits) == chunks_.size()) {
@@ -61,8 +63,8 @@ class ChunkedVector {
 
  private:
   void GrowFirst() {
-    size_t cap = first_capacity_ ? first_capacity_ * 2 : 4;
-    if (cap > kChunk) cap = kChunk;
+    uint32_t cap = first_capacity_ ? first_capacity_ * 2 : 4;
+    if (cap > kChunk) cap = static_cast<uint32_t>(kChunk);
     auto bigger = std::make_unique<T[]>(cap);
     if (size_) std::memcpy(bigger.get(), chunks_[0].get(), size_ * sizeof(T));
     if (chunks_.empty()) {
@@ -74,8 +76,9 @@ class ChunkedVector {
   }
 
   std::vector<std::unique_ptr<T[]>> chunks_;
-  size_t first_capacity_ = 0;
-  size_t size_ = 0;
+  // 32 bits each (heap slots are 32-bit too): every tube and session holds these.
+  uint32_t first_capacity_ = 0;
+  uint32_t size_ = 0;
 };
 
 }  // namespace stalkd
