@@ -411,11 +411,14 @@ bool Engine::DeadlineSoon(const Session* s, Nanos now) const {
   return j && now >= j->deadline - kSecond;
 }
 
+void Engine::MarkWorker(Session* s) {
+  if (s->worker_) return;
+  s->worker_ = true;
+  counters_.workers++;
+}
+
 bool Engine::Reserve(Session* s, Nanos timeout) {
-  if (!s->worker_) {
-    s->worker_ = true;
-    counters_.workers++;
-  }
+  MarkWorker(s);
   Nanos now = clock_.Now();
   if (DeadlineSoon(s, now)) {
     bool any_ready = std::any_of(s->watch_.begin(), s->watch_.end(),
@@ -439,10 +442,7 @@ Job* Engine::ReserveJob(Session* s, uint64_t id) {
     return nullptr;
   }
   TakeOut(j);
-  if (!s->worker_) {
-    s->worker_ = true;
-    counters_.workers++;
-  }
+  MarkWorker(s);
   ReserveFor(s, j);
   return j;
 }

@@ -196,7 +196,8 @@ class Engine {
   void MakeBuried(Job* j);
   void TakeOut(Job* j);  // removes j from wherever it is and fixes the counters
   void ReserveFor(Session* s, Job* j);
-  void Kick(Job* j);  // a buried or delayed job to ready
+  void Kick(Job* j);            // a buried or delayed job to ready
+  void MarkWorker(Session* s);  // counted in current-workers from its first reserve
   void FreeJob(Job* j);
   Job* OwnReserved(Session* s, uint64_t id) const;
 

@@ -2,7 +2,8 @@
 
 --allow CIDR lists the client addresses that may connect; --unix-mode sets the unix socket
 file's permissions; --stalled-client-timeout disconnects a client that lets its unread
-replies fill the output buffer and then reads nothing.
+replies fill the output buffer and then reads nothing. (Memory returned to the OS after mass
+deletes is checked by test_soak.py's TestMemoryReturn.)
 
 Run: python3 -m unittest -v tests/blackbox/test_access.py
 """
@@ -15,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from beanstalk import Server, is_beanstalkd, is_sanitized, parse_yaml, rss_kb, wait_until  # noqa: E402
+from beanstalk import Server, is_beanstalkd, parse_yaml, wait_until  # noqa: E402
 
 
 @unittest.skipIf(is_beanstalkd(), "stalkd's own options")
@@ -119,26 +120,6 @@ class StalledClientTest(unittest.TestCase):
             self.assertEqual(got, 60)
             self.assertGreater(time.monotonic() - start, 1.5)
             self.assertEqual(c.cmd("list-tube-used"), b"USING default\r\n")
-            c.close()
-
-
-@unittest.skipIf(is_beanstalkd(), "stalkd returns freed job memory to the OS")
-class MemoryTrimTest(unittest.TestCase):
-    def test_rss_goes_down_after_mass_delete(self):
-        with Server() as s:
-            if is_sanitized(s.pid):
-                self.skipTest("ASan's quarantine keeps freed memory: not measurable")
-            c = s.connect(timeout=30)
-            n = 20000
-            c.send(b"".join(b"put 0 0 60 1000\r\n%s\r\n" % (b"m" * 1000) for _ in range(n)))
-            for i in range(n):
-                c.read_reply()
-            full = rss_kb(s.pid)
-            c.send(b"".join(b"delete %d\r\n" % (i + 1) for i in range(n)))
-            for _ in range(n):
-                self.assertEqual(c.read_reply(), b"DELETED\r\n")
-            self.assertTrue(wait_until(lambda: rss_kb(s.pid) < full - 10 * 1024, 5),
-                            "RSS stayed at %d KiB" % rss_kb(s.pid))
             c.close()
 
 
