@@ -100,7 +100,7 @@ void Connection::UpdateInterest() {
       want |= EPOLLIN;
     }
   }
-  if (!conversation_.output().empty()) want |= EPOLLOUT;
+  if (!conversation_.output().empty() && !on_held) want |= EPOLLOUT;
   if (want == interest_) return;
   interest_ = want;
   server_.loop().Modify(fd_, want, this);

@@ -35,6 +35,10 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
   bool on_dirty = false;
   bool on_closed = false;
   bool on_blocked = false;
+  // -f 0: replies wait in the output buffer until the binlog's durable mark reaches
+  // hold_mark; meanwhile the connection runs no commands and does not write.
+  bool on_held = false;
+  int64_t hold_mark = 0;
   // When the output buffer last became full with the peer reading nothing; 0 if it is not.
   Nanos blocked_since() const { return blocked_since_; }
 

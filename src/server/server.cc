@@ -94,6 +94,15 @@ class Server::SignalHandler final : public net::EventLoop::Handler {
   int fd_;
 };
 
+class Server::SyncHandler final : public net::EventLoop::Handler {
+ public:
+  explicit SyncHandler(Server& s) : server_(s) {}
+  void OnEvents(uint32_t) override { server_.OnStoreSynced(); }
+
+ private:
+  Server& server_;
+};
+
 Server::Server(const Options& options, const Clock& clock)
     : options_(options),
       clock_(clock),
@@ -120,6 +129,7 @@ Server::~Server() {
     delete c;
   }
   if (store_) {
+    if (sync_handler_) loop_.Remove(store_->sync_fd());
     store_->Close();
     engine_.set_log(nullptr);
   }
@@ -133,6 +143,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   so.fsync_never = options_.fsync_never;
   so.skip_damaged = options_.binlog_skip_damaged;
   so.verbosity = options_.verbosity;
+  so.background_sync = true;
   auto store = std::make_unique<storage::JobStore>(so, clock_);
   if (!store->Lock(error)) {
     *exit_code = 10;
@@ -147,6 +158,14 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   }
   store_ = std::move(store);
   engine_.set_log(store_.get());
+  if (store_->sync_fd() >= 0) {
+    sync_handler_ = std::make_unique<SyncHandler>(*this);
+    if (!loop_.Add(store_->sync_fd(), EPOLLIN, sync_handler_.get())) {
+      *error = std::string("cannot watch the binlog's sync thread: ") + strerror(errno);
+      *exit_code = 1;
+      return false;
+    }
+  }
   return true;
 }
 
@@ -254,6 +273,36 @@ void Server::MaybeTrimMemory() {
   }
 }
 
+void Server::OnStoreSynced() {
+  store_deadline_ = store_->OnSyncDone();
+  if (store_->failed()) return HandleStoreFailure();
+  ReleaseHeld();
+}
+
+void Server::ReleaseHeld() {
+  int64_t durable = store_->durable_mark();
+  std::erase_if(held_, [&](Connection* c) {
+    if (c->hold_mark > durable) return false;
+    c->on_held = false;
+    if (!c->dead() && !c->Flush()) c->Kill();
+    return true;
+  });
+}
+
+void Server::HandleStoreFailure() {
+  if (store_failure_handled_) return;
+  // The records of the replies not yet sent are not durable, so those replies must not
+  // claim they are: the clients that are owed one lose their connection instead (an
+  // unknown outcome, which is the truth). From now on puts answer OUT_OF_MEMORY.
+  store_failure_handled_ = true;
+  fprintf(stderr,
+          "stalkd: the binlog failed: closing %zu connections whose replies are not "
+          "durable; puts are refused until restart\n",
+          dirty_.size() + held_.size());
+  for (Connection* c : dirty_) c->Kill();
+  for (Connection* c : held_) c->Kill();
+}
+
 void Server::MarkClosed(Connection* c) {
   if (c->on_closed) return;
   c->on_closed = true;
@@ -300,7 +349,7 @@ void Server::RunOnce() {
   run.swap(runnable_);
   for (Connection* c : run) c->on_runnable = false;
   for (Connection* c : run) {
-    if (c->dead()) continue;
+    if (c->dead() || c->on_held) continue;  // a held one is marked runnable on release
     bool more = c->conversation().Run(kStepsPerRun);
     DeliverEvents();
     MarkDirty(c);
@@ -311,20 +360,15 @@ void Server::RunOnce() {
   DeliverEvents();
 
   // Group commit: the records of this iteration (and of connections closed at the end of
-  // the last one) are written, and synced per -f, before any reply of it is sent.
+  // the last one) are written. Under -f 0 its replies wait until they are synced, which
+  // the store does on its own thread while the loop goes on with the next batch.
+  bool hold = false;
+  int64_t mark = 0;
   if (store_) {
     store_deadline_ = store_->Flush();
-    if (store_->failed() && !store_failure_handled_) {
-      // The records of this iteration are not durable, so its replies must not claim they
-      // are: the clients that are owed a reply lose their connection instead (an unknown
-      // outcome, which is the truth). From now on puts answer OUT_OF_MEMORY.
-      store_failure_handled_ = true;
-      fprintf(stderr,
-              "stalkd: the binlog failed: closing %zu connections whose replies are not "
-              "durable; puts are refused until restart\n",
-              dirty_.size());
-      for (Connection* c : dirty_) c->Kill();
-    }
+    if (store_->failed()) HandleStoreFailure();
+    mark = store_->written_mark();
+    hold = store_->replies_wait_for_sync() && mark > store_->durable_mark();
   }
 
   std::vector<Connection*> flush;
@@ -332,6 +376,15 @@ void Server::RunOnce() {
   for (Connection* c : flush) c->on_dirty = false;
   for (Connection* c : flush) {
     if (c->dead()) continue;
+    if (hold) {
+      c->hold_mark = mark;
+      if (!c->on_held) {
+        c->on_held = true;
+        held_.push_back(c);
+        c->UpdateInterest();
+      }
+      continue;
+    }
     if (!c->Flush()) c->Kill();
   }
 
@@ -343,6 +396,7 @@ void Server::RunOnce() {
     if (c->on_runnable) std::erase(runnable_, c);
     if (c->on_dirty) std::erase(dirty_, c);
     if (c->on_blocked) std::erase(blocked_, c);
+    if (c->on_held) std::erase(held_, c);
     connections_.Remove(c);
     delete c;
   }
@@ -352,6 +406,10 @@ void Server::RunOnce() {
 
 void Server::Run() {
   while (!stopping_) RunOnce();
+  if (store_ && !held_.empty()) {
+    store_->Close();  // every written record is durable afterwards
+    ReleaseHeld();
+  }
 }
 
 protocol::HostStats Server::CurrentStats() const {

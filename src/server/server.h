@@ -60,12 +60,18 @@ class Server final : public protocol::Host {
  private:
   class ListenHandler;
   class SignalHandler;
+  class SyncHandler;
 
   void Accept(int fd);
   void DeliverEvents();
   int PollTimeoutMs();
   void CheckBlocked();
   void MaybeTrimMemory();
+  // The binlog's background sync has finished: release the replies it made durable.
+  void OnStoreSynced();
+  void ReleaseHeld();
+  // The binlog failed: replies that were waiting for it are not durable.
+  void HandleStoreFailure();
 
   Options options_;
   const Clock& clock_;
@@ -74,6 +80,7 @@ class Server final : public protocol::Host {
   std::unique_ptr<storage::JobStore> store_;  // with -b; written once per RunOnce
   Nanos store_deadline_ = kForever;           // when the store next needs a Flush (fsync)
   bool store_failure_handled_ = false;
+  std::unique_ptr<SyncHandler> sync_handler_;
   net::EventLoop loop_;
   std::vector<std::unique_ptr<ListenHandler>> listeners_;
   std::unique_ptr<SignalHandler> signals_;
@@ -87,6 +94,7 @@ class Server final : public protocol::Host {
   std::vector<Connection*> dirty_;
   std::vector<Connection*> closed_;
   std::vector<Connection*> blocked_;  // output full, not read by the peer
+  std::vector<Connection*> held_;     // replies waiting for a binlog sync (-f 0)
   std::vector<engine::Event> events_;
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
 

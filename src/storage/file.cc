@@ -14,6 +14,7 @@ namespace {
 struct TestFaults {
   int64_t disk_bytes = -1;
   int64_t writes_left = -1;
+  int64_t syncs_left = -1;  // used by one thread at a time: the loop's or the Syncer's
   int64_t allocated = 0;
 };
 
@@ -22,6 +23,7 @@ TestFaults& Faults() {
     TestFaults t;
     if (const char* v = getenv("STALKD_TEST_DISK_BYTES")) t.disk_bytes = atoll(v);
     if (const char* v = getenv("STALKD_TEST_FAIL_WRITES_AFTER")) t.writes_left = atoll(v);
+    if (const char* v = getenv("STALKD_TEST_FAIL_SYNCS_AFTER")) t.syncs_left = atoll(v);
     return t;
   }();
   return f;
@@ -55,7 +57,12 @@ int WriteAt(int fd, const char* p, size_t n, int64_t off) {
   return 0;
 }
 
-int SyncData(int fd) { return fdatasync(fd) == 0 ? 0 : errno; }
+int SyncData(int fd) {
+  TestFaults& t = Faults();
+  if (t.syncs_left == 0) return EIO;
+  if (t.syncs_left > 0) t.syncs_left--;
+  return fdatasync(fd) == 0 ? 0 : errno;
+}
 
 int SyncDir(int fd) { return fsync(fd) == 0 ? 0 : errno; }
 

@@ -6,6 +6,7 @@
 //   STALKD_TEST_DISK_BYTES=N          preallocations beyond N bytes in total fail (ENOSPC),
 //                                     as on a disk of N bytes; unlinked segments give back
 //   STALKD_TEST_FAIL_WRITES_AFTER=N   after N successful writes every write fails (EIO)
+//   STALKD_TEST_FAIL_SYNCS_AFTER=N    after N successful fdatasyncs every one fails (EIO)
 
 #include <cstddef>
 #include <cstdint>

@@ -94,12 +94,19 @@ struct JobStore::Segment {
   std::vector<uint64_t> ids;  // jobs whose kFull record was placed here (may be stale)
   size_t scan = 0;            // compaction's cursor into ids
   bool dirty = false;         // written since the last sync
+  int64_t dead_at = 0;        // placed_ when live last fell to 0: removable once durable
 };
+
+namespace {
+// Syncer::Target::id of the binlog directory (segments use their sequence number).
+constexpr uint32_t kDirTarget = UINT32_MAX;
+}  // namespace
 
 JobStore::JobStore(StoreOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock) {}
 
 JobStore::~JobStore() {
+  syncer_.reset();  // its thread may be syncing our fds
   for (auto& s : segs_) {
     if (s->fd >= 0) close(s->fd);
   }
@@ -256,6 +263,7 @@ bool JobStore::Place(size_t size, Encode encode) {
   encode(&buf_);
   STALKD_CHECK(buf_.size() - before == size);
   s->end += static_cast<int64_t>(size);
+  placed_ += static_cast<int64_t>(size);
   return true;
 }
 
@@ -341,7 +349,9 @@ void JobStore::Delete(const Job& j) {
   live_bytes_ -= m.full_size;
   auto seg = std::lower_bound(segs_.begin(), segs_.end(), m.full_seq,
                               [](const auto& s, uint32_t seq) { return s->seq < seq; });
-  if (seg != segs_.end() && (*seg)->seq == m.full_seq) (*seg)->live--;
+  if (seg != segs_.end() && (*seg)->seq == m.full_seq && --(*seg)->live == 0) {
+    (*seg)->dead_at = placed_;
+  }
 }
 
 // ---------------------------------------------------------------------------- flush
@@ -374,6 +384,7 @@ void JobStore::Compact() {
     head->scan++;
     head->live--;
     WriteFull(*j, 0);
+    if (head->live == 0) head->dead_at = placed_;
     records_migrated_++;
     budget--;
   }
@@ -397,41 +408,58 @@ bool JobStore::WritePending() {
   sealed_.clear();
   if (!write(Current(), buf_)) return false;
   buf_.clear();
+  written_mark_ = placed_;
   return true;
 }
 
-bool JobStore::Sync() {
-  for (size_t i = 0; i < segs_.size(); i++) {
-    Segment* s = segs_[i].get();
-    if (s->fd < 0) continue;
-    if (s->dirty && !options_.fsync_never) {
-      int err = file::SyncData(s->fd);
-      if (err != 0) {
-        Fail("fsync of", PathOf(s->seq), err);
-        return false;
-      }
-    }
+// The dirty segments and, if a file was created or removed, the directory; all marked clean.
+std::vector<Syncer::Target> JobStore::TakeSyncTargets() {
+  std::vector<Syncer::Target> targets;
+  for (auto& s : segs_) {
+    if (s->fd >= 0 && s->dirty) targets.push_back({s->fd, false, s->seq});
     s->dirty = false;
-    if (i < cur_) {  // a finished segment: nothing more is written to it
+  }
+  if (dir_dirty_) targets.push_back({dir_fd_, true, kDirTarget});
+  dir_dirty_ = false;
+  return targets;
+}
+
+void JobStore::SyncFailed(const Syncer::Result& r) {
+  Fail("fsync of", r.failed_id == kDirTarget ? options_.dir : PathOf(r.failed_id), r.err);
+}
+
+// A finished segment is closed once synced: nothing more is written to it.
+void JobStore::CloseFinished() {
+  for (size_t i = 0; i < cur_; i++) {
+    Segment* s = segs_[i].get();
+    if (s->fd >= 0 && !s->dirty) {
       close(s->fd);
       s->fd = -1;
     }
   }
-  if (dir_dirty_ && !options_.fsync_never) {
-    int err = file::SyncDir(dir_fd_);
-    if (err != 0) {
-      Fail("fsync of", options_.dir, err);
-      return false;
+}
+
+// Syncs on this thread (none may be running in the background).
+bool JobStore::Sync() {
+  std::vector<Syncer::Target> targets = TakeSyncTargets();
+  if (!options_.fsync_never) {
+    for (const Syncer::Target& t : targets) {
+      int err = t.dir ? file::SyncDir(t.fd) : file::SyncData(t.fd);
+      if (err != 0) {
+        SyncFailed({err, t.id});
+        return false;
+      }
     }
   }
-  dir_dirty_ = false;
+  durable_mark_ = written_mark_;  // under -F, as durable as it gets
+  CloseFinished();
   return true;
 }
 
 void JobStore::CollectGarbage() {
   // Only the oldest segments go: a later one may hold the delete record of a job whose
   // kFull record is in an earlier one.
-  while (cur_ > 0 && segs_.front()->live == 0) {
+  while (cur_ > 0 && segs_.front()->live == 0 && segs_.front()->dead_at <= durable_mark_) {
     Segment* s = segs_.front().get();
     if (s->fd >= 0) close(s->fd);
     std::string path = PathOf(s->seq);
@@ -460,20 +488,56 @@ Nanos JobStore::Flush() {
     CollectGarbage();
     return kForever;
   }
+  return SyncIfDue();
+}
+
+// Starts (background_sync) or does a sync if there is unsynced data and -f says it is
+// time. Returns when one is next due.
+Nanos JobStore::SyncIfDue() {
   if (!unsynced_) return kForever;
+  if (syncer_ && syncer_->busy()) return kForever;  // OnSyncDone comes back here
   Nanos now = clock_.Now();
   Nanos period = options_.fsync_ms * 1'000'000;
   if (options_.fsync_ms > 0 && now - last_sync_ < period) return last_sync_ + period;
-  if (!Sync()) return kForever;
   last_sync_ = now;
   unsynced_ = false;
+  if (syncer_) {
+    syncing_mark_ = written_mark_;
+    syncer_->Start(TakeSyncTargets());
+    return kForever;
+  }
+  if (!Sync()) return kForever;
   CollectGarbage();  // every record that made these segments dead is durable now
   return kForever;
 }
 
+int JobStore::sync_fd() const { return syncer_ ? syncer_->notify_fd() : -1; }
+
+Nanos JobStore::OnSyncDone() {
+  Syncer::Result r;
+  if (!syncer_ || !syncer_->Collect(&r)) return failed_ ? kForever : SyncIfDue();
+  if (r.err != 0) {
+    SyncFailed(r);
+    return kForever;
+  }
+  durable_mark_ = syncing_mark_;
+  CloseFinished();
+  CollectGarbage();
+  if (failed_) return kForever;
+  return SyncIfDue();
+}
+
 void JobStore::Close() {
-  if (failed_ || segs_.empty()) return;
-  if (!WritePending()) return;
+  if (segs_.empty()) return;
+  Syncer::Result r;
+  if (syncer_ && syncer_->Wait(&r)) {
+    if (r.err != 0) {
+      SyncFailed(r);
+    } else {
+      durable_mark_ = syncing_mark_;
+    }
+  }
+  if (failed_ || !WritePending()) return;
   if (!options_.fsync_never) Sync();
 }
 
@@ -746,6 +810,13 @@ bool JobStore::OpenForWriting(uint32_t seq, std::string* error) {
   CollectGarbage();
   Sync();
   last_sync_ = clock_.Now();
+  if (options_.background_sync && !options_.fsync_never) {
+    syncer_ = std::make_unique<Syncer>();
+    if (!syncer_->ok()) {
+      Log("cannot start the sync thread (%s); syncing in the loop instead", strerror(errno));
+      syncer_.reset();
+    }
+  }
   return true;
 }
 

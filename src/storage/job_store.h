@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/job_log.h"
 #include "storage/record.h"
+#include "storage/syncer.h"
 
 namespace stalkd::storage {
 
@@ -20,14 +21,23 @@ struct StoreOptions {
   int64_t fsync_ms = 50;            // -f; 0: sync before the replies of every iteration
   bool fsync_never = false;         // -F
   bool skip_damaged = false;        // --binlog-skip-damaged
+  // Sync on a thread of its own (the server): Flush only starts a sync, and sync_fd()
+  // becomes readable when it has finished. Otherwise Flush syncs before it returns.
+  bool background_sync = false;
   int verbosity = 0;
 };
 
 // The durable binlog (-b DIR): a write-ahead log of segments binlog.N in stalkd's format
 // (storage/record.h, docs/BINLOG.md). The engine reports changes through the JobLog calls,
 // which only append to a buffer; Flush() writes the buffer with one write per segment and
-// syncs it according to the -f/-F policy. The server calls Flush() once per loop iteration,
-// before any reply of that iteration is sent (group commit).
+// syncs it according to the -f/-F policy. The server calls Flush() once per loop iteration
+// (group commit).
+//
+// Durability is tracked by marks: written_mark() counts the bytes written so far, and
+// durable_mark() how many of them are known to be synced. With background_sync, one sync
+// runs at a time on the Syncer's thread while the loop goes on; the next one starts as soon
+// as it finishes (-f 0) or when the -f period is due. Under -f 0 the server holds each reply
+// until the written mark of its iteration is durable.
 //
 // Space: every segment is preallocated. A put is admitted only if its kFull record fits and
 // room stays reserved for one later state change and the delete of every live job, so
@@ -58,7 +68,18 @@ class JobStore final : public engine::JobLog {
   // segments and does a bounded amount of compaction. Returns when a sync is next due
   // (-f MS with unsynced data), else kForever.
   Nanos Flush();
-  // Flush and sync everything (shutdown).
+  // With background_sync: readable when a sync has finished; then call OnSyncDone, which
+  // returns when a sync is next due, as Flush. -1 without background_sync.
+  int sync_fd() const;
+  Nanos OnSyncDone();
+  int64_t written_mark() const { return written_mark_; }
+  int64_t durable_mark() const { return durable_mark_; }
+  // -f 0: a reply may go out only once the records before it are durable.
+  bool replies_wait_for_sync() const {
+    return options_.fsync_ms == 0 && !options_.fsync_never && !failed_;
+  }
+  // Flush and sync everything, waiting for a background sync first (shutdown). Afterwards
+  // every written byte is durable.
   void Close();
 
   // engine::JobLog
@@ -109,7 +130,11 @@ class JobStore final : public engine::JobLog {
   void WriteFull(const engine::Job& j, uint32_t resv);
   void Compact();
   bool WritePending();
+  Nanos SyncIfDue();
+  std::vector<Syncer::Target> TakeSyncTargets();
   bool Sync();
+  void SyncFailed(const Syncer::Result& r);
+  void CloseFinished();
   void CollectGarbage();
 
   bool RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error);
@@ -136,7 +161,12 @@ class JobStore final : public engine::JobLog {
   int64_t reserved_ = 0;    // sum of JobMeta::resv
   int64_t live_bytes_ = 0;  // sum of JobMeta::full_size
   bool dir_dirty_ = false;
-  bool unsynced_ = false;
+  bool unsynced_ = false;  // bytes written since the last sync started
+  int64_t placed_ = 0;     // bytes of records placed so far (buffered or written)
+  int64_t written_mark_ = 0;
+  int64_t durable_mark_ = 0;
+  int64_t syncing_mark_ = 0;        // the written mark when the running sync started
+  std::unique_ptr<Syncer> syncer_;  // with background_sync
   Nanos last_sync_ = 0;
   bool failed_ = false;
   bool space_warned_ = false;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -73,7 +74,8 @@ struct Instance {
   std::string error;
   bool ok = false;
 
-  Instance(FakeClock& c, const std::string& dir, int64_t segment = 4096, bool skip_damaged = false)
+  Instance(FakeClock& c, const std::string& dir, int64_t segment = 4096, bool skip_damaged = false,
+           bool background = false)
       : clock(c) {
     engine = std::make_unique<Engine>(clock);
     StoreOptions o;
@@ -81,6 +83,7 @@ struct Instance {
     o.segment_size = segment;
     o.fsync_ms = 0;
     o.skip_damaged = skip_damaged;
+    o.background_sync = background;
     store = std::make_unique<JobStore>(o, clock);
     ok = store->Lock(&error) && store->Recover(engine.get(), &error);
     if (ok) engine->set_log(store.get());
@@ -102,6 +105,13 @@ struct Instance {
     return id;
   }
   void Flush() { store->Flush(); }
+  // background: waits for the running sync and takes its result, as the server does.
+  bool FinishSync() {
+    pollfd p{store->sync_fd(), POLLIN, 0};
+    if (poll(&p, 1, 10'000) != 1) return false;
+    store->OnSyncDone();
+    return true;
+  }
 };
 
 class JobStoreTest : public ::testing::Test {
@@ -261,6 +271,45 @@ TEST_F(JobStoreTest, PutAndDeleteForeverKeepsFewSegments) {
   ASSERT_TRUE(b.ok) << b.error;
   EXPECT_EQ(b.store->restored(), 1u);
   EXPECT_NE(b.engine->Find(keep), nullptr);
+}
+
+TEST_F(JobStoreTest, BackgroundSyncMakesTheWrittenMarkDurable) {
+  Instance a(clock_, dir_, 4096, false, /*background=*/true);
+  ASSERT_TRUE(a.ok) << a.error;
+  ASSERT_GE(a.store->sync_fd(), 0);
+  EXPECT_EQ(a.store->written_mark(), a.store->durable_mark());
+  ASSERT_NE(a.Put("one"), 0u);
+  a.Flush();  // writes, and starts a sync on the other thread
+  int64_t first = a.store->written_mark();
+  EXPECT_GT(first, a.store->durable_mark());
+  ASSERT_NE(a.Put("two"), 0u);
+  a.Flush();  // written while the first sync runs; synced by the next one
+  int64_t second = a.store->written_mark();
+  EXPECT_GT(second, first);
+  ASSERT_TRUE(a.FinishSync());
+  EXPECT_GE(a.store->durable_mark(), first);
+  if (a.store->durable_mark() < second) {
+    ASSERT_TRUE(a.FinishSync());
+  }
+  EXPECT_EQ(a.store->durable_mark(), second);
+  EXPECT_TRUE(a.store->replies_wait_for_sync());
+}
+
+TEST_F(JobStoreTest, BackgroundSyncRemovesASegmentOnlyOnceItsDeletesAreDurable) {
+  Instance a(clock_, dir_, 4096, false, /*background=*/true);
+  ASSERT_TRUE(a.ok) << a.error;
+  std::vector<uint64_t> ids;
+  while (a.store->stats().current_index == 1) ids.push_back(a.Put(std::string(200, 'x')));
+  a.Flush();  // sync 1 starts
+  for (uint64_t id : ids) ASSERT_TRUE(a.engine->Delete(a.session, id));
+  a.Flush();  // the deletes that empty binlog.1 are written during sync 1
+  ASSERT_TRUE(a.FinishSync());
+  // Sync 1 did not cover the deletes. Removing binlog.1 now would let a crash bring back a
+  // state that no prefix of the log describes: the jobs gone, their deletes not durable.
+  EXPECT_EQ(a.store->stats().oldest_index, 1u);
+  ASSERT_TRUE(a.FinishSync());  // sync 2, started by OnSyncDone, covers them
+  EXPECT_EQ(a.store->durable_mark(), a.store->written_mark());
+  EXPECT_GT(a.store->stats().oldest_index, 1u);
 }
 
 TEST_F(JobStoreTest, JobLargerThanASegmentIsRefused) {

@@ -293,22 +293,27 @@ class BinlogTest(unittest.TestCase):
                         "puts still refused after every job was deleted")
         c.close()
 
-    def test_write_error_stops_puts_and_keeps_serving(self):
-        s = self.start("-f", "0", env={"STALKD_TEST_FAIL_WRITES_AFTER": "20"})
+    def put_until_cut_off(self, s, most):
+        """Puts until the server closes the connection (a binlog failure); returns the ids
+        acknowledged before that."""
         c = s.connect()
         inserted = []
-        cut_off = False
-        for _ in range(40):
+        for _ in range(most):
             try:
                 r = c.put(b"z")
             except (EOFError, ConnectionResetError):
-                cut_off = True  # the put whose record failed is never acknowledged
-                break
+                break  # the put whose record failed is never acknowledged
             self.assertTrue(r.startswith(b"INSERTED "), r)
             inserted.append(int(r.split()[1]))
-        self.assertTrue(cut_off)
+        else:
+            self.fail("the connection was never closed")
         self.assertGreater(len(inserted), 0)
         c.close()
+        return inserted
+
+    def test_write_error_stops_puts_and_keeps_serving(self):
+        s = self.start("-f", "0", env={"STALKD_TEST_FAIL_WRITES_AFTER": "20"})
+        inserted = self.put_until_cut_off(s, 40)
         c = s.connect()
         self.assertEqual(c.put(b"z"), b"OUT_OF_MEMORY\r\n")
         self.assertEqual(c.put(b"z"), b"OUT_OF_MEMORY\r\n")
@@ -323,6 +328,42 @@ class BinlogTest(unittest.TestCase):
         for jid in inserted:
             self.assertTrue(c.cmd("peek %d" % jid).startswith(b"FOUND %d " % jid), jid)
         c.close()
+
+    def test_sync_error_closes_the_unacknowledged_and_keeps_serving(self):
+        # -f 0 syncs on a thread of its own; a failed fdatasync must not let the replies it
+        # was to make durable go out.
+        s = self.start("-f", "0", env={"STALKD_TEST_FAIL_SYNCS_AFTER": "10"})
+        inserted = self.put_until_cut_off(s, 200)
+        c = s.connect()
+        self.assertEqual(c.put(b"s"), b"OUT_OF_MEMORY\r\n")
+        for jid in inserted:
+            self.assertTrue(c.cmd("peek %d" % jid).startswith(b"FOUND %d " % jid), jid)
+        self.assertTrue(c.cmd("stats").startswith(b"OK"))
+        c.close()
+        s.signal(signal.SIGTERM)
+        _, err = s.proc.communicate(timeout=10)
+        self.assertIn(b"binlog: fsync of", err)
+        self.assertIn(b"closing", err)
+
+    def test_pipelined_puts_under_f0_are_answered_in_order(self):
+        s = self.start("-f", "0")
+        c = s.connect()
+        n = 500
+        c.send(b"".join(b"put 0 0 10 3\r\nabc\r\n" for _ in range(n)))
+        ids = [int(c.read_line().split()[1]) for _ in range(n)]
+        self.assertEqual(ids, list(range(1, n + 1)))
+        # A second client meanwhile is served, and a client that leaves while its replies
+        # wait for the sync costs nothing.
+        d = s.connect()
+        d.send(b"".join(b"put 0 0 10 1\r\nx\r\n" for _ in range(50)))
+        d.close()
+        e = s.connect()
+        self.assertTrue(e.cmd("stats").startswith(b"OK"))
+        kill9(s)
+        s = self.start("-f", "0")
+        c = s.connect()
+        for jid in ids:
+            self.assertTrue(c.cmd("peek %d" % jid).startswith(b"FOUND %d " % jid), jid)
 
     def test_put_and_delete_forever_keeps_few_segments(self):
         s = self.start("-s", "65536", "-F")

@@ -1,0 +1,88 @@
+#include "storage/syncer.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "base/check.h"
+#include "storage/file.h"
+
+namespace stalkd::storage {
+
+Syncer::Syncer() {
+  notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (notify_fd_ >= 0) thread_ = std::thread([this] { Main(); });
+}
+
+Syncer::~Syncer() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  if (notify_fd_ >= 0) close(notify_fd_);
+}
+
+void Syncer::Start(std::vector<Target> targets) {
+  STALKD_CHECK(!busy_);
+  busy_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    request_ = std::move(targets);
+    pending_ = true;
+    done_ = false;
+  }
+  cv_.notify_one();
+}
+
+bool Syncer::Collect(Result* r) {
+  if (!busy_) return false;
+  uint64_t n;
+  while (read(notify_fd_, &n, sizeof n) > 0) {
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!done_) return false;
+  *r = result_;
+  busy_ = false;
+  return true;
+}
+
+bool Syncer::Wait(Result* r) {
+  if (!busy_) return false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+  }
+  return Collect(r);
+}
+
+void Syncer::Main() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || pending_; });
+    if (!pending_) return;  // stop_ with nothing to do
+    pending_ = false;
+    std::vector<Target> targets = std::move(request_);
+    lock.unlock();
+    Result r;
+    for (const Target& t : targets) {
+      int err = t.dir ? file::SyncDir(t.fd) : file::SyncData(t.fd);
+      if (err != 0) {
+        r.err = err;
+        r.failed_id = t.id;
+        break;
+      }
+    }
+    lock.lock();
+    result_ = r;
+    done_ = true;
+    cv_.notify_all();  // Wait
+    uint64_t one = 1;
+    ssize_t w = write(notify_fd_, &one, sizeof one);
+    (void)w;  // an eventfd write only fails at a counter of 2^64 - 2
+  }
+}
+
+}  // namespace stalkd::storage

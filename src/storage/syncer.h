@@ -1,0 +1,62 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace stalkd::storage {
+
+// Runs fdatasync/fsync on a thread of its own, so the event loop goes on reading and
+// processing the next batch of commands while the previous batch is being made durable.
+// One request at a time: Start hands it a list of files, the thread syncs them in order and
+// then makes notify_fd() readable; the owner (on its own thread) calls Collect.
+//
+// The owner must keep every fd of a request open, and not start another, until Collect has
+// returned true.
+class Syncer {
+ public:
+  struct Target {
+    int fd;
+    bool dir;     // fsync the directory rather than fdatasync a file
+    uint32_t id;  // the owner's name for it, returned on failure
+  };
+  struct Result {
+    int err = 0;             // 0, or the errno of the first failed sync (later ones are skipped)
+    uint32_t failed_id = 0;  // the Target::id that failed, when err != 0
+  };
+
+  Syncer();
+  ~Syncer();  // waits for a running request
+  Syncer(const Syncer&) = delete;
+  Syncer& operator=(const Syncer&) = delete;
+
+  bool ok() const { return notify_fd_ >= 0; }
+  // Readable (an eventfd) once a started request has finished.
+  int notify_fd() const { return notify_fd_; }
+  bool busy() const { return busy_; }
+
+  void Start(std::vector<Target> targets);
+  // If the running request has finished: *r is its outcome, true. Never blocks.
+  bool Collect(Result* r);
+  // Blocks until the running request (if any) has finished, then returns as Collect.
+  bool Wait(Result* r);
+
+ private:
+  void Main();
+
+  int notify_fd_ = -1;
+  bool busy_ = false;  // owner's view: started and not yet collected
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Target> request_;  // guarded by mu_
+  bool pending_ = false;         // guarded: a request waits for the thread
+  bool done_ = false;            // guarded: the request has finished
+  bool stop_ = false;            // guarded
+  Result result_;                // guarded
+  std::thread thread_;
+};
+
+}  // namespace stalkd::storage
