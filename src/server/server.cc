@@ -352,8 +352,14 @@ void Server::RunOnce() {
     if (c->dead() || c->on_held) continue;  // a held one is marked runnable on release
     bool more = c->conversation().Run(kStepsPerRun);
     DeliverEvents();
-    MarkDirty(c);
     if (more) MarkRunnable(c);
+    // Replies go out as soon as they are ready unless a binlog record they follow is not
+    // yet written (or, under -f 0, synced): then they wait for the group commit below.
+    if (store_ && !store_->idle()) {
+      MarkDirty(c);
+    } else if (!c->Flush()) {
+      c->Kill();
+    }
   }
 
   engine_.Tick();

@@ -78,6 +78,11 @@ class JobStore final : public engine::JobLog {
   bool replies_wait_for_sync() const {
     return options_.fsync_ms == 0 && !options_.fsync_never && !failed_;
   }
+  // No record waits to be written, nor (under -f 0) to be synced: a reply may go out now.
+  bool idle() const {
+    return failed_ || (placed_ == written_mark_ &&
+                       (!replies_wait_for_sync() || written_mark_ == durable_mark_));
+  }
   // Flush and sync everything, waiting for a background sync first (shutdown). Afterwards
   // every written byte is durable.
   void Close();
