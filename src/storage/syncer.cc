@@ -38,12 +38,14 @@ void Syncer::Start(std::vector<Target> targets) {
 }
 
 bool Syncer::Collect(Result* r) {
-  if (!busy_) return false;
-  uint64_t n;
-  while (read(notify_fd_, &n, sizeof n) > 0) {
-  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!done_) return false;
+  if (busy_ && !done_) return false;
+  // The thread signals under mu_ together with done_, so this takes exactly its signal
+  // and the eventfd is not left readable.
+  uint64_t n;
+  ssize_t got = read(notify_fd_, &n, sizeof n);
+  (void)got;  // nonblocking: nothing to read when nothing was started
+  if (!busy_) return false;
   *r = result_;
   busy_ = false;
   return true;
