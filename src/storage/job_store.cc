@@ -211,6 +211,7 @@ bool JobStore::AddFutureSegment() {
   seg->dirty = true;
   segs_.push_back(std::move(seg));
   dir_dirty_ = true;
+  if (syncer_) syncer_->Fill(fd, seq, kSegmentHeaderSize, options_.segment_size);
   return true;
 }
 
@@ -258,6 +259,7 @@ bool JobStore::Place(size_t size, Encode encode) {
     buf_.clear();
     ++cur_;
     s = Current();
+    if (syncer_) syncer_->StopFill(s->seq);  // ours to write from now on
   }
   size_t before = buf_.size();
   encode(&buf_);
@@ -815,6 +817,9 @@ bool JobStore::OpenForWriting(uint32_t seq, std::string* error) {
     if (!syncer_->ok()) {
       Log("cannot start the sync thread (%s); syncing in the loop instead", strerror(errno));
       syncer_.reset();
+    }
+    for (size_t i = cur_ + 1; syncer_ && i < segs_.size(); i++) {
+      syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, options_.segment_size);
     }
   }
   return true;

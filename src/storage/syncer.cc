@@ -1,7 +1,10 @@
 #include "storage/syncer.h"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "base/check.h"
 #include "storage/file.h"
@@ -60,11 +63,57 @@ bool Syncer::Wait(Result* r) {
   return Collect(r);
 }
 
+void Syncer::Fill(int fd, uint32_t id, int64_t from, int64_t to) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fills_.push_back({fd, id, from, to});
+  }
+  cv_.notify_all();
+}
+
+void Syncer::StopFill(uint32_t id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !filling_ || fills_.front().id != id; });
+  std::erase_if(fills_, [&](const FillJob& f) { return f.id == id; });
+}
+
+size_t Syncer::fills_pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fills_.size();
+}
+
+// One chunk of the first fill, written without the lock held.
+void Syncer::FillChunk(std::unique_lock<std::mutex>& lock) {
+  static const char kZeros[kFillChunk] = {};
+  FillJob f = fills_.front();
+  int64_t n = std::min(kFillChunk, f.to - f.pos);
+  filling_ = true;
+  lock.unlock();
+  bool ok = pwrite(f.fd, kZeros, static_cast<size_t>(n), f.pos) == n;
+  bool last = f.pos + n >= f.to;
+  // Written back now, a chunk at a time, so no later sync inherits these pages.
+  if (ok) {
+    ok = last ? fdatasync(f.fd) == 0
+              : sync_file_range(f.fd, f.pos, n,
+                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                    SYNC_FILE_RANGE_WAIT_AFTER) == 0;
+  }
+  lock.lock();
+  filling_ = false;
+  fills_.front().pos += n;
+  if (!ok || last) fills_.erase(fills_.begin());
+  cv_.notify_all();  // StopFill
+}
+
 void Syncer::Main() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || pending_; });
-    if (!pending_) return;  // stop_ with nothing to do
+    cv_.wait(lock, [this] { return stop_ || pending_ || !fills_.empty(); });
+    if (stop_ && !pending_) return;
+    if (!pending_) {
+      FillChunk(lock);
+      continue;
+    }
     pending_ = false;
     std::vector<Target> targets = std::move(request_);
     lock.unlock();

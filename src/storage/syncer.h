@@ -15,6 +15,11 @@ namespace stalkd::storage {
 //
 // The owner must keep every fd of a request open, and not start another, until Collect has
 // returned true.
+//
+// Between syncs the thread also fills preallocated files with zeros and writes them back
+// (Fill): fallocate leaves "unwritten" extents, and the first write into one makes the next
+// fdatasync write file-system metadata too, which costs about half as much again as the data
+// itself. A filled file is overwritten in place, so its syncs write data only.
 class Syncer {
  public:
   struct Target {
@@ -43,8 +48,26 @@ class Syncer {
   // Blocks until the running request (if any) has finished, then returns as Collect.
   bool Wait(Result* r);
 
+  // Zero-fills bytes [from, to) of fd, a chunk at a time while no sync is waiting, then
+  // syncs them. Ends early at the first error (the file is merely left as it was).
+  void Fill(int fd, uint32_t id, int64_t from, int64_t to);
+  // Stops filling `id` (waiting for a chunk being written): after it returns the thread
+  // never touches that fd again, and the owner may write to the file or close it.
+  void StopFill(uint32_t id);
+  // Fills not yet finished (for tests).
+  size_t fills_pending();
+
+  static constexpr int64_t kFillChunk = 256 * 1024;
+
  private:
   void Main();
+  void FillChunk(std::unique_lock<std::mutex>& lock);
+
+  struct FillJob {
+    int fd;
+    uint32_t id;
+    int64_t pos, to;
+  };
 
   int notify_fd_ = -1;
   bool busy_ = false;  // owner's view: started and not yet collected
@@ -56,6 +79,8 @@ class Syncer {
   bool done_ = false;            // guarded: the request has finished
   bool stop_ = false;            // guarded
   Result result_;                // guarded
+  std::vector<FillJob> fills_;   // guarded; the first is the one being worked on
+  bool filling_ = false;         // guarded: the thread is writing a chunk of fills_[0]
   std::thread thread_;
 };
 

@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -58,6 +61,66 @@ TEST(SyncerTest, DestroyingItWaitsForTheRunningRequest) {
     s.Start({{dir, true, 1}});
   }
   close(dir);
+}
+
+class FillTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fd_ = mkstemp(path_);
+    ASSERT_GE(fd_, 0);
+    ASSERT_EQ(posix_fallocate(fd_, 0, kSize), 0);
+    ASSERT_EQ(pwrite(fd_, "head", 4, 0), 4);
+  }
+  void TearDown() override {
+    close(fd_);
+    unlink(path_);
+  }
+  std::string Read(int64_t off, size_t n) {
+    std::string b(n, '?');
+    EXPECT_EQ(pread(fd_, b.data(), n, off), static_cast<ssize_t>(n));
+    return b;
+  }
+  static constexpr int64_t kSize = 8 << 20;
+  char path_[64] = "/tmp/stalkd_fill_test.XXXXXX";
+  int fd_ = -1;
+};
+
+TEST_F(FillTest, ZeroFillsTheRangeBetweenSyncs) {
+  Syncer s;
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(pwrite(fd_, "junk", 4, kSize - 4), 4);
+  s.Fill(fd_, 1, 4096, kSize);
+  s.Start({{fd_, false, 1}});  // a sync goes first; the fill goes on after it
+  Syncer::Result r;
+  ASSERT_TRUE(s.Wait(&r));
+  EXPECT_EQ(r.err, 0);
+  for (int i = 0; i < 1000 && s.fills_pending() > 0; i++) usleep(10'000);
+  ASSERT_EQ(s.fills_pending(), 0u);
+  EXPECT_EQ(Read(0, 4), "head");  // before the range: untouched
+  EXPECT_EQ(Read(kSize - 4, 4), std::string(4, '\0'));
+  struct stat st;
+  ASSERT_EQ(fstat(fd_, &st), 0);
+  EXPECT_EQ(st.st_size, kSize);
+}
+
+TEST_F(FillTest, AfterStopFillTheFileIsTheOwnersAlone) {
+  Syncer s;
+  ASSERT_TRUE(s.ok());
+  s.Fill(fd_, 7, 4096, kSize);
+  s.StopFill(7);
+  EXPECT_EQ(s.fills_pending(), 0u);
+  // Whatever the thread had done, it writes nothing more: the owner's bytes stay.
+  for (int64_t off = 4096; off < kSize; off += Syncer::kFillChunk / 2) {
+    ASSERT_EQ(pwrite(fd_, "mine", 4, off), 4);
+  }
+  s.Start({{fd_, false, 7}});
+  Syncer::Result r;
+  ASSERT_TRUE(s.Wait(&r));
+  usleep(20'000);
+  for (int64_t off = 4096; off < kSize; off += Syncer::kFillChunk / 2) {
+    ASSERT_EQ(Read(off, 4), "mine") << off;
+  }
+  s.StopFill(99);  // unknown: nothing to do
 }
 
 }  // namespace
