@@ -1,8 +1,6 @@
 #include "protocol/conversation.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 
 #include "base/check.h"
@@ -196,11 +194,34 @@ void Conversation::OnInputClosed() {
   }
 }
 
+namespace {
+
+// Writes n in decimal at p (at most 20 bytes); returns the end.
+char* PutDecimal(char* p, uint64_t n) {
+  char digits[20];
+  int i = 0;
+  do {
+    digits[i++] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  while (i > 0) *p++ = digits[--i];
+  return p;
+}
+
+}  // namespace
+
 void Conversation::ReplyJob(std::string_view word, const Job& j) {
-  char head[64];
-  int n = snprintf(head, sizeof head, "%.*s %" PRIu64 " %u\r\n", static_cast<int>(word.size()),
-                   word.data(), j.id, j.body_size);
-  out_.append(head, static_cast<size_t>(n));
+  // "WORD id bytes\r\n" then the body and its CRLF, formatted without printf (hot path).
+  char tail[48];  // " " 20 digits " " 10 digits "\r\n"
+  char* p = tail;
+  *p++ = ' ';
+  p = PutDecimal(p, j.id);
+  *p++ = ' ';
+  p = PutDecimal(p, j.body_size);
+  *p++ = '\r';
+  *p++ = '\n';
+  out_.append(word);
+  out_.append(tail, p);
   out_.append(j.data(), j.data_size());
 }
 
@@ -211,9 +232,14 @@ void Conversation::ReplyYaml(const std::string& body) {
 }
 
 void Conversation::ReplyLine(const char* word, uint64_t n) {
-  char line[64];
-  int len = snprintf(line, sizeof line, "%s %" PRIu64 "\r\n", word, n);
-  out_.append(line, static_cast<size_t>(len));
+  char tail[32];  // " " 20 digits "\r\n"
+  char* p = tail;
+  *p++ = ' ';
+  p = PutDecimal(p, n);
+  *p++ = '\r';
+  *p++ = '\n';
+  out_.append(word);
+  out_.append(tail, p);
 }
 
 void Conversation::Skip(uint64_t bytes, std::string_view reply_after) {
