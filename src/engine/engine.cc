@@ -381,7 +381,6 @@ bool Engine::Restore(const RestoredJob& r) {
   j->releases = r.releases;
   j->buries = r.buries;
   j->kicks = r.kicks;
-  j->log_file = r.log_file;
   std::copy(r.body.begin(), r.body.end(), j->data());
   j->data()[r.body.size()] = '\r';
   j->data()[r.body.size() + 1] = '\n';

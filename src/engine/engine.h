@@ -176,6 +176,8 @@ class Engine {
   void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }
 
   // --- stats ---
+  // The job log's file holding j's latest record (stats-job "file"); 0 without a log.
+  uint32_t LogFile(const Job& j) const { return log_ ? log_->FileOf(j) : 0; }
   const GlobalCounters& counters() const { return counters_; }
   size_t max_job_size() const { return max_job_size_; }
   void set_max_job_size(size_t n) { max_job_size_ = n; }

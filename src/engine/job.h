@@ -44,7 +44,6 @@ struct Job : ListNode<BuriedTag> {
   uint32_t releases = 0;
   uint32_t buries = 0;
   uint32_t kicks = 0;
-  uint32_t log_file = 0;  // for the JobLog's own use (stats-job "file"); 0 without a log
   JobState state = JobState::kNew;
 
   // body_size bytes of body followed by "\r\n" (once received).

@@ -100,7 +100,6 @@ TEST_F(JobLogTest, RestoreRebuildsStatesWithoutLoggingAndContinuesIds) {
   r.ttr_s = 60;
   r.buries = 2;
   r.body = "hello";
-  r.log_file = 7;
   ASSERT_TRUE(engine_.Restore(r));
   r.id = 42;
   r.state = JobState::kDelayed;
@@ -116,7 +115,6 @@ TEST_F(JobLogTest, RestoreRebuildsStatesWithoutLoggingAndContinuesIds) {
   EXPECT_EQ(j->tube->name(), "emails");
   EXPECT_EQ(std::string(j->data(), j->data_size()), "hello\r\n");
   EXPECT_EQ(j->buries, 2u);
-  EXPECT_EQ(j->log_file, 7u);
   EXPECT_EQ(engine_.counters().buried, 1u);
   EXPECT_EQ(engine_.counters().delayed, 1u);
 

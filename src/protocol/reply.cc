@@ -189,7 +189,7 @@ std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
           "buries: %u\n"
           "kicks: %u\n",
           j.id, j.tube->name().c_str(), engine::JobStateName(j.state), j.pri, Secs(now - j.created),
-          j.delay_s, j.ttr_s, time_left, j.log_file, j.reserves, j.timeouts, j.releases, j.buries,
+          j.delay_s, j.ttr_s, time_left, e.LogFile(j), j.reserves, j.timeouts, j.releases, j.buries,
           j.kicks);
   return s;
 }

@@ -266,17 +266,16 @@ void JobStore::WriteFull(const Job& j, uint32_t resv) {
   Segment* s = Current();
   s->live++;
   s->ids.push_back(j.id);
-  auto [it, fresh] = jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv});
+  auto [it, fresh] =
+      jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq});
   if (fresh) {
     reserved_ += resv;
   } else {
-    it->second.full_seq = s->seq;
+    it->second.full_seq = it->second.last_seq = s->seq;
     it->second.full_size = static_cast<uint32_t>(size);
     live_bytes_ -= static_cast<int64_t>(size);  // same size as before; added back below
   }
   live_bytes_ += static_cast<int64_t>(size);
-  // The engine leaves log_file to the log; the Job itself is not const.
-  const_cast<Job&>(j).log_file = s->seq;
   records_written_++;
 }
 
@@ -318,13 +317,18 @@ void JobStore::Update(const Job& j) {
   }
   bool ok = Place(kStateRecordSize, [&](std::string* b) { AppendJobState(j, b); });
   STALKD_CHECK(ok);
-  const_cast<Job&>(j).log_file = Current()->seq;
+  m.last_seq = Current()->seq;
   records_written_++;
   // Top the reservation up again from free space, if there is any.
   if (m.resv < kJobReserve && UsableAfter(0) - reserved_ >= int64_t{kStateRecordSize}) {
     m.resv += kStateRecordSize;
     reserved_ += kStateRecordSize;
   }
+}
+
+uint32_t JobStore::FileOf(const Job& j) const {
+  auto it = jobs_.find(j.id);
+  return it == jobs_.end() ? 0 : it->second.last_seq;
 }
 
 void JobStore::Delete(const Job& j) {
@@ -681,7 +685,6 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
   for (const Replayed* r : order) {
     const JobRecord& x = r->rec;
     engine::RestoredJob rj = ToRestored(x, now, wall);
-    rj.log_file = r->last_seq;
     if (jobs_.count(x.id)) continue;  // adopted already (cannot happen: ids differ)
     if (!engine_->Restore(rj)) {
       *error = "cannot restore job " + std::to_string(x.id);
@@ -690,7 +693,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
     Segment* seg = by_seq[r->full_seq];
     seg->live++;
     seg->ids.push_back(x.id);
-    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve};
+    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve, r->last_seq};
     reserved_ += kJobReserve;
     live_bytes_ += r->full_size;
     restored_++;

@@ -113,6 +113,7 @@ class JobStoreTest : public ::testing::Test {
 };
 
 TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
+  uint32_t file3 = 0;  // stats-job "file" of job 3: the segment of its latest record
   {
     Instance a(clock_, dir_);
     ASSERT_TRUE(a.ok) << a.error;
@@ -124,6 +125,8 @@ TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
     ASSERT_TRUE(a.engine->Delete(a.session, 4));
     ASSERT_EQ(a.engine->ReserveJob(a.session, 3)->id, 3u);
     ASSERT_TRUE(a.engine->Bury(a.session, 3, 77));
+    file3 = a.engine->LogFile(*a.engine->Find(3));
+    EXPECT_GT(file3, 0u);
     ASSERT_NE(a.engine->ReserveJob(a.session, 5), nullptr);
     a.Flush();
   }
@@ -146,6 +149,7 @@ TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
   EXPECT_EQ(j->pri, 77u);
   EXPECT_EQ(j->buries, 1u);
   EXPECT_EQ(j->reserves, 1u);
+  EXPECT_EQ(b.engine->LogFile(*j), file3);
   EXPECT_EQ(b.engine->Find(4), nullptr);
   j = b.engine->Find(5);
   ASSERT_NE(j, nullptr);
