@@ -200,6 +200,8 @@ class Engine {
   void ReserveFor(Session* s, Job* j);
   void Kick(Job* j);            // a buried or delayed job to ready
   void MarkWorker(Session* s);  // counted in current-workers from its first reserve
+  // j's cold part, allocated (and accounted in memory_used_) on first use.
+  JobCold& ColdOf(Job* j);
   void FreeJob(Job* j);
   Job* OwnReserved(Session* s, uint64_t id) const;
 

@@ -214,17 +214,17 @@ JobRecord JobStore::ToRecord(const Job& j) const {
   Nanos now = clock_.Now();
   int64_t wall = WallNow();
   r.id = j.id;
-  r.state = ToDisk(j.state);
+  r.state = ToDisk(j.state());
   r.pri = j.pri;
-  r.delay_s = j.delay_s;
+  r.delay_s = j.delay_s();
   r.ttr_s = j.ttr_s;
-  r.created_wall = wall - (now - j.created);
-  r.deadline_wall = j.state == JobState::kDelayed ? wall + (j.deadline - now) : 0;
-  r.reserves = j.reserves;
-  r.timeouts = j.timeouts;
-  r.releases = j.releases;
-  r.buries = j.buries;
-  r.kicks = j.kicks;
+  r.created_wall = wall - (now - j.created());
+  r.deadline_wall = j.state() == JobState::kDelayed ? wall + (j.deadline() - now) : 0;
+  r.reserves = j.reserves();
+  r.timeouts = j.timeouts();
+  r.releases = j.releases();
+  r.buries = j.buries();
+  r.kicks = j.kicks();
   return r;
 }
 
