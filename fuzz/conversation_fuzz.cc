@@ -179,7 +179,7 @@ class World {
       FUZZ_CHECK(c->conv.waiting(), "event for a conversation not waiting");
       FUZZ_CHECK(!e.session->waiting(), "event while still waiting");
       if (e.kind == Event::Kind::kReserved) {
-        FUZZ_CHECK(e.job->state == JobState::kReserved && e.job->reserver == e.session,
+        FUZZ_CHECK(e.job->state() == JobState::kReserved && e.job->reserver() == e.session,
                    "reserved event job %" PRIu64, e.job->id);
       }
       c->conv.OnEvent(e);
@@ -232,7 +232,7 @@ class World {
         FUZZ_CHECK(j != nullptr, "%s: no such job", line.c_str());
         FUZZ_CHECK(j->body_size == n && out.compare(pos, n, j->data(), n) == 0, "body mismatch");
         if (word == "RESERVED") {
-          FUZZ_CHECK(j->state == JobState::kReserved && j->reserver == c.conv.session(),
+          FUZZ_CHECK(j->state() == JobState::kReserved && j->reserver() == c.conv.session(),
                      "RESERVED job %" PRIu64 " not reserved by this client", id);
         }
         pos += n + 2;

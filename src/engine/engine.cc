@@ -222,7 +222,7 @@ bool Engine::PauseTube(std::string_view name, uint32_t delay_s) {
 
 void Engine::MakeReady(Job* j) {
   Tube* t = j->tube;
-  j->state = JobState::kReady;
+  j->set_state(JobState::kReady);
   t->ready.Push(j);
   counters_.ready++;
   if (IsUrgent(j)) {
@@ -234,22 +234,23 @@ void Engine::MakeReady(Job* j) {
 
 void Engine::MakeDelayed(Job* j, Nanos deadline) {
   Tube* t = j->tube;
-  j->state = JobState::kDelayed;
-  j->deadline = deadline;
+  j->set_state(JobState::kDelayed);
+  ColdOf(j).deadline = deadline;
   t->delayed.Push(j);
   counters_.delayed++;
   RefreshDelayed(t);
 }
 
 void Engine::MakeBuried(Job* j) {
-  j->state = JobState::kBuried;
+  ColdOf(j);
+  j->set_state(JobState::kBuried);
   j->tube->buried.PushBack(j);
   counters_.buried++;
 }
 
 void Engine::TakeOut(Job* j) {
   Tube* t = j->tube;
-  switch (j->state) {
+  switch (j->state()) {
     case JobState::kReady:
       t->ready.Remove(j);
       counters_.ready--;
@@ -265,12 +266,12 @@ void Engine::TakeOut(Job* j) {
       RefreshDelayed(t);
       break;
     case JobState::kReserved: {
-      Session* s = j->reserver;
+      Session* s = j->cold->reserver;
       s->reserved_.Remove(j);
       s->reserved_order_.Remove(j);
       counters_.reserved--;
       t->stat.reserved--;
-      j->reserver = nullptr;
+      j->cold->reserver = nullptr;
       RefreshTimer(s);
       break;
     }
@@ -281,20 +282,29 @@ void Engine::TakeOut(Job* j) {
     case JobState::kNew:
       break;
   }
-  j->state = JobState::kNew;
+  j->set_state(JobState::kNew);
 }
 
 void Engine::ReserveFor(Session* s, Job* j) {
-  j->state = JobState::kReserved;
-  j->reserver = s;
-  j->deadline = clock_.Now() + Seconds(j->ttr_s);
-  j->reserves++;
+  JobCold& c = ColdOf(j);
+  j->set_state(JobState::kReserved);
+  c.reserver = s;
+  c.deadline = clock_.Now() + Seconds(j->ttr_s);
+  c.reserves++;
   Logged(j);
   s->reserved_.Push(j);
   s->reserved_order_.PushBack(j);
   counters_.reserved++;
   j->tube->stat.reserved++;
   RefreshTimer(s);
+}
+
+JobCold& Engine::ColdOf(Job* j) {
+  if (!j->cold) {
+    Job::AddCold(j);
+    memory_used_ += sizeof(JobCold);
+  }
+  return *j->cold;
 }
 
 void Engine::FreeJob(Job* j) {
@@ -307,7 +317,7 @@ void Engine::FreeJob(Job* j) {
 
 Job* Engine::OwnReserved(Session* s, uint64_t id) const {
   Job* j = jobs_.Find(id);
-  if (!j || j->state != JobState::kReserved || j->reserver != s) return nullptr;
+  if (!j || j->state() != JobState::kReserved || j->cold->reserver != s) return nullptr;
   return j;
 }
 
@@ -319,23 +329,25 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
     s->producer_ = true;
     counters_.producers++;
   }
-  size_t footprint = sizeof(Job) + size_t{body_size} + 2;
-  if (memory_used() + footprint > options_.max_memory) return nullptr;
+  // A delayed job needs its cold part from the start (for delay_s and the deadline).
+  if (memory_used() + Job::Footprint(body_size, delay_s > 0) > options_.max_memory) {
+    return nullptr;
+  }
   Job* j = Job::Allocate(body_size);
   if (!j) return nullptr;
+  memory_used_ += j->footprint();
   j->id = next_id_++;
   j->tube = s->use_;
   Ref(j->tube);
   j->pri = pri;
-  j->delay_s = delay_s;
+  if (delay_s > 0) ColdOf(j).delay_s = delay_s;
   j->ttr_s = ttr_s == 0 ? 1 : ttr_s;
-  j->created = clock_.Now();
-  memory_used_ += footprint;
+  j->set_created(clock_.Now());
   return j;
 }
 
 void Engine::Discard(Job* j) {
-  STALKD_DCHECK(j->state == JobState::kNew);
+  STALKD_DCHECK(j->state() == JobState::kNew);
   Tube* t = j->tube;
   memory_used_ -= j->footprint();
   Job::Free(j);
@@ -355,8 +367,8 @@ Engine::PutResult Engine::Put(Session* s, Job* j) {
   jobs_.Insert(j);
   counters_.total_jobs++;
   j->tube->stat.total_jobs++;
-  if (j->delay_s > 0) {
-    MakeDelayed(j, clock_.Now() + Seconds(j->delay_s));
+  if (j->delay_s() > 0) {
+    MakeDelayed(j, clock_.Now() + Seconds(j->delay_s()));
   } else {
     MakeReady(j);
   }
@@ -369,23 +381,25 @@ bool Engine::Restore(const RestoredJob& r) {
   if (r.id == 0 || jobs_.Find(r.id) || !jobs_.Fits(r.id)) return false;
   Job* j = Job::Allocate(static_cast<uint32_t>(r.body.size()));
   STALKD_CHECK(j != nullptr);
+  memory_used_ += j->footprint();
   j->id = r.id;
   j->tube = FindOrMakeTube(r.tube);
   Ref(j->tube);
   j->pri = r.pri;
-  j->delay_s = r.delay_s;
   j->ttr_s = r.ttr_s == 0 ? 1 : r.ttr_s;
-  j->created = r.created;
-  j->reserves = r.reserves;
-  j->timeouts = r.timeouts;
-  j->releases = r.releases;
-  j->buries = r.buries;
-  j->kicks = r.kicks;
-  j->log_file = r.log_file;
+  j->set_created(r.created);
+  if ((r.delay_s | r.reserves | r.timeouts | r.releases | r.buries | r.kicks) != 0) {
+    JobCold& c = ColdOf(j);
+    c.delay_s = r.delay_s;
+    c.reserves = r.reserves;
+    c.timeouts = r.timeouts;
+    c.releases = r.releases;
+    c.buries = r.buries;
+    c.kicks = r.kicks;
+  }
   std::copy(r.body.begin(), r.body.end(), j->data());
   j->data()[r.body.size()] = '\r';
   j->data()[r.body.size() + 1] = '\n';
-  memory_used_ += j->footprint();
   jobs_.Insert(j);
   counters_.total_jobs++;
   j->tube->stat.total_jobs++;
@@ -408,7 +422,7 @@ bool Engine::Restore(const RestoredJob& r) {
 
 bool Engine::DeadlineSoon(const Session* s, Nanos now) const {
   const Job* j = s->reserved_.top();
-  return j && now >= j->deadline - kSecond;
+  return j && now >= j->deadline() - kSecond;
 }
 
 void Engine::MarkWorker(Session* s) {
@@ -437,8 +451,8 @@ bool Engine::Reserve(Session* s, Nanos timeout) {
 Job* Engine::ReserveJob(Session* s, uint64_t id) {
   Job* j = jobs_.Find(id);
   if (!j) return nullptr;
-  if (j->state != JobState::kReady && j->state != JobState::kDelayed &&
-      j->state != JobState::kBuried) {
+  JobState state = j->state();
+  if (state != JobState::kReady && state != JobState::kDelayed && state != JobState::kBuried) {
     return nullptr;
   }
   TakeOut(j);
@@ -517,7 +531,9 @@ void Engine::RefreshDelayed(Tube* t) {
 // second before that expiry (DEADLINE_SOON) or at its reserve timeout, whichever is first.
 void Engine::RefreshTimer(Session* s) {
   Nanos wake = kForever;
-  if (const Job* j = s->reserved_.top()) wake = s->waiting_ ? j->deadline - kSecond : j->deadline;
+  if (const Job* j = s->reserved_.top()) {
+    wake = s->waiting_ ? j->deadline() - kSecond : j->deadline();
+  }
   if (s->waiting_) wake = std::min(wake, s->wait_until_);
   bool want = wake != kForever && !s->closed_;
   bool in = timers_.Contains(s);
@@ -536,7 +552,7 @@ void Engine::RefreshTimer(Session* s) {
 bool Engine::Delete(Session* s, uint64_t id) {
   Job* j = jobs_.Find(id);
   if (!j) return false;
-  if (j->state == JobState::kReserved && j->reserver != s) return false;
+  if (j->state() == JobState::kReserved && j->cold->reserver != s) return false;
   TakeOut(j);
   j->tube->stat.deletes++;
   if (log_) log_->Delete(*j);
@@ -549,8 +565,9 @@ bool Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
   if (!j) return false;
   TakeOut(j);
   j->pri = pri;
-  j->delay_s = delay_s;
-  j->releases++;
+  JobCold& c = ColdOf(j);  // it has one: it was reserved
+  c.delay_s = delay_s;
+  c.releases++;
   if (delay_s > 0) {
     MakeDelayed(j, clock_.Now() + Seconds(delay_s));
   } else {
@@ -566,7 +583,7 @@ bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
   if (!j) return false;
   TakeOut(j);
   j->pri = pri;
-  j->buries++;
+  ColdOf(j).buries++;
   MakeBuried(j);
   Logged(j);
   return true;
@@ -575,7 +592,7 @@ bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
 bool Engine::Touch(Session* s, uint64_t id) {
   Job* j = OwnReserved(s, id);
   if (!j) return false;
-  j->deadline = clock_.Now() + Seconds(j->ttr_s);
+  j->cold->deadline = clock_.Now() + Seconds(j->ttr_s);
   s->reserved_.Update(j);
   RefreshTimer(s);
   return true;
@@ -583,14 +600,14 @@ bool Engine::Touch(Session* s, uint64_t id) {
 
 bool Engine::KickJob(uint64_t id) {
   Job* j = jobs_.Find(id);
-  if (!j || (j->state != JobState::kBuried && j->state != JobState::kDelayed)) return false;
+  if (!j || (j->state() != JobState::kBuried && j->state() != JobState::kDelayed)) return false;
   Kick(j);
   return true;
 }
 
 void Engine::Kick(Job* j) {
   TakeOut(j);
-  j->kicks++;
+  ColdOf(j).kicks++;
   MakeReady(j);
   Logged(j);
   ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
@@ -614,10 +631,10 @@ uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
   // As in beanstalkd, DEADLINE_SOON is decided before expired jobs are returned.
   bool soon = s->waiting_ && DeadlineSoon(s, now);
   uint32_t moved = 0;
-  while (moved < budget && !s->reserved_.empty() && s->reserved_.top()->deadline <= now) {
+  while (moved < budget && !s->reserved_.empty() && s->reserved_.top()->deadline() <= now) {
     Job* j = s->reserved_.top();
     TakeOut(j);
-    j->timeouts++;
+    j->cold->timeouts++;
     counters_.timeouts++;
     MakeReady(j);
     Logged(j);
@@ -653,7 +670,7 @@ Nanos Engine::Tick() {
   }
 
   uint32_t promoted = 0;
-  while (!delay_tubes_.empty() && delay_tubes_.top()->delayed.top()->deadline <= now) {
+  while (!delay_tubes_.empty() && delay_tubes_.top()->delayed.top()->deadline() <= now) {
     if (promoted == budget) {
       more = true;
       break;
@@ -674,7 +691,7 @@ Nanos Engine::Tick() {
   ReleaseClosed(budget);
   if (more || !closing_.empty()) return now;
   Nanos next = kForever;
-  if (!delay_tubes_.empty()) next = std::min(next, delay_tubes_.top()->delayed.top()->deadline);
+  if (!delay_tubes_.empty()) next = std::min(next, delay_tubes_.top()->delayed.top()->deadline());
   if (!paused_.empty()) next = std::min(next, paused_.top()->unpause_at);
   if (!timers_.empty()) next = std::min(next, timers_.top()->wake_at_);
   return next;
@@ -689,6 +706,16 @@ void Engine::TakeEvents(std::vector<Event>* out) {
 
 void Engine::CheckInvariants() const {
   uint64_t ready = 0, urgent = 0, delayed = 0, buried = 0, reserved = 0, waiting = 0;
+  auto check_job = [this](const Job* j, JobState state, const Tube* t) {
+    STALKD_CHECK(j->state() == state && j->tube == t && jobs_.Find(j->id) == j);
+    // Only a ready job may lack the cold part (deadline, list node, reserver).
+    STALKD_CHECK(j->cold != nullptr || state == JobState::kReady);
+    if (const JobCold* c = j->cold) {
+      STALKD_CHECK(c->job == j);
+      STALKD_CHECK((c->reserver != nullptr) == (state == JobState::kReserved));
+      STALKD_CHECK(c->linked() == (state == JobState::kReserved || state == JobState::kBuried));
+    }
+  };
   STALKD_CHECK(tube_list_.size() == tubes_.size());
   for (size_t i = 0; i < tube_list_.size(); i++) {
     const Tube* t = tube_list_[i];
@@ -698,16 +725,12 @@ void Engine::CheckInvariants() const {
     uint64_t tube_urgent = 0;
     for (size_t k = 0; k < t->ready.size(); k++) {
       const Job* j = t->ready.at(k);
-      STALKD_CHECK(j->state == JobState::kReady && j->tube == t && jobs_.Find(j->id) == j);
+      check_job(j, JobState::kReady, t);
       if (IsUrgent(j)) tube_urgent++;
     }
-    for (size_t k = 0; k < t->delayed.size(); k++) {
-      const Job* j = t->delayed.at(k);
-      STALKD_CHECK(j->state == JobState::kDelayed && j->tube == t && jobs_.Find(j->id) == j);
-    }
-    for (const Job* j : t->buried) {
-      STALKD_CHECK(j->state == JobState::kBuried && j->tube == t && jobs_.Find(j->id) == j);
-    }
+    for (size_t k = 0; k < t->delayed.size(); k++)
+      check_job(t->delayed.at(k), JobState::kDelayed, t);
+    for (const Job* j : t->buried) check_job(j, JobState::kBuried, t);
     STALKD_CHECK(tube_urgent == t->stat.urgent);
     bool want_eligible = !t->waiters.empty() && !t->ready.empty() && !t->paused();
     STALKD_CHECK(eligible_.Contains(t) == want_eligible);
@@ -728,8 +751,8 @@ void Engine::CheckInvariants() const {
     STALKD_CHECK(s->reserved_.IsHeap());
     for (size_t k = 0; k < s->reserved_.size(); k++) {
       const Job* j = s->reserved_.at(k);
-      STALKD_CHECK(j->state == JobState::kReserved && j->reserver == s);
-      STALKD_CHECK(jobs_.Find(j->id) == j);
+      check_job(j, JobState::kReserved, j->tube);
+      STALKD_CHECK(j->cold->reserver == s);
     }
     reserved += s->reserved_.size();
     if (s->waiting_) {

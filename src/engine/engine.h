@@ -176,6 +176,8 @@ class Engine {
   void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }
 
   // --- stats ---
+  // The job log's file holding j's latest record (stats-job "file"); 0 without a log.
+  uint32_t LogFile(const Job& j) const { return log_ ? log_->FileOf(j) : 0; }
   const GlobalCounters& counters() const { return counters_; }
   size_t max_job_size() const { return max_job_size_; }
   void set_max_job_size(size_t n) { max_job_size_ = n; }
@@ -198,6 +200,8 @@ class Engine {
   void ReserveFor(Session* s, Job* j);
   void Kick(Job* j);            // a buried or delayed job to ready
   void MarkWorker(Session* s);  // counted in current-workers from its first reserve
+  // j's cold part, allocated (and accounted in memory_used_) on first use.
+  JobCold& ColdOf(Job* j);
   void FreeJob(Job* j);
   Job* OwnReserved(Session* s, uint64_t id) const;
 

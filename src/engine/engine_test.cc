@@ -61,8 +61,8 @@ class EngineTest : public ::testing::Test {
       ADD_FAILURE() << "expected kReserved, got " << static_cast<int>(ev[0].kind);
       return 0;
     }
-    EXPECT_EQ(ev[0].job->reserver, s);
-    EXPECT_EQ(ev[0].job->state, JobState::kReserved);
+    EXPECT_EQ(ev[0].job->reserver(), s);
+    EXPECT_EQ(ev[0].job->state(), JobState::kReserved);
     return ev[0].job->id;
   }
 
@@ -87,7 +87,7 @@ class EngineTest : public ::testing::Test {
   JobState State(uint64_t id) {
     Job* j = engine_.Find(id);
     EXPECT_NE(j, nullptr) << "job " << id;
-    return j ? j->state : JobState::kNew;
+    return j ? j->state() : JobState::kNew;
   }
 
   std::vector<std::string> TubeNames() {
@@ -245,6 +245,54 @@ TEST(EngineMemory, CapRefusesAndFreesAfterDelete) {
   e.CheckInvariants();
 }
 
+// A job waiting ready and never reserved has no cold part; everything else brings one,
+// and memory_used counts it to the byte while it exists.
+TEST_F(EngineTest, ColdPartIsCountedAndOnlyWhenNeeded) {
+  Session* s = Open();
+  const size_t hot = sizeof(Job) + 3 + 2;  // body "abc" and CRLF
+  uint64_t a = Put(s, 0, 0, 60, "abc");
+  EXPECT_EQ(engine_.Find(a)->cold, nullptr);
+  const size_t one = engine_.memory_used();  // may include a job-table page
+  EXPECT_GE(one, hot);
+  EXPECT_EQ(engine_.Find(a)->kicks(), 0u);
+  EXPECT_EQ(engine_.Find(a)->created(), clock_.Now());
+
+  EXPECT_EQ(ReserveNow(s), a);
+  EXPECT_NE(engine_.Find(a)->cold, nullptr);
+  EXPECT_EQ(engine_.memory_used(), one + sizeof(JobCold));
+  EXPECT_TRUE(engine_.Release(s, a, 0, 0));
+  EXPECT_EQ(engine_.memory_used(), one + sizeof(JobCold));  // kept: reserves is 1
+  EXPECT_EQ(engine_.Find(a)->reserves(), 1u);
+
+  uint64_t d = Put(s, 0, 5, 60, "abc");  // delayed: cold from the put, counted at once
+  EXPECT_NE(engine_.Find(d)->cold, nullptr);
+  EXPECT_EQ(engine_.Find(d)->delay_s(), 5u);
+  EXPECT_EQ(engine_.memory_used(), one + hot + 2 * sizeof(JobCold));
+  EXPECT_TRUE(engine_.Delete(s, d));
+  EXPECT_EQ(engine_.memory_used(), one + sizeof(JobCold));
+  EXPECT_TRUE(engine_.Delete(s, a));
+  EXPECT_LE(engine_.memory_used(), one - hot);  // the job table may keep its page
+}
+
+// The state shares a word with the creation time; neither disturbs the other.
+TEST_F(EngineTest, CreatedAndStateShareAWord) {
+  Session* s = Open();
+  clock_.Advance(123'456'789);
+  Nanos put_at = clock_.Now();
+  uint64_t a = Put(s, 0, 0, 60);
+  Job* j = engine_.Find(a);
+  EXPECT_EQ(j->created(), put_at & ~Nanos{7});
+  EXPECT_LE(put_at - j->created(), 7);
+  EXPECT_EQ(State(a), JobState::kReady);
+  EXPECT_EQ(ReserveNow(s), a);
+  EXPECT_TRUE(engine_.Bury(s, a, 0));
+  EXPECT_EQ(j->state(), JobState::kBuried);
+  EXPECT_EQ(j->created(), put_at & ~Nanos{7});
+  j->set_created(-3 * kSecond);  // a restored job may predate the monotonic clock's zero
+  EXPECT_EQ(j->created(), -3 * kSecond);
+  EXPECT_EQ(j->state(), JobState::kBuried);
+}
+
 // ------------------------------------------------------------------ reserve
 
 TEST_F(EngineTest, ReserveOrderPriThenIdAcrossTubes) {
@@ -274,7 +322,7 @@ TEST_F(EngineTest, ReserveOrderPriThenIdAcrossTubes) {
   EXPECT_EQ(w->reserved_count(), 4u);
   EXPECT_EQ(C().workers, 1u);
   EXPECT_TRUE(w->is_worker());
-  EXPECT_EQ(engine_.Find(a1)->reserves, 1u);
+  EXPECT_EQ(engine_.Find(a1)->reserves(), 1u);
   EXPECT_EQ(engine_.FindTube("a")->stat.reserved, 2u);
 }
 
@@ -367,7 +415,7 @@ TEST_F(EngineTest, TtrExpiryReleasesJobEveryTime) {
   EXPECT_EQ(Tick(), clock_.Now() + 2 * kSecond);
   Advance(2 * kSecond);
   EXPECT_EQ(State(id), JobState::kReady);
-  EXPECT_EQ(engine_.Find(id)->timeouts, 1u);
+  EXPECT_EQ(engine_.Find(id)->timeouts(), 1u);
   EXPECT_EQ(C().timeouts, 1u);
   EXPECT_EQ(C().reserved, 0u);
   EXPECT_EQ(w->reserved_count(), 0u);
@@ -381,7 +429,7 @@ TEST_F(EngineTest, TtrExpiryReleasesJobEveryTime) {
   EXPECT_EQ(State(id), JobState::kReserved);
   Advance(kSecond);
   EXPECT_EQ(State(id), JobState::kReady);
-  EXPECT_EQ(engine_.Find(id)->timeouts, 2u);
+  EXPECT_EQ(engine_.Find(id)->timeouts(), 2u);
   EXPECT_EQ(C().timeouts, 2u);
 
   // And by another worker.
@@ -389,8 +437,8 @@ TEST_F(EngineTest, TtrExpiryReleasesJobEveryTime) {
   EXPECT_EQ(ReserveNow(w2), id);
   Advance(2 * kSecond);
   EXPECT_EQ(State(id), JobState::kReady);
-  EXPECT_EQ(engine_.Find(id)->timeouts, 3u);
-  EXPECT_EQ(engine_.Find(id)->reserves, 3u);
+  EXPECT_EQ(engine_.Find(id)->timeouts(), 3u);
+  EXPECT_EQ(engine_.Find(id)->reserves(), 3u);
   EXPECT_EQ(C().timeouts, 3u);
 }
 
@@ -422,7 +470,7 @@ TEST_F(EngineTest, TouchExtendsAndOnlyOwnReserved) {
   clock_.Advance(9 * kSecond);
   EXPECT_TRUE(engine_.Touch(w, id));
   Check();
-  EXPECT_EQ(engine_.Find(id)->deadline, clock_.Now() + 10 * kSecond);
+  EXPECT_EQ(engine_.Find(id)->deadline(), clock_.Now() + 10 * kSecond);
   Advance(9 * kSecond);
   EXPECT_EQ(State(id), JobState::kReserved);
   Advance(kSecond);
@@ -507,7 +555,7 @@ TEST_F(EngineTest, LateTickWhileWaitingOnOwnExpiredJob) {
   EXPECT_EQ(C().waiting, 0u);
   EXPECT_EQ(C().timeouts, 1u);
   if (ev[0].kind == Kind::kReserved) {
-    EXPECT_EQ(ev[0].job->reserver, w);
+    EXPECT_EQ(ev[0].job->reserver(), w);
   }
 }
 
@@ -535,10 +583,10 @@ TEST_F(EngineTest, ReleaseReadyWithNewPriority) {
   EXPECT_TRUE(engine_.Release(w, id, 1, 0));
   Check();
   Job* j = engine_.Find(id);
-  EXPECT_EQ(j->state, JobState::kReady);
+  EXPECT_EQ(j->state(), JobState::kReady);
   EXPECT_EQ(j->pri, 1u);
-  EXPECT_EQ(j->releases, 1u);
-  EXPECT_EQ(j->reserver, nullptr);
+  EXPECT_EQ(j->releases(), 1u);
+  EXPECT_EQ(j->reserver(), nullptr);
   EXPECT_EQ(C().urgent, 1u);
   EXPECT_EQ(C().reserved, 0u);
   EXPECT_FALSE(engine_.Release(w, id, 1, 0));  // no longer reserved
@@ -552,11 +600,11 @@ TEST_F(EngineTest, ReleaseWithDelay) {
   EXPECT_TRUE(engine_.Release(w, id, 7, 3));
   Check();
   EXPECT_EQ(State(id), JobState::kDelayed);
-  EXPECT_EQ(engine_.Find(id)->delay_s, 3u);
+  EXPECT_EQ(engine_.Find(id)->delay_s(), 3u);
   EXPECT_EQ(C().delayed, 1u);
   Advance(3 * kSecond);
   EXPECT_EQ(State(id), JobState::kReady);
-  EXPECT_EQ(engine_.Find(id)->releases, 1u);
+  EXPECT_EQ(engine_.Find(id)->releases(), 1u);
 }
 
 TEST_F(EngineTest, ReleaseGoesToWaiter) {
@@ -593,7 +641,7 @@ TEST_F(EngineTest, BuryAndKickBuriedFifo) {
   EXPECT_FALSE(engine_.Bury(w, b, 9));
   EXPECT_EQ(C().buried, 3u);
   EXPECT_EQ(engine_.Find(c)->pri, 100u);
-  EXPECT_EQ(engine_.Find(c)->buries, 1u);
+  EXPECT_EQ(engine_.Find(c)->buries(), 1u);
   Tube* t = engine_.FindTube("default");
   EXPECT_EQ(engine_.PeekBuried(t)->id, c);
   // Kicked oldest-buried first, regardless of priority.
@@ -602,7 +650,7 @@ TEST_F(EngineTest, BuryAndKickBuriedFifo) {
   EXPECT_EQ(State(c), JobState::kReady);
   EXPECT_EQ(State(a), JobState::kReady);
   EXPECT_EQ(State(b), JobState::kBuried);
-  EXPECT_EQ(engine_.Find(c)->kicks, 1u);
+  EXPECT_EQ(engine_.Find(c)->kicks(), 1u);
   EXPECT_EQ(engine_.KickBuried(t, 10), 1u);
   Check();
   EXPECT_EQ(engine_.KickBuried(t, 10), 0u);
@@ -622,7 +670,7 @@ TEST_F(EngineTest, KickDelayedSoonestFirst) {
   EXPECT_EQ(State(b), JobState::kReady);
   EXPECT_EQ(State(c), JobState::kReady);
   EXPECT_EQ(State(a), JobState::kDelayed);
-  EXPECT_EQ(engine_.Find(b)->kicks, 1u);
+  EXPECT_EQ(engine_.Find(b)->kicks(), 1u);
   EXPECT_EQ(engine_.KickDelayed(t, 0), 0u);
   EXPECT_EQ(engine_.KickDelayed(t, 5), 1u);
   Check();
@@ -661,12 +709,12 @@ TEST_F(EngineTest, KickJob) {
   EXPECT_TRUE(engine_.KickJob(buried));
   Check();
   EXPECT_EQ(State(buried), JobState::kReady);
-  EXPECT_EQ(engine_.Find(buried)->kicks, 1u);
+  EXPECT_EQ(engine_.Find(buried)->kicks(), 1u);
   EXPECT_TRUE(engine_.KickJob(delayed));
   Check();
   EXPECT_EQ(State(delayed), JobState::kReady);
-  EXPECT_EQ(engine_.Find(delayed)->kicks, 1u);
-  EXPECT_EQ(engine_.Find(ready)->kicks, 0u);
+  EXPECT_EQ(engine_.Find(delayed)->kicks(), 1u);
+  EXPECT_EQ(engine_.Find(ready)->kicks(), 0u);
   EXPECT_EQ(C().delayed, 0u);
   EXPECT_EQ(C().buried, 0u);
   EXPECT_FALSE(engine_.KickJob(buried));  // now ready
@@ -727,8 +775,8 @@ TEST_F(EngineTest, ReserveJobFromReadyDelayedBuried) {
   j = engine_.ReserveJob(w, ready);
   Check();
   ASSERT_NE(j, nullptr);
-  EXPECT_EQ(j->state, JobState::kReserved);
-  EXPECT_EQ(j->reserver, w);
+  EXPECT_EQ(j->state(), JobState::kReserved);
+  EXPECT_EQ(j->reserver(), w);
   EXPECT_EQ(engine_.ReserveJob(w, ready), nullptr);  // already reserved
   EXPECT_EQ(engine_.ReserveJob(p, ready), nullptr);
 
@@ -739,8 +787,8 @@ TEST_F(EngineTest, ReserveJobFromReadyDelayedBuried) {
   j = engine_.ReserveJob(p, bur);
   Check();
   ASSERT_NE(j, nullptr);
-  EXPECT_EQ(j->reserver, p);
-  EXPECT_EQ(engine_.Find(bur)->reserves, 2u);
+  EXPECT_EQ(j->reserver(), p);
+  EXPECT_EQ(engine_.Find(bur)->reserves(), 2u);
   EXPECT_EQ(C().reserved, 3u);
   EXPECT_EQ(C().buried, 0u);
   EXPECT_TRUE(p->is_worker());
@@ -968,7 +1016,7 @@ TEST_F(EngineTest, CloseSessionReleasesReservedJobs) {
   EXPECT_EQ(ev[0].session, w2);
   EXPECT_EQ(ev[0].job->id, a);
   EXPECT_EQ(State(b), JobState::kReady);
-  EXPECT_EQ(engine_.Find(a)->timeouts, 0u);
+  EXPECT_EQ(engine_.Find(a)->timeouts(), 0u);
   EXPECT_EQ(C().timeouts, 0u);
   EXPECT_EQ(Tick(), clock_.Now() + 60 * kSecond);
 }
@@ -1056,7 +1104,7 @@ TEST_F(SmallBudgetEngineTest, ReleasedJobsOfClosedSessionNotDeletableByOthers) {
   // Until Ticks return them, the closed session's jobs stay reserved: NOT_FOUND for everyone.
   int refused = 0;
   for (uint64_t id : ids) {
-    if (engine_.Find(id)->state == JobState::kReserved) {
+    if (engine_.Find(id)->state() == JobState::kReserved) {
       EXPECT_FALSE(engine_.Delete(p, id));
       EXPECT_FALSE(engine_.KickJob(id));
       EXPECT_EQ(engine_.ReserveJob(p, id), nullptr);
@@ -1243,7 +1291,7 @@ TEST_F(EngineTest, RandomWalkKeepsInvariants) {
       ASSERT_TRUE(std::find(ss.begin(), ss.end(), e.session) != ss.end());
       ASSERT_FALSE(e.session->waiting());
       if (e.kind == Kind::kReserved) {
-        ASSERT_EQ(e.job->reserver, e.session);
+        ASSERT_EQ(e.job->reserver(), e.session);
       }
     }
     ev.clear();

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <new>
 
+#include "base/check.h"
 #include "base/clock.h"
 #include "base/intrusive_list.h"
 
@@ -10,42 +11,76 @@ namespace stalkd::engine {
 
 class Tube;
 class Session;
+struct Job;
 
 enum class JobState : uint8_t { kNew, kReady, kDelayed, kReserved, kBuried };
 
 const char* JobStateName(JobState s);
 
-struct BuriedTag;
+struct JobListTag;
+
+// The part of a job that a job waiting in a ready queue, never reserved, does not need. It
+// is allocated by the engine (Engine::ColdOf) the first time the job needs one of its
+// fields: a put with a delay, the first reserve, a bury, a counter becoming nonzero, a
+// restore that brings any of these back. It lives until the job is freed.
+// Every delayed, reserved or buried job has one.
+struct JobCold : ListNode<JobListTag> {
+  Job* job;                     // the job this belongs to
+  Session* reserver = nullptr;  // set only while kReserved
+  Nanos deadline = 0;           // kDelayed: when it becomes ready; kReserved: TTR expiry
+  uint32_t delay_s = 0;
+  uint32_t reserves = 0;
+  uint32_t timeouts = 0;
+  uint32_t releases = 0;
+  uint32_t buries = 0;
+  uint32_t kicks = 0;
+
+  explicit JobCold(Job* j) : job(j) {}
+};
 
 // One job: metadata followed, in the same allocation, by the body and its trailing "\r\n"
-// (the bytes are kept exactly as a RESERVED/FOUND reply sends them).
+// (the bytes are kept exactly as a RESERVED/FOUND reply sends them). The header holds only
+// what a ready job uses; the rest is in the JobCold part, when the job has one.
 //
 // Where a job sits, by state:
 //   kNew       built from a put line, body still arriving; in the job table (its id is taken)
 //   kReady     tube->ready heap               (heap_slot)
 //   kDelayed   tube->delayed heap             (heap_slot, deadline = when it becomes ready)
 //   kReserved  reserver->reserved heap        (heap_slot, deadline = TTR expiry)
-//   kBuried    tube->buried list              (ListNode<BuriedTag>)
+//   kBuried    tube->buried list              (the list node in cold)
 // A job is in exactly one of these places, so one heap slot serves all heaps. The list node
 // also serves twice: a reserved job is on its reserver's list in reservation order.
-struct Job : ListNode<BuriedTag> {
-  uint64_t id;
-  Tube* tube;
-  Session* reserver;  // set only while kReserved
-  Nanos created;
-  Nanos deadline;
-  uint32_t pri;
-  uint32_t delay_s;
-  uint32_t ttr_s;
+struct Job {
+  uint64_t id = 0;
+  Tube* tube = nullptr;
+  JobCold* cold = nullptr;  // owned; see JobCold
+  uint32_t pri = 0;
+  uint32_t ttr_s = 0;
   uint32_t heap_slot = UINT32_MAX;
-  uint32_t body_size;  // without the trailing CRLF
-  uint32_t reserves = 0;
-  uint32_t timeouts = 0;
-  uint32_t releases = 0;
-  uint32_t buries = 0;
-  uint32_t kicks = 0;
-  uint32_t log_file = 0;  // for the JobLog's own use (stats-job "file"); 0 without a log
-  JobState state = JobState::kNew;
+  uint32_t body_size = 0;  // without the trailing CRLF
+
+  // The creation time keeps 8 ns of precision: the low 3 bits of its word hold the state.
+  Nanos created() const { return static_cast<Nanos>(created_state_ & ~kStateMask); }
+  void set_created(Nanos t) {
+    created_state_ = (static_cast<uint64_t>(t) & ~kStateMask) | (created_state_ & kStateMask);
+  }
+  JobState state() const { return static_cast<JobState>(created_state_ & kStateMask); }
+  void set_state(JobState s) {
+    created_state_ = (created_state_ & ~kStateMask) | static_cast<uint64_t>(s);
+  }
+
+  // The cold fields; without a cold part they are all zero.
+  Session* reserver() const { return cold ? cold->reserver : nullptr; }
+  Nanos deadline() const {  // kDelayed and kReserved only (they always have a cold part)
+    STALKD_DCHECK(cold != nullptr);
+    return cold->deadline;
+  }
+  uint32_t delay_s() const { return cold ? cold->delay_s : 0; }
+  uint32_t reserves() const { return cold ? cold->reserves : 0; }
+  uint32_t timeouts() const { return cold ? cold->timeouts : 0; }
+  uint32_t releases() const { return cold ? cold->releases : 0; }
+  uint32_t buries() const { return cold ? cold->buries : 0; }
+  uint32_t kicks() const { return cold ? cold->kicks : 0; }
 
   // body_size bytes of body followed by "\r\n" (once received).
   char* data() { return reinterpret_cast<char*>(this + 1); }
@@ -53,7 +88,10 @@ struct Job : ListNode<BuriedTag> {
   uint32_t data_size() const { return body_size + 2; }
 
   // Bytes this job costs, as accounted against the memory cap.
-  size_t footprint() const { return sizeof(Job) + data_size(); }
+  static size_t Footprint(uint32_t body_size, bool with_cold) {
+    return sizeof(Job) + size_t{body_size} + 2 + (with_cold ? sizeof(JobCold) : 0);
+  }
+  size_t footprint() const { return Footprint(body_size, cold != nullptr); }
 
   static Job* Allocate(uint32_t body_size) {
     void* mem = ::operator new(sizeof(Job) + body_size + 2, std::nothrow);
@@ -62,10 +100,60 @@ struct Job : ListNode<BuriedTag> {
     j->body_size = body_size;
     return j;
   }
+  // Gives j its cold part; j must not have one.
+  static JobCold* AddCold(Job* j) {
+    STALKD_DCHECK(j->cold == nullptr);
+    j->cold = new JobCold(j);
+    return j->cold;
+  }
   static void Free(Job* j) {
+    delete j->cold;
     j->~Job();
     ::operator delete(j);
   }
+
+ private:
+  static constexpr uint64_t kStateMask = 7;
+  uint64_t created_state_ = 0;  // created time | state
+};
+
+// The header of a 100-byte job plus its body and CRLF fit a 160-byte malloc chunk.
+static_assert(sizeof(Job) == 48);
+static_assert(static_cast<int>(JobState::kBuried) <= 7);
+
+// A list of jobs through their cold parts (a tube's buried jobs, a session's reserved jobs
+// in reservation order). Only jobs with a cold part can join.
+class JobList {
+  using List = IntrusiveList<JobCold, JobListTag>;
+
+ public:
+  bool empty() const { return list_.empty(); }
+  size_t size() const { return list_.size(); }
+  Job* front() const {
+    JobCold* c = list_.front();
+    return c ? c->job : nullptr;
+  }
+  void PushBack(Job* j) { list_.PushBack(j->cold); }
+  void Remove(Job* j) { list_.Remove(j->cold); }
+
+  class Iterator {
+   public:
+    explicit Iterator(List::Iterator it) : it_(it) {}
+    Job* operator*() const { return (*it_)->job; }
+    Iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    bool operator!=(const Iterator& o) const { return it_ != o.it_; }
+
+   private:
+    List::Iterator it_;
+  };
+  Iterator begin() const { return Iterator(list_.begin()); }
+  Iterator end() const { return Iterator(list_.end()); }
+
+ private:
+  List list_;
 };
 
 }  // namespace stalkd::engine

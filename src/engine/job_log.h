@@ -26,6 +26,12 @@ class JobLog {
   virtual void Update(const Job& j) = 0;
   // The job is deleted; `j` is still intact during the call.
   virtual void Delete(const Job& j) = 0;
+  // A query, not a change: the log's own number for the file holding j's latest record,
+  // shown as stats-job "file"; 0 if it has none.
+  virtual uint32_t FileOf(const Job& j) const {
+    (void)j;
+    return 0;
+  }
 };
 
 // A job as a store brings it back at start-up.
@@ -40,7 +46,6 @@ struct RestoredJob {
   Nanos deadline = 0;  // kDelayed: when it becomes ready, on the engine's clock
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
   std::string_view body;  // without the trailing CRLF
-  uint32_t log_file = 0;  // the store's own bookkeeping, shown as stats-job "file"
 };
 
 }  // namespace stalkd::engine

@@ -23,7 +23,8 @@ class RecordingLog : public JobLog {
 
  private:
   void Add(const char* what, const Job& j) {
-    records.push_back(std::string(what) + " " + std::to_string(j.id) + " " + JobStateName(j.state));
+    records.push_back(std::string(what) + " " + std::to_string(j.id) + " " +
+                      JobStateName(j.state()));
   }
 };
 
@@ -100,7 +101,6 @@ TEST_F(JobLogTest, RestoreRebuildsStatesWithoutLoggingAndContinuesIds) {
   r.ttr_s = 60;
   r.buries = 2;
   r.body = "hello";
-  r.log_file = 7;
   ASSERT_TRUE(engine_.Restore(r));
   r.id = 42;
   r.state = JobState::kDelayed;
@@ -112,17 +112,16 @@ TEST_F(JobLogTest, RestoreRebuildsStatesWithoutLoggingAndContinuesIds) {
 
   const Job* j = engine_.Find(41);
   ASSERT_NE(j, nullptr);
-  EXPECT_EQ(j->state, JobState::kBuried);
+  EXPECT_EQ(j->state(), JobState::kBuried);
   EXPECT_EQ(j->tube->name(), "emails");
   EXPECT_EQ(std::string(j->data(), j->data_size()), "hello\r\n");
-  EXPECT_EQ(j->buries, 2u);
-  EXPECT_EQ(j->log_file, 7u);
+  EXPECT_EQ(j->buries(), 2u);
   EXPECT_EQ(engine_.counters().buried, 1u);
   EXPECT_EQ(engine_.counters().delayed, 1u);
 
   clock_.Advance(5 * kSecond);
   engine_.Tick();
-  EXPECT_EQ(engine_.Find(42)->state, JobState::kReady);
+  EXPECT_EQ(engine_.Find(42)->state(), JobState::kReady);
 
   Session* s = engine_.OpenSession(nullptr);
   EXPECT_EQ(Put(s), 43u);

@@ -36,9 +36,9 @@ class Session : public ListNode<SessionTag> {
   void* owner_;
   Tube* use_ = nullptr;
   std::vector<Tube*> watch_;
-  DeadlineHeap reserved_;                         // by TTR deadline
-  IntrusiveList<Job, BuriedTag> reserved_order_;  // the same jobs, in reservation order
-  std::vector<WaitNode> wait_nodes_;              // one per watched tube while waiting
+  DeadlineHeap reserved_;             // by TTR deadline
+  JobList reserved_order_;            // the same jobs, in reservation order
+  std::vector<WaitNode> wait_nodes_;  // one per watched tube while waiting
   bool waiting_ = false;
   bool closed_ = false;
   bool producer_ = false;

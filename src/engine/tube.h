@@ -27,8 +27,9 @@ struct ReadyOrder {
 };
 
 struct DeadlineOrder {
-  static bool Less(const Job* a, const Job* b) {
-    return a->deadline != b->deadline ? a->deadline < b->deadline : a->id < b->id;
+  static bool Less(const Job* a, const Job* b) {  // delayed and reserved jobs have a cold part
+    Nanos da = a->cold->deadline, db = b->cold->deadline;
+    return da != db ? da < db : a->id < b->id;
   }
   static uint32_t& Slot(Job* j) { return j->heap_slot; }
 };
@@ -56,7 +57,7 @@ class Tube {
 
   ReadyHeap ready;
   DeadlineHeap delayed;
-  IntrusiveList<Job, BuriedTag> buried;
+  JobList buried;
   IntrusiveList<WaitNode, WaitTag> waiters;
   TubeCounters stat;
 

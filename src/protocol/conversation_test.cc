@@ -330,7 +330,7 @@ TEST_F(ConversationTest, WaitingReserveServedByAnotherConversation) {
   // The pipelined command after reserve ran once the reserve was answered.
   EXPECT_EQ(worker.Take(), "RESERVED 1 4\r\nwork\r\nUSING default\r\n");
   EXPECT_FALSE(worker.conv.waiting());
-  EXPECT_EQ(w_.engine.Find(1)->state, JobState::kReserved);
+  EXPECT_EQ(w_.engine.Find(1)->state(), JobState::kReserved);
   EXPECT_EQ(w_.Do(producer, "delete 1\r\n"), "NOT_FOUND\r\n");
   EXPECT_EQ(w_.Do(worker, "delete 1\r\n"), "DELETED\r\n");
 }
@@ -411,7 +411,7 @@ TEST_F(ConversationTest, InputClosedWhileWaiting) {
   // A later job is not handed to it.
   Client& p = w_.NewClient();
   EXPECT_EQ(w_.Do(p, "put 0 0 60 1\r\nx\r\n"), "INSERTED 1\r\n");
-  EXPECT_EQ(w_.engine.Find(1)->state, JobState::kReady);
+  EXPECT_EQ(w_.engine.Find(1)->state(), JobState::kReady);
   EXPECT_EQ(c.Take(), "");
 }
 

@@ -166,8 +166,9 @@ std::string FormatTubeStats(const engine::Engine& e, const engine::Tube& t) {
 
 std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
   Nanos now = e.clock().Now();
-  bool timed = j.state == engine::JobState::kReserved || j.state == engine::JobState::kDelayed;
-  int64_t time_left = timed ? Secs(j.deadline - now) : 0;
+  engine::JobState state = j.state();
+  bool timed = state == engine::JobState::kReserved || state == engine::JobState::kDelayed;
+  int64_t time_left = timed ? Secs(j.deadline() - now) : 0;
   std::string s;
   Appendf(&s,
           "---\n"
@@ -188,9 +189,9 @@ std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
           "releases: %u\n"
           "buries: %u\n"
           "kicks: %u\n",
-          j.id, j.tube->name().c_str(), engine::JobStateName(j.state), j.pri, Secs(now - j.created),
-          j.delay_s, j.ttr_s, time_left, j.log_file, j.reserves, j.timeouts, j.releases, j.buries,
-          j.kicks);
+          j.id, j.tube->name().c_str(), engine::JobStateName(state), j.pri, Secs(now - j.created()),
+          j.delay_s(), j.ttr_s, time_left, e.LogFile(j), j.reserves(), j.timeouts(), j.releases(),
+          j.buries(), j.kicks());
   return s;
 }
 

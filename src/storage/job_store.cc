@@ -222,17 +222,17 @@ JobRecord JobStore::ToRecord(const Job& j) const {
   Nanos now = clock_.Now();
   int64_t wall = WallNow();
   r.id = j.id;
-  r.state = ToDisk(j.state);
+  r.state = ToDisk(j.state());
   r.pri = j.pri;
-  r.delay_s = j.delay_s;
+  r.delay_s = j.delay_s();
   r.ttr_s = j.ttr_s;
-  r.created_wall = wall - (now - j.created);
-  r.deadline_wall = j.state == JobState::kDelayed ? wall + (j.deadline - now) : 0;
-  r.reserves = j.reserves;
-  r.timeouts = j.timeouts;
-  r.releases = j.releases;
-  r.buries = j.buries;
-  r.kicks = j.kicks;
+  r.created_wall = wall - (now - j.created());
+  r.deadline_wall = j.state() == JobState::kDelayed ? wall + (j.deadline() - now) : 0;
+  r.reserves = j.reserves();
+  r.timeouts = j.timeouts();
+  r.releases = j.releases();
+  r.buries = j.buries();
+  r.kicks = j.kicks();
   return r;
 }
 
@@ -276,17 +276,16 @@ void JobStore::WriteFull(const Job& j, uint32_t resv) {
   Segment* s = Current();
   s->live++;
   s->ids.push_back(j.id);
-  auto [it, fresh] = jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv});
+  auto [it, fresh] =
+      jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq});
   if (fresh) {
     reserved_ += resv;
   } else {
-    it->second.full_seq = s->seq;
+    it->second.full_seq = it->second.last_seq = s->seq;
     it->second.full_size = static_cast<uint32_t>(size);
     live_bytes_ -= static_cast<int64_t>(size);  // same size as before; added back below
   }
   live_bytes_ += static_cast<int64_t>(size);
-  // The engine leaves log_file to the log; the Job itself is not const.
-  const_cast<Job&>(j).log_file = s->seq;
   records_written_++;
 }
 
@@ -328,13 +327,18 @@ void JobStore::Update(const Job& j) {
   }
   bool ok = Place(kStateRecordSize, [&](std::string* b) { AppendJobState(j, b); });
   STALKD_CHECK(ok);
-  const_cast<Job&>(j).log_file = Current()->seq;
+  m.last_seq = Current()->seq;
   records_written_++;
   // Top the reservation up again from free space, if there is any.
   if (m.resv < kJobReserve && UsableAfter(0) - reserved_ >= int64_t{kStateRecordSize}) {
     m.resv += kStateRecordSize;
     reserved_ += kStateRecordSize;
   }
+}
+
+uint32_t JobStore::FileOf(const Job& j) const {
+  auto it = jobs_.find(j.id);
+  return it == jobs_.end() ? 0 : it->second.last_seq;
 }
 
 void JobStore::Delete(const Job& j) {
@@ -747,7 +751,6 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
   for (const Replayed* r : order) {
     const JobRecord& x = r->rec;
     engine::RestoredJob rj = ToRestored(x, now, wall);
-    rj.log_file = r->last_seq;
     if (jobs_.count(x.id)) continue;  // adopted already (cannot happen: ids differ)
     if (!engine_->Restore(rj)) {
       *error = "cannot restore job " + std::to_string(x.id);
@@ -756,7 +759,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
     Segment* seg = by_seq[r->full_seq];
     seg->live++;
     seg->ids.push_back(x.id);
-    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve};
+    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve, r->last_seq};
     reserved_ += kJobReserve;
     live_bytes_ += r->full_size;
     restored_++;

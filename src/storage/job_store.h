@@ -92,6 +92,7 @@ class JobStore final : public engine::JobLog {
   void Put(const engine::Job& j) override;
   void Update(const engine::Job& j) override;
   void Delete(const engine::Job& j) override;
+  uint32_t FileOf(const engine::Job& j) const override;
 
   struct Stats {
     uint32_t oldest_index = 0;
@@ -116,7 +117,8 @@ class JobStore final : public engine::JobLog {
   struct JobMeta {
     uint32_t full_seq;  // segment of the job's latest kFull record
     uint32_t full_size;
-    uint32_t resv;  // bytes reserved for its future records
+    uint32_t resv;      // bytes reserved for its future records
+    uint32_t last_seq;  // segment of the job's latest record (stats-job "file")
   };
 
   std::string PathOf(uint32_t seq) const;

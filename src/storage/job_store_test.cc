@@ -123,6 +123,7 @@ class JobStoreTest : public ::testing::Test {
 };
 
 TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
+  uint32_t file3 = 0;  // stats-job "file" of job 3: the segment of its latest record
   {
     Instance a(clock_, dir_);
     ASSERT_TRUE(a.ok) << a.error;
@@ -133,7 +134,10 @@ TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
     ASSERT_EQ(a.Put("reserved", 9), 5u);
     ASSERT_TRUE(a.engine->Delete(a.session, 4));
     ASSERT_EQ(a.engine->ReserveJob(a.session, 3)->id, 3u);
+    clock_.Advance(30 * kSecond);  // job 3's latest record (the bury) is written at age 30 s
     ASSERT_TRUE(a.engine->Bury(a.session, 3, 77));
+    file3 = a.engine->LogFile(*a.engine->Find(3));
+    EXPECT_GT(file3, 0u);
     ASSERT_NE(a.engine->ReserveJob(a.session, 5), nullptr);
     a.Flush();
   }
@@ -143,24 +147,27 @@ TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
   EXPECT_EQ(b.store->restored(), 4u);
   Job* j = b.engine->Find(1);
   ASSERT_NE(j, nullptr);
-  EXPECT_EQ(j->state, JobState::kReady);
+  EXPECT_EQ(j->state(), JobState::kReady);
   EXPECT_EQ(std::string(j->data(), j->data_size()), "ready\r\n");
   j = b.engine->Find(2);
   ASSERT_NE(j, nullptr);
-  EXPECT_EQ(j->state, JobState::kDelayed);
+  EXPECT_EQ(j->state(), JobState::kDelayed);
   EXPECT_EQ(j->tube->name(), "t2");
-  EXPECT_NEAR(static_cast<double>(j->deadline - clock_.Now()) / kSecond, 100, 1.5);
+  EXPECT_NEAR(static_cast<double>(j->deadline() - clock_.Now()) / kSecond, 100, 1.5);
   j = b.engine->Find(3);
   ASSERT_NE(j, nullptr);
-  EXPECT_EQ(j->state, JobState::kBuried);
+  EXPECT_EQ(j->state(), JobState::kBuried);
   EXPECT_EQ(j->pri, 77u);
-  EXPECT_EQ(j->buries, 1u);
-  EXPECT_EQ(j->reserves, 1u);
+  EXPECT_EQ(j->buries(), 1u);
+  EXPECT_EQ(j->reserves(), 1u);
+  EXPECT_EQ(b.engine->LogFile(*j), file3);
+  EXPECT_NEAR(static_cast<double>(clock_.Now() - j->created()) / kSecond, 30, 1.5);  // age
+  EXPECT_GE(clock_.Now() - j->created(), 30 * kSecond);
   EXPECT_EQ(b.engine->Find(4), nullptr);
   j = b.engine->Find(5);
   ASSERT_NE(j, nullptr);
-  EXPECT_EQ(j->state, JobState::kReady);  // reserved comes back ready
-  EXPECT_EQ(j->reserves, 1u);
+  EXPECT_EQ(j->state(), JobState::kReady);  // reserved comes back ready
+  EXPECT_EQ(j->reserves(), 1u);
 }
 
 TEST_F(JobStoreTest, SecondStoreOnTheDirectoryIsRefused) {
@@ -339,8 +346,8 @@ TEST_F(JobStoreTest, ManyUpdatesRotateSegmentsAndReplayInOrder) {
   ASSERT_TRUE(b.ok) << b.error;
   EXPECT_EQ(b.store->restored(), 50u);
   EXPECT_EQ(b.engine->Find(1)->pri, 19u);
-  EXPECT_EQ(b.engine->Find(1)->releases, 20u);
-  EXPECT_EQ(b.engine->Find(7)->state, JobState::kBuried);
+  EXPECT_EQ(b.engine->Find(1)->releases(), 20u);
+  EXPECT_EQ(b.engine->Find(7)->state(), JobState::kBuried);
   EXPECT_EQ(b.engine->Find(7)->pri, 1234u);
 }
 
