@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/small_vector.h"
 #include "engine/tube.h"
 
 namespace stalkd::engine {
@@ -22,7 +24,7 @@ class Session : public ListNode<SessionTag> {
   void* owner() const { return owner_; }
   Tube* use() const { return use_; }
   // In beanstalkd's order: appended on watch, last element moved into the gap on ignore.
-  const std::vector<Tube*>& watch() const { return watch_; }
+  std::span<Tube* const> watch() const { return {watch_.data(), watch_.size()}; }
   size_t reserved_count() const { return reserved_.size(); }
   bool waiting() const { return waiting_; }
   bool closed() const { return closed_; }
@@ -33,19 +35,20 @@ class Session : public ListNode<SessionTag> {
   friend class Engine;
   friend struct SessionWakeOrder;
 
+  // One per open connection, so kept small: the usual single watched tube is held inline.
   void* owner_;
   Tube* use_ = nullptr;
-  std::vector<Tube*> watch_;
+  SmallVector<Tube*, 1> watch_;
   DeadlineHeap reserved_;             // by TTR deadline
   JobList reserved_order_;            // the same jobs, in reservation order
   std::vector<WaitNode> wait_nodes_;  // one per watched tube while waiting
+  Nanos wait_until_ = kForever;       // reserve-with-timeout deadline while waiting
+  Nanos wake_at_ = kForever;          // key in Engine's session timer heap
+  uint32_t timer_slot_ = UINT32_MAX;
   bool waiting_ = false;
   bool closed_ = false;
   bool producer_ = false;
   bool worker_ = false;
-  Nanos wait_until_ = kForever;  // reserve-with-timeout deadline while waiting
-  Nanos wake_at_ = kForever;     // key in Engine's session timer heap
-  uint32_t timer_slot_ = UINT32_MAX;
 };
 
 }  // namespace stalkd::engine

@@ -31,20 +31,40 @@ Conversation::~Conversation() {
 }
 
 char* Conversation::PrepareInput(size_t n) {
-  if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
-  if (in_end_ + n > in_.size()) {
-    if (in_begin_ > 0) {
-      std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
-      in_end_ -= in_begin_;
+  size_t used = in_end_ - in_begin_;
+  if (used == 0) in_begin_ = in_end_ = 0;
+  if (in_end_ + n > in_capacity_) {
+    // The offsets are 32-bit; the server never buffers more than a few hundred KiB.
+    constexpr size_t kMaxCapacity = UINT32_MAX / 2;
+    STALKD_CHECK(n <= kMaxCapacity - used);
+    if (used + n <= in_capacity_) {
+      std::memmove(in_.get(), in_.get() + in_begin_, used);
       in_begin_ = 0;
+      in_end_ = static_cast<uint32_t>(used);
+    } else {
+      ReallocateInput(std::min(std::max(used + n, size_t{in_capacity_} * 2), kMaxCapacity));
     }
-    if (in_end_ + n > in_.size()) in_.resize(in_end_ + n);
   }
-  return in_.data() + in_end_;
+  return in_.get() + in_end_;
+}
+
+void Conversation::ReallocateInput(size_t capacity) {
+  size_t used = in_end_ - in_begin_;
+  STALKD_DCHECK(used <= capacity);
+  std::unique_ptr<char[]> block;
+  if (capacity > 0) {
+    block = std::make_unique_for_overwrite<char[]>(capacity);
+    if (used > 0) std::memcpy(block.get(), in_.get() + in_begin_, used);
+  }
+  in_ = std::move(block);
+  in_capacity_ = static_cast<uint32_t>(capacity);
+  in_begin_ = 0;
+  in_end_ = static_cast<uint32_t>(used);
 }
 
 void Conversation::CommitInput(size_t n) {
-  in_end_ += n;
+  STALKD_DCHECK(in_end_ + n <= in_capacity_);
+  in_end_ += static_cast<uint32_t>(n);
   needs_input_ = false;
 }
 
@@ -62,16 +82,16 @@ bool Conversation::runnable() const {
 
 bool Conversation::Run(size_t max_steps) {
   bool more = RunSteps(max_steps);
-  // Don't keep a big buffer for a few leftover bytes (after a flood of pipelined input).
-  // Above what one read needs (64 KiB on top of a partial line), so steady reading never
-  // reallocates.
   size_t left = in_end_ - in_begin_;
-  if (left < 4096 && in_.capacity() > 128 * 1024) {
-    std::vector<char> small(in_.begin() + static_cast<std::ptrdiff_t>(in_begin_),
-                            in_.begin() + static_cast<std::ptrdiff_t>(in_end_));
-    in_.swap(small);
-    in_begin_ = 0;
-    in_end_ = left;
+  if (left == 0) {
+    // Everything was consumed: free the buffer (the next read allocates what it needs), so
+    // idle connections hold none.
+    if (in_) ReallocateInput(0);
+  } else if (left < 4096 && in_capacity_ > 128 * 1024) {
+    // Don't keep a big buffer for a few leftover bytes (after a flood of pipelined input).
+    // Above what one read needs (64 KiB on top of a partial line), so steady reading never
+    // reallocates.
+    ReallocateInput(left);
   }
   return more;
 }
@@ -80,7 +100,7 @@ bool Conversation::RunSteps(size_t max_steps) {
   needs_input_ = false;
   size_t steps = 0;
   while (out_.size() < kOutputHighWater) {
-    const char* p = in_.data() + in_begin_;
+    const char* p = in_.get() + in_begin_;
     size_t avail = in_end_ - in_begin_;
     switch (state_) {
       case State::kWaiting:
@@ -145,20 +165,19 @@ bool Conversation::RunSteps(size_t max_steps) {
       }
       case State::kBody: {
         if (avail == 0) return false;
-        uint64_t need = in_job_->data_size() - body_read_;
-        size_t n = static_cast<size_t>(std::min<uint64_t>(need, avail));
-        std::memcpy(in_job_->data() + body_read_, p, n);
-        body_read_ += n;
+        size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left_, avail));
+        std::memcpy(in_job_->data() + (in_job_->data_size() - bytes_left_), p, n);
+        bytes_left_ -= n;
         Consume(n);
-        if (body_read_ == in_job_->data_size()) FinishPut();
+        if (bytes_left_ == 0) FinishPut();
         continue;
       }
       case State::kSkipBody: {
-        size_t n = static_cast<size_t>(std::min<uint64_t>(skip_left_, avail));
+        size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left_, avail));
         Consume(n);
-        skip_left_ -= n;
-        if (skip_left_ > 0) return false;
-        Reply(skip_reply_);
+        bytes_left_ -= n;
+        if (bytes_left_ > 0) return false;
+        Reply(*skip_reply_);
         state_ = State::kCommand;
         continue;
       }
@@ -242,19 +261,19 @@ void Conversation::ReplyLine(const char* word, uint64_t n) {
   out_.append(tail, p);
 }
 
-void Conversation::Skip(uint64_t bytes, std::string_view reply_after) {
-  skip_left_ = bytes;
+void Conversation::Skip(uint64_t bytes, const std::string_view* reply_after) {
+  bytes_left_ = bytes;
   skip_reply_ = reply_after;
   state_ = State::kSkipBody;
 }
 
 void Conversation::StartPut(const Command& cmd) {
   engine_.CountOp(Op::kPut);
-  if (cmd.bytes > engine_.max_job_size()) return Skip(uint64_t{cmd.bytes} + 2, kJobTooBig);
+  if (cmd.bytes > engine_.max_job_size()) return Skip(uint64_t{cmd.bytes} + 2, &kJobTooBig);
   if (cmd.trailing_garbage) return Reply(kBadFormat);
   in_job_ = engine_.NewJob(session_, cmd.pri, cmd.delay, cmd.ttr, cmd.bytes);
-  if (!in_job_) return Skip(uint64_t{cmd.bytes} + 2, kOutOfMemory);
-  body_read_ = 0;
+  if (!in_job_) return Skip(uint64_t{cmd.bytes} + 2, &kOutOfMemory);
+  bytes_left_ = in_job_->data_size();
   state_ = State::kBody;
 }
 

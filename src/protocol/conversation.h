@@ -1,9 +1,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "engine/engine.h"
 #include "protocol/command.h"
@@ -49,6 +50,7 @@ class Conversation {
   // not already found incomplete).
   bool runnable() const;
   size_t buffered_input() const { return in_end_ - in_begin_; }
+  size_t input_capacity() const { return in_capacity_; }  // 0 whenever nothing is buffered
   engine::Session* session() const { return session_; }
 
   // Output above this stops command processing until the peer reads it.
@@ -57,40 +59,55 @@ class Conversation {
   static constexpr uint32_t kKickSlice = 1000;
 
  private:
-  enum class State { kCommand, kBody, kSkipBody, kSkipLine, kWaiting, kKicking, kClosing };
+  enum class State : uint8_t {
+    kCommand,
+    kBody,
+    kSkipBody,
+    kSkipLine,
+    kWaiting,
+    kKicking,
+    kClosing
+  };
 
   bool RunSteps(size_t max_steps);
   void Execute(std::string_view line);
   void StartPut(const Command& cmd);
   void FinishPut();
-  void Skip(uint64_t bytes, std::string_view reply_after);
+  void Skip(uint64_t bytes, const std::string_view* reply_after);
   void KickStep();
   void Reply(std::string_view s) { out_.append(s); }
   void ReplyJob(std::string_view word, const engine::Job& j);
   void ReplyYaml(const std::string& body);
   void ReplyLine(const char* word, uint64_t n);
-  void Consume(size_t n) { in_begin_ += n; }
+  void Consume(size_t n) { in_begin_ += static_cast<uint32_t>(n); }
+  void ReallocateInput(size_t capacity);
 
+  // One per open connection, so kept small: 32-bit input offsets, flags packed beside them,
+  // and one counter shared by the states that count bytes.
   engine::Engine& engine_;
   const Host& host_;
   engine::Session* session_;
+
+  // Buffered input is in_[in_begin_, in_end_). Freed whenever Run() leaves it empty, so an
+  // idle connection holds no input buffer.
+  std::unique_ptr<char[]> in_;
+  uint32_t in_capacity_ = 0;
+  uint32_t in_begin_ = 0;
+  uint32_t in_end_ = 0;
+
   State state_ = State::kCommand;
   bool input_closed_ = false;
   bool needs_input_ = false;  // Run() stopped because the buffered input is incomplete
+  bool kick_buried_ = false;  // kKicking: which list the kick started on
 
-  std::vector<char> in_;
-  size_t in_begin_ = 0;
-  size_t in_end_ = 0;
   std::string out_;
 
   engine::Job* in_job_ = nullptr;  // kBody: the job whose body is arriving
-  uint64_t body_read_ = 0;         // kBody: bytes of data (body + CRLF) received so far
-  uint64_t skip_left_ = 0;         // kSkipBody: bytes still to discard
-  std::string_view skip_reply_;    // kSkipBody: the reply to send once skipped
-
-  bool kick_buried_ = false;  // kKicking: which list the kick started on
-  uint32_t kick_left_ = 0;
-  uint32_t kicked_ = 0;
+  // kBody: bytes of data (body + CRLF) still to arrive; kSkipBody: bytes still to discard.
+  uint64_t bytes_left_ = 0;
+  const std::string_view* skip_reply_ = nullptr;  // kSkipBody: the reply once skipped
+  uint32_t kick_left_ = 0;                        // kKicking
+  uint32_t kicked_ = 0;                           // kKicking
 };
 
 }  // namespace stalkd::protocol

@@ -548,6 +548,25 @@ TEST_F(ConversationTest, IncompleteLineIsNotRunnable) {
   EXPECT_EQ(c.Take(), "USING default\r\n");
 }
 
+TEST_F(ConversationTest, InputBufferHeldOnlyWhileInputIsBuffered) {
+  Client& c = w_.NewClient();
+  EXPECT_EQ(c.conv.input_capacity(), 0u);
+  c.Send("list-tube");
+  EXPECT_FALSE(c.conv.Run(10));
+  EXPECT_GT(c.conv.input_capacity(), 0u);  // the partial line is kept
+  c.Send("-used\r\nreserve\r\nlist-tube-used\r\n");
+  w_.Pump();
+  EXPECT_EQ(c.Take(), "USING default\r\n");
+  EXPECT_EQ(c.conv.buffered_input(), std::string("list-tube-used\r\n").size());  // waiting
+  EXPECT_GT(c.conv.input_capacity(), 0u);
+  Client& p = w_.NewClient();
+  EXPECT_EQ(w_.Do(p, "put 0 0 60 1\r\nx\r\n"), "INSERTED 1\r\n");
+  EXPECT_EQ(c.Take(), "RESERVED 1 1\r\nx\r\nUSING default\r\n");
+  // Everything answered: an idle conversation holds no input buffer.
+  EXPECT_EQ(c.conv.buffered_input(), 0u);
+  EXPECT_EQ(c.conv.input_capacity(), 0u);
+}
+
 TEST_F(ConversationTest, CommandCounters) {
   Client& c = w_.NewClient();
   w_.Do(c,

@@ -195,7 +195,7 @@ std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
   return s;
 }
 
-std::string FormatTubeList(const std::vector<engine::Tube*>& tubes) {
+std::string FormatTubeList(std::span<engine::Tube* const> tubes) {
   std::string s = "---\n";
   for (const engine::Tube* t : tubes) {
     s += "- ";

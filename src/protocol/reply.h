@@ -1,8 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
-#include <vector>
 
 #include "engine/engine.h"
 
@@ -37,6 +37,6 @@ class Host {
 std::string FormatStats(const engine::Engine& e, const HostStats& host);
 std::string FormatTubeStats(const engine::Engine& e, const engine::Tube& t);
 std::string FormatJobStats(const engine::Engine& e, const engine::Job& j);
-std::string FormatTubeList(const std::vector<engine::Tube*>& tubes);
+std::string FormatTubeList(std::span<engine::Tube* const> tubes);
 
 }  // namespace stalkd::protocol

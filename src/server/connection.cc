@@ -10,7 +10,7 @@
 namespace stalkd::server {
 
 Connection::Connection(Server& server, int fd)
-    : server_(server), fd_(fd), conversation_(server.engine(), server, this) {}
+    : fd_(fd), server_(server), conversation_(server.engine(), server, this) {}
 
 Connection::~Connection() {
   server_.loop().Remove(fd_);

@@ -50,12 +50,13 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
  private:
   void Read();
 
-  Server& server_;
+  // One per open connection: ordered to minimise padding (fd_ shares a word with the flags).
   int fd_;
-  protocol::Conversation conversation_;
+  Server& server_;
   uint32_t interest_ = 0;
   bool dead_ = false;
   Nanos blocked_since_ = 0;
+  protocol::Conversation conversation_;
 };
 
 }  // namespace stalkd::server
