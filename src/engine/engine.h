@@ -178,6 +178,9 @@ class Engine {
   // --- stats ---
   // The job log's file holding j's latest record (stats-job "file"); 0 without a log.
   uint32_t LogFile(const Job& j) const { return log_ ? log_->FileOf(j) : 0; }
+  // See JobLog::Mark and MarkOf; 0 without a log.
+  int64_t LogMark() const { return log_ ? log_->Mark() : 0; }
+  int64_t LogMarkOf(const Job& j) const { return log_ ? log_->MarkOf(j) : 0; }
   const GlobalCounters& counters() const { return counters_; }
   size_t max_job_size() const { return max_job_size_; }
   void set_max_job_size(size_t n) { max_job_size_ = n; }

@@ -32,6 +32,16 @@ class JobLog {
     (void)j;
     return 0;
   }
+  // Queries for replies: positions in the log, which only grow. A reply that shows job j
+  // (RESERVED, FOUND) depends on the records up to MarkOf(j): its latest change other
+  // than a reserve (a reserved job comes back ready after a restart anyway). Any other
+  // reply may reflect every change so far, up to Mark(). The server sends a reply once
+  // the log has written (under -f 0: synced) that far.
+  virtual int64_t Mark() const { return 0; }
+  virtual int64_t MarkOf(const Job& j) const {
+    (void)j;
+    return 0;
+  }
 };
 
 // A job as a store brings it back at start-up.

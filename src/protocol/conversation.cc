@@ -239,6 +239,7 @@ void Conversation::ReplyJob(std::string_view word, const Job& j) {
   p = PutDecimal(p, j.body_size);
   *p++ = '\r';
   *p++ = '\n';
+  need_mark_ = std::max(need_mark_, engine_.LogMarkOf(j));
   out_.append(word);
   out_.append(tail, p);
   out_.append(j.data(), j.data_size());
@@ -257,6 +258,7 @@ void Conversation::ReplyLine(const char* word, uint64_t n) {
   p = PutDecimal(p, n);
   *p++ = '\r';
   *p++ = '\n';
+  DependOnAll();
   out_.append(word);
   out_.append(tail, p);
 }
@@ -414,6 +416,7 @@ void Conversation::Execute(std::string_view line) {
     case Verb::kUse:
       engine_.CountOp(Op::kUse);
       engine_.Use(s, cmd.tube);
+      // The session's own state: depends on no log record.
       out_.append("USING ").append(s->use()->name()).append("\r\n");
       return;
     case Verb::kWatch:

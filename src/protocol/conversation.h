@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,9 @@ class Conversation {
   // not already found incomplete).
   bool runnable() const;
   size_t buffered_input() const { return in_end_ - in_begin_; }
+  // How far the binlog must be written (under -f 0: synced) before the output so far may
+  // be sent (engine::JobLog::Mark). It only grows.
+  int64_t need_mark() const { return need_mark_; }
   size_t input_capacity() const { return in_capacity_; }  // 0 whenever nothing is buffered
   engine::Session* session() const { return session_; }
 
@@ -75,7 +79,12 @@ class Conversation {
   void FinishPut();
   void Skip(uint64_t bytes, const std::string_view* reply_after);
   void KickStep();
-  void Reply(std::string_view s) { out_.append(s); }
+  // A reply may reflect every change so far; one showing a job depends on that job only.
+  void DependOnAll() { need_mark_ = std::max(need_mark_, engine_.LogMark()); }
+  void Reply(std::string_view s) {
+    DependOnAll();
+    out_.append(s);
+  }
   void ReplyJob(std::string_view word, const engine::Job& j);
   void ReplyYaml(const std::string& body);
   void ReplyLine(const char* word, uint64_t n);
@@ -108,6 +117,7 @@ class Conversation {
   const std::string_view* skip_reply_ = nullptr;  // kSkipBody: the reply once skipped
   uint32_t kick_left_ = 0;                        // kKicking
   uint32_t kicked_ = 0;                           // kKicking
+  int64_t need_mark_ = 0;
 };
 
 }  // namespace stalkd::protocol

@@ -101,8 +101,9 @@ void Connection::UpdateInterest() {
     }
   }
   if (!conversation_.output().empty() && !on_held) want |= EPOLLOUT;
+  static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX);
   if (want == interest_) return;
-  interest_ = want;
+  interest_ = static_cast<uint16_t>(want);
   server_.loop().Modify(fd_, want, this);
 }
 

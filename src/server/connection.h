@@ -31,14 +31,14 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
   bool dead() const { return dead_; }
   void Kill();  // marks the connection for closing at the end of the iteration
 
-  bool on_runnable = false;
-  bool on_dirty = false;
-  bool on_closed = false;
-  bool on_blocked = false;
-  // -f 0: replies wait in the output buffer until the binlog's durable mark reaches
-  // hold_mark; meanwhile the connection runs no commands and does not write.
-  bool on_held = false;
-  int64_t hold_mark = 0;
+  bool on_runnable : 1 = false;
+  bool on_dirty : 1 = false;
+  bool on_closed : 1 = false;
+  bool on_blocked : 1 = false;
+  // -f 0: replies wait in the output buffer until the binlog is durable as far as they
+  // depend on (Conversation::need_mark); meanwhile the connection runs no commands and
+  // does not write.
+  bool on_held : 1 = false;
   // When the output buffer last became full with the peer reading nothing; 0 if it is not.
   Nanos blocked_since() const { return blocked_since_; }
 
@@ -50,11 +50,12 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
  private:
   void Read();
 
-  // One per open connection: ordered to minimise padding (fd_ shares a word with the flags).
+  // One per open connection: ordered to minimise padding (the flags above, dead_,
+  // interest_ and fd_ share one word).
+  bool dead_ : 1 = false;
+  uint16_t interest_ = 0;  // epoll events: EPOLLIN, EPOLLOUT, EPOLLRDHUP all fit
   int fd_;
   Server& server_;
-  uint32_t interest_ = 0;
-  bool dead_ = false;
   Nanos blocked_since_ = 0;
   protocol::Conversation conversation_;
 };

@@ -279,10 +279,13 @@ void Server::OnStoreSynced() {
   ReleaseHeld();
 }
 
+bool Server::MayReply(Connection* c) const {
+  return !store_ || store_->Covers(c->conversation().need_mark());
+}
+
 void Server::ReleaseHeld() {
-  int64_t durable = store_->durable_mark();
   std::erase_if(held_, [&](Connection* c) {
-    if (c->hold_mark > durable) return false;
+    if (!MayReply(c)) return false;
     c->on_held = false;
     if (!c->dead() && !c->Flush()) c->Kill();
     return true;
@@ -353,9 +356,9 @@ void Server::RunOnce() {
     bool more = c->conversation().Run(kStepsPerRun);
     DeliverEvents();
     if (more) MarkRunnable(c);
-    // Replies go out as soon as they are ready unless a binlog record they follow is not
-    // yet written (or, under -f 0, synced): then they wait for the group commit below.
-    if (store_ && !store_->idle()) {
+    // Replies go out as soon as they are ready unless a binlog record they depend on is
+    // not yet written (or, under -f 0, synced): then they wait for the group commit below.
+    if (!MayReply(c)) {
       MarkDirty(c);
     } else if (!c->Flush()) {
       c->Kill();
@@ -368,13 +371,9 @@ void Server::RunOnce() {
   // Group commit: the records of this iteration (and of connections closed at the end of
   // the last one) are written. Under -f 0 its replies wait until they are synced, which
   // the store does on its own thread while the loop goes on with the next batch.
-  bool hold = false;
-  int64_t mark = 0;
   if (store_) {
     store_deadline_ = store_->Flush();
     if (store_->failed()) HandleStoreFailure();
-    mark = store_->written_mark();
-    hold = store_->replies_wait_for_sync() && mark > store_->durable_mark();
   }
 
   std::vector<Connection*> flush;
@@ -382,8 +381,7 @@ void Server::RunOnce() {
   for (Connection* c : flush) c->on_dirty = false;
   for (Connection* c : flush) {
     if (c->dead()) continue;
-    if (hold) {
-      c->hold_mark = mark;
+    if (!MayReply(c)) {  // under -f 0, until the sync it needs has finished
       if (!c->on_held) {
         c->on_held = true;
         held_.push_back(c);

@@ -70,6 +70,8 @@ class Server final : public protocol::Host {
   // The binlog's background sync has finished: release the replies it made durable.
   void OnStoreSynced();
   void ReleaseHeld();
+  // c's pending replies depend only on binlog records that are written (-f 0: synced).
+  bool MayReply(Connection* c) const;
   // The binlog failed: replies that were waiting for it are not durable.
   void HandleStoreFailure();
 

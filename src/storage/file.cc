@@ -15,6 +15,7 @@ struct TestFaults {
   int64_t disk_bytes = -1;
   int64_t writes_left = -1;
   int64_t syncs_left = -1;  // used by one thread at a time: the loop's or the Syncer's
+  int64_t sync_delay_ms = 0;
   int64_t allocated = 0;
 };
 
@@ -24,6 +25,7 @@ TestFaults& Faults() {
     if (const char* v = getenv("STALKD_TEST_DISK_BYTES")) t.disk_bytes = atoll(v);
     if (const char* v = getenv("STALKD_TEST_FAIL_WRITES_AFTER")) t.writes_left = atoll(v);
     if (const char* v = getenv("STALKD_TEST_FAIL_SYNCS_AFTER")) t.syncs_left = atoll(v);
+    if (const char* v = getenv("STALKD_TEST_SYNC_DELAY_MS")) t.sync_delay_ms = atoll(v);
     return t;
   }();
   return f;
@@ -61,6 +63,7 @@ int SyncData(int fd) {
   TestFaults& t = Faults();
   if (t.syncs_left == 0) return EIO;
   if (t.syncs_left > 0) t.syncs_left--;
+  if (t.sync_delay_ms > 0) usleep(static_cast<useconds_t>(t.sync_delay_ms * 1000));
   return fdatasync(fd) == 0 ? 0 : errno;
 }
 

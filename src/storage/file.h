@@ -7,6 +7,7 @@
 //                                     as on a disk of N bytes; unlinked segments give back
 //   STALKD_TEST_FAIL_WRITES_AFTER=N   after N successful writes every write fails (EIO)
 //   STALKD_TEST_FAIL_SYNCS_AFTER=N    after N successful fdatasyncs every one fails (EIO)
+//   STALKD_TEST_SYNC_DELAY_MS=N       every fdatasync first sleeps N ms (a slow disk)
 
 #include <cstddef>
 #include <cstdint>

@@ -277,10 +277,10 @@ void JobStore::WriteFull(const Job& j, uint32_t resv) {
   s->live++;
   s->ids.push_back(j.id);
   auto [it, fresh] =
-      jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq});
+      jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
   if (fresh) {
     reserved_ += resv;
-  } else {
+  } else {  // moved by compaction: the same state, so its mark stays
     it->second.full_seq = it->second.last_seq = s->seq;
     it->second.full_size = static_cast<uint32_t>(size);
     live_bytes_ -= static_cast<int64_t>(size);  // same size as before; added back below
@@ -328,12 +328,18 @@ void JobStore::Update(const Job& j) {
   bool ok = Place(kStateRecordSize, [&](std::string* b) { AppendJobState(j, b); });
   STALKD_CHECK(ok);
   m.last_seq = Current()->seq;
+  if (j.state() != JobState::kReserved) m.mark = placed_;
   records_written_++;
   // Top the reservation up again from free space, if there is any.
   if (m.resv < kJobReserve && UsableAfter(0) - reserved_ >= int64_t{kStateRecordSize}) {
     m.resv += kStateRecordSize;
     reserved_ += kStateRecordSize;
   }
+}
+
+int64_t JobStore::MarkOf(const Job& j) const {
+  auto it = jobs_.find(j.id);
+  return it == jobs_.end() ? placed_ : it->second.mark;
 }
 
 uint32_t JobStore::FileOf(const Job& j) const {
@@ -759,7 +765,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
     Segment* seg = by_seq[r->full_seq];
     seg->live++;
     seg->ids.push_back(x.id);
-    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve, r->last_seq};
+    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve, r->last_seq, 0};
     reserved_ += kJobReserve;
     live_bytes_ += r->full_size;
     restored_++;

@@ -78,10 +78,11 @@ class JobStore final : public engine::JobLog {
   bool replies_wait_for_sync() const {
     return options_.fsync_ms == 0 && !options_.fsync_never && !failed_;
   }
-  // No record waits to be written, nor (under -f 0) to be synced: a reply may go out now.
-  bool idle() const {
-    return failed_ || (placed_ == written_mark_ &&
-                       (!replies_wait_for_sync() || written_mark_ == durable_mark_));
+  // A reply that depends on the records up to `mark` (Mark, MarkOf) may go out: they are
+  // written, and under -f 0 synced. After a failure nothing more becomes durable and
+  // replies go out as they are (the connections owed durable ones were closed).
+  bool Covers(int64_t mark) const {
+    return failed_ || mark <= (replies_wait_for_sync() ? durable_mark_ : written_mark_);
   }
   // Flush and sync everything, waiting for a background sync first (shutdown). Afterwards
   // every written byte is durable.
@@ -93,6 +94,8 @@ class JobStore final : public engine::JobLog {
   void Update(const engine::Job& j) override;
   void Delete(const engine::Job& j) override;
   uint32_t FileOf(const engine::Job& j) const override;
+  int64_t Mark() const override { return placed_; }
+  int64_t MarkOf(const engine::Job& j) const override;
 
   struct Stats {
     uint32_t oldest_index = 0;
@@ -119,6 +122,7 @@ class JobStore final : public engine::JobLog {
     uint32_t full_size;
     uint32_t resv;      // bytes reserved for its future records
     uint32_t last_seq;  // segment of the job's latest record (stats-job "file")
+    int64_t mark;       // placed_ after its latest record other than a reserve (MarkOf)
   };
 
   std::string PathOf(uint32_t seq) const;

@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -184,6 +185,35 @@ class BinlogTest(unittest.TestCase):
                 self.assertEqual(r, b"NOT_FOUND\r\n", "deleted job %d came back" % jid)
             elif jid not in attempted:
                 self.assertTrue(r.startswith(b"FOUND %d " % jid), "job %d lost: %r" % (jid, r))
+
+    def assertNothingYet(self, c, wait=0.01):
+        c.sock.settimeout(wait)
+        try:
+            with self.assertRaises(socket.timeout):
+                c.read_line()
+        finally:
+            c.sock.settimeout(None)
+
+    def test_f0_reply_waits_for_the_records_it_shows(self):
+        # Every sync takes 1 s: a reply still waiting for one is plainly distinguishable
+        # from one sent at once, by order of arrival alone.
+        s = self.start("-f", "0", env={"STALKD_TEST_SYNC_DELAY_MS": "1000"})
+        p, w, x = s.connect(), s.connect(), s.connect()
+        self.assertEqual(p.put(b"a"), b"INSERTED 1\r\n")  # durable once answered
+        p.send(b"put 0 0 10 1\r\nb\r\n")  # job 2: its sync is under way for 1 s
+        time.sleep(0.1)
+        # Showing job 1 depends on job 1's records only: answered while job 2 waits.
+        w.send(b"reserve\r\n")
+        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\na\r\n")
+        self.assertNothingYet(p)
+        # Showing job 2, or counts that include it, waits for its sync.
+        x.send(b"peek 2\r\n")
+        w.send(b"stats-tube default\r\n")
+        self.assertNothingYet(x, 0.2)
+        self.assertNothingYet(w)
+        self.assertEqual(p.read_line(), b"INSERTED 2\r\n")
+        self.assertEqual(x.read_reply(), b"FOUND 2 1\r\nb\r\n")
+        self.assertIn(b"current-jobs-ready: 1", w.read_reply())
 
     def test_second_server_on_the_directory_exits_10(self):
         self.start()
