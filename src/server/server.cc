@@ -158,6 +158,8 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   }
   store_ = std::move(store);
   engine_.set_log(store_.get());
+  // Recovery's temporary index of every record is gone: give its memory back to the OS.
+  malloc_trim(0);
   if (store_->sync_fd() >= 0) {
     sync_handler_ = std::make_unique<SyncHandler>(*this);
     if (!loop_.Add(store_->sync_fd(), EPOLLIN, sync_handler_.get())) {
