@@ -92,7 +92,10 @@ bool Connection::Flush() {
 void Connection::UpdateInterest() {
   uint32_t want = 0;
   const protocol::Conversation& c = conversation_;
-  if (!c.closing() && !c.input_closed()) {
+  // Held (-f 0): neither read nor written until its sync is done; errors and hang-ups are
+  // still reported.
+  if (on_held) {
+  } else if (!c.closing() && !c.input_closed()) {
     if (c.waiting()) {
       want |= EPOLLRDHUP;
     } else if (c.buffered_input() < kMaxBufferedInput &&

@@ -300,12 +300,18 @@ void Server::HandleStoreFailure() {
   // claim they are: the clients that are owed one lose their connection instead (an
   // unknown outcome, which is the truth). From now on puts answer OUT_OF_MEMORY.
   store_failure_handled_ = true;
+  size_t closed = 0;
+  for (auto* list : {&dirty_, &held_}) {
+    for (Connection* c : *list) {
+      if (c->dead()) continue;
+      c->Kill();
+      closed++;
+    }
+  }
   fprintf(stderr,
-          "stalkd: the binlog failed: closing %zu connections whose replies are not "
+          "stalkd: the binlog failed: closed %zu connections whose replies are not "
           "durable; puts are refused until restart\n",
-          dirty_.size() + held_.size());
-  for (Connection* c : dirty_) c->Kill();
-  for (Connection* c : held_) c->Kill();
+          closed);
 }
 
 void Server::MarkClosed(Connection* c) {
@@ -413,8 +419,12 @@ void Server::RunOnce() {
 void Server::Run() {
   while (!stopping_) RunOnce();
   if (store_ && !held_.empty()) {
-    store_->Close();  // every written record is durable afterwards
-    ReleaseHeld();
+    store_->Close();  // every written record is durable afterwards, unless it failed
+    if (store_->failed()) {
+      HandleStoreFailure();
+    } else {
+      ReleaseHeld();
+    }
   }
 }
 

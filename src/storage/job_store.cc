@@ -455,12 +455,11 @@ void JobStore::CloseFinished() {
 bool JobStore::Sync() {
   std::vector<Syncer::Target> targets = TakeSyncTargets();
   if (!options_.fsync_never) {
-    for (const Syncer::Target& t : targets) {
-      int err = t.dir ? file::SyncDir(t.fd) : file::SyncData(t.fd);
-      if (err != 0) {
-        SyncFailed({err, t.id});
-        return false;
-      }
+    Syncer::Result r;
+    r.err = Syncer::SyncAll(targets, &r.failed_id);
+    if (r.err != 0) {
+      SyncFailed(r);
+      return false;
     }
   }
   durable_mark_ = written_mark_;  // under -F, as durable as it gets

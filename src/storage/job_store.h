@@ -36,8 +36,8 @@ struct StoreOptions {
 // Durability is tracked by marks: written_mark() counts the bytes written so far, and
 // durable_mark() how many of them are known to be synced. With background_sync, one sync
 // runs at a time on the Syncer's thread while the loop goes on; the next one starts as soon
-// as it finishes (-f 0) or when the -f period is due. Under -f 0 the server holds each reply
-// until the written mark of its iteration is durable.
+// as it finishes (-f 0) or when the -f period is due. A reply depends on the records up to
+// Mark() or MarkOf(job) when it is made; the server sends it once Covers() that mark.
 //
 // Space: every segment is preallocated. A put is admitted only if its kFull record fits and
 // room stays reserved for one later state change and the delete of every live job, so
@@ -75,9 +75,7 @@ class JobStore final : public engine::JobLog {
   int64_t written_mark() const { return written_mark_; }
   int64_t durable_mark() const { return durable_mark_; }
   // -f 0: a reply may go out only once the records before it are durable.
-  bool replies_wait_for_sync() const {
-    return options_.fsync_ms == 0 && !options_.fsync_never && !failed_;
-  }
+  bool replies_wait_for_sync() const { return options_.fsync_ms == 0 && !options_.fsync_never; }
   // A reply that depends on the records up to `mark` (Mark, MarkOf) may go out: they are
   // written, and under -f 0 synced. After a failure nothing more becomes durable and
   // replies go out as they are (the connections owed durable ones were closed).

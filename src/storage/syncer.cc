@@ -1,10 +1,13 @@
 #include "storage/syncer.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
 
 #include "base/check.h"
 #include "storage/file.h"
@@ -13,7 +16,30 @@ namespace stalkd::storage {
 
 Syncer::Syncer() {
   notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (notify_fd_ >= 0) thread_ = std::thread([this] { Main(); });
+  if (notify_fd_ < 0) return;
+  // Signals are the loop thread's (signalfd): the new thread starts with all of them
+  // blocked, or the kernel could deliver SIGTERM or SIGUSR1 to it with their default action.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  try {
+    thread_ = std::thread([this] { Main(); });
+  } catch (const std::system_error&) {
+    close(notify_fd_);
+    notify_fd_ = -1;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+int Syncer::SyncAll(const std::vector<Target>& targets, uint32_t* failed_id) {
+  for (const Target& t : targets) {
+    int err = t.dir ? file::SyncDir(t.fd) : file::SyncData(t.fd);
+    if (err != 0) {
+      *failed_id = t.id;
+      return err;
+    }
+  }
+  return 0;
 }
 
 Syncer::~Syncer() {
@@ -118,14 +144,7 @@ void Syncer::Main() {
     std::vector<Target> targets = std::move(request_);
     lock.unlock();
     Result r;
-    for (const Target& t : targets) {
-      int err = t.dir ? file::SyncDir(t.fd) : file::SyncData(t.fd);
-      if (err != 0) {
-        r.err = err;
-        r.failed_id = t.id;
-        break;
-      }
-    }
+    r.err = SyncAll(targets, &r.failed_id);
     lock.lock();
     result_ = r;
     done_ = true;

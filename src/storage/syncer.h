@@ -43,6 +43,9 @@ class Syncer {
   bool busy() const { return busy_; }
 
   void Start(std::vector<Target> targets);
+  // Syncs targets in order on the calling thread; returns 0, or the first error (and its
+  // target's id in *failed_id), skipping the rest.
+  static int SyncAll(const std::vector<Target>& targets, uint32_t* failed_id);
   // If the running request has finished: *r is its outcome, true. Never blocks.
   bool Collect(Result* r);
   // Blocks until the running request (if any) has finished, then returns as Collect.

@@ -3,9 +3,11 @@
 Run: python3 -m unittest -v tests/blackbox/test_flags_signals.py
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
@@ -122,12 +124,12 @@ class TestTermination(unittest.TestCase):
         # beanstalkd 1.12 installs no handler: it dies by the signal. stalkd exits with 0.
         return -sig if is_beanstalkd() else 0
 
-    def stop_with(self, sig):
+    def stop_with(self, sig, *args):
         old = signal.getsignal(signal.SIGINT)
         # make sure the child does not inherit an ignored SIGINT from our own parent
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            srv = Server()
+            srv = Server(args=list(args))
         finally:
             signal.signal(signal.SIGINT, old)
         self.addCleanup(srv.stop)
@@ -149,6 +151,29 @@ class TestTermination(unittest.TestCase):
 
     def test_sigint(self):
         self.stop_with(signal.SIGINT)
+
+    # With -b the binlog's sync thread runs too: the signals must still reach the loop.
+    def binlog_dir(self):
+        d = tempfile.mkdtemp(prefix="stalkd_signals_")
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
+
+    def test_sigterm_with_binlog(self):
+        self.stop_with(signal.SIGTERM, "-b", self.binlog_dir(), "-f", "0")
+
+    def test_sigint_with_binlog(self):
+        self.stop_with(signal.SIGINT, "-b", self.binlog_dir())
+
+    def test_sigusr1_with_binlog_drains_and_keeps_serving(self):
+        srv = Server(args=["-b", self.binlog_dir(), "-f", "0"])
+        self.addCleanup(srv.stop)
+        c = srv.connect()
+        self.addCleanup(c.close)
+        self.assertEqual(c.put("x"), b"INSERTED 1\r\n")
+        srv.signal(signal.SIGUSR1)
+        self.assertTrue(wait_until(lambda: parse_yaml(c.cmd("stats"))["draining"] == "true"))
+        self.assertEqual(c.put("y"), b"DRAINING\r\n")
+        self.assertIsNone(srv.proc.poll())
 
 
 if __name__ == "__main__":
