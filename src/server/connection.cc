@@ -67,9 +67,13 @@ bool Connection::Flush() {
     } else {
       out.erase(0, static_cast<size_t>(n));
     }
-    if (n > 0 || out.size() < protocol::Conversation::kOutputHighWater) {
+    // The stall clock runs while the buffer is at or above the high-water mark and restarts
+    // whenever the peer takes some of it. A partial send that leaves the buffer above the
+    // mark must start it too: if the peer then reads nothing, no EPOLLOUT and no EAGAIN
+    // ever come, and the client would hold its buffer forever.
+    if (out.size() < protocol::Conversation::kOutputHighWater) {
       blocked_since_ = 0;
-    } else if (blocked_since_ == 0) {
+    } else if (n > 0 || blocked_since_ == 0) {
       blocked_since_ = server_.clock().Now();
       server_.MarkBlocked(this);
     }

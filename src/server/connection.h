@@ -39,7 +39,8 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
   // depend on (Conversation::need_mark); meanwhile the connection runs no commands and
   // does not write.
   bool on_held : 1 = false;
-  // When the output buffer last became full with the peer reading nothing; 0 if it is not.
+  // While the output buffer is at/above the high-water mark: when it got there or the peer
+  // last took any of it, whichever is later; 0 while it is below the mark.
   Nanos blocked_since() const { return blocked_since_; }
 
   // Bytes read per read() call.

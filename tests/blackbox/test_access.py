@@ -105,6 +105,33 @@ class StalledClientTest(unittest.TestCase):
             hog.close()
             other.close()
 
+    def test_client_stalled_after_a_partial_write_is_disconnected(self):
+        # Deterministic: over a unix socket (default send buffer about 208 KiB) the first
+        # write of two 1 MB replies is partial and leaves more than the 1 MiB high-water
+        # mark queued; the peer then reads nothing, so the socket never becomes writable
+        # again. The stall must be timed from that partial write: no EAGAIN ever comes.
+        d = tempfile.mkdtemp(prefix="stalkd_stall_")
+        path = os.path.join(d, "q.sock")
+        try:
+            with Server(unix_path=path,
+                        args=("--stalled-client-timeout", "1", "-z", "2000000")) as s:
+                other = s.connect()
+                self.assertTrue(other.put("y" * 1040000).startswith(b"INSERTED"))
+                hog = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                hog.settimeout(5)
+                hog.connect(path)
+                hog.sendall(b"peek 1\r\n" * 8)  # 8 MB of replies, never read
+                self.assertTrue(wait_until(
+                    lambda: parse_yaml(other.cmd("stats"))["current-connections"] == "1", 10),
+                    "the stalled client was not disconnected")
+                self.assertEqual(hog.recv(1 << 20)[:15], b"FOUND 1 1040000")
+                hog.close()
+                other.close()
+        finally:
+            if os.path.exists(path):
+                os.unlink(path)
+            os.rmdir(d)
+
     def test_slow_but_reading_client_is_kept(self):
         with Server(args=("--stalled-client-timeout", "1", "-z", "100000")) as s:
             c = s.connect()
