@@ -610,7 +610,7 @@ SCENARIOS = [
              sc_mass, metrics_mass,
              dict(jobs=100_000, size=100, timeout=120),
              dict(jobs=5_000, size=100, timeout=30)),
-    # Durable mode (opt-in; run with --scenario cycle-b). Recovery scenarios go here too: a
+    # Durable mode (opt-in; run with --scenario cycle-b,cycle-f0,cycle-F) and recovery: a
     # scenario fn gets the Server and can call srv.restart(signal.SIGKILL) to crash and
     # restart it on the same {tmpdir} binlog, then time how long until it accepts and serves.
     Scenario("cycle-b", "cycle with binlog (-b, default fsync policy): {conns} connections "
@@ -644,8 +644,8 @@ SCENARIOS = [
              default=False),
     # Opt-in: 10M jobs take ~2.4 GB (stalkd) / ~3 GB (beanstalkd) of RAM and a few minutes.
     # beanstalkd rehashes its job hash table whenever it holds 4x its size (~49k, 98k, ...,
-    # 3.1M, 6.3M jobs) and stalls meanwhile; stalkd's id table never rehashes. Both servers'
-    # ready heaps are arrays that double at 2^22 and 2^23 jobs: a shared stall (see README).
+    # 3.1M, 6.3M jobs) and stalls meanwhile; stalkd's id table never rehashes. beanstalkd's
+    # ready heap is also an array that doubles at 2^22 and 2^23 jobs (see README).
     Scenario("grow", "grow: {jobs} puts of {size} B without deletes ({conns} connections, "
              "window {depth}), put latency per {segments}th, stats probe every 1 ms",
              sc_grow, metrics_grow,
