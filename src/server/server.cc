@@ -276,7 +276,7 @@ void Server::MaybeTrimMemory() {
 }
 
 void Server::OnStoreSynced() {
-  store_deadline_ = store_->OnSyncDone();
+  store_->OnSyncDone();  // this iteration's Flush starts the next sync
   if (store_->failed()) return HandleStoreFailure();
   ReleaseHeld();
 }

@@ -440,11 +440,12 @@ void JobStore::SyncFailed(const Syncer::Result& r) {
   Fail("fsync of", r.failed_id == kDirTarget ? options_.dir : PathOf(r.failed_id), r.err);
 }
 
-// A finished segment is closed once synced: nothing more is written to it.
+// A finished segment is closed once all of it is written and synced: nothing more is
+// written to it.
 void JobStore::CloseFinished() {
   for (size_t i = 0; i < cur_; i++) {
     Segment* s = segs_[i].get();
-    if (s->fd >= 0 && !s->dirty) {
+    if (s->fd >= 0 && !s->dirty && s->written == s->end) {
       close(s->fd);
       s->fd = -1;
     }
@@ -470,7 +471,9 @@ bool JobStore::Sync() {
 void JobStore::CollectGarbage() {
   // Only the oldest segments go: a later one may hold the delete record of a job whose
   // kFull record is in an earlier one.
-  while (cur_ > 0 && segs_.front()->live == 0 && segs_.front()->dead_at <= durable_mark_) {
+  // Nor one with records still to be written (they would go to a closed file).
+  while (cur_ > 0 && segs_.front()->live == 0 && segs_.front()->dead_at <= durable_mark_ &&
+         segs_.front()->written == segs_.front()->end) {
     Segment* s = segs_.front().get();
     if (s->fd >= 0) close(s->fd);
     std::string path = PathOf(s->seq);
@@ -490,6 +493,9 @@ Nanos JobStore::Flush() {
   const int64_t spare =
       options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   if (UsableAfter(0) < reserved_ + spare && !space_warned_) AddFutureSegment();
+  // Under -f 0 no reply waits for a write alone, only for a sync: while one runs, the
+  // records wait in memory and go out with one write just before the next sync.
+  if (syncer_ && syncer_->busy() && replies_wait_for_sync()) return kForever;
   bool wrote = !buf_.empty() || !sealed_.empty();
   if (!WritePending()) return kForever;
   if (wrote) unsynced_ = true;
@@ -506,7 +512,7 @@ Nanos JobStore::Flush() {
 // time. Returns when one is next due.
 Nanos JobStore::SyncIfDue() {
   if (!unsynced_) return kForever;
-  if (syncer_ && syncer_->busy()) return kForever;  // OnSyncDone comes back here
+  if (syncer_ && syncer_->busy()) return kForever;  // the Flush after OnSyncDone starts it
   Nanos now = clock_.Now();
   Nanos period = options_.fsync_ms * 1'000'000;
   if (options_.fsync_ms > 0 && now - last_sync_ < period) return last_sync_ + period;
@@ -524,18 +530,13 @@ Nanos JobStore::SyncIfDue() {
 
 int JobStore::sync_fd() const { return syncer_ ? syncer_->notify_fd() : -1; }
 
-Nanos JobStore::OnSyncDone() {
+void JobStore::OnSyncDone() {
   Syncer::Result r;
-  if (!syncer_ || !syncer_->Collect(&r)) return failed_ ? kForever : SyncIfDue();
-  if (r.err != 0) {
-    SyncFailed(r);
-    return kForever;
-  }
+  if (!syncer_ || !syncer_->Collect(&r)) return;
+  if (r.err != 0) return SyncFailed(r);
   durable_mark_ = syncing_mark_;
   CloseFinished();
   CollectGarbage();
-  if (failed_) return kForever;
-  return SyncIfDue();
 }
 
 void JobStore::Close() {

@@ -35,9 +35,9 @@ struct StoreOptions {
 //
 // Durability is tracked by marks: written_mark() counts the bytes written so far, and
 // durable_mark() how many of them are known to be synced. With background_sync, one sync
-// runs at a time on the Syncer's thread while the loop goes on; the next one starts as soon
-// as it finishes (-f 0) or when the -f period is due. A reply depends on the records up to
-// Mark() or MarkOf(job) when it is made; the server sends it once Covers() that mark.
+// runs at a time on the Syncer's thread while the loop goes on; the next one starts at the
+// first Flush after it has finished (-f 0) or when the -f period is due. A reply depends on the
+// records up to Mark() or MarkOf(job) when it is made; the server sends it once Covers() that mark.
 //
 // Space: every segment is preallocated. A put is admitted only if its kFull record fits and
 // room stays reserved for one later state change and the delete of every live job, so
@@ -68,10 +68,12 @@ class JobStore final : public engine::JobLog {
   // segments and does a bounded amount of compaction. Returns when a sync is next due
   // (-f MS with unsynced data), else kForever.
   Nanos Flush();
-  // With background_sync: readable when a sync has finished; then call OnSyncDone, which
-  // returns when a sync is next due, as Flush. -1 without background_sync.
+  // With background_sync: readable when a sync has finished; then call OnSyncDone. The
+  // next sync starts at the next Flush, so it also covers what the loop does meanwhile
+  // (the loop runs one iteration, with its Flush, after every wake-up). -1 without
+  // background_sync.
   int sync_fd() const;
-  Nanos OnSyncDone();
+  void OnSyncDone();
   int64_t written_mark() const { return written_mark_; }
   int64_t durable_mark() const { return durable_mark_; }
   // -f 0: a reply may go out only once the records before it are durable.
