@@ -377,8 +377,9 @@ void Server::RunOnce() {
   DeliverEvents();
 
   // Group commit: the records of this iteration (and of connections closed at the end of
-  // the last one) are written. Under -f 0 its replies wait until they are synced, which
-  // the store does on its own thread while the loop goes on with the next batch.
+  // the last one) are written together. Under -f 0 the replies that depend on them wait
+  // until they are synced, which the store does on its own thread while the loop goes on
+  // with the next batch (and its records wait in memory until that sync has finished).
   if (store_) {
     store_deadline_ = store_->Flush();
     if (store_->failed()) HandleStoreFailure();
