@@ -290,7 +290,7 @@ void Engine::ReserveFor(Session* s, Job* j) {
   j->set_state(JobState::kReserved);
   c.reserver = s;
   c.deadline = clock_.Now() + Seconds(j->ttr_s);
-  c.reserves++;
+  c.counts.reserves++;
   Logged(j);
   s->reserved_.Push(j);
   s->reserved_order_.PushBack(j);
@@ -388,14 +388,10 @@ bool Engine::Restore(const RestoredJob& r) {
   j->pri = r.pri;
   j->ttr_s = r.ttr_s == 0 ? 1 : r.ttr_s;
   j->set_created(r.created);
-  if ((r.delay_s | r.reserves | r.timeouts | r.releases | r.buries | r.kicks) != 0) {
+  if (r.delay_s != 0 || r.counts.any()) {
     JobCold& c = ColdOf(j);
     c.delay_s = r.delay_s;
-    c.reserves = r.reserves;
-    c.timeouts = r.timeouts;
-    c.releases = r.releases;
-    c.buries = r.buries;
-    c.kicks = r.kicks;
+    c.counts = r.counts;
   }
   std::copy(r.body.begin(), r.body.end(), j->data());
   j->data()[r.body.size()] = '\r';
@@ -567,7 +563,7 @@ bool Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
   j->pri = pri;
   JobCold& c = ColdOf(j);  // it has one: it was reserved
   c.delay_s = delay_s;
-  c.releases++;
+  c.counts.releases++;
   if (delay_s > 0) {
     MakeDelayed(j, clock_.Now() + Seconds(delay_s));
   } else {
@@ -583,7 +579,7 @@ bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
   if (!j) return false;
   TakeOut(j);
   j->pri = pri;
-  ColdOf(j).buries++;
+  ColdOf(j).counts.buries++;
   MakeBuried(j);
   Logged(j);
   return true;
@@ -607,7 +603,7 @@ bool Engine::KickJob(uint64_t id) {
 
 void Engine::Kick(Job* j) {
   TakeOut(j);
-  ColdOf(j).kicks++;
+  ColdOf(j).counts.kicks++;
   MakeReady(j);
   Logged(j);
   ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
@@ -634,7 +630,7 @@ uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
   while (moved < budget && !s->reserved_.empty() && s->reserved_.top()->deadline() <= now) {
     Job* j = s->reserved_.top();
     TakeOut(j);
-    j->cold->timeouts++;
+    j->cold->counts.timeouts++;
     counters_.timeouts++;
     MakeReady(j);
     Logged(j);

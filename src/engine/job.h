@@ -19,6 +19,16 @@ const char* JobStateName(JobState s);
 
 struct JobListTag;
 
+// What stats-job counts for a job; kept by the engine, the binlog's records and restores.
+struct JobCounts {
+  uint32_t reserves = 0;
+  uint32_t timeouts = 0;
+  uint32_t releases = 0;
+  uint32_t buries = 0;
+  uint32_t kicks = 0;
+  bool any() const { return (reserves | timeouts | releases | buries | kicks) != 0; }
+};
+
 // The part of a job that a job waiting in a ready queue, never reserved, does not need. It
 // is allocated by the engine (Engine::ColdOf) the first time the job needs one of its
 // fields: a put with a delay, the first reserve, a bury, a counter becoming nonzero, a
@@ -29,11 +39,7 @@ struct JobCold : ListNode<JobListTag> {
   Session* reserver = nullptr;  // set only while kReserved
   Nanos deadline = 0;           // kDelayed: when it becomes ready; kReserved: TTR expiry
   uint32_t delay_s = 0;
-  uint32_t reserves = 0;
-  uint32_t timeouts = 0;
-  uint32_t releases = 0;
-  uint32_t buries = 0;
-  uint32_t kicks = 0;
+  JobCounts counts;
 
   explicit JobCold(Job* j) : job(j) {}
 };
@@ -76,11 +82,12 @@ struct Job {
     return cold->deadline;
   }
   uint32_t delay_s() const { return cold ? cold->delay_s : 0; }
-  uint32_t reserves() const { return cold ? cold->reserves : 0; }
-  uint32_t timeouts() const { return cold ? cold->timeouts : 0; }
-  uint32_t releases() const { return cold ? cold->releases : 0; }
-  uint32_t buries() const { return cold ? cold->buries : 0; }
-  uint32_t kicks() const { return cold ? cold->kicks : 0; }
+  JobCounts counts() const { return cold ? cold->counts : JobCounts{}; }
+  uint32_t reserves() const { return counts().reserves; }
+  uint32_t timeouts() const { return counts().timeouts; }
+  uint32_t releases() const { return counts().releases; }
+  uint32_t buries() const { return counts().buries; }
+  uint32_t kicks() const { return counts().kicks; }
 
   // body_size bytes of body followed by "\r\n" (once received).
   char* data() { return reinterpret_cast<char*>(this + 1); }

@@ -54,7 +54,7 @@ struct RestoredJob {
   uint32_t ttr_s = 1;
   Nanos created = 0;   // on the engine's clock
   Nanos deadline = 0;  // kDelayed: when it becomes ready, on the engine's clock
-  uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
+  JobCounts counts;
   std::string_view body;  // without the trailing CRLF
 };
 

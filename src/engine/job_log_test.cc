@@ -99,7 +99,7 @@ TEST_F(JobLogTest, RestoreRebuildsStatesWithoutLoggingAndContinuesIds) {
   r.state = JobState::kBuried;
   r.pri = 3;
   r.ttr_s = 60;
-  r.buries = 2;
+  r.counts.buries = 2;
   r.body = "hello";
   ASSERT_TRUE(engine_.Restore(r));
   r.id = 42;

@@ -102,11 +102,11 @@ bool ReadBeanstalkdBinlog(const std::vector<BeanstalkdFile>& files, bool skip_da
       x.ttr_s = static_cast<uint32_t>(Load<int64_t>(r + 24) / 1'000'000'000);
       x.created_wall = Load<int64_t>(r + 40);
       x.deadline_wall = Load<int64_t>(r + 48);
-      x.reserves = Load<uint32_t>(r + 56);
-      x.timeouts = Load<uint32_t>(r + 60);
-      x.releases = Load<uint32_t>(r + 64);
-      x.buries = Load<uint32_t>(r + 68);
-      x.kicks = Load<uint32_t>(r + 72);
+      x.counts.reserves = Load<uint32_t>(r + 56);
+      x.counts.timeouts = Load<uint32_t>(r + 60);
+      x.counts.releases = Load<uint32_t>(r + 64);
+      x.counts.buries = Load<uint32_t>(r + 68);
+      x.counts.kicks = Load<uint32_t>(r + 72);
       x.state = state == kBuried    ? DiskState::kBuried
                 : state == kDelayed ? DiskState::kDelayed
                                     : DiskState::kReady;  // reserved comes back ready

@@ -228,11 +228,7 @@ JobRecord JobStore::ToRecord(const Job& j) const {
   r.ttr_s = j.ttr_s;
   r.created_wall = wall - (now - j.created());
   r.deadline_wall = j.state() == JobState::kDelayed ? wall + (j.deadline() - now) : 0;
-  r.reserves = j.reserves();
-  r.timeouts = j.timeouts();
-  r.releases = j.releases();
-  r.buries = j.buries();
-  r.kicks = j.kicks();
+  r.counts = j.counts();
   return r;
 }
 
@@ -637,11 +633,7 @@ static engine::RestoredJob ToRestored(const JobRecord& x, Nanos now, int64_t wal
   rj.ttr_s = x.ttr_s;
   rj.created = now - (wall - x.created_wall);
   rj.deadline = now + (x.deadline_wall - wall);
-  rj.reserves = x.reserves;
-  rj.timeouts = x.timeouts;
-  rj.releases = x.releases;
-  rj.buries = x.buries;
-  rj.kicks = x.kicks;
+  rj.counts = x.counts;
   rj.body = x.body;
   return rj;
 }

@@ -54,11 +54,11 @@ void PutJobFixed(std::string* o, const JobRecord& r) {
   Put32(o, r.ttr_s);
   Put64(o, static_cast<uint64_t>(r.created_wall));
   Put64(o, static_cast<uint64_t>(r.deadline_wall));
-  Put32(o, r.reserves);
-  Put32(o, r.timeouts);
-  Put32(o, r.releases);
-  Put32(o, r.buries);
-  Put32(o, r.kicks);
+  Put32(o, r.counts.reserves);
+  Put32(o, r.counts.timeouts);
+  Put32(o, r.counts.releases);
+  Put32(o, r.counts.buries);
+  Put32(o, r.counts.kicks);
 }
 
 bool GetJobFixed(const char* p, JobRecord* r) {
@@ -71,11 +71,11 @@ bool GetJobFixed(const char* p, JobRecord* r) {
   r->ttr_s = Get32(p + 17);
   r->created_wall = static_cast<int64_t>(Get64(p + 21));
   r->deadline_wall = static_cast<int64_t>(Get64(p + 29));
-  r->reserves = Get32(p + 37);
-  r->timeouts = Get32(p + 41);
-  r->releases = Get32(p + 45);
-  r->buries = Get32(p + 49);
-  r->kicks = Get32(p + 53);
+  r->counts.reserves = Get32(p + 37);
+  r->counts.timeouts = Get32(p + 41);
+  r->counts.releases = Get32(p + 45);
+  r->counts.buries = Get32(p + 49);
+  r->counts.kicks = Get32(p + 53);
   return r->id != 0;
 }
 

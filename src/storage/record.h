@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "engine/job.h"
+
 namespace stalkd::storage {
 
 inline constexpr char kSegmentMagic[8] = {'S', 'T', 'A', 'L', 'K', 'D', 'W', 'L'};
@@ -42,7 +44,7 @@ struct JobRecord {
   uint32_t ttr_s = 0;
   int64_t created_wall = 0;
   int64_t deadline_wall = 0;
-  uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
+  engine::JobCounts counts;
   std::string_view tube;  // kFull only
   std::string_view body;  // kFull only; without the trailing CRLF
 };

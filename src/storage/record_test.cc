@@ -25,11 +25,11 @@ JobRecord Sample() {
   r.ttr_s = 120;
   r.created_wall = 1700000000123456789;
   r.deadline_wall = -5;
-  r.reserves = 1;
-  r.timeouts = 2;
-  r.releases = 3;
-  r.buries = 4;
-  r.kicks = 5;
+  r.counts.reserves = 1;
+  r.counts.timeouts = 2;
+  r.counts.releases = 3;
+  r.counts.buries = 4;
+  r.counts.kicks = 5;
   r.tube = "emails";
   r.body = std::string_view("he\0llo\r\n", 8);
   return r;
@@ -43,11 +43,11 @@ void ExpectSameFixed(const JobRecord& a, const JobRecord& b) {
   EXPECT_EQ(a.ttr_s, b.ttr_s);
   EXPECT_EQ(a.created_wall, b.created_wall);
   EXPECT_EQ(a.deadline_wall, b.deadline_wall);
-  EXPECT_EQ(a.reserves, b.reserves);
-  EXPECT_EQ(a.timeouts, b.timeouts);
-  EXPECT_EQ(a.releases, b.releases);
-  EXPECT_EQ(a.buries, b.buries);
-  EXPECT_EQ(a.kicks, b.kicks);
+  EXPECT_EQ(a.counts.reserves, b.counts.reserves);
+  EXPECT_EQ(a.counts.timeouts, b.counts.timeouts);
+  EXPECT_EQ(a.counts.releases, b.counts.releases);
+  EXPECT_EQ(a.counts.buries, b.counts.buries);
+  EXPECT_EQ(a.counts.kicks, b.counts.kicks);
 }
 
 TEST(RecordTest, FullRoundTrip) {
