@@ -17,7 +17,8 @@
 //   prodcons   P producers and Q consumers on one tube; end-to-end latency via a body timestamp
 //   tubes      for each level L: grow to L tubes each holding a ready and a delayed job, then cycle
 //   conns      throughput of a few active connections without / with N idle connections
-//   delayed    N delayed jobs due (almost) at once; lateness per job + latency of a stats probe
+//   delayed    N delayed jobs falling due spread over W s; consumers with many reserves pipelined;
+//              lateness per job against its deadline + latency of a stats probe
 //   mass       kick of N buried jobs, then close of a connection holding N reserved jobs,
 //              while a probe connection measures the latency of stats
 //   grow       N puts (pipelined, no deletes) into an ever larger server: put latency per
@@ -299,7 +300,9 @@ struct Opts {
   std::string levels = "1,1000,10000";
   double level_budget = 120;  // max seconds of set-up per tubes level
   u64 idle = 10000;
-  double delay = 3;
+  double delay = 0;    // delayed: 0 = ceil(--spread) + 3 s, so the puts end before the first deadline
+  double spread = 0;   // delayed: seconds over which the puts (and so the deadlines) are spread
+  u64 reserves = 256;  // delayed: reserve commands outstanding per consumer connection
   double timeout = 120;
   int ttr = 120;
   double probe_ms = 1;
@@ -322,7 +325,8 @@ Opts parse_opts(int argc, char** argv) {
                    "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
                    "  [--mode pdr|put] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
                    "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
-                   "  [--delay S] [--ttr S] [--probe-ms MS] [--timeout S] [--stall S]\n"
+                   "  [--delay S] [--spread S] [--reserves K] [--ttr S] [--probe-ms MS]\n"
+                   "  [--timeout S] [--stall S]\n"
                    "  [--segments N]\n");
       std::exit(0);
     }
@@ -350,6 +354,8 @@ Opts parse_opts(int argc, char** argv) {
     else if (k == "--level-budget") o.level_budget = d();
     else if (k == "--idle") o.idle = n();
     else if (k == "--delay") o.delay = d();
+    else if (k == "--spread") o.spread = d();
+    else if (k == "--reserves") o.reserves = n();
     else if (k == "--timeout") o.timeout = d();
     else if (k == "--ttr") o.ttr = static_cast<int>(n());
     else if (k == "--probe-ms") o.probe_ms = d();
@@ -1312,61 +1318,164 @@ void scen_conns(const Opts& o) {
   std::printf("%s\n", j.finish().c_str());
 }
 
-// N jobs put with the same delay (they become due within the put phase's spread); Q consumers
-// already blocked in reserve take them; lateness = reserve reply time - (put send time + delay).
-// A probe connection sends stats every --probe-ms throughout.
+// N jobs put at a steady rate over --spread W seconds, all with the same delay D (whole
+// seconds), so their deadlines (send time + D, carried in the body) spread over W. The puts go
+// through C connections with at most --depth outstanding each; when the server cannot take them
+// at N/W per second they lag, and the actual spread of the deadlines is reported. Q consumer
+// connections each keep --reserves `reserve` commands outstanding (pipelined), so a job is
+// handed to a waiting reserve as soon as it is promoted; each RESERVED reply is answered with a
+// pipelined `delete <id>` and, while fewer than N reserves have been sent, a new `reserve`.
+// Lateness = time the RESERVED reply is parsed - deadline. A probe connection sends stats every
+// --probe-ms throughout. The true deadline lies between send time + D and put-reply time + D,
+// so lateness against the stamp is an upper bound; lateness_vs_put_reply_us is the lower bound.
 void scen_delayed(const Opts& o) {
   Loop L(o);
-  u64 N = jobs_or(o, 50'000);
-  auto delay_s = static_cast<u64>(std::max(1.0, std::round(o.delay)));
+  u64 N = jobs_or(o, 1'000'000);
+  double W = o.spread > 0 ? o.spread : 10.0;
+  auto delay_s = static_cast<u64>(o.delay > 0 ? std::max(1.0, std::round(o.delay)) : std::ceil(W) + 3);
   u64 delay_ns = delay_s * kNs;
+  int C = conns_or(o, 4);
+  int Q = std::max(1, o.consumers);
+  u64 K = std::max<u64>(1, o.reserves);
+  u64 put_window = static_cast<u64>(C) * static_cast<u64>(o.depth);
+  double rate = static_cast<double>(N) / W;
   Probe probe(L, o.probe_ms);
   probe.field = "current-jobs-delayed";
   probe.start();
-  u64 consumed = 0, early = 0, t_last = 0;
-  Hist late;
   Errors err;
+  Hist late, late_lo, put_lat;
+  std::vector<Hist> late_by_s;  // lateness by second of the deadline window
+  std::vector<u64> acked_at;  // put-reply time by job id (ids of a fresh server are 1..N)
+  acked_at.reserve(N + 1);
+  u64 expected = 0;  // jobs inserted (stamped + filler) that a reserve must take
+  u64 reserved = 0, stamped = 0, fillers = 0, early = 0, deleted = 0, del_answered = 0;
+  u64 res_sent = 0, t_first_res = 0, t_last = 0;
+  const u64 res_cap = N;  // one reserve per job: every reserve sent is eventually answered
+  u64 first_dl = 0, last_dl = 0;
+  // consumers
   FnHandler cons([&](Conn& c, Cmd cmd, u64, u64 tn, sv line, sv body) {
     if (cmd == Cmd::Reserve) {
       u64 id = 0;
       if (!starts(line, "RESERVED ") || !parse_u64(word(line, 1), id)) {
         err.add(line);
-        L.send(c, Cmd::Reserve, "reserve\r\n");
+        L.send(c, Cmd::Reserve, "reserve\r\n");  // this reserve took no job: send it again
         return;
       }
-      u64 dl = read_stamp(body);
-      if (tn < dl) ++early;
-      else late.add(tn - dl);
-      send_id(L, c, Cmd::Delete, "delete", id);
-    } else if (cmd == Cmd::Delete) {
-      if (line != "DELETED") err.add(line);
-      ++consumed;
+      ++reserved;
       t_last = tn;
-      L.send(c, Cmd::Reserve, "reserve\r\n");
+      u64 dl = read_stamp(body);
+      if (dl == 0) {
+        ++fillers;
+      } else {
+        ++stamped;
+        if (!t_first_res) t_first_res = tn;
+        if (tn < dl) ++early;
+        else late.add(tn - dl);
+        if (first_dl && dl >= first_dl && tn >= dl) {
+          auto sec = static_cast<std::size_t>((dl - first_dl) / kNs);
+          if (sec < 3600) {
+            if (sec >= late_by_s.size()) late_by_s.resize(sec + 1);
+            late_by_s[sec].add(tn - dl);
+          }
+        }
+        if (id < acked_at.size() && acked_at[id]) {
+          u64 dl_hi = acked_at[id] + delay_ns;
+          late_lo.add(tn > dl_hi ? tn - dl_hi : 0);
+        }
+      }
+      send_id(L, c, Cmd::Delete, "delete", id);
+      if (res_sent < res_cap) {
+        L.send(c, Cmd::Reserve, "reserve\r\n");
+        ++res_sent;
+      }
+    } else if (cmd == Cmd::Delete) {
+      ++del_answered;
+      if (line == "DELETED") ++deleted;
+      else err.add(line);
     }
   });
-  for (int i = 0; i < o.consumers; ++i) L.send(L.connect(&cons), Cmd::Reserve, "reserve\r\n");
-  auto tick = [&](u64 t) { probe.tick(t); };
-  L.run_for(0.2, tick);
+  for (int i = 0; i < Q; ++i) {
+    Conn& c = L.connect(&cons);
+    for (u64 k = 0; k < K && res_sent < res_cap; ++k, ++res_sent) L.send(c, Cmd::Reserve, "reserve\r\n");
+  }
+  // producers: open loop at `rate`, at most put_window outstanding
   std::string put = make_put(1024, delay_s, o.ttr, static_cast<std::size_t>(o.size));
   std::size_t off = put.find("\r\n") + 2;
-  u64 first_dl = 0, last_dl = 0;
-  PutWindow pw(L, N, o.depth, [&]() -> sv {
-    u64 dl = now_ns() + delay_ns;
-    if (!first_dl) first_dl = dl;
-    last_dl = dl;
-    write_stamp(put.data() + off, dl);
-    return put;
+  std::vector<Conn*> prod;
+  u64 sent = 0, ok = 0, failed = 0, outstanding = 0, t0 = 0, lag_max = 0;
+  std::size_t rr = 0;
+  auto pump = [&](u64 t) {
+    if (!t0 || sent >= N) return;
+    u64 target = std::min<u64>(N, static_cast<u64>(rate * static_cast<double>(t - t0) / 1e9) + 1);
+    while (sent < target && outstanding < put_window) {
+      u64 ts = now_ns();
+      u64 due = t0 + static_cast<u64>(static_cast<double>(sent) / rate * 1e9);
+      if (ts > due) lag_max = std::max(lag_max, ts - due);
+      u64 dl = ts + delay_ns;
+      if (!first_dl) first_dl = dl;
+      last_dl = dl;
+      write_stamp(put.data() + off, dl);
+      L.send(*prod[rr++ % prod.size()], Cmd::Put, put, ts);
+      ++sent;
+      ++outstanding;
+    }
+  };
+  FnHandler ph([&](Conn&, Cmd cmd, u64 ts, u64 tn, sv line, sv) {
+    if (cmd != Cmd::Put) return;
+    --outstanding;
+    u64 id = 0;
+    if (starts(line, "INSERTED ") && parse_u64(word(line, 1), id)) {
+      ++ok;
+      ++expected;
+      put_lat.add(tn - ts);
+      if (id <= 4 * N + 1024) {
+        if (id >= acked_at.size()) acked_at.resize(id + 1, 0);
+        acked_at[id] = tn;
+      }
+    } else {
+      ++failed;
+      err.add(line);
+    }
+    pump(tn);
   });
-  u64 t0 = now_ns();
-  int C = conns_or(o, 4);
-  for (int i = 0; i < C; ++i) pw.start(L.connect(&pw));
-  if (!L.run_until([&] { return pw.done(); }, t0 + secs_to_ns(o.timeout), tick)) die("timeout putting delayed jobs");
+  for (int i = 0; i < C; ++i) prod.push_back(&L.connect(&ph));
+  // CPU of both sides from the first deadline to the end
+  double srv_cpu0 = std::nan(""), self_cpu0 = std::nan("");
+  auto tick = [&](u64 t) {
+    probe.tick(t);
+    pump(t);
+    if (first_dl && t >= first_dl && std::isnan(self_cpu0)) {
+      srv_cpu0 = proc_cpu_s(o.pid);
+      self_cpu0 = self_cpu_s();
+    }
+  };
+  L.run_for(0.2, tick);  // connections up, reserves waiting, probe running
+  t0 = now_ns();
+  if (!L.run_until([&] { return ok + failed >= N; }, t0 + secs_to_ns(W + o.timeout), tick))
+    die("timeout putting delayed jobs (" + std::to_string(ok) + " inserted)");
   u64 t_put_done = now_ns();
-  if (t_put_done > first_dl) err.add("put phase outlasted the delay; use a larger --delay");
-  if (!L.run_until([&] { return consumed >= pw.ok; }, last_dl + secs_to_ns(o.timeout), tick))
-    die("timeout waiting for delayed jobs (" + std::to_string(consumed) + " consumed)");
+  // a put that failed leaves a reserve without a job: put a ready filler job (stamp 0) for it
+  if (failed) {
+    std::string filler = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
+    write_stamp(filler.data() + filler.find("\r\n") + 2, 0);
+    u64 want = failed, got = 0;
+    FnHandler fh([&](Conn&, Cmd, u64, u64, sv line, sv) {
+      ++got;
+      if (starts(line, "INSERTED ")) ++expected;
+      else err.add(line);
+    });
+    Conn& fc = L.connect(&fh);
+    for (u64 i = 0; i < want; ++i) L.send(fc, Cmd::Put, filler);
+    if (!L.run_until([&] { return got >= want; }, now_ns() + secs_to_ns(o.timeout), tick))
+      die("timeout putting filler jobs");
+  }
+  // every inserted job must be reserved (exactly N reserves are sent in all) and deleted
+  if (!L.run_until([&] { return reserved >= expected && del_answered >= reserved; },
+                   std::max(last_dl, now_ns()) + secs_to_ns(o.timeout), tick))
+    die("timeout waiting for delayed jobs (" + std::to_string(reserved) + " of " + std::to_string(expected) +
+        " reserved, " + std::to_string(del_answered) + " deletes answered)");
   u64 t_end = now_ns();
+  double srv_cpu1 = proc_cpu_s(o.pid), self_cpu1 = self_cpu_s();
   L.run_for(0.1, tick);
   // promotion: the first probe reply after the first deadline that saw no delayed job left
   u64 t_promoted = 0;
@@ -1375,18 +1484,46 @@ void scen_delayed(const Opts& o) {
       t_promoted = s.recv;
       break;
     }
+  double prom_s = static_cast<double>(t_end - std::min(t_end, first_dl)) / 1e9;
   Json j;
   j.str("scenario", "delayed").integer("jobs", static_cast<long long>(N)).integer("delay_s", static_cast<long long>(delay_s));
-  j.integer("consumers", o.consumers);
+  j.num("spread_s", W).num("put_rate", rate).integer("put_conns", C).integer("put_depth", o.depth);
+  j.integer("consumers", Q).integer("reserves_per_consumer", static_cast<long long>(K));
   j.num("put_s", static_cast<double>(t_put_done - t0) / 1e9);
+  j.num("puts_per_s", static_cast<double>(ok + failed) / (static_cast<double>(t_put_done - t0) / 1e9));
+  j.num("put_lag_max_ms", static_cast<double>(lag_max) / 1e6);
   j.num("deadline_spread_ms", static_cast<double>(last_dl - first_dl) / 1e6);
-  j.integer("consumed", static_cast<long long>(consumed)).integer("early", static_cast<long long>(early));
+  j.num("put_overlaps_deadlines_ms",
+        t_put_done > first_dl ? static_cast<double>(t_put_done - first_dl) / 1e6 : 0.0);
+  j.integer("inserted", static_cast<long long>(ok)).integer("consumed", static_cast<long long>(stamped));
+  j.integer("fillers", static_cast<long long>(fillers)).integer("deleted", static_cast<long long>(deleted));
+  j.integer("early", static_cast<long long>(early));
   j.num("min_lateness_ms", static_cast<double>(late.min()) / 1e6);
+  j.num("first_reserve_after_first_deadline_ms",
+        t_first_res ? (static_cast<double>(t_first_res) - static_cast<double>(first_dl)) / 1e6 : std::nan(""));
   j.num("drain_after_last_deadline_ms", t_last > last_dl ? static_cast<double>(t_last - last_dl) / 1e6 : 0.0);
   j.num("promotion_done_after_last_deadline_ms",
         t_promoted ? (static_cast<double>(t_promoted) - static_cast<double>(last_dl)) / 1e6 : std::nan(""));
-  j.num("jobs_per_s_after_due", static_cast<double>(consumed) / (static_cast<double>(t_end - first_dl) / 1e9));
+  j.num("jobs_per_s_after_due", static_cast<double>(stamped) / prom_s);
+  j.num("promotion_s", prom_s);
+  j.num("server_cpu_s_promotion", srv_cpu1 - srv_cpu0);
+  j.num("server_cpu_util_promotion", (srv_cpu1 - srv_cpu0) / prom_s);
+  j.num("loadgen_cpu_util_promotion", (self_cpu1 - self_cpu0) / prom_s);
   put_hist(j, "lateness_us", late);
+  put_hist(j, "lateness_vs_put_reply_us", late_lo);
+  j.open("lateness_by_second");  // "S": jobs whose deadline lies in second S of the window
+  for (std::size_t i = 0; i < late_by_s.size(); ++i) {
+    const Hist& h = late_by_s[i];
+    j.open(std::to_string(i));
+    j.integer("n", static_cast<long long>(h.count()));
+    j.num("p50_ms", static_cast<double>(h.percentile(0.50)) / 1e6);
+    j.num("p99_ms", static_cast<double>(h.percentile(0.99)) / 1e6);
+    j.num("max_ms", static_cast<double>(h.max()) / 1e6);
+    j.close();
+  }
+  j.close();
+  put_hist(j, "put_latency_us", put_lat);
+  put_hist(j, "probe_put_phase_us", probe.window(t0, std::min(t_put_done, first_dl)));
   u64 base_end = first_dl > 50 * kMs ? first_dl - 50 * kMs : first_dl;
   put_hist(j, "probe_before_us", probe.window(t_put_done, std::max(t_put_done, base_end)));
   put_hist(j, "probe_during_us", probe.window(first_dl, t_end));

@@ -429,35 +429,51 @@ def metrics_conns(p):
 
 
 def sc_delayed(srv, p):
-    r = loadgen(srv, "delayed", jobs=p["jobs"], delay=p["delay"], consumers=p["consumers"],
-                size=p["size"], timeout=p["timeout"])
+    r = loadgen(srv, "delayed", jobs=p["jobs"], spread=p["spread"], delay=p["delay"],
+                conns=p["conns"], depth=p["depth"], consumers=p["consumers"],
+                reserves=p["reserves"], size=p["size"], timeout=p["timeout"],
+                loadgen_timeout=p["loadgen_timeout"])
     m = {
-        "promotion_ms": r.get("promotion_done_after_last_deadline_ms"),
-        "min_late_ms": r.get("min_lateness_ms"),
         "late_p50_ms": ms(get(r, "lateness_us.p50_us")),
         "late_p99_ms": ms(get(r, "lateness_us.p99_us")),
         "late_max_ms": ms(get(r, "lateness_us.max_us")),
+        "late_lo_p99_ms": ms(get(r, "lateness_vs_put_reply_us.p99_us")),
+        "min_late_ms": r.get("min_lateness_ms"),
         "early": r.get("early"),
-        "spread_ms": r.get("deadline_spread_ms"),
-        "jobs_per_s": r.get("jobs_per_s_after_due"),
         "probe_before_p99": get(r, "probe_before_us.p99_us"),
         "probe_p99": get(r, "probe_during_us.p99_us"),
         "probe_max": get(r, "probe_during_us.max_us"),
-        "errors": r.get("errors"),
+        "spread_ms": r.get("deadline_spread_ms"),
+        "puts_per_s": r.get("puts_per_s"),
+        "put_p99": get(r, "put_latency_us.p99_us"),
+        "overlap_ms": r.get("put_overlaps_deadlines_ms"),
+        "promotion_ms": r.get("promotion_done_after_last_deadline_ms"),
+        "jobs_per_s": r.get("jobs_per_s_after_due"),
+        "srv_cpu": r.get("server_cpu_util_promotion"),
+        "lg_cpu": r.get("loadgen_cpu_util_promotion"),
+        "errors": (r.get("errors") or 0) + (get(r, "probe.errors") or 0),
     }
     return m, r
 
 
 def metrics_delayed(p):
-    return [("promotion_ms", "all promoted, ms after the last deadline ↓"),
-            ("min_late_ms", "lateness of the first job ms ↓"),
-            ("late_p50_ms", "lateness p50 ms ↓"), ("late_p99_ms", "lateness p99 ms ↓"),
-            ("late_max_ms", "lateness max ms ↓"), ("early", "jobs reserved before due ↓"),
-            ("spread_ms", "spread of the deadlines ms"),
-            ("jobs_per_s", f"jobs/s consumed after due ({p['consumers']} consumers) ↑"),
+    k = p["consumers"] * p["reserves"]
+    return [("late_p50_ms", "lateness p50 ms ↓"), ("late_p99_ms", "lateness p99 ms ↓"),
+            ("late_max_ms", "lateness max ms ↓"),
+            ("late_lo_p99_ms", "lateness p99 against put reply + delay (lower bound) ms ↓"),
+            ("min_late_ms", "lateness min ms ↓"), ("early", "jobs reserved before due ↓"),
             ("probe_before_p99", "stats probe p99 µs before due ↓"),
             ("probe_p99", "stats probe p99 µs during promotion ↓"),
-            ("probe_max", "stats probe max µs during promotion ↓"), ("errors", "errors")]
+            ("probe_max", "stats probe max µs during promotion ↓"),
+            ("spread_ms", f"spread of the deadlines ms (target {p['spread'] * 1000:.0f})"),
+            ("puts_per_s", f"puts/s (target {p['jobs'] / p['spread']:.0f}) ↑"),
+            ("put_p99", "put p99 µs (uncertainty of a deadline) ↓"),
+            ("overlap_ms", "puts still running after the first deadline ms ↓"),
+            ("promotion_ms", "all promoted, ms after the last deadline ↓"),
+            ("jobs_per_s", f"jobs/s consumed after due ({k} reserves waiting) ↑"),
+            ("srv_cpu", "server CPU util during promotion"),
+            ("lg_cpu", "loadgen CPU util during promotion"),
+            ("errors", "errors")]
 
 
 def sc_mass(srv, p):
@@ -600,11 +616,14 @@ SCENARIOS = [
              sc_conns, metrics_conns,
              dict(idle=10_000, conns=10, size=100, warmup=0.5, duration=2),
              dict(idle=2_000, conns=10, size=100, warmup=0.2, duration=0.6), servers=ALL3),
-    Scenario("delayed", "delayed: {jobs} jobs put with delay {delay} s (due within the put "
-             "phase's spread), {consumers} consumers waiting in reserve, stats probe every 1 ms",
+    Scenario("delayed", "delayed: {jobs} jobs put at a steady rate over {spread} s with delay "
+             "{delay} s (deadlines spread over {spread} s), {consumers} consumers with {reserves} "
+             "reserves pipelined each, stats probe every 1 ms",
              sc_delayed, metrics_delayed,
-             dict(jobs=50_000, delay=3, consumers=4, size=100, timeout=60),
-             dict(jobs=2_000, delay=1, consumers=4, size=100, timeout=30)),
+             dict(jobs=1_000_000, spread=10, delay=14, conns=4, depth=100, consumers=4,
+                  reserves=256, size=100, timeout=180, loadgen_timeout=60),
+             dict(jobs=20_000, spread=1, delay=2, conns=4, depth=100, consumers=4,
+                  reserves=256, size=100, timeout=60, loadgen_timeout=20)),
     Scenario("mass", "mass events: kick of {jobs} buried jobs; close of a connection holding "
              "{jobs} reserved jobs; stats probe every 1 ms",
              sc_mass, metrics_mass,
