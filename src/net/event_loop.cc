@@ -2,7 +2,10 @@
 
 #include <errno.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace stalkd::net {
 
@@ -28,9 +31,22 @@ bool EventLoop::Modify(int fd, uint32_t events, Handler* h) {
 
 void EventLoop::Remove(int fd) { epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
 
-int EventLoop::Poll(int timeout_ms) {
+int EventLoop::Poll(int64_t timeout_ns) {
   epoll_event events[kMaxEvents];
-  int n = epoll_wait(epfd_, events, kMaxEvents, timeout_ms);
+  int n;
+  if (timeout_ns < 0) {
+    n = epoll_wait(epfd_, events, kMaxEvents, -1);
+  } else {
+    // Nanosecond timeouts: a timer due in 10 us must not wait for the next millisecond.
+    timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+                static_cast<long>(timeout_ns % 1'000'000'000)};
+    n = epoll_pwait2(epfd_, events, kMaxEvents, &ts, nullptr);
+    if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: round up to milliseconds
+      n = epoll_wait(
+          epfd_, events, kMaxEvents,
+          static_cast<int>(std::min<int64_t>((timeout_ns + 999'999) / 1'000'000, INT32_MAX)));
+    }
+  }
   if (n < 0) return errno == EINTR ? 0 : -1;
   for (int i = 0; i < n; i++) {
     static_cast<Handler*>(events[i].data.ptr)->OnEvents(events[i].events);

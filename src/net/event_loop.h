@@ -25,9 +25,9 @@ class EventLoop {
   bool Modify(int fd, uint32_t events, Handler* h);
   void Remove(int fd);
 
-  // Waits up to timeout_ms (-1: forever) and dispatches up to kMaxEvents events.
+  // Waits up to timeout_ns (negative: forever) and dispatches up to kMaxEvents events.
   // Returns the number dispatched, or -1 on a real error (EINTR counts as 0).
-  int Poll(int timeout_ms);
+  int Poll(int64_t timeout_ns);
 
   static constexpr int kMaxEvents = 256;
 

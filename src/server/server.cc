@@ -26,13 +26,20 @@ namespace {
 // Conversation steps (commands, kick slices) one connection may take per loop iteration
 // before the others get their turn.
 constexpr size_t kStepsPerRun = 128;
+// The shortest wait for a timer: what lateness the loop trades for fewer wake-ups.
+constexpr Nanos kMinTimerWait = 500'000;
 // Connections accepted per wake-up of a listening socket.
 constexpr int kAcceptsPerWake = 64;
 // How long accepting pauses when the process is out of file descriptors.
 constexpr Nanos kAcceptBackoff = 100'000'000;
 // After job memory falls to half of its high-water mark, and by at least this much, freed
-// memory is handed back to the OS (glibc keeps it otherwise).
+// memory is handed back to the OS (glibc keeps it otherwise)...
 constexpr size_t kTrimMinDrop = size_t{1} << 20;
+// ...once the server is quiet: no client command for kTrimQuiet, and no timer due within
+// kTrimIdle. malloc_trim walks the whole heap (15 ms at a few hundred MB), which must not
+// delay the clients of a busy server.
+constexpr Nanos kTrimQuiet = 100'000'000;
+constexpr Nanos kTrimIdle = 20'000'000;
 
 std::string RandomHexId() {
   unsigned char b[8] = {};
@@ -266,13 +273,23 @@ void Server::CheckBlocked() {
   });
 }
 
-void Server::MaybeTrimMemory() {
+void Server::NoteMemory() {
   size_t used = engine_.memory_used();
   memory_peak_ = std::max(memory_peak_, used);
-  if (used <= memory_peak_ / 2 && memory_peak_ - used >= kTrimMinDrop) {
-    malloc_trim(0);
-    memory_peak_ = used;
+  trim_due_ = used <= memory_peak_ / 2 && memory_peak_ - used >= kTrimMinDrop;
+}
+
+Nanos Server::TrimWhenIdle(Nanos poll_timeout) {
+  if (!trim_due_) return poll_timeout;
+  Nanos quiet = clock_.Now() - last_command_;
+  if (quiet < kTrimQuiet) {  // wake up once it has been quiet long enough
+    return poll_timeout < 0 ? kTrimQuiet - quiet : std::min(poll_timeout, kTrimQuiet - quiet);
   }
+  if (poll_timeout >= 0 && poll_timeout < kTrimIdle) return poll_timeout;
+  malloc_trim(0);
+  memory_peak_ = engine_.memory_used();
+  trim_due_ = false;
+  return PollTimeout();  // time has passed
 }
 
 void Server::OnStoreSynced() {
@@ -333,7 +350,7 @@ void Server::DeliverEvents() {
   events_.clear();
 }
 
-int Server::PollTimeoutMs() {
+Nanos Server::PollTimeout() {
   if (!runnable_.empty() || !dirty_.empty() || !closed_.empty() || engine_.has_events()) return 0;
   Nanos now = clock_.Now();
   Nanos next = engine_.Tick();
@@ -344,12 +361,13 @@ int Server::PollTimeoutMs() {
   if (!blocked_.empty()) next = std::min(next, now + kSecond);  // CheckBlocked's period
   if (next == kForever) return -1;
   if (next <= now) return 0;
-  Nanos ms = (next - now + 999'999) / 1'000'000;
-  return static_cast<int>(std::min<Nanos>(ms, 3'600'000));
+  // A timer due sooner than this waits this long, so a steady stream of deadlines (delayed
+  // jobs falling due every few microseconds) is handled in batches, not one wake-up each.
+  return std::max(next - now, kMinTimerWait);
 }
 
 void Server::RunOnce() {
-  loop_.Poll(PollTimeoutMs());
+  loop_.Poll(TrimWhenIdle(PollTimeout()));
 
   if (accept_paused_until_ > 0 && clock_.Now() >= accept_paused_until_) {
     accept_paused_until_ = 0;
@@ -358,6 +376,7 @@ void Server::RunOnce() {
 
   std::vector<Connection*> run;
   run.swap(runnable_);
+  if (!run.empty()) last_command_ = clock_.Now();
   for (Connection* c : run) c->on_runnable = false;
   for (Connection* c : run) {
     if (c->dead() || c->on_held) continue;  // a held one is marked runnable on release
@@ -414,7 +433,7 @@ void Server::RunOnce() {
     delete c;
   }
   DeliverEvents();
-  MaybeTrimMemory();
+  NoteMemory();
 }
 
 void Server::Run() {

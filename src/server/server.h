@@ -64,9 +64,13 @@ class Server final : public protocol::Host {
 
   void Accept(int fd);
   void DeliverEvents();
-  int PollTimeoutMs();
+  // How long the next poll may wait: 0 if there is work, -1 for ever.
+  Nanos PollTimeout();
   void CheckBlocked();
-  void MaybeTrimMemory();
+  // Notes whether freed job memory should go back to the OS; TrimWhenIdle does it once the
+  // server is quiet, and returns the poll timeout to use (shortened to wake up for it).
+  void NoteMemory();
+  Nanos TrimWhenIdle(Nanos poll_timeout);
   // The binlog's background sync has finished: release the replies it made durable.
   void OnStoreSynced();
   void ReleaseHeld();
@@ -90,6 +94,8 @@ class Server final : public protocol::Host {
   Nanos accept_paused_until_ = 0;
   net::AccessList access_;  // --allow
   size_t memory_peak_ = 0;  // engine memory high-water mark since the last trim
+  bool trim_due_ = false;
+  Nanos last_command_ = 0;  // when connections last had input to run
   uint64_t refused_clients_ = 0;
 
   std::vector<Connection*> runnable_;
