@@ -526,11 +526,19 @@ Nanos JobStore::SyncIfDue() {
 
 int JobStore::sync_fd() const { return syncer_ ? syncer_->notify_fd() : -1; }
 
+// The outcome of a background sync: what it covered is durable, or the store has failed.
+bool JobStore::TakeSyncResult(const Syncer::Result& r) {
+  if (r.err != 0) {
+    SyncFailed(r);
+    return false;
+  }
+  durable_mark_ = syncing_mark_;
+  return true;
+}
+
 void JobStore::OnSyncDone() {
   Syncer::Result r;
-  if (!syncer_ || !syncer_->Collect(&r)) return;
-  if (r.err != 0) return SyncFailed(r);
-  durable_mark_ = syncing_mark_;
+  if (!syncer_ || !syncer_->Collect(&r) || !TakeSyncResult(r)) return;
   CloseFinished();
   CollectGarbage();
 }
@@ -538,13 +546,7 @@ void JobStore::OnSyncDone() {
 void JobStore::Close() {
   if (segs_.empty()) return;
   Syncer::Result r;
-  if (syncer_ && syncer_->Wait(&r)) {
-    if (r.err != 0) {
-      SyncFailed(r);
-    } else {
-      durable_mark_ = syncing_mark_;
-    }
-  }
+  if (syncer_ && syncer_->Wait(&r)) TakeSyncResult(r);
   if (failed_ || !WritePending()) return;
   if (!options_.fsync_never) Sync();
 }

@@ -145,6 +145,7 @@ class JobStore final : public engine::JobLog {
   std::vector<Syncer::Target> TakeSyncTargets();
   bool Sync();
   void SyncFailed(const Syncer::Result& r);
+  bool TakeSyncResult(const Syncer::Result& r);
   void CloseFinished();
   void CollectGarbage();
 
