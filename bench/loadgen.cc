@@ -70,6 +70,19 @@ u64 now_ns() {
   return static_cast<u64>(ts.tv_sec) * kNs + static_cast<u64>(ts.tv_nsec);
 }
 
+// CLOCK_REALTIME - CLOCK_MONOTONIC, to put the kernel's receive stamps (realtime) on now_ns()'s
+// clock. Sampled once: over one run the two clocks drift apart by microseconds at most.
+std::int64_t realtime_offset_ns() {
+  static const std::int64_t off = [] {
+    timespec r{}, m{};
+    clock_gettime(CLOCK_REALTIME, &r);
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    return (static_cast<std::int64_t>(r.tv_sec) - m.tv_sec) * static_cast<std::int64_t>(kNs) +
+           (r.tv_nsec - m.tv_nsec);
+  }();
+  return off;
+}
+
 u64 secs_to_ns(double s) { return static_cast<u64>(s * 1e9); }
 
 // Server CPU per op; null (NaN) when fewer than 3 clock ticks were measured (too coarse).
@@ -408,6 +421,11 @@ struct Conn {
   int phase = 0;
   u64 a = 0, b = 0, c = 0;
   std::vector<u64> ids;
+  // With Loop::connect(h, true): when the kernel queued the bytes of the last recv (the
+  // server's send, on loopback), on now_ns()'s clock; 0 if unknown. A reply spanning two
+  // recvs gets the later one, so it never understates when the reply was sent.
+  bool rx_stamps = false;
+  u64 rx_ns = 0;
 };
 
 class FnHandler : public Handler {
@@ -458,17 +476,20 @@ class Loop {
     ::close(ep_);
   }
 
-  Conn& connect(Handler* h) {
+  Conn& connect(Handler* h, bool rx_stamps = false) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die(errno_str("socket"));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (rx_stamps && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) < 0)
+      die(errno_str("SO_TIMESTAMPNS"));
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) < 0 && errno != EINPROGRESS)
       die(errno_str("connect"));
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->slot = conns_.size();
     c->h = h;
+    c->rx_stamps = rx_stamps;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
     ev.data.u64 = c->slot;
@@ -595,7 +616,7 @@ class Loop {
 
   void readable(Conn& c) {
     for (;;) {
-      ssize_t r = ::recv(c.fd, rbuf_.data(), rbuf_.size(), 0);
+      ssize_t r = c.rx_stamps ? recv_stamped(c) : ::recv(c.fd, rbuf_.data(), rbuf_.size(), 0);
       if (r > 0) {
         c.in.append(rbuf_.data(), static_cast<std::size_t>(r));
         parse(c);
@@ -607,6 +628,28 @@ class Loop {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       die(errno_str("recv from server"));
     }
+  }
+
+  ssize_t recv_stamped(Conn& c) {
+    iovec iov{rbuf_.data(), rbuf_.size()};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    ssize_t r = ::recvmsg(c.fd, &m, 0);
+    if (r <= 0) return r;
+    c.rx_ns = 0;
+    for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_TIMESTAMPNS) continue;
+      timespec ts{};
+      std::memcpy(&ts, CMSG_DATA(h), sizeof ts);
+      std::int64_t real =
+          static_cast<std::int64_t>(ts.tv_sec) * static_cast<std::int64_t>(kNs) + ts.tv_nsec;
+      if (real > realtime_offset_ns()) c.rx_ns = static_cast<u64>(real - realtime_offset_ns());
+    }
+    return r;
   }
 
   void parse(Conn& c) {
@@ -1343,10 +1386,13 @@ void scen_delayed(const Opts& o) {
   probe.field = "current-jobs-delayed";
   probe.start();
   Errors err;
-  Hist late, late_lo, put_lat;
+  Hist late, late_lo, put_lat, late_rx, late_rx_lo;
   std::vector<Hist> late_by_s;  // lateness by second of the deadline window
   std::vector<u64> acked_at;  // put-reply time by job id (ids of a fresh server are 1..N)
   acked_at.reserve(N + 1);
+  std::vector<u64> acked_rx;  // the same, stamped by the kernel when the reply arrived
+  acked_rx.reserve(N + 1);
+  realtime_offset_ns();
   u64 expected = 0;  // jobs inserted (stamped + filler) that a reserve must take
   u64 reserved = 0, stamped = 0, fillers = 0, early = 0, deleted = 0, del_answered = 0;
   u64 res_sent = 0, t_first_res = 0, t_last = 0;
@@ -1382,6 +1428,13 @@ void scen_delayed(const Opts& o) {
           u64 dl_hi = acked_at[id] + delay_ns;
           late_lo.add(tn > dl_hi ? tn - dl_hi : 0);
         }
+        if (u64 rx = c.rx_ns) {  // when the server sent it, so without this thread's own delays
+          late_rx.add(rx > dl ? rx - dl : 0);
+          if (id < acked_rx.size() && acked_rx[id]) {
+            u64 dl_hi = acked_rx[id] + delay_ns;
+            late_rx_lo.add(rx > dl_hi ? rx - dl_hi : 0);
+          }
+        }
       }
       send_id(L, c, Cmd::Delete, "delete", id);
       if (res_sent < res_cap) {
@@ -1395,7 +1448,7 @@ void scen_delayed(const Opts& o) {
     }
   });
   for (int i = 0; i < Q; ++i) {
-    Conn& c = L.connect(&cons);
+    Conn& c = L.connect(&cons, true);
     for (u64 k = 0; k < K && res_sent < res_cap; ++k, ++res_sent) L.send(c, Cmd::Reserve, "reserve\r\n");
   }
   // producers: open loop at `rate`, at most put_window outstanding
@@ -1420,7 +1473,7 @@ void scen_delayed(const Opts& o) {
       ++outstanding;
     }
   };
-  FnHandler ph([&](Conn&, Cmd cmd, u64 ts, u64 tn, sv line, sv) {
+  FnHandler ph([&](Conn& c, Cmd cmd, u64 ts, u64 tn, sv line, sv) {
     if (cmd != Cmd::Put) return;
     --outstanding;
     u64 id = 0;
@@ -1431,6 +1484,8 @@ void scen_delayed(const Opts& o) {
       if (id <= 4 * N + 1024) {
         if (id >= acked_at.size()) acked_at.resize(id + 1, 0);
         acked_at[id] = tn;
+        if (id >= acked_rx.size()) acked_rx.resize(id + 1, 0);
+        acked_rx[id] = c.rx_ns;
       }
     } else {
       ++failed;
@@ -1438,7 +1493,7 @@ void scen_delayed(const Opts& o) {
     }
     pump(tn);
   });
-  for (int i = 0; i < C; ++i) prod.push_back(&L.connect(&ph));
+  for (int i = 0; i < C; ++i) prod.push_back(&L.connect(&ph, true));
   // CPU of both sides from the first deadline to the end
   double srv_cpu0 = std::nan(""), self_cpu0 = std::nan("");
   auto tick = [&](u64 t) {
@@ -1511,6 +1566,8 @@ void scen_delayed(const Opts& o) {
   j.num("loadgen_cpu_util_promotion", (self_cpu1 - self_cpu0) / prom_s);
   put_hist(j, "lateness_us", late);
   put_hist(j, "lateness_vs_put_reply_us", late_lo);
+  put_hist(j, "lateness_rx_us", late_rx);
+  put_hist(j, "lateness_rx_vs_put_reply_us", late_rx_lo);
   j.open("lateness_by_second");  // "S": jobs whose deadline lies in second S of the window
   for (std::size_t i = 0; i < late_by_s.size(); ++i) {
     const Hist& h = late_by_s[i];
