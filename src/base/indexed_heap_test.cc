@@ -23,7 +23,19 @@ struct ItemOrder {
   static uint32_t& Slot(Item* x) { return x->slot; }
 };
 
+// The same order, with the key kept in the heap.
+struct KeyedItemOrder {
+  using Key = int;
+  static Key KeyOf(const Item* x) { return x->key; }
+  static bool Less(int ka, const Item* a, int kb, const Item* b) {
+    return ka != kb ? ka < kb : a->id < b->id;
+  }
+  static bool Less(const Item* a, const Item* b) { return ItemOrder::Less(a, b); }
+  static uint32_t& Slot(Item* x) { return x->slot; }
+};
+
 using Heap = IndexedHeap<Item, ItemOrder>;
+using KeyedHeap = IndexedHeap<Item, KeyedItemOrder>;
 
 TEST(IndexedHeap, Empty) {
   Heap h;
@@ -77,15 +89,31 @@ TEST(IndexedHeap, RemoveAndUpdate) {
   EXPECT_FALSE(one.Contains(&x));
 }
 
-// Random pushes, pops, removes and key changes against a std::set reference.
-TEST(IndexedHeap, RandomOpsMatchReference) {
+TEST(IndexedHeap, KeyedHeapKeepsTheKeyUntilUpdate) {
+  KeyedHeap h;
+  std::vector<Item> items;
+  for (int i = 0; i < 10; i++) items.push_back({i, i});
+  for (Item& i : items) h.Push(&i);
+  EXPECT_TRUE(h.IsHeap());
+  items[7].key = -1;  // changed behind the heap's back: its copy is stale
+  EXPECT_FALSE(h.IsHeap());
+  EXPECT_EQ(h.top(), &items[0]);
+  h.Update(&items[7]);
+  EXPECT_TRUE(h.IsHeap());
+  EXPECT_EQ(h.top(), &items[7]);
+}
+
+// Random pushes, pops, removes and key changes against a std::set reference, with `pool`
+// items (more than a ChunkedVector chunk exercises entries across chunk boundaries).
+template <typename H>
+void RandomOpsMatchReference(int pool_size, int steps) {
   std::mt19937 rng(42);
   std::vector<std::unique_ptr<Item>> pool;
-  for (int i = 0; i < 300; i++) pool.push_back(std::make_unique<Item>(Item{0, i}));
+  for (int i = 0; i < pool_size; i++) pool.push_back(std::make_unique<Item>(Item{0, i}));
   auto cmp = [](const Item* a, const Item* b) { return ItemOrder::Less(a, b); };
   std::set<Item*, decltype(cmp)> ref(cmp);
-  Heap h;
-  for (int step = 0; step < 60000; step++) {
+  H h;
+  for (int step = 0; step < steps; step++) {
     Item* x = pool[rng() % pool.size()].get();
     bool in = h.Contains(x);
     ASSERT_EQ(in, ref.count(x) == 1);
@@ -130,6 +158,13 @@ TEST(IndexedHeap, RandomOpsMatchReference) {
     }
   }
   ASSERT_TRUE(h.IsHeap());
+}
+
+TEST(IndexedHeap, RandomOpsMatchReference) { RandomOpsMatchReference<Heap>(300, 60000); }
+TEST(IndexedHeap, KeyedRandomOpsMatchReference) { RandomOpsMatchReference<KeyedHeap>(300, 60000); }
+TEST(IndexedHeap, LargeRandomOpsMatchReference) { RandomOpsMatchReference<Heap>(20000, 200000); }
+TEST(IndexedHeap, KeyedLargeRandomOpsMatchReference) {
+  RandomOpsMatchReference<KeyedHeap>(20000, 200000);
 }
 
 }  // namespace
