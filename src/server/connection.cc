@@ -100,11 +100,16 @@ void Connection::UpdateInterest() {
   // still reported.
   if (on_held) {
   } else if (!c.closing() && !c.input_closed()) {
-    if (c.waiting()) {
+    // A waiting connection reads ahead too (the commands wait behind its reserve), so a
+    // worker going from waiting to served and back costs no epoll_ctl. A hang-up is
+    // watched for whenever input is read, and while waiting even when it is not (a waiting
+    // reserve ends when its client goes away); never while neither, or a half-closed peer
+    // would wake the loop on every poll.
+    if (c.buffered_input() < kMaxBufferedInput &&
+        conversation_.output().size() < protocol::Conversation::kOutputHighWater) {
+      want |= EPOLLIN | EPOLLRDHUP;
+    } else if (c.waiting()) {
       want |= EPOLLRDHUP;
-    } else if (c.buffered_input() < kMaxBufferedInput &&
-               conversation_.output().size() < protocol::Conversation::kOutputHighWater) {
-      want |= EPOLLIN;
     }
   }
   if (!conversation_.output().empty() && !on_held) want |= EPOLLOUT;
