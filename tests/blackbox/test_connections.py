@@ -97,42 +97,6 @@ class TestCloseReleasesJobs(ServerCase):
         a.sock.shutdown(socket.SHUT_WR)
         self.assertEqual(a.read_reply(), b"TIMED_OUT\r\n")
 
-    def test_commands_sent_while_waiting_are_answered_after_the_reserve(self):
-        # The server reads ahead while a reserve waits; what it read runs in order after it.
-        w, p = self.client(), self.client()
-        w.send("reserve\r\n")
-        self.assertTrue(w.no_reply_within(0.2))
-        w.send("list-tube-used\r\nwatch other\r\n")
-        self.assertTrue(w.no_reply_within(0.2))
-        p.put("x")
-        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
-        self.assertEqual(w.read_reply(), b"USING default\r\n")
-        self.assertEqual(w.read_reply(), b"WATCHING 2\r\n")
-
-    def test_waiting_client_flooding_neither_spins_nor_buffers_it_all(self):
-        # While its reserve waits, a client keeps sending: the server reads ahead up to its
-        # input bound, then stops reading (and must not poll the socket in a loop).
-        w, p = self.client(), self.client()
-        w.send("reserve\r\n")
-        self.assertTrue(w.no_reply_within(0.2))
-        pid = self.server.pid
-        cpu, rss = beanstalk.cpu_seconds(pid), beanstalk.rss_kb(pid)
-        w.sock.setblocking(False)
-        chunk, sent, t_end = b"list-tube-used\r\n" * 4096, 0, time.monotonic() + 0.8
-        while time.monotonic() < t_end:
-            try:
-                sent += w.sock.send(chunk)
-            except BlockingIOError:
-                time.sleep(0.01)
-        w.sock.setblocking(True)
-        self.assertGreater(sent, 1 << 20, "the socket buffers alone should not hold it all")
-        self.assertLess(beanstalk.cpu_seconds(pid) - cpu, 0.4, "the server spun")
-        self.assertLess(beanstalk.rss_kb(pid) - rss, 4 * 1024, "read %d bytes while waiting" % sent)
-        p.put("x")
-        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
-        for _ in range(1000):  # the rest is answered in order as the client reads
-            self.assertEqual(w.read_reply(), b"USING default\r\n")
-
     def test_connection_counts_drop_on_close(self):
         a = self.client()
         others = [self.client() for _ in range(5)]
@@ -195,6 +159,42 @@ class TestWaitingReserve(ServerCase):
         self.assertTrue(self.wait_stat(o, "current-waiting", 1))
         self.assertEqual(parse_yaml(o.cmd("stats-tube a"))["current-waiting"], "1")
         self.assertEqual(parse_yaml(o.cmd("stats-tube default"))["current-waiting"], "1")
+
+    def test_commands_sent_while_waiting_are_answered_after_the_reserve(self):
+        # The server reads ahead while a reserve waits; what it read runs in order after it.
+        w, p = self.client(), self.client()
+        w.send("reserve\r\n")
+        self.assertTrue(w.no_reply_within(0.2))
+        w.send("list-tube-used\r\nwatch other\r\n")
+        self.assertTrue(w.no_reply_within(0.2))
+        p.put("x")
+        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(w.read_reply(), b"USING default\r\n")
+        self.assertEqual(w.read_reply(), b"WATCHING 2\r\n")
+
+    def test_waiting_client_flooding_neither_spins_nor_buffers_it_all(self):
+        # While its reserve waits, a client keeps sending: the server reads ahead up to its
+        # input bound, then stops reading (and must not poll the socket in a loop).
+        w, p = self.client(), self.client()
+        w.send("reserve\r\n")
+        self.assertTrue(w.no_reply_within(0.2))
+        pid = self.server.pid
+        cpu, rss = beanstalk.cpu_seconds(pid), beanstalk.rss_kb(pid)
+        w.sock.setblocking(False)
+        chunk, sent, t_end = b"list-tube-used\r\n" * 4096, 0, time.monotonic() + 0.8
+        while time.monotonic() < t_end:
+            try:
+                sent += w.sock.send(chunk)
+            except BlockingIOError:
+                time.sleep(0.01)
+        w.sock.setblocking(True)
+        self.assertGreater(sent, 1 << 20, "the socket buffers alone should not hold it all")
+        self.assertLess(beanstalk.cpu_seconds(pid) - cpu, 0.4, "the server spun")
+        self.assertLess(beanstalk.rss_kb(pid) - rss, 4 * 1024, "read %d bytes while waiting" % sent)
+        p.put("x")
+        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        for _ in range(1000):  # the rest is answered in order as the client reads
+            self.assertEqual(w.read_reply(), b"USING default\r\n")
 
 
 class TestTubeLifecycle(ServerCase):
