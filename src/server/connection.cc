@@ -96,19 +96,18 @@ bool Connection::Flush() {
 void Connection::UpdateInterest() {
   uint32_t want = 0;
   const protocol::Conversation& c = conversation_;
-  // Held (-f 0): neither read nor written until its sync is done; errors and hang-ups are
-  // still reported.
-  if (on_held) {
-  } else if (!c.closing() && !c.input_closed()) {
-    // A waiting connection reads ahead too (the commands wait behind its reserve), so a
-    // worker going from waiting to served and back costs no epoll_ctl. A hang-up is
-    // watched for whenever input is read, and while waiting even when it is not (a waiting
-    // reserve ends when its client goes away); never while neither, or a half-closed peer
-    // would wake the loop on every poll.
+  // Input is read ahead while a reserve waits and while held (-f 0: the replies wait for
+  // a sync, and nothing runs until then), up to the input bound: the commands wait behind,
+  // and a connection going from served to waiting or held and back costs no epoll_ctl. A
+  // hang-up is watched for whenever input is read, and while waiting even when it is not
+  // (a waiting reserve ends when its client goes away); never while neither, or a
+  // half-closed peer would wake the loop on every poll. A held connection's output waits
+  // for the sync.
+  if (!c.closing() && !c.input_closed()) {
     if (c.buffered_input() < kMaxBufferedInput &&
         conversation_.output().size() < protocol::Conversation::kOutputHighWater) {
       want |= EPOLLIN | EPOLLRDHUP;
-    } else if (c.waiting()) {
+    } else if (c.waiting() && !on_held) {
       want |= EPOLLRDHUP;
     }
   }

@@ -379,7 +379,11 @@ void Server::RunOnce() {
   if (!run.empty()) last_command_ = clock_.Now();
   for (Connection* c : run) c->on_runnable = false;
   for (Connection* c : run) {
-    if (c->dead() || c->on_held) continue;  // a held one is marked runnable on release
+    if (c->dead()) continue;
+    if (c->on_held) {  // it read ahead; it is marked runnable again on release
+      c->UpdateInterest();
+      continue;
+    }
     bool more = c->conversation().Run(kStepsPerRun);
     DeliverEvents();
     if (more) MarkRunnable(c);

@@ -423,7 +423,8 @@ class BinlogTest(unittest.TestCase):
 
     def test_held_connection_neither_spins_nor_reads(self):
         # While a connection's reply waits for a (here 1.5 s) sync, the server must not
-        # poll it in a loop (a half-closed client), nor buffer what it keeps sending.
+        # poll it in a loop (a half-closed client), nor buffer what it keeps sending beyond
+        # the input bound it reads ahead.
         s = self.start("-f", "0", env={"STALKD_TEST_SYNC_DELAY_MS": "1500"})
         half, flood = s.connect(), s.connect()
         self.assertTrue(half.cmd("stats").startswith(b"OK"))  # start-up's syncs are done
