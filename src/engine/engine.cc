@@ -290,8 +290,7 @@ void Engine::ReserveFor(Session* s, Job* j) {
   j->set_state(JobState::kReserved);
   c.reserver = s;
   c.deadline = clock_.Now() + Seconds(j->ttr_s);
-  c.counts.reserves++;
-  Logged(j);
+  c.counts.reserves++;  // not logged (see JobLog): written with the job's next record
   s->reserved_.Push(j);
   s->reserved_order_.PushBack(j);
   counters_.reserved++;

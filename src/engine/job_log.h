@@ -12,8 +12,11 @@ namespace stalkd::engine {
 // into the engine); the server writes them out once per loop iteration, before any reply
 // of that iteration is sent.
 //
-// Not reported, because a restart does not need them: delayed jobs becoming ready (the
-// deadline is in the record), touch (a reserved job comes back ready), pauses.
+// Not reported, because a restart does not need them: a reserve (as in beanstalkd: the
+// reserves counter goes out with the job's next reported change, and a crash undoes the
+// reserve, bringing the job back as of that change: ready unless reserve-job took it from
+// buried or delayed), delayed jobs becoming ready (the deadline is in the record), touch
+// (the reservation it extends is not kept either), pauses.
 class JobLog {
  public:
   virtual ~JobLog() = default;
@@ -33,10 +36,9 @@ class JobLog {
     return 0;
   }
   // Queries for replies: positions in the log, which only grow. A reply that shows job j
-  // (RESERVED, FOUND) depends on the records up to MarkOf(j): its latest change other
-  // than a reserve (a reserved job comes back ready after a restart anyway). Any other
-  // reply may reflect every change so far, up to Mark(). The server sends a reply once
-  // the log has written (under -f 0: synced) that far.
+  // (RESERVED, FOUND) depends on the records up to MarkOf(j): its latest reported change.
+  // Any other reply may reflect every change so far, up to Mark(). The server sends a reply
+  // once the log has written (under -f 0: synced) that far.
   virtual int64_t Mark() const { return 0; }
   virtual int64_t MarkOf(const Job& j) const {
     (void)j;

@@ -10,11 +10,12 @@
 namespace stalkd::engine {
 namespace {
 
-// Records what the engine reports, as "put 1 ready", "update 1 reserved", "delete 1".
+// Records what the engine reports, as "put 1 ready", "update 1 buried", "delete 1".
 class RecordingLog : public JobLog {
  public:
   bool admit = true;
   std::vector<std::string> records;
+  std::vector<uint32_t> reserves;  // the job's reserves counter in each put and update
 
   bool Admit(const Job&) override { return admit; }
   void Put(const Job& j) override { Add("put", j); }
@@ -25,6 +26,7 @@ class RecordingLog : public JobLog {
   void Add(const char* what, const Job& j) {
     records.push_back(std::string(what) + " " + std::to_string(j.id) + " " +
                       JobStateName(j.state()));
+    reserves.push_back(j.reserves());
   }
 };
 
@@ -57,9 +59,27 @@ TEST_F(JobLogTest, ReportsEveryDurableChange) {
   ASSERT_EQ(engine_.KickBuried(s->use(), 10), 1u);
   ASSERT_TRUE(engine_.KickJob(b));
   ASSERT_TRUE(engine_.Delete(s, a));
-  EXPECT_EQ(log_.records, (std::vector<std::string>{
-                              "put 1 ready", "put 2 delayed", "update 1 reserved",
-                              "update 1 buried", "update 1 ready", "update 2 ready", "delete 1"}));
+  EXPECT_EQ(log_.records,
+            (std::vector<std::string>{"put 1 ready", "put 2 delayed", "update 1 buried",
+                                      "update 1 ready", "update 2 ready", "delete 1"}));
+  engine_.CloseSession(s);
+  engine_.CheckInvariants();
+}
+
+TEST_F(JobLogTest, ReserveIsNotReportedAndItsCountGoesWithTheNextChange) {
+  Session* s = engine_.OpenSession(nullptr);
+  uint64_t a = Put(s);
+  ASSERT_NE(engine_.ReserveJob(s, a), nullptr);
+  EXPECT_EQ(log_.records, std::vector<std::string>{"put 1 ready"});
+  ASSERT_TRUE(engine_.Release(s, a, 5, 0));
+  ASSERT_TRUE(engine_.Reserve(s, kForever));  // plain reserve: not reported either
+  EXPECT_EQ(engine_.Find(a)->state(), JobState::kReserved);
+  ASSERT_EQ(log_.records.size(), 2u);
+  EXPECT_EQ(log_.records.back(), "update 1 ready");
+  EXPECT_EQ(log_.reserves.back(), 1u);  // the release carries the first reserve
+  ASSERT_TRUE(engine_.Bury(s, a, 5));
+  EXPECT_EQ(log_.records.back(), "update 1 buried");
+  EXPECT_EQ(log_.reserves.back(), 2u);
   engine_.CloseSession(s);
   engine_.CheckInvariants();
 }
@@ -70,10 +90,12 @@ TEST_F(JobLogTest, TtrExpiryAndCloseAreReported) {
   ASSERT_TRUE(engine_.Reserve(s, kForever));
   clock_.Advance(11 * kSecond);
   engine_.Tick();
-  EXPECT_EQ(log_.records.back(), "update " + std::to_string(a) + " ready");
   ASSERT_TRUE(engine_.Reserve(s, kForever));
   engine_.CloseSession(s);
-  EXPECT_EQ(log_.records.back(), "update " + std::to_string(a) + " ready");
+  ASSERT_EQ(a, 1u);
+  EXPECT_EQ(log_.records,
+            (std::vector<std::string>{"put 1 ready", "update 1 ready", "update 1 ready"}));
+  EXPECT_EQ(log_.reserves, (std::vector<uint32_t>{0, 1, 2}));
   engine_.CheckInvariants();
 }
 

@@ -593,16 +593,13 @@ TEST_F(ConversationTest, BigBodyThenSmallCommands) {
   EXPECT_EQ(out.size(), std::string("RESERVED 1 150000\r\n").size() + 150002);
 }
 
-// A log that counts one position per change and remembers each job's latest change other
-// than a reserve, as JobStore does.
+// A log that counts one position per change and remembers each job's latest change, as
+// JobStore does.
 class CountingLog : public engine::JobLog {
  public:
   bool Admit(const engine::Job&) override { return true; }
   void Put(const engine::Job& j) override { marks_[j.id] = ++mark_; }
-  void Update(const engine::Job& j) override {
-    ++mark_;
-    if (j.state() != JobState::kReserved) marks_[j.id] = mark_;
-  }
+  void Update(const engine::Job& j) override { marks_[j.id] = ++mark_; }
   void Delete(const engine::Job& j) override {
     ++mark_;
     marks_.erase(j.id);
@@ -624,8 +621,9 @@ TEST_F(ConversationTest, NeedMarkFollowsWhatEachReplyShows) {
   EXPECT_EQ(p.conv.need_mark(), 1);
   EXPECT_EQ(w_.Do(p, "put 0 0 60 1\r\nb\r\n"), "INSERTED 2\r\n");  // position 2
   EXPECT_EQ(p.conv.need_mark(), 2);
-  // Showing job 1 depends on its put only, not on job 2's, nor on its own reserve record.
-  EXPECT_EQ(w_.Do(c, "reserve\r\n"), "RESERVED 1 1\r\na\r\n");  // position 3
+  // Showing job 1 depends on its put only, not on job 2's; the reserve is not a change.
+  EXPECT_EQ(w_.Do(c, "reserve\r\n"), "RESERVED 1 1\r\na\r\n");
+  EXPECT_EQ(log.Mark(), 2);
   EXPECT_EQ(c.conv.need_mark(), 1);
   EXPECT_EQ(w_.Do(c, "peek 2\r\n"), "FOUND 2 1\r\nb\r\n");
   EXPECT_EQ(c.conv.need_mark(), 2);
@@ -633,18 +631,22 @@ TEST_F(ConversationTest, NeedMarkFollowsWhatEachReplyShows) {
   EXPECT_EQ(w_.Do(c, "use t\r\n"), "USING t\r\n");
   EXPECT_EQ(c.conv.need_mark(), 2);
   // A change depends on its own record; other replies on every change so far.
-  EXPECT_EQ(w_.Do(c, "release 1 0 0\r\n"), "RELEASED\r\n");  // position 4
-  EXPECT_EQ(c.conv.need_mark(), 4);
+  EXPECT_EQ(w_.Do(c, "release 1 0 0\r\n"), "RELEASED\r\n");  // position 3
+  EXPECT_EQ(c.conv.need_mark(), 3);
   Client& s = w_.NewClient();
   EXPECT_TRUE(w_.Do(s, "stats\r\n").starts_with("OK "));
-  EXPECT_EQ(s.conv.need_mark(), 4);
+  EXPECT_EQ(s.conv.need_mark(), 3);
   // A job handed to a waiting reserve later: that job's latest change.
   Client& wt = w_.NewClient();
   EXPECT_EQ(w_.Do(wt, "watch t\r\nignore default\r\nreserve\r\n"), "WATCHING 2\r\nWATCHING 1\r\n");
   int64_t before = wt.conv.need_mark();
-  EXPECT_EQ(w_.Do(c, "put 0 0 60 1\r\nc\r\n"), "INSERTED 3\r\n");  // position 5, in t
+  EXPECT_EQ(w_.Do(c, "put 0 0 60 1\r\nc\r\n"), "INSERTED 3\r\n");  // position 4, in t
   EXPECT_EQ(wt.Take(), "RESERVED 3 1\r\nc\r\n");
-  EXPECT_EQ(wt.conv.need_mark(), std::max<int64_t>(before, 5));
+  EXPECT_EQ(wt.conv.need_mark(), std::max<int64_t>(before, 4));
+  // Job 1 reserved again: it depends on its release, not on the later put of job 3.
+  Client& r = w_.NewClient();
+  EXPECT_EQ(w_.Do(r, "reserve\r\n"), "RESERVED 1 1\r\na\r\n");
+  EXPECT_EQ(r.conv.need_mark(), 3);
   w_.engine.set_log(nullptr);
 }
 

@@ -324,7 +324,7 @@ void JobStore::Update(const Job& j) {
   bool ok = Place(kStateRecordSize, [&](std::string* b) { AppendJobState(j, b); });
   STALKD_CHECK(ok);
   m.last_seq = Current()->seq;
-  if (j.state() != JobState::kReserved) m.mark = placed_;
+  m.mark = placed_;
   records_written_++;
   // Top the reservation up again from free space, if there is any.
   if (m.resv < kJobReserve && UsableAfter(0) - reserved_ >= int64_t{kStateRecordSize}) {

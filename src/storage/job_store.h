@@ -122,7 +122,7 @@ class JobStore final : public engine::JobLog {
     uint32_t full_size;
     uint32_t resv;      // bytes reserved for its future records
     uint32_t last_seq;  // segment of the job's latest record (stats-job "file")
-    int64_t mark;       // placed_ after its latest record other than a reserve (MarkOf)
+    int64_t mark;       // placed_ after its latest put or state record (MarkOf)
   };
 
   std::string PathOf(uint32_t seq) const;

@@ -159,7 +159,7 @@ TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
   EXPECT_EQ(j->state(), JobState::kBuried);
   EXPECT_EQ(j->pri, 77u);
   EXPECT_EQ(j->buries(), 1u);
-  EXPECT_EQ(j->reserves(), 1u);
+  EXPECT_EQ(j->reserves(), 1u);  // reserved, then buried: the bury's record carries it
   EXPECT_EQ(b.engine->LogFile(*j), file3);
   EXPECT_NEAR(static_cast<double>(clock_.Now() - j->created()) / kSecond, 30, 1.5);  // age
   EXPECT_GE(clock_.Now() - j->created(), 30 * kSecond);
@@ -167,7 +167,34 @@ TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
   j = b.engine->Find(5);
   ASSERT_NE(j, nullptr);
   EXPECT_EQ(j->state(), JobState::kReady);  // reserved comes back ready
-  EXPECT_EQ(j->reserves(), 1u);
+  EXPECT_EQ(std::string(j->data(), j->data_size()), "reserved\r\n");
+  EXPECT_EQ(j->reserves(), 0u);  // a reserve writes no record: the count of its put
+}
+
+TEST_F(JobStoreTest, AReserveWritesNothingAndIsShownWithoutWaiting) {
+  Instance a(clock_, dir_);
+  ASSERT_TRUE(a.ok) << a.error;
+  ASSERT_EQ(a.Put("job"), 1u);
+  a.Flush();
+  int64_t put_mark = a.store->Mark();
+  EXPECT_EQ(a.store->MarkOf(*a.engine->Find(1)), put_mark);
+  int64_t written = a.store->stats().records_written;
+  ASSERT_NE(a.engine->ReserveJob(a.session, 1), nullptr);
+  EXPECT_EQ(a.store->Mark(), put_mark);
+  EXPECT_EQ(a.store->stats().records_written, written);
+  EXPECT_TRUE(a.store->Covers(a.store->MarkOf(*a.engine->Find(1))));
+  // The release is a record of its own, and a reply showing the job waits for it.
+  ASSERT_TRUE(a.engine->Release(a.session, 1, 3, 0));
+  EXPECT_EQ(a.store->stats().records_written, written + 1);
+  EXPECT_EQ(a.store->Mark(), put_mark + int64_t{kStateRecordSize});
+  EXPECT_EQ(a.store->MarkOf(*a.engine->Find(1)), a.store->Mark());
+  EXPECT_FALSE(a.store->Covers(a.store->MarkOf(*a.engine->Find(1))));
+  a.Flush();
+  EXPECT_TRUE(a.store->Covers(a.store->MarkOf(*a.engine->Find(1))));
+  // Reserved again: it still shows the release, nothing newer.
+  ASSERT_NE(a.engine->ReserveJob(a.session, 1), nullptr);
+  EXPECT_EQ(a.store->MarkOf(*a.engine->Find(1)), a.store->Mark());
+  EXPECT_EQ(a.store->stats().records_written, written + 1);
 }
 
 TEST_F(JobStoreTest, SecondStoreOnTheDirectoryIsRefused) {

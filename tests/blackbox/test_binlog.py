@@ -97,7 +97,8 @@ class BinlogTest(unittest.TestCase):
         st = parse_yaml(c.cmd("stats"))
         self.assertEqual(st["binlog-current-index"], "1")
         self.assertEqual(st["binlog-oldest-index"], "1")
-        self.assertEqual(int(st["binlog-records-written"]), 13)  # 7 puts, 5 changes, 1 delete
+        # 7 puts, a bury, a release and a delete; the 3 reserves write nothing.
+        self.assertEqual(int(st["binlog-records-written"]), 10)
         before = {i: parse_yaml(c.cmd("stats-job %d" % i)) for i in (1, 2, 3, 4, 6, 7)}
         self.assertEqual(before[1]["file"], "1")
         s.stop()
@@ -113,6 +114,11 @@ class BinlogTest(unittest.TestCase):
             for k in ("tube", "pri", "ttr", "delay", "reserves", "releases", "buries", "kicks",
                       "timeouts", "file"):
                 self.assertEqual(a[k], b[k], "job %d %s" % (i, k))
+        # Reserved, then buried or released: that record carries the count. Job 6, reserved
+        # at the stop: a clean stop closes the connection first, and the job's return to
+        # ready is written with its count (after kill -9 it is the put's count: the test
+        # below).
+        self.assertEqual([after[i]["reserves"] for i in (3, 6, 7)], ["1", "1", "1"])
         self.assertEqual(after[1]["state"], "ready")
         self.assertEqual(after[2]["state"], "delayed")
         self.assertTrue(290 <= int(after[2]["time-left"]) <= 300, after[2])
@@ -125,6 +131,52 @@ class BinlogTest(unittest.TestCase):
         self.assertEqual(st["current-jobs-buried"], "1")
         self.assertEqual(st["current-jobs-delayed"], "1")
         self.assertGreater(int(st["binlog-current-index"]), 1)  # a fresh segment after restart
+
+    def test_reserve_writes_no_record_and_kill9_undoes_it(self):
+        s = self.start("-f", "0")
+        c, w = s.connect(), s.connect()
+        body = b"body\r\nwith " + bytes(range(256)) * 4
+        self.assertEqual(c.put(body, pri=1), b"INSERTED 1\r\n")
+        self.assertEqual(c.put(b"second", pri=2), b"INSERTED 2\r\n")
+        self.assertEqual(c.put(b"third", pri=3), b"INSERTED 3\r\n")
+        self.assertEqual(c.put(b"buried", pri=4), b"INSERTED 4\r\n")
+        self.assertEqual(c.put(b"delayed", pri=5, delay=300), b"INSERTED 5\r\n")
+        self.assertTrue(c.cmd("reserve-job 4").startswith(b"RESERVED 4"))
+        self.assertEqual(c.cmd("bury 4 4"), b"BURIED\r\n")
+        path = newest_with_data(self.dir)
+        written, end = parse_yaml(c.cmd("stats"))["binlog-records-written"], data_end(path)
+        self.assertEqual(written, "6")  # 5 puts and the bury
+        # Each way to reserve: nothing is written, in the count or in the file.
+        self.assertEqual(w.cmd("reserve"), b"RESERVED 1 %d\r\n" % len(body) + body + b"\r\n")
+        self.assertEqual(w.cmd("reserve-with-timeout 0"), b"RESERVED 2 6\r\nsecond\r\n")
+        self.assertEqual(w.cmd("reserve-job 3"), b"RESERVED 3 5\r\nthird\r\n")
+        self.assertEqual(w.cmd("reserve-job 4"), b"RESERVED 4 6\r\nburied\r\n")
+        self.assertEqual(w.cmd("reserve-job 5"), b"RESERVED 5 7\r\ndelayed\r\n")
+        self.assertEqual(parse_yaml(c.cmd("stats"))["binlog-records-written"], written)
+        self.assertEqual(data_end(path), end)
+        # A release is written (and carries the reserve); the next reserve again is not.
+        self.assertEqual(w.cmd("release 2 2 0"), b"RELEASED\r\n")
+        self.assertEqual(parse_yaml(c.cmd("stats"))["binlog-records-written"], "7")
+        self.assertEqual(w.cmd("reserve"), b"RESERVED 2 6\r\nsecond\r\n")
+        self.assertEqual(parse_yaml(c.cmd("stats"))["binlog-records-written"], "7")
+        self.assertEqual(parse_yaml(c.cmd("stats-job 2"))["reserves"], "2")
+        kill9(s)  # all five still reserved by w
+
+        s = self.start("-f", "0")
+        c = s.connect()
+        st = parse_yaml(c.cmd("stats"))
+        self.assertEqual((st["current-jobs-ready"], st["current-jobs-reserved"]), ("3", "0"))
+        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 %d\r\n" % len(body) + body + b"\r\n")
+        js = {i: parse_yaml(c.cmd("stats-job %d" % i)) for i in range(1, 6)}
+        # Each comes back as its latest record has it, as in beanstalkd: ready, or buried or
+        # delayed when reserve-job took it from there.
+        self.assertEqual([js[i]["state"] for i in range(1, 6)],
+                         ["ready"] * 3 + ["buried", "delayed"])
+        self.assertTrue(250 <= int(js[5]["time-left"]) <= 300, js[5])
+        # reserves: as of each job's latest record (job 2: its release, after one reserve).
+        self.assertEqual([js[i]["reserves"] for i in range(1, 6)], ["0", "1", "0", "1", "0"])
+        self.assertEqual(c.cmd("reserve-with-timeout 0"),
+                         b"RESERVED 1 %d\r\n" % len(body) + body + b"\r\n")
 
     def test_ids_are_never_reused_after_restart(self):
         s = self.start("-f", "0")
