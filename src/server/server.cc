@@ -367,7 +367,7 @@ Nanos Server::PollTimeout() {
 }
 
 void Server::RunOnce() {
-  loop_.Poll(TrimWhenIdle(PollTimeout()));
+  int polled = loop_.Poll(TrimWhenIdle(PollTimeout()));
 
   if (accept_paused_until_ > 0 && clock_.Now() >= accept_paused_until_) {
     accept_paused_until_ = 0;
@@ -404,7 +404,7 @@ void Server::RunOnce() {
   // until they are synced, which the store does on its own thread while the loop goes on
   // with the next batch (and its records wait in memory until that sync has finished).
   if (store_) {
-    store_deadline_ = store_->Flush();
+    store_deadline_ = store_->Flush(polled == 0 && runnable_.empty());
     if (store_->failed()) HandleStoreFailure();
   }
 

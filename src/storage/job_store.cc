@@ -482,7 +482,7 @@ void JobStore::CollectGarbage() {
   }
 }
 
-Nanos JobStore::Flush() {
+Nanos JobStore::Flush(bool idle) {
   if (failed_) return kForever;
   Compact();
   // Keep a spare segment beyond the reserved room, so bursts of puts rarely wait for one.
@@ -490,8 +490,18 @@ Nanos JobStore::Flush() {
       options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   if (UsableAfter(0) < reserved_ + spare && !space_warned_) AddFutureSegment();
   // Under -f 0 no reply waits for a write alone, only for a sync: while one runs, the
-  // records wait in memory and go out with one write just before the next sync.
-  if (syncer_ && syncer_->busy() && replies_wait_for_sync()) return kForever;
+  // records wait in memory and go out with one write just before the next sync, which
+  // starts once the loop is idle or has held it back for kMaxSyncDefer.
+  if (syncer_ && replies_wait_for_sync()) {
+    if (syncer_->busy()) return kForever;
+    bool pending = !buf_.empty() || !sealed_.empty() || unsynced_;
+    if (pending && !idle) {
+      Nanos now = clock_.Now();
+      if (defer_since_ == 0) defer_since_ = now;
+      if (now - defer_since_ < kMaxSyncDefer) return now;
+    }
+    defer_since_ = 0;
+  }
   bool wrote = !buf_.empty() || !sealed_.empty();
   if (!WritePending()) return kForever;
   if (wrote) unsynced_ = true;

@@ -67,7 +67,14 @@ class JobStore final : public engine::JobLog {
   // Writes everything recorded since the last call and syncs per policy; unlinks dead
   // segments and does a bounded amount of compaction. Returns when a sync is next due
   // (-f MS with unsynced data), else kForever.
-  Nanos Flush();
+  //
+  // Under -f 0 (background_sync), `idle` says the loop has nothing else to do: the next
+  // sync then starts at once. While the loop is busy it waits, up to kMaxSyncDefer, so
+  // that it also carries what the clients whose replies the last sync released send back
+  // meanwhile: fewer, larger syncs, each costing the loop and the sync thread a wake-up.
+  // Returns now while a sync waits so (the loop then polls without sleeping).
+  Nanos Flush(bool idle = true);
+  static constexpr Nanos kMaxSyncDefer = 1'000'000;
   // With background_sync: readable when a sync has finished; then call OnSyncDone. The
   // next sync starts at the next Flush, so it also covers what the loop does meanwhile
   // (the loop runs one iteration, with its Flush, after every wake-up). -1 without
@@ -180,6 +187,7 @@ class JobStore final : public engine::JobLog {
   int64_t syncing_mark_ = 0;        // the written mark when the running sync started
   std::unique_ptr<Syncer> syncer_;  // with background_sync
   Nanos last_sync_ = 0;
+  Nanos defer_since_ = 0;  // -f 0: when a sync was first held back for a busy loop
   bool failed_ = false;
   bool space_warned_ = false;
 

@@ -330,6 +330,35 @@ TEST_F(JobStoreTest, BackgroundSyncMakesTheWrittenMarkDurable) {
   EXPECT_TRUE(a.store->replies_wait_for_sync());
 }
 
+TEST_F(JobStoreTest, BackgroundSyncWaitsForAnIdleLoopAtMostMaxSyncDefer) {
+  Instance a(clock_, dir_, 4096, false, /*background=*/true);
+  ASSERT_TRUE(a.ok) << a.error;
+  const int64_t start = a.store->written_mark();
+  ASSERT_NE(a.Put("one"), 0u);
+  // The loop is busy: no write, no sync, and the store asks to be flushed again at once.
+  EXPECT_EQ(a.store->Flush(/*idle=*/false), clock_.Now());
+  EXPECT_EQ(a.store->written_mark(), start);
+  clock_.Advance(JobStore::kMaxSyncDefer - 1);
+  ASSERT_NE(a.Put("two"), 0u);
+  EXPECT_EQ(a.store->Flush(false), clock_.Now());
+  EXPECT_EQ(a.store->written_mark(), start);
+  clock_.Advance(1);  // held back long enough: both go out with one sync, busy or not
+  a.store->Flush(false);
+  EXPECT_EQ(a.store->written_mark(), a.store->Mark());
+  ASSERT_TRUE(a.FinishSync());
+  EXPECT_EQ(a.store->durable_mark(), a.store->Mark());
+  // An idle loop starts the sync at once, and the wait starts afresh for the next one.
+  ASSERT_NE(a.Put("three"), 0u);
+  EXPECT_EQ(a.store->Flush(false), clock_.Now());
+  EXPECT_LT(a.store->written_mark(), a.store->Mark());
+  a.store->Flush(/*idle=*/true);
+  EXPECT_EQ(a.store->written_mark(), a.store->Mark());
+  ASSERT_TRUE(a.FinishSync());
+  EXPECT_EQ(a.store->durable_mark(), a.store->Mark());
+  // With nothing pending, a busy loop is not asked back.
+  EXPECT_EQ(a.store->Flush(false), kForever);
+}
+
 TEST_F(JobStoreTest, SegmentLeftDuringASyncKeepsItsFileUntilItsLastRecordsAreWritten) {
   size_t n = 0;
   {
