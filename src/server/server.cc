@@ -27,7 +27,7 @@ namespace {
 // before the others get their turn.
 constexpr size_t kStepsPerRun = 128;
 // The shortest wait for a timer: what lateness the loop trades for fewer wake-ups.
-constexpr Nanos kMinTimerWait = 500'000;
+constexpr Nanos kMinTimerWait = 250'000;
 // Connections accepted per wake-up of a listening socket.
 constexpr int kAcceptsPerWake = 64;
 // How long accepting pauses when the process is out of file descriptors.
