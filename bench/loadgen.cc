@@ -426,6 +426,7 @@ struct Conn {
   // recvs gets the later one, so it never understates when the reply was sent.
   bool rx_stamps = false;
   u64 rx_ns = 0;
+  u64 tx_ns = 0;  // with rx_stamps: when the last send() of this connection's output returned
 };
 
 class FnHandler : public Handler {
@@ -609,6 +610,7 @@ class Loop {
       }
       die(errno_str("send to server"));
     }
+    if (c.rx_stamps) c.tx_ns = now_ns();
     c.out.clear();
     c.out_off = 0;
     set_out(c, false);
@@ -790,16 +792,17 @@ class Probe : public Handler {
   struct Sample {
     u64 sent, recv;
     long long field;
+    u64 tx, rx;  // the request's send() and the reply's kernel receive stamp (0: unknown)
   };
   Probe(Loop& L, double interval_ms) : L_(L), interval_(static_cast<u64>(interval_ms * 1e6)) {}
-  void start() { c_ = &L_.connect(this); }
+  void start() { c_ = &L_.connect(this, true); }
   void tick(u64 t) {
     if (c_ && !inflight_ && t >= next_) {
       L_.send(*c_, Cmd::Stats, "stats\r\n", t);
       inflight_ = true;
     }
   }
-  void on_reply(Conn&, Cmd, u64 ts, u64 tn, sv line, sv body) override {
+  void on_reply(Conn& c, Cmd, u64 ts, u64 tn, sv line, sv body) override {
     inflight_ = false;
     next_ = tn + interval_;
     long long fv = -1;
@@ -809,13 +812,18 @@ class Probe : public Handler {
       auto p = body.find(key);
       if (p != sv::npos) fv = std::atoll(std::string(body.substr(p + key.size(), 24)).c_str());
     }
-    samples.push_back({ts, tn, fv});
+    samples.push_back({ts, tn, fv, c.tx_ns, c.rx_ns});
   }
-  // Histogram of probe latencies whose [sent, recv] overlaps [a, b].
-  Hist window(u64 a, u64 b) const {
+  // Histogram of probe latencies whose [sent, recv] overlaps [a, b]. kernel: from the
+  // request's send() returning to the reply reaching this socket (the kernel's stamp), so
+  // without this thread's own delays in sending the request or reading the reply.
+  Hist window(u64 a, u64 b, bool kernel = false) const {
     Hist h;
-    for (const auto& s : samples)
-      if (s.recv >= a && s.sent <= b) h.add(s.recv - s.sent);
+    for (const auto& s : samples) {
+      if (s.recv < a || s.sent > b) continue;
+      if (!kernel) h.add(s.recv - s.sent);
+      else if (s.tx && s.rx) h.add(s.rx > s.tx ? s.rx - s.tx : 0);
+    }
     return h;
   }
   std::string field;  // a stats field to extract from each reply (e.g. current-jobs-reserved)
@@ -1584,6 +1592,7 @@ void scen_delayed(const Opts& o) {
   u64 base_end = first_dl > 50 * kMs ? first_dl - 50 * kMs : first_dl;
   put_hist(j, "probe_before_us", probe.window(t_put_done, std::max(t_put_done, base_end)));
   put_hist(j, "probe_during_us", probe.window(first_dl, t_end));
+  put_hist(j, "probe_during_kernel_us", probe.window(first_dl, t_end, true));
   err.put(j);
   probe.errors.put(j.open("probe"));
   j.close();
@@ -1692,6 +1701,7 @@ void scen_mass(const Opts& o) {
   j.integer("kicked", static_cast<long long>(kicked)).num("kick_ms", static_cast<double>(kick_done - kick_sent) / 1e6);
   put_hist(j, "probe_before_us", probe.window(kick_sent - 300 * kMs, kick_sent - 50 * kMs));
   put_hist(j, "probe_during_us", probe.window(kick_sent, kick_done + 50 * kMs));
+  put_hist(j, "probe_during_kernel_us", probe.window(kick_sent, kick_done + 50 * kMs, true));
   j.close();
   j.open("close");
   j.integer("held", static_cast<long long>(held)).num("reserve_s", hold_s);
@@ -1699,6 +1709,8 @@ void scen_mass(const Opts& o) {
   j.num("release_ms", released ? static_cast<double>(t_released - t_close) / 1e6 : std::nan(""));
   put_hist(j, "probe_before_us", probe.window(t_close - 300 * kMs, t_close - 10 * kMs));
   put_hist(j, "probe_during_us", probe.window(t_close, (released ? t_released : now_ns()) + 50 * kMs));
+  put_hist(j, "probe_during_kernel_us",
+           probe.window(t_close, (released ? t_released : now_ns()) + 50 * kMs, true));
   j.close();
   err.put(j);
   probe.errors.put(j.open("probe"));
@@ -1779,6 +1791,7 @@ void scen_grow(const Opts& o) {
       j.num("server_cpu_us_per_op", cpu_us_per(s.cpu - cpu_prev, s.lat.count()));
       j.integer("rss_at_end", s.rss);
       put_hist(j, "probe_us", probe.window(t_prev, s.t_end));
+      put_hist(j, "probe_kernel_us", probe.window(t_prev, s.t_end, true));
       t_prev = s.t_end;
       cpu_prev = s.cpu;
     }
@@ -1787,6 +1800,7 @@ void scen_grow(const Opts& o) {
   }
   j.close();
   put_hist(j, "probe_us", probe.window(t0, t1));
+  put_hist(j, "probe_kernel_us", probe.window(t0, t1, true));
   // every probe reply that took >= 20 ms during the fill (at most 200): when it was sent (s
   // after the start), how long it took, and current-jobs-ready in the reply
   std::string stalls = "[";

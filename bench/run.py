@@ -445,6 +445,8 @@ def sc_delayed(srv, p):
         "probe_before_p99": get(r, "probe_before_us.p99_us"),
         "probe_p99": get(r, "probe_during_us.p99_us"),
         "probe_max": get(r, "probe_during_us.max_us"),
+        "probe_k_p99": get(r, "probe_during_kernel_us.p99_us"),
+        "probe_k_max": get(r, "probe_during_kernel_us.max_us"),
         "spread_ms": r.get("deadline_spread_ms"),
         "puts_per_s": r.get("puts_per_s"),
         "put_p99": get(r, "put_latency_us.p99_us"),
@@ -469,6 +471,8 @@ def metrics_delayed(p):
             ("probe_before_p99", "stats probe p99 µs before due ↓"),
             ("probe_p99", "stats probe p99 µs during promotion ↓"),
             ("probe_max", "stats probe max µs during promotion ↓"),
+            ("probe_k_p99", "stats probe p99 µs during promotion, kernel stamps ↓"),
+            ("probe_k_max", "stats probe max µs during promotion, kernel stamps ↓"),
             ("spread_ms", f"spread of the deadlines ms (target {p['spread'] * 1000:.0f})"),
             ("puts_per_s", f"puts/s (target {p['jobs'] / p['spread']:.0f}) ↑"),
             ("put_p99", "put p99 µs (uncertainty of a deadline) ↓"),
@@ -486,9 +490,11 @@ def sc_mass(srv, p):
         "kick_ms": get(r, "kick.kick_ms"),
         "kick_probe_p99": get(r, "kick.probe_during_us.p99_us"),
         "kick_probe_max": get(r, "kick.probe_during_us.max_us"),
+        "kick_probe_k_max": get(r, "kick.probe_during_kernel_us.max_us"),
         "release_ms": get(r, "close.release_ms"),
         "close_probe_p99": get(r, "close.probe_during_us.p99_us"),
         "close_probe_max": get(r, "close.probe_during_us.max_us"),
+        "close_probe_k_max": get(r, "close.probe_during_kernel_us.max_us"),
         "probe_idle_p99": get(r, "kick.probe_before_us.p99_us"),
         "setup_s": r.get("setup_s"),
         "errors": r.get("errors"),
@@ -501,9 +507,11 @@ def metrics_mass(p):
     return [("kick_ms", f"kick {n} buried: command ms ↓"),
             ("kick_probe_p99", "  stats probe p99 µs meanwhile ↓"),
             ("kick_probe_max", "  stats probe max µs meanwhile ↓"),
+            ("kick_probe_k_max", "  stats probe max µs meanwhile, kernel stamps ↓"),
             ("release_ms", f"close with {n} reserved: ms until all released ↓"),
             ("close_probe_p99", "  stats probe p99 µs meanwhile ↓"),
             ("close_probe_max", "  stats probe max µs meanwhile ↓"),
+            ("close_probe_k_max", "  stats probe max µs meanwhile, kernel stamps ↓"),
             ("probe_idle_p99", "stats probe p99 µs when quiet ↓"),
             ("setup_s", f"set-up: put+reserve+bury ×{n} s ↓"), ("errors", "errors")]
 
@@ -523,6 +531,7 @@ def sc_grow(srv, p):
         "max_ms": ms(get(r, "put_latency_us.max_us")),
         "probe_p99_ms": ms(get(r, "probe_us.p99_us")),
         "probe_max_ms": ms(get(r, "probe_us.max_us")),
+        "probe_k_max_ms": ms(get(r, "probe_kernel_us.max_us")),
         "probe_slow": r.get("probe_replies_over_100ms"),
         "rss_per_job": (rss_full - r["rss_before"]) / n if n and r.get("rss_before", -1) >= 0
         else None,
@@ -569,6 +578,7 @@ def metrics_grow(p):
     return out + [
         ("probe_p99_ms", "stats probe p99 ms, whole fill ↓"),
         ("probe_max_ms", "stats probe max ms, whole fill ↓"),
+        ("probe_k_max_ms", "stats probe max ms, whole fill, kernel stamps ↓"),
         ("probe_slow", "stats probe replies ≥ 100 ms ↓"),
         ("rss_per_job", "RSS bytes/job at the end ↓"), ("rss_full_mb", "RSS full MiB ↓"),
         ("timed_out", f"timed out ({p['timeout']} s)"), ("errors", "errors")]
