@@ -15,8 +15,9 @@ namespace stalkd::engine {
 // Not reported, because a restart does not need them: a reserve (as in beanstalkd: the
 // reserves counter goes out with the job's next reported change, and a crash undoes the
 // reserve, bringing the job back as of that change: ready unless reserve-job took it from
-// buried or delayed), delayed jobs becoming ready (the deadline is in the record), touch
-// (the reservation it extends is not kept either), pauses.
+// buried or delayed; a store that rewrites live jobs, as compaction does, writes their
+// current state, so after such a rewrite it comes back ready), delayed jobs becoming ready (the
+// deadline is in the record), touch (the reservation it extends is not kept either), pauses.
 class JobLog {
  public:
   virtual ~JobLog() = default;

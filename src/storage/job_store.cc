@@ -497,10 +497,10 @@ Nanos JobStore::Flush(bool idle) {
     bool pending = !buf_.empty() || !sealed_.empty() || unsynced_;
     if (pending && !idle) {
       Nanos now = clock_.Now();
-      if (defer_since_ == 0) defer_since_ = now;
-      if (now - defer_since_ < kMaxSyncDefer) return now;
+      if (!defer_since_) defer_since_ = now;
+      if (now - *defer_since_ < kMaxSyncDefer) return now;
     }
-    defer_since_ = 0;
+    defer_since_.reset();
   }
   bool wrote = !buf_.empty() || !sealed_.empty();
   if (!WritePending()) return kForever;

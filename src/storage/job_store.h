@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -187,7 +188,7 @@ class JobStore final : public engine::JobLog {
   int64_t syncing_mark_ = 0;        // the written mark when the running sync started
   std::unique_ptr<Syncer> syncer_;  // with background_sync
   Nanos last_sync_ = 0;
-  Nanos defer_since_ = 0;  // -f 0: when a sync was first held back for a busy loop
+  std::optional<Nanos> defer_since_;  // -f 0: when a sync was first held back for a busy loop
   bool failed_ = false;
   bool space_warned_ = false;
 
