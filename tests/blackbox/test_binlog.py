@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from beanstalk import BEANSTALKD_BIN, STALKD_BIN, Server, cpu_seconds, free_port, is_beanstalkd, is_sanitized, parse_yaml, rss_kb, wait_until  # noqa: E402
+from beanstalk import BEANSTALKD_BIN, STALKD_BIN, Server, cpu_seconds, flood, free_port, is_beanstalkd, is_sanitized, parse_yaml, rss_kb, wait_until  # noqa: E402
 
 
 def segments(d):
@@ -478,26 +478,19 @@ class BinlogTest(unittest.TestCase):
         # poll it in a loop (a half-closed client), nor buffer what it keeps sending beyond
         # the input bound it reads ahead.
         s = self.start("-f", "0", env={"STALKD_TEST_SYNC_DELAY_MS": "1500"})
-        half, flood = s.connect(), s.connect()
+        half, flooder = s.connect(), s.connect()
         self.assertTrue(half.cmd("stats").startswith(b"OK"))  # start-up's syncs are done
         half.send(b"put 0 0 10 1\r\nh\r\n")
-        flood.send(b"put 0 0 10 1\r\nf\r\n")
+        flooder.send(b"put 0 0 10 1\r\nf\r\n")
         time.sleep(0.2)  # both held now
         half.sock.shutdown(socket.SHUT_WR)
         cpu, rss = cpu_seconds(s.pid), rss_kb(s.pid)
-        flood.sock.setblocking(False)
-        chunk, sent, t_end = b"stats\r\n" * 8192, 0, time.monotonic() + 0.8
-        while time.monotonic() < t_end:
-            try:
-                sent += flood.sock.send(chunk)
-            except BlockingIOError:
-                time.sleep(0.01)
-        flood.sock.setblocking(True)
+        sent = flood(flooder.sock, b"stats\r\n" * 8192, 0.8)
         self.assertLess(cpu_seconds(s.pid) - cpu, 0.4, "the server spun while replies waited")
         self.assertLess(rss_kb(s.pid) - rss, 4 * 1024, "read %d bytes while held" % sent)
         self.assertEqual(half.read_line(), b"INSERTED 1\r\n")
         self.assertTrue(half.closed_by_peer(wait=5))
-        self.assertEqual(flood.read_line(), b"INSERTED 2\r\n")
+        self.assertEqual(flooder.read_line(), b"INSERTED 2\r\n")
 
     def test_put_and_delete_forever_keeps_few_segments(self):
         s = self.start("-s", "65536", "-F")

@@ -180,14 +180,7 @@ class TestWaitingReserve(ServerCase):
         self.assertTrue(w.no_reply_within(0.2))
         pid = self.server.pid
         cpu, rss = beanstalk.cpu_seconds(pid), beanstalk.rss_kb(pid)
-        w.sock.setblocking(False)
-        chunk, sent, t_end = b"list-tube-used\r\n" * 4096, 0, time.monotonic() + 0.8
-        while time.monotonic() < t_end:
-            try:
-                sent += w.sock.send(chunk)
-            except BlockingIOError:
-                time.sleep(0.01)
-        w.sock.setblocking(True)
+        sent = beanstalk.flood(w.sock, b"list-tube-used\r\n" * 4096, 0.8)
         self.assertGreater(sent, 1 << 20, "the socket buffers alone should not hold it all")
         self.assertLess(beanstalk.cpu_seconds(pid) - cpu, 0.4, "the server spun")
         self.assertLess(beanstalk.rss_kb(pid) - rss, 4 * 1024, "read %d bytes while waiting" % sent)

@@ -306,6 +306,22 @@ def rss_kb(pid):
     raise AssertionError("no VmRSS for pid %d" % pid)
 
 
+def flood(sock, chunk, seconds):
+    """Sends `chunk` over and over for `seconds` without blocking (sleeping 10 ms whenever
+    the socket buffers are full); returns the bytes sent. The socket is blocking again after."""
+    sock.setblocking(False)
+    sent, t_end = 0, time.monotonic() + seconds
+    try:
+        while time.monotonic() < t_end:
+            try:
+                sent += sock.send(chunk)
+            except BlockingIOError:
+                time.sleep(0.01)
+    finally:
+        sock.setblocking(True)
+    return sent
+
+
 def cpu_seconds(pid):
     """utime + stime of the process, in seconds."""
     with open("/proc/%d/stat" % pid) as f:
