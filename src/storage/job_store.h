@@ -77,9 +77,9 @@ class JobStore final : public engine::JobLog {
   Nanos Flush(bool idle = true);
   static constexpr Nanos kMaxSyncDefer = 1'000'000;
   // With background_sync: readable when a sync has finished; then call OnSyncDone. The
-  // next sync starts at the next Flush, so it also covers what the loop does meanwhile
-  // (the loop runs one iteration, with its Flush, after every wake-up). -1 without
-  // background_sync.
+  // next sync starts at a later Flush (under -f 0, an idle one or 1 ms on), so it also
+  // covers what the loop does meanwhile (the loop runs one iteration, with its Flush,
+  // after every wake-up). -1 without background_sync.
   int sync_fd() const;
   void OnSyncDone();
   int64_t written_mark() const { return written_mark_; }
