@@ -58,8 +58,7 @@ class IndexedHeap {
 
   void Push(T* x) {
     items_.push_back(MakeEntry(x));
-    Place(items_.size() - 1, items_.back());
-    SiftUp(items_.size() - 1);
+    SiftUp(items_.size() - 1);  // sets x's slot where it comes to rest
   }
 
   T* Pop() { return items_.empty() ? nullptr : Remove(items_[0].item); }
