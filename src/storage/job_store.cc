@@ -94,6 +94,7 @@ struct JobStore::Segment {
   std::vector<uint64_t> ids;  // jobs whose kFull record was placed here (may be stale)
   size_t scan = 0;            // compaction's cursor into ids
   bool dirty = false;         // written since the last sync
+  int64_t fill_from = 0;      // > 0: the sync thread may be zero-filling from here on
   int64_t dead_at = 0;        // placed_ when live last fell to 0: removable once durable
 };
 
@@ -256,6 +257,11 @@ bool JobStore::Place(size_t size, Encode encode) {
     ++cur_;
     s = Current();
     if (syncer_) syncer_->StopFill(s->seq);  // ours to write from now on
+    s->fill_from = 0;
+  }
+  if (s->fill_from > 0 && s->end + static_cast<int64_t>(size) > s->fill_from) {
+    syncer_->StopFill(s->seq);  // the records have caught up with the fill
+    s->fill_from = 0;
   }
   size_t before = buf_.size();
   encode(&buf_);
@@ -830,6 +836,14 @@ bool JobStore::OpenForWriting(uint32_t seq, std::string* error) {
     if (!syncer_->ok()) {
       Log("cannot start the sync thread (%s); syncing in the loop instead", strerror(errno));
       syncer_.reset();
+    }
+    // The current segment was created before the thread and its first records go to its
+    // start at once: it is filled first, from kFillLead bytes on, ahead of them.
+    Segment* s = Current();
+    int64_t from = (s->end + kFillLead + 4095) / 4096 * 4096;
+    if (syncer_ && from < options_.segment_size) {
+      s->fill_from = from;
+      syncer_->Fill(s->fd, s->seq, from, options_.segment_size);
     }
     for (size_t i = cur_ + 1; syncer_ && i < segs_.size(); i++) {
       syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, options_.segment_size);

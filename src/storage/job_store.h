@@ -76,11 +76,15 @@ class JobStore final : public engine::JobLog {
   // Returns now while a sync waits so (the loop then polls without sleeping).
   Nanos Flush(bool idle = true);
   static constexpr Nanos kMaxSyncDefer = 1'000'000;
+  // How far ahead of the first records a fresh current segment's zero-fill starts.
+  static constexpr int64_t kFillLead = 1 << 20;
   // With background_sync: readable when a sync has finished; then call OnSyncDone. The
   // next sync starts at a later Flush (under -f 0, an idle one or 1 ms on), so it also
   // covers what the loop does meanwhile (the loop runs one iteration, with its Flush,
   // after every wake-up). -1 without background_sync.
   int sync_fd() const;
+  // Zero-fills the sync thread has not finished (for tests).
+  size_t fills_pending() { return syncer_ ? syncer_->fills_pending() : 0; }
   void OnSyncDone();
   int64_t written_mark() const { return written_mark_; }
   int64_t durable_mark() const { return durable_mark_; }
