@@ -58,6 +58,17 @@ def _raise_nofile():
             pass
 
 
+def _child_setup(role):
+    """preexec_fn of a server ("server") or the load generator ("loadgen"): raises the fd
+    limit and, with --pin, keeps the process on its own CPU."""
+    def setup():
+        _raise_nofile()
+        cpu = getattr(CFG, "pin", {}).get(role)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+    return setup
+
+
 def proc_cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         s = f.read()
@@ -102,7 +113,7 @@ class Server:
         self.log = tempfile.TemporaryFile()
         argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + self.args
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=self.log, preexec_fn=_raise_nofile)
+                                     stderr=self.log, preexec_fn=_child_setup("server"))
         LIVE.append(self)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -182,7 +193,7 @@ def loadgen(server, scenario, timeout=300, loadgen_timeout=None, **opts):
     cpu0, t0 = server.cpu_s(), time.monotonic()
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                           preexec_fn=_raise_nofile)
+                           preexec_fn=_child_setup("loadgen"))
     except subprocess.TimeoutExpired:
         raise LoadgenError(f"loadgen {scenario} timed out after {timeout} s")
     wall = time.monotonic() - t0
@@ -806,9 +817,15 @@ def main():
                     + ", ".join(s.name for s in SCENARIOS if not s.default))
     ap.add_argument("--pairs", type=int, help="rounds of A B (C) runs (default 3, --quick 1)")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the ceiling server")
+    ap.add_argument("--pin", metavar="S,L",
+                    help="run the servers on CPU S and the load generator on CPU L")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
     args = ap.parse_args()
 
+    CFG.pin = {}
+    if args.pin:
+        s_cpu, l_cpu = (int(x) for x in args.pin.split(","))
+        CFG.pin = {"server": s_cpu, "loadgen": l_cpu}
     bd = os.path.abspath(args.build_dir)
     CFG.loadgen = find_bin("LOADGEN_BIN", [os.path.join(bd, "bench", "stalkd_loadgen"),
                                            os.path.join(bd, "stalkd_loadgen")])
