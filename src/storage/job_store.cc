@@ -250,18 +250,20 @@ void JobStore::AppendJobState(const Job& j, std::string* out) const {
 template <typename Encode>
 bool JobStore::Place(size_t size, Encode encode) {
   Segment* s = Current();
-  if (static_cast<int64_t>(size) > options_.segment_size - s->end) {
-    if (cur_ + 1 >= segs_.size()) return false;
+  bool next = static_cast<int64_t>(size) > options_.segment_size - s->end;
+  if (next && cur_ + 1 >= segs_.size()) return false;
+  // The fill ahead of the records stops when they reach it, or when they move on (the file
+  // is closed once its records are written and synced).
+  if (s->fill_from > 0 && (next || s->end + static_cast<int64_t>(size) > s->fill_from)) {
+    syncer_->StopFill(s->seq);
+    s->fill_from = 0;
+  }
+  if (next) {
     sealed_.push_back({s, std::move(buf_)});
     buf_.clear();
     ++cur_;
     s = Current();
     if (syncer_) syncer_->StopFill(s->seq);  // ours to write from now on
-    s->fill_from = 0;
-  }
-  if (s->fill_from > 0 && s->end + static_cast<int64_t>(size) > s->fill_from) {
-    syncer_->StopFill(s->seq);  // the records have caught up with the fill
-    s->fill_from = 0;
   }
   size_t before = buf_.size();
   encode(&buf_);
