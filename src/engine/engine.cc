@@ -328,8 +328,12 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
     s->producer_ = true;
     counters_.producers++;
   }
-  // A delayed job needs its cold part from the start (for delay_s and the deadline).
-  if (memory_used() + Job::Footprint(body_size, delay_s > 0) > options_.max_memory) {
+  // A delayed job needs its cold part from the start (for delay_s and the deadline), and
+  // the put may grow the heap the job goes into by a chunk. (If the job goes straight to a
+  // waiting session, what its reserve adds, as any reserve's, is not refused.)
+  const Tube* t = s->use_;
+  size_t heap = delay_s > 0 ? t->delayed.push_growth() : t->ready.push_growth();
+  if (memory_used() + Job::Footprint(body_size, delay_s > 0) + heap > options_.max_memory) {
     return nullptr;
   }
   Job* j = Job::Allocate(body_size);

@@ -245,6 +245,44 @@ TEST(EngineMemory, CapRefusesAndFreesAfterDelete) {
   e.CheckInvariants();
 }
 
+// The room a put needs in its tube's heap counts against the cap, to the byte: four jobs
+// fill a heap's first storage, and the fifth doubles it.
+TEST(EngineMemory, CapCountsTheHeapRoomAPutNeeds) {
+  FakeClock clock;
+  auto put = [](Engine& e, Session* s, uint32_t delay) {
+    Job* j = e.NewJob(s, 0, delay, 10, 1);
+    if (!j) return false;
+    std::memcpy(j->data(), "x\r\n", 3);
+    e.Put(s, j);
+    e.CheckInvariants();
+    return true;
+  };
+  for (uint32_t delay : {0u, 5u}) {
+    const size_t entry = delay ? sizeof(Nanos) + sizeof(Job*) : sizeof(Job*);
+    const size_t need = Job::Footprint(1, delay > 0) + 4 * entry;
+    size_t four;  // memory_used with four jobs
+    {
+      Engine e(clock);
+      Session* s = e.OpenSession(nullptr);
+      for (int k = 0; k < 4; k++) ASSERT_TRUE(put(e, s, delay));
+      four = e.memory_used();
+      ASSERT_TRUE(put(e, s, delay));
+      EXPECT_EQ(e.memory_used(), four + need);
+      e.CloseSession(s);
+    }
+    for (size_t cap : {four + need - 1, four + need}) {
+      EngineOptions opt;
+      opt.max_memory = cap;
+      Engine e(clock, opt);
+      Session* s = e.OpenSession(nullptr);
+      for (int k = 0; k < 4; k++) ASSERT_TRUE(put(e, s, delay));
+      EXPECT_EQ(put(e, s, delay), cap == four + need) << delay;
+      EXPECT_LE(e.memory_used(), cap);
+      e.CloseSession(s);
+    }
+  }
+}
+
 // A job waiting ready and never reserved has no cold part; everything else brings one,
 // and memory_used counts it to the byte while it exists.
 TEST_F(EngineTest, ColdPartIsCountedAndOnlyWhenNeeded) {
