@@ -329,11 +329,13 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
     counters_.producers++;
   }
   // A delayed job needs its cold part from the start (for delay_s and the deadline), and
-  // the put may grow the heap the job goes into by a chunk. (If the job goes straight to a
-  // waiting session, what its reserve adds, as any reserve's, is not refused.)
+  // the put may grow the heap the job goes into by a chunk and the id table by a page. (If
+  // the job goes straight to a waiting session, what its reserve adds, as any reserve's, is
+  // not refused.)
   const Tube* t = s->use_;
   size_t heap = delay_s > 0 ? t->delayed.push_growth() : t->ready.push_growth();
-  if (memory_used() + Job::Footprint(body_size, delay_s > 0) + heap > options_.max_memory) {
+  size_t index = heap + jobs_.insert_growth(next_id_);
+  if (memory_used() + Job::Footprint(body_size, delay_s > 0) + index > options_.max_memory) {
     return nullptr;
   }
   Job* j = Job::Allocate(body_size);
