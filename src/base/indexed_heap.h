@@ -51,6 +51,10 @@ class IndexedHeap {
   static_assert(kKeyed || sizeof(Entry) == sizeof(T*), "an unkeyed heap holds bare pointers");
 
  public:
+  IndexedHeap() = default;
+  // Keeps *bytes_counter up to date with bytes() (see ChunkedVector); it must outlive the heap.
+  explicit IndexedHeap(size_t* bytes_counter) : items_(bytes_counter) {}
+
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   T* top() const { return items_.empty() ? nullptr : items_[0].item; }
@@ -84,6 +88,10 @@ class IndexedHeap {
     items_[k] = MakeEntry(x);
     Fix(k);
   }
+
+  // The bytes of the heap's storage, and how much a Push now would add to them.
+  size_t bytes() const { return items_.bytes(); }
+  size_t push_growth() const { return items_.push_growth(); }
 
   bool Contains(const T* x) const {
     uint32_t k = Traits::Slot(const_cast<T*>(x));

@@ -103,6 +103,32 @@ TEST(IndexedHeap, KeyedHeapKeepsTheKeyUntilUpdate) {
   EXPECT_EQ(h.top(), &items[7]);
 }
 
+// A counter given to the heap follows its storage: 16-byte entries with a key, 8 without.
+TEST(IndexedHeap, CountsItsStorage) {
+  size_t counter = 0;
+  std::vector<Item> items(10000);
+  for (int i = 0; i < 10000; i++) items[i] = {i % 97, i};
+  {
+    KeyedHeap keyed(&counter);
+    Heap plain(&counter);
+    for (int i = 0; i < 10000; i++) {
+      size_t growth = keyed.push_growth();
+      size_t before = counter;
+      keyed.Push(&items[i]);
+      ASSERT_EQ(counter, before + growth);
+    }
+    // 10000 entries: the first chunk of 4096, two more chunks, a table of 4 slots.
+    EXPECT_EQ(counter, 3 * 4096 * 16 + 4 * sizeof(void*));
+    EXPECT_EQ(counter, keyed.bytes());
+    while (keyed.Pop()) {
+    }
+    EXPECT_EQ(counter, 2 * 4096 * 16 + 4 * sizeof(void*));  // the first chunk and a spare
+    for (int i = 0; i < 5; i++) plain.Push(&items[i]);      // a first chunk of 8 pointers
+    EXPECT_EQ(counter, keyed.bytes() + 8 * 8 + sizeof(void*));
+  }
+  EXPECT_EQ(counter, 0u);
+}
+
 // Random pushes, pops, removes and key changes against a std::set reference, with `pool`
 // items (more than a ChunkedVector chunk exercises entries across chunk boundaries).
 template <typename H>

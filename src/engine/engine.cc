@@ -66,7 +66,7 @@ Engine::~Engine() {
 // ---------------------------------------------------------------------------- sessions
 
 Session* Engine::OpenSession(void* owner) {
-  auto* s = new Session(owner);
+  auto* s = new Session(owner, &heap_bytes_);
   sessions_.PushBack(s);
   counters_.sessions++;
   counters_.total_sessions++;
@@ -143,7 +143,7 @@ Tube* Engine::FindTube(std::string_view name) const {
 
 Tube* Engine::FindOrMakeTube(std::string_view name) {
   if (Tube* t = FindTube(name)) return t;
-  auto owned = std::make_unique<Tube>(std::string(name));
+  auto owned = std::make_unique<Tube>(std::string(name), &heap_bytes_);
   Tube* t = owned.get();
   t->list_pos = static_cast<uint32_t>(tube_list_.size());
   tube_list_.push_back(t);
@@ -328,8 +328,14 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
     s->producer_ = true;
     counters_.producers++;
   }
-  // A delayed job needs its cold part from the start (for delay_s and the deadline).
-  if (memory_used() + Job::Footprint(body_size, delay_s > 0) > options_.max_memory) {
+  // A delayed job needs its cold part from the start (for delay_s and the deadline), and
+  // the put may grow the heap the job goes into by a chunk and the id table by a page. (If
+  // the job goes straight to a waiting session, what its reserve adds, as any reserve's, is
+  // not refused.)
+  const Tube* t = s->use_;
+  size_t heap = delay_s > 0 ? t->delayed.push_growth() : t->ready.push_growth();
+  size_t index = heap + jobs_.insert_growth(next_id_);
+  if (memory_used() + Job::Footprint(body_size, delay_s > 0) + index > options_.max_memory) {
     return nullptr;
   }
   Job* j = Job::Allocate(body_size);
@@ -701,6 +707,7 @@ void Engine::TakeEvents(std::vector<Event>* out) {
 
 void Engine::CheckInvariants() const {
   uint64_t ready = 0, urgent = 0, delayed = 0, buried = 0, reserved = 0, waiting = 0;
+  size_t heap_bytes = 0;  // what heap_bytes_ must be
   auto check_job = [this](const Job* j, JobState state, const Tube* t) {
     STALKD_CHECK(j->state() == state && j->tube == t && jobs_.Find(j->id) == j);
     // Only a ready job may lack the cold part (deadline, list node, reserver).
@@ -736,6 +743,7 @@ void Engine::CheckInvariants() const {
     urgent += tube_urgent;
     delayed += t->delayed.size();
     buried += t->buried.size();
+    heap_bytes += t->ready.bytes() + t->delayed.bytes();
   }
   STALKD_CHECK(eligible_.IsHeap() && delay_tubes_.IsHeap() && paused_.IsHeap());
   STALKD_CHECK(timers_.IsHeap());
@@ -750,6 +758,7 @@ void Engine::CheckInvariants() const {
       STALKD_CHECK(j->cold->reserver == s);
     }
     reserved += s->reserved_.size();
+    heap_bytes += s->reserved_.bytes();
     if (s->waiting_) {
       waiting++;
       STALKD_CHECK(s->wait_nodes_.size() == s->watch_.size());
@@ -770,6 +779,7 @@ void Engine::CheckInvariants() const {
   STALKD_CHECK(delayed == counters_.delayed && buried == counters_.buried);
   STALKD_CHECK(reserved == counters_.reserved && waiting == counters_.waiting);
   STALKD_CHECK(jobs_.size() == ready + delayed + buried + reserved);
+  STALKD_CHECK(heap_bytes == heap_bytes_);
 }
 
 }  // namespace stalkd::engine

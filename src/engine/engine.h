@@ -184,7 +184,8 @@ class Engine {
   const GlobalCounters& counters() const { return counters_; }
   size_t max_job_size() const { return max_job_size_; }
   void set_max_job_size(size_t n) { max_job_size_ = n; }
-  size_t memory_used() const { return memory_used_ + jobs_.bytes(); }
+  // Jobs (header, body, cold part), the id table, and the heaps that hold jobs.
+  size_t memory_used() const { return memory_used_ + jobs_.bytes() + heap_bytes_; }
   size_t max_memory() const { return options_.max_memory; }
   const Clock& clock() const { return clock_; }
 
@@ -229,6 +230,11 @@ class Engine {
   bool draining_ = false;
   uint64_t next_id_ = 1;
   size_t memory_used_ = 0;
+  // The storage of every heap that holds jobs: each tube's ready and delayed heaps and each
+  // session's reserved heap, kept by the heaps themselves (ChunkedVector). Declared before
+  // tubes_ so it outlives them. The heaps below order tubes and sessions, not jobs, and are
+  // not counted.
+  size_t heap_bytes_ = 0;
 
   JobTable jobs_;
   struct NameHash {

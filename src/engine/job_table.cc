@@ -11,6 +11,16 @@ bool JobTable::Fits(uint64_t id) const {
   return hi - lo < kMaxWindowPages;
 }
 
+size_t JobTable::insert_growth(uint64_t id) const {
+  uint64_t p = id >> kPageBits;
+  uint64_t window = 1;  // the directory's length after the insert
+  if (!pages_.empty()) {
+    if (p >= base_ && p - base_ < pages_.size() && pages_[p - base_]) return 0;
+    window = std::max(p, base_ + pages_.size() - 1) - std::min(p, base_) + 1;
+  }
+  return (spare_ ? 0 : sizeof(Page)) + (window - pages_.size()) * sizeof(void*);
+}
+
 void JobTable::Insert(Job* j) {
   STALKD_CHECK(Fits(j->id));
   uint64_t p = j->id >> kPageBits;

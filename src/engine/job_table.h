@@ -43,6 +43,9 @@ class JobTable {
   static constexpr uint64_t kMaxWindowPages = uint64_t{1} << 30;
   // True if id could be inserted now without exceeding the window.
   bool Fits(uint64_t id) const;
+  // How much bytes() grows by if id (absent) is inserted now: a page unless its page exists
+  // or the spare can serve, and the directory slots that bring the page into the window.
+  size_t insert_growth(uint64_t id) const;
 
  private:
   static constexpr int kPageBits = 10;

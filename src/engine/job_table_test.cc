@@ -115,6 +115,27 @@ TEST_F(JobTableTest, MemoryFollowsTheLiveIdRangeNotTheLargestId) {
   EXPECT_EQ(table_.Find(8999), nullptr);
 }
 
+// insert_growth foresees what Insert adds to bytes(): a page (none when the spare serves or
+// the page exists) and the directory slots that reach it, below the window or above it.
+TEST_F(JobTableTest, InsertGrowthIsExact) {
+  auto insert = [this](uint64_t id) {
+    size_t growth = table_.insert_growth(id);
+    size_t before = table_.bytes();
+    table_.Insert(Make(id));
+    EXPECT_EQ(table_.bytes(), before + growth) << id;
+    return growth;
+  };
+  const size_t page = insert(5000);  // page 4: a new page and one slot
+  EXPECT_GT(page, 1024 * sizeof(Job*));
+  EXPECT_EQ(insert(5001), 0u);
+  EXPECT_EQ(insert(10), page + 3 * sizeof(void*));        // page 0: slots 0 to 3 added
+  EXPECT_EQ(insert(7 * 1024), page + 2 * sizeof(void*));  // page 7: slots 5 to 7
+  EXPECT_EQ(insert(3 * 1024), page - sizeof(void*));      // page 3: its slot exists
+  table_.Erase(3 * 1024);                                 // page 3 becomes the spare
+  EXPECT_EQ(insert(2 * 1024), 0u);                        // the spare serves page 2
+  EXPECT_EQ(insert(8 * 1024), page);                      // page 8: a new page again, and one slot
+}
+
 TEST_F(JobTableTest, RandomAgainstMap) {
   std::mt19937_64 rng(7);
   std::map<uint64_t, Job*> ref;
@@ -123,7 +144,10 @@ TEST_F(JobTableTest, RandomAgainstMap) {
     if (rng() % 3 != 0) {
       next += 1 + rng() % 4;
       Job* j = Make(next);
+      size_t growth = table_.insert_growth(next);
+      size_t before = table_.bytes();
       table_.Insert(j);
+      ASSERT_EQ(table_.bytes(), before + growth);
       ref[next] = j;
     } else if (!ref.empty()) {
       auto it = ref.lower_bound(rng() % (next + 1));

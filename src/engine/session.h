@@ -17,7 +17,8 @@ struct SessionTag;
 
 class Session : public ListNode<SessionTag> {
  public:
-  explicit Session(void* owner) : owner_(owner) {}
+  // `heap_bytes` counts the storage of the reserved heap (see ChunkedVector).
+  Session(void* owner, size_t* heap_bytes) : owner_(owner), reserved_(heap_bytes) {}
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -54,7 +54,9 @@ struct TubeCounters {
 
 class Tube {
  public:
-  explicit Tube(std::string name) : name_(std::move(name)) {}
+  // `heap_bytes` counts the storage of the ready and delayed heaps (see ChunkedVector).
+  Tube(std::string name, size_t* heap_bytes)
+      : ready(heap_bytes), delayed(heap_bytes), name_(std::move(name)) {}
   Tube(const Tube&) = delete;
   Tube& operator=(const Tube&) = delete;
 
