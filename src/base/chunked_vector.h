@@ -14,8 +14,8 @@ namespace stalkd {
 // kChunk elements (every tube and session has heaps, most of them tiny), and beyond that
 // fixed-size chunks are added. A plain std::vector of millions of entries copies all of them
 // each time it doubles, which stalled the server for 100+ ms at 2^22 and 2^23 ready jobs;
-// here at most one chunk (4096 elements: 32 KiB of pointers) is ever copied. For trivially copyable
-// T.
+// here at most one chunk (4096 elements: 32 KiB of pointers, 64 KiB of keyed heap entries) is
+// ever copied. For trivially copyable T.
 //
 // bytes() is what the vector holds from the allocator. A counter given at construction
 // follows it exactly: each allocation adds its bytes as it happens and each free subtracts
