@@ -4,11 +4,13 @@
 
 namespace stalkd::engine {
 
+// Pages from the lowest to the highest of page p and the window (which must not be empty).
+uint64_t JobTable::SpanWith(uint64_t p) const {
+  return std::max(p, base_ + pages_.size() - 1) - std::min(p, base_) + 1;
+}
+
 bool JobTable::Fits(uint64_t id) const {
-  uint64_t p = id >> kPageBits;
-  if (pages_.empty()) return true;
-  uint64_t lo = std::min(p, base_), hi = std::max(p, base_ + pages_.size() - 1);
-  return hi - lo < kMaxWindowPages;
+  return pages_.empty() || SpanWith(id >> kPageBits) <= kMaxWindowPages;
 }
 
 size_t JobTable::insert_growth(uint64_t id) const {
@@ -16,7 +18,7 @@ size_t JobTable::insert_growth(uint64_t id) const {
   uint64_t window = 1;  // the directory's length after the insert
   if (!pages_.empty()) {
     if (p >= base_ && p - base_ < pages_.size() && pages_[p - base_]) return 0;
-    window = std::max(p, base_ + pages_.size() - 1) - std::min(p, base_) + 1;
+    window = SpanWith(p);
   }
   return (spare_ ? 0 : sizeof(Page)) + (window - pages_.size()) * sizeof(void*);
 }

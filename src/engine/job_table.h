@@ -48,6 +48,8 @@ class JobTable {
   size_t insert_growth(uint64_t id) const;
 
  private:
+  uint64_t SpanWith(uint64_t page) const;
+
   static constexpr int kPageBits = 10;
   static constexpr uint64_t kPageMask = (uint64_t{1} << kPageBits) - 1;
   struct Page {
