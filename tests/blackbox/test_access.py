@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from beanstalk import Server, is_beanstalkd, parse_yaml, wait_until  # noqa: E402
+from beanstalk import Server, is_beanstalkd, wait_stat  # noqa: E402
 
 
 @unittest.skipIf(is_beanstalkd(), "stalkd's own options")
@@ -98,8 +98,7 @@ class StalledClientTest(unittest.TestCase):
             self.assertGreater(sent, 0)
             # The other client is served all along, and the hog goes away within a few
             # seconds of the timeout.
-            self.assertTrue(wait_until(
-                lambda: parse_yaml(other.cmd("stats"))["current-connections"] == "1", 10),
+            self.assertTrue(wait_stat(other, "current-connections", 1, 10),
                 "the stalled client was not disconnected")
             self.assertTrue(other.cmd("peek 1").startswith(b"FOUND 1 60000"))
             hog.close()
@@ -121,8 +120,7 @@ class StalledClientTest(unittest.TestCase):
                 hog.settimeout(5)
                 hog.connect(path)
                 hog.sendall(b"peek 1\r\n" * 8)  # 8 MB of replies, never read
-                self.assertTrue(wait_until(
-                    lambda: parse_yaml(other.cmd("stats"))["current-connections"] == "1", 10),
+                self.assertTrue(wait_stat(other, "current-connections", 1, 10),
                     "the stalled client was not disconnected")
                 self.assertEqual(hog.recv(1 << 20)[:15], b"FOUND 1 1040000")
                 hog.close()

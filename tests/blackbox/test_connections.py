@@ -14,14 +14,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, ok_list, parse_yaml, wait_until  # noqa: E402
-
-
-class ServerCase(beanstalk.ServerCase):
-    """beanstalk.ServerCase plus a helper only this file uses."""
-
-    def wait_stat(self, c, key, value, timeout=5.0):
-        return wait_until(lambda: self.stats(c)[key] == str(value), timeout=timeout)
+from beanstalk import (Server, ServerCase, ok_list, parse_yaml, wait_job_stat, wait_stat,  # noqa: E402
+                       wait_tube_stat, wait_until)
 
 
 class TestCloseReleasesJobs(ServerCase):
@@ -63,8 +57,7 @@ class TestCloseReleasesJobs(ServerCase):
         a.cmd("watch t1")
         a.cmd("reserve")
         a.close()
-        ok = wait_until(lambda: self.job_stats(b, 1)["state"] == "ready")
-        self.assertTrue(ok)
+        self.assertTrue(wait_job_stat(b, 1, "state", "ready"))
         self.assertIn(self.job_stats(b, 1)["tube"], ("t1", '"t1"'))
         self.assertEqual(b.cmd("reserve-with-timeout 0"), b"TIMED_OUT\r\n")
         b.cmd("watch t1")
@@ -73,9 +66,9 @@ class TestCloseReleasesJobs(ServerCase):
     def test_close_while_waiting(self):
         a, b = self.client(), self.client()
         a.send("reserve\r\n")
-        self.assertTrue(self.wait_stat(b, "current-waiting", 1))
+        self.assertTrue(wait_stat(b, "current-waiting", 1))
         a.close()
-        self.assertTrue(self.wait_stat(b, "current-waiting", 0))
+        self.assertTrue(wait_stat(b, "current-waiting", 0))
         b.put("x")
         # the job must not have been handed to the dead connection
         self.assertEqual(self.job_stats(b, 1)["state"], "ready")
@@ -86,7 +79,7 @@ class TestCloseReleasesJobs(ServerCase):
         a.send(b"put 0 0 10 100\r\n" + b"x" * 50)
         time.sleep(0.1)
         a.close()
-        self.assertTrue(self.wait_stat(b, "current-connections", 1))
+        self.assertTrue(wait_stat(b, "current-connections", 1))
         st = self.stats(b)
         self.assertEqual((st["total-jobs"], st["current-jobs-ready"]), ("0", "0"))
 
@@ -100,10 +93,10 @@ class TestCloseReleasesJobs(ServerCase):
     def test_connection_counts_drop_on_close(self):
         a = self.client()
         others = [self.client() for _ in range(5)]
-        self.assertTrue(self.wait_stat(a, "current-connections", 6))
+        self.assertTrue(wait_stat(a, "current-connections", 6))
         for o in others:
             o.close()
-        self.assertTrue(self.wait_stat(a, "current-connections", 1))
+        self.assertTrue(wait_stat(a, "current-connections", 1))
         self.assertEqual(self.stats(a)["total-connections"], "7")  # + readiness probe
 
 
@@ -141,7 +134,7 @@ class TestWaitingReserve(ServerCase):
         waiters = [self.client() for _ in range(3)]
         for w in waiters:
             w.send("reserve-with-timeout 5\r\n")
-        self.assertTrue(self.wait_stat(p, "current-waiting", 3))
+        self.assertTrue(wait_stat(p, "current-waiting", 3))
         p.put("x")
         p.put("y")
         time.sleep(0.3)
@@ -156,7 +149,7 @@ class TestWaitingReserve(ServerCase):
         w, o = self.client(), self.client()
         w.cmd("watch a")
         w.send("reserve\r\n")
-        self.assertTrue(self.wait_stat(o, "current-waiting", 1))
+        self.assertTrue(wait_stat(o, "current-waiting", 1))
         self.assertEqual(parse_yaml(o.cmd("stats-tube a"))["current-waiting"], "1")
         self.assertEqual(parse_yaml(o.cmd("stats-tube default"))["current-waiting"], "1")
 
@@ -248,8 +241,7 @@ class TestTubeLifecycle(ServerCase):
         st = parse_yaml(b.cmd("stats-tube t"))
         self.assertEqual((st["current-using"], st["current-watching"]), ("2", "1"))
         a.close()
-        ok = wait_until(lambda: parse_yaml(b.cmd("stats-tube t"))["current-using"] == "1")
-        self.assertTrue(ok)
+        self.assertTrue(wait_tube_stat(b, "t", "current-using", 1))
         self.assertEqual(parse_yaml(b.cmd("stats-tube t"))["current-watching"], "0")
         st = parse_yaml(b.cmd("stats-tube default"))
         self.assertEqual((st["current-using"], st["current-watching"]), ("0", "1"))

@@ -13,7 +13,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
 from beanstalk import (Server, ServerCase, free_port, is_beanstalkd, parse_yaml,  # noqa: E402
-                       wait_until)
+                       wait_stat)
 
 USAGE_FLAGS = ("-l ADDR", "-p PORT", "-z BYTES", "-v", "-h")
 
@@ -93,8 +93,7 @@ class TestDrainMode(ServerCase):
         self.assertEqual(c.put("before"), b"INSERTED 1\r\n")
         self.assertEqual(parse_yaml(c.cmd("stats"))["draining"], "false")
         self.server.signal(signal.SIGUSR1)
-        ok = wait_until(lambda: parse_yaml(c.cmd("stats"))["draining"] == "true")
-        self.assertTrue(ok, "stats never showed draining: true")
+        self.assertTrue(wait_stat(c, "draining", "true"), "stats never showed draining: true")
         # the body is still consumed, so the connection stays in sync
         c.send(b"put 0 0 10 5\r\nafter\r\nlist-tube-used\r\n")
         self.assertEqual(c.read_reply(), b"DRAINING\r\n")
@@ -109,7 +108,7 @@ class TestDrainMode(ServerCase):
     def test_drain_applies_to_new_connections_and_stays_on(self):
         c = self.client()
         self.server.signal(signal.SIGUSR1)
-        self.assertTrue(wait_until(lambda: parse_yaml(c.cmd("stats"))["draining"] == "true"))
+        self.assertTrue(wait_stat(c, "draining", "true"))
         self.server.signal(signal.SIGUSR1)
         d = self.client()
         self.assertEqual(d.put("x"), b"DRAINING\r\n")
@@ -171,7 +170,7 @@ class TestTermination(unittest.TestCase):
         self.addCleanup(c.close)
         self.assertEqual(c.put("x"), b"INSERTED 1\r\n")
         srv.signal(signal.SIGUSR1)
-        self.assertTrue(wait_until(lambda: parse_yaml(c.cmd("stats"))["draining"] == "true"))
+        self.assertTrue(wait_stat(c, "draining", "true"))
         self.assertEqual(c.put("y"), b"DRAINING\r\n")
         self.assertIsNone(srv.proc.poll())
 

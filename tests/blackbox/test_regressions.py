@@ -18,7 +18,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from beanstalk import Server, is_beanstalkd, parse_yaml, rst_close, wait_until  # noqa: E402
+from beanstalk import Server, is_beanstalkd, parse_yaml, rst_close, wait_stat  # noqa: E402
 
 
 class RegressionTest(unittest.TestCase):
@@ -41,12 +41,10 @@ class RegressionTest(unittest.TestCase):
             self.assertTrue(a.cmd("reserve").startswith(b"RESERVED"))
             b = self.server.connect()
             b.send(b"reserve\r\n")
-            self.assertTrue(wait_until(
-                lambda: parse_yaml(probe.cmd("stats"))["current-waiting"] == "1", 5))
+            self.assertTrue(wait_stat(probe, "current-waiting", 1, 5))
             rst_close(a.sock)
             rst_close(b.sock)
-            self.assertTrue(wait_until(
-                lambda: parse_yaml(probe.cmd("stats"))["current-jobs-ready"] == "1", 5),
+            self.assertTrue(wait_stat(probe, "current-jobs-ready", 1, 5),
                 "round %d: the job did not come back ready" % i)
             st = parse_yaml(probe.cmd("stats"))
             self.assertEqual(st["current-jobs-reserved"], "0")

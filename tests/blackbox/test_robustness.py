@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, parse_yaml, wait_until  # noqa: E402
+from beanstalk import Server, parse_yaml, wait_stat  # noqa: E402
 from beanstalk import rss_kb, cpu_seconds, is_sanitized, rst_close  # noqa: E402
 
 BAD = b"BAD_FORMAT\r\n"
@@ -70,7 +70,7 @@ class ServerCase(beanstalk.ServerCase):
     """beanstalk.ServerCase plus helpers only this file uses."""
 
     def assertConnections(self, c, n, timeout=5.0):
-        ok = wait_until(lambda: self.stats(c)["current-connections"] == str(n), timeout=timeout)
+        ok = wait_stat(c, "current-connections", n, timeout=timeout)
         self.assertTrue(ok, "current-connections stays at %s, want %d"
                         % (self.stats(c)["current-connections"], n))
 
@@ -361,8 +361,7 @@ class TestBodyLength(ServerCase):
         self.assertLessEqual(outs, 40 - 14)
         for h in hogs:
             h.close()
-        self.assertTrue(wait_until(
-            lambda: parse_yaml(probe.cmd("stats"))["current-connections"] == "1"))
+        self.assertTrue(wait_stat(probe, "current-connections", 1))
         ready = int(parse_yaml(probe.cmd("stats"))["current-jobs-ready"])
         self.assertEqual(ready, 40 - outs)
 
@@ -379,8 +378,7 @@ class TestBodyLength(ServerCase):
         c.close()
         p = srv.connect()
         self.addCleanup(p.close)
-        self.assertTrue(wait_until(
-            lambda: parse_yaml(p.cmd("stats"))["current-connections"] == "1"))
+        self.assertTrue(wait_stat(p, "current-connections", 1))
         self.assertEqual(parse_yaml(p.cmd("stats"))["current-jobs-ready"], "0")
 
 

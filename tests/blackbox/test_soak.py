@@ -21,7 +21,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import Server, parse_yaml, wait_until  # noqa: E402
+from beanstalk import Server, parse_yaml, wait_stat  # noqa: E402
 from beanstalk import rss_kb, is_sanitized, rst_close  # noqa: E402
 
 TUBES = ("soak0", "soak1", "soak2")
@@ -236,8 +236,7 @@ class TestSoak(unittest.TestCase):
 
         checker = self.server.connect(timeout=30)
         self.addCleanup(checker.close)
-        self.assertTrue(wait_until(
-            lambda: parse_yaml(checker.cmd("stats"))["current-connections"] == "1", 10))
+        self.assertTrue(wait_stat(checker, "current-connections", 1, 10))
         st = parse_yaml(checker.cmd("stats"))
         self.assertEqual(st["current-jobs-reserved"], "0")
 

@@ -9,7 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import is_beanstalkd, parse_yaml, wait_until, yaml_keys  # noqa: E402
+from beanstalk import is_beanstalkd, parse_yaml, wait_stat, wait_tube_stat, yaml_keys  # noqa: E402
 
 STATS_KEYS = [
     "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
@@ -50,9 +50,7 @@ class ServerCase(beanstalk.ServerCase):
     """beanstalk.ServerCase plus helpers only this file uses."""
 
     def tube_stats(self, c, name):
-        r = c.cmd("stats-tube " + name)
-        self.assertTrue(r.startswith(b"OK "), r)
-        return parse_yaml(r)
+        return beanstalk.stats_of(c, "stats-tube " + name)
 
     def assertCounters(self, stats, expected):
         got = {k: stats[k] for k in expected}
@@ -309,8 +307,7 @@ class TestConnectionCounts(ServerCase):
         b = self.client()
         w = self.client()
         # the server's readiness probe is one earlier connection
-        st = wait_until(lambda: (lambda s: s if s["current-connections"] == "3" else None)(
-            self.stats(a)))
+        st = wait_stat(a, "current-connections", 3)
         self.assertTrue(st, "current-connections never became 3")
         self.assertCounters(st, {"current-producers": 0, "current-workers": 0,
                                  "current-waiting": 0, "total-connections": 4})
@@ -324,8 +321,7 @@ class TestConnectionCounts(ServerCase):
         self.assertCounters(self.stats(a), {"current-producers": 1, "current-workers": 2})
         b.close()
         w.close()
-        st = wait_until(lambda: (lambda s: s if s["current-connections"] == "1" else None)(
-            self.stats(a)))
+        st = wait_stat(a, "current-connections", 1)
         self.assertTrue(st, "closed connections still counted")
         self.assertCounters(st, {"current-producers": 0, "current-workers": 1,
                                  "total-connections": 4})
@@ -343,8 +339,7 @@ class TestConnectionCounts(ServerCase):
         c.cmd("watch t")
         c.cmd("ignore default")
         c.send("reserve\r\n")
-        ts = wait_until(lambda: (lambda s: s if s["current-waiting"] == "1" else None)(
-            self.tube_stats(a, "t")))
+        ts = wait_tube_stat(a, "t", "current-waiting", 1)
         self.assertTrue(ts, "waiting reserve not counted")
         self.assertCounters(ts, {"current-using": 1, "current-watching": 2,
                                  "current-waiting": 1})

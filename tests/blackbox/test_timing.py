@@ -12,7 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import ServerCase, parse_yaml, wait_until  # noqa: E402
+from beanstalk import ServerCase, parse_yaml, wait_job_stat, wait_tube_stat  # noqa: E402
 
 SLACK = 1.5  # how late a timed event may be
 
@@ -53,8 +53,7 @@ class TestDelay(ServerCase):
         c.put("x", delay=1)
         st = parse_yaml(c.cmd("stats"))
         self.assertEqual((st["current-jobs-delayed"], st["current-jobs-ready"]), ("1", "0"))
-        ok = wait_until(lambda: self.job_stats(c, 1)["state"] == "ready", timeout=1 + SLACK + 1)
-        self.assertTrue(ok)
+        self.assertTrue(wait_job_stat(c, 1, "state", "ready", timeout=1 + SLACK + 1))
         st = parse_yaml(c.cmd("stats"))
         self.assertEqual((st["current-jobs-delayed"], st["current-jobs-ready"]), ("0", "1"))
         self.assertEqual(c.cmd("peek-ready"), b"FOUND 1 1\r\nx\r\n")
@@ -177,9 +176,8 @@ class TestPauseTube(ServerCase):
         st = parse_yaml(c.cmd("stats-tube default"))
         self.assertEqual(st["pause"], "2")
         self.assertIn(st["pause-time-left"], ("1", "2"))
-        ok = wait_until(lambda: parse_yaml(c.cmd("stats-tube default"))["pause"] == "0",
-                        timeout=2 + SLACK + 1)
-        self.assertTrue(ok, "pause never ended")
+        self.assertTrue(wait_tube_stat(c, "default", "pause", 0, timeout=2 + SLACK + 1),
+                        "pause never ended")
         st = parse_yaml(c.cmd("stats-tube default"))
         self.assertEqual(st["pause-time-left"], "0")
         self.assertEqual(st["cmd-pause-tube"], "1")

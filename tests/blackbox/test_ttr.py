@@ -9,7 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import is_beanstalkd, parse_yaml, wait_until  # noqa: E402
+from beanstalk import is_beanstalkd, parse_yaml, wait_job_stat  # noqa: E402
 
 SLACK = 1.5  # how late a timed event may be
 
@@ -22,9 +22,6 @@ class ServerCase(beanstalk.ServerCase):
         at its TTR (beanstalkd issues #262/#380; about half the runs here). stalkd must."""
         if is_beanstalkd():
             self.skipTest("beanstalkd 1.12 can miss TTR releases (issues #262, #380)")
-
-    def wait_state(self, c, jid, state, timeout):
-        return wait_until(lambda: self.job_stats(c, jid)["state"] == state, timeout=timeout)
 
 
 class TestTtrExpiry(ServerCase):
@@ -176,7 +173,7 @@ class TestSilentWorker(ServerCase):
         w, o = self.client(), self.client()
         o.put("x", ttr=1)
         self.assertEqual(w.cmd("reserve"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertTrue(self.wait_state(o, 1, "ready", 1 + SLACK + 0.5))
+        self.assertTrue(wait_job_stat(o, 1, "state", "ready", 1 + SLACK + 0.5))
 
     def test_silent_after_reserve_with_longer_timeout(self):
         # beanstalkd PR #174: a pending reserve timeout must not delay the TTR release
@@ -184,7 +181,7 @@ class TestSilentWorker(ServerCase):
         w, o = self.client(), self.client()
         o.put("x", ttr=1)
         self.assertEqual(w.cmd("reserve-with-timeout 10"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertTrue(self.wait_state(o, 1, "ready", 1 + SLACK + 0.5))
+        self.assertTrue(wait_job_stat(o, 1, "state", "ready", 1 + SLACK + 0.5))
 
     def test_released_every_time(self):
         self.require_ttr_release()
@@ -192,7 +189,7 @@ class TestSilentWorker(ServerCase):
         o.put("x", ttr=1)
         for i in range(3):
             self.assertEqual(w.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n", i)
-            self.assertTrue(self.wait_state(o, 1, "ready", 1 + SLACK + 0.5), i)
+            self.assertTrue(wait_job_stat(o, 1, "state", "ready", 1 + SLACK + 0.5), i)
         self.assertEqual(self.job_stats(o, 1)["timeouts"], "3")
 
     def test_several_jobs_each_released_at_own_ttr(self):
@@ -203,9 +200,9 @@ class TestSilentWorker(ServerCase):
         t0 = time.monotonic()
         w.cmd("reserve")
         w.cmd("reserve")
-        self.assertTrue(self.wait_state(o, 2, "ready", 1 + SLACK + 0.5))
+        self.assertTrue(wait_job_stat(o, 2, "state", "ready", 1 + SLACK + 0.5))
         self.assertEqual(self.job_stats(o, 1)["state"], "reserved")
-        self.assertTrue(self.wait_state(o, 1, "ready", 2 + SLACK + 0.5))
+        self.assertTrue(wait_job_stat(o, 1, "state", "ready", 2 + SLACK + 0.5))
         self.assertElapsed(t0, 1.8, 2 + SLACK + 0.5)
         st = parse_yaml(o.cmd("stats"))
         self.assertEqual((st["job-timeouts"], st["current-jobs-reserved"]), ("2", "0"))

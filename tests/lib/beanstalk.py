@@ -5,6 +5,8 @@ loopback port, waits until it accepts connections, and stops it by PID.
 Client: a blocking raw client that sends exact bytes and reads exact replies, so tests can
 assert byte for byte.
 ServerCase: the unittest base class of the black-box tests (one fresh server per test).
+wait_stat / wait_tube_stat / wait_job_stat: wait until a key of `stats`, `stats-tube` or
+`stats-job` shows a value (all on wait_value, one polling loop with a deadline).
 """
 import os
 import signal
@@ -35,6 +37,42 @@ def wait_until(pred, timeout=5.0, interval=0.02):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(interval)
+
+
+def stats_of(client, command):
+    """The flat YAML dict of a stats-like command (`stats`, `stats-tube t`, `stats-job 3`);
+    raises AssertionError with the reply unless it is OK."""
+    r = client.cmd(command)
+    if not r.startswith(b"OK "):
+        raise AssertionError("%s: %r" % (command, r))
+    return parse_yaml(r)
+
+
+def wait_value(fetch, key, value, timeout=5.0, interval=0.02):
+    """Poll fetch() (a dict of strings) until its `key` equals str(value) or `timeout`
+    seconds pass. Returns the dict that matched, so callers can check other keys of the
+    same snapshot, or None on timeout."""
+    want = str(value)
+
+    def matched():
+        d = fetch()
+        return d if d.get(key) == want else None
+    return wait_until(matched, timeout=timeout, interval=interval)
+
+
+def wait_stat(client, key, value, timeout=5.0):
+    """wait_value on `stats`, e.g. wait_stat(c, "current-waiting", 1)."""
+    return wait_value(lambda: stats_of(client, "stats"), key, value, timeout)
+
+
+def wait_tube_stat(client, tube, key, value, timeout=5.0):
+    """wait_value on `stats-tube tube`, e.g. wait_tube_stat(c, "default", "pause", 0)."""
+    return wait_value(lambda: stats_of(client, "stats-tube " + tube), key, value, timeout)
+
+
+def wait_job_stat(client, jid, key, value, timeout=5.0):
+    """wait_value on `stats-job jid`, e.g. wait_job_stat(c, 1, "state", "ready")."""
+    return wait_value(lambda: stats_of(client, "stats-job %d" % jid), key, value, timeout)
 
 
 def free_port():
@@ -275,13 +313,11 @@ class ServerCase(unittest.TestCase):
 
     def stats(self, c):
         """The server's `stats` as a dict of strings."""
-        return parse_yaml(c.cmd("stats"))
+        return stats_of(c, "stats")
 
     def job_stats(self, c, jid):
         """`stats-job jid` as a dict of strings; fails the test unless the reply is OK."""
-        r = c.cmd("stats-job %d" % jid)
-        self.assertTrue(r.startswith(b"OK "), r)
-        return parse_yaml(r)
+        return stats_of(c, "stats-job %d" % jid)
 
     def assertInSync(self, c):
         """The connection is still in sync: list-tube-used gets exactly its own reply
