@@ -12,7 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import ServerCase, parse_yaml, wait_job_stat, wait_tube_stat  # noqa: E402
+from beanstalk import ServerCase, parse_yaml, wait_job_stat, wait_stat, wait_tube_stat  # noqa: E402
 
 SLACK = 1.5  # how late a timed event may be
 
@@ -93,7 +93,7 @@ class TestReserveWithTimeout(ServerCase):
     def test_served_by_later_put(self):
         w, p = self.client(), self.client()
         w.send("reserve-with-timeout 5\r\n")
-        time.sleep(0.3)
+        self.assertTrue(wait_stat(p, "current-waiting", 1))
         t0 = time.monotonic()
         self.assertEqual(p.put("hi"), b"INSERTED 1\r\n")
         self.assertEqual(w.read_reply(), b"RESERVED 1 2\r\nhi\r\n")
@@ -104,7 +104,7 @@ class TestReserveWithTimeout(ServerCase):
         a.put("x")
         a.cmd("reserve")
         w.send("reserve-with-timeout 5\r\n")
-        time.sleep(0.2)
+        self.assertTrue(wait_stat(a, "current-waiting", 1))
         self.assertEqual(a.cmd("release 1 0 0"), b"RELEASED\r\n")
         self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
 
@@ -114,7 +114,7 @@ class TestReserveWithTimeout(ServerCase):
         a.cmd("reserve")
         a.cmd("bury 1 0")
         w.send("reserve-with-timeout 5\r\n")
-        time.sleep(0.2)
+        self.assertTrue(wait_stat(a, "current-waiting", 1))
         self.assertEqual(a.cmd("kick-job 1"), b"KICKED\r\n")
         self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
 
@@ -122,7 +122,7 @@ class TestReserveWithTimeout(ServerCase):
         # a job in a tube the waiting client does not watch is not given to it
         w, p = self.client(), self.client()
         w.send("reserve-with-timeout 1\r\n")
-        time.sleep(0.2)
+        self.assertTrue(wait_stat(p, "current-waiting", 1))
         p.put("x", tube="other")
         self.assertEqual(w.read_reply(), b"TIMED_OUT\r\n")
         self.assertEqual(w.cmd("watch other"), b"WATCHING 2\r\n")
@@ -152,7 +152,7 @@ class TestPauseTube(ServerCase):
         c, w = self.client(), self.client()
         c.cmd("pause-tube default 2")
         w.send("reserve\r\n")
-        time.sleep(0.2)
+        self.assertTrue(wait_stat(c, "current-waiting", 1))
         t0 = time.monotonic()
         c.put("x")
         self.assertTrue(w.no_reply_within(0.7))
@@ -194,6 +194,9 @@ class TestPauseTube(ServerCase):
         c, w = self.client(), self.client()
         c.put("x")
         c.cmd("pause-tube default 1")
+        # Not synchronisation but the subject: the second pause-tube comes halfway through
+        # the first pause. A server that kept the first pause, or counted the new one from
+        # the first one's start, would serve the job 0.5 s or 1.5 s after t0, not >= 1.8 s.
         time.sleep(0.5)
         t0 = time.monotonic()
         c.cmd("pause-tube default 2")
