@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "protocol/command.h"
 #include "protocol/conversation.h"
+#include "store/memory_store.h"
 
 namespace {
 
@@ -83,17 +84,17 @@ void BM_ParseCommand(benchmark::State& state) {
 }
 BENCHMARK(BM_ParseCommand);
 
-class NoHost : public stalkd::protocol::Host {
+class NoClient final : public stalkd::command::Client {
  public:
-  stalkd::protocol::HostStats CurrentStats() const override { return {}; }
+  void OnResult(const stalkd::command::Result&) override {}
 };
 
 // Bytes in → bytes out: 100 pipelined put/reserve/delete triples per iteration.
 void BM_ConversationCycle(benchmark::State& state) {
   FakeClock clock;
-  Engine e(clock);
-  NoHost host;
-  stalkd::protocol::Conversation c(e, host, nullptr);
+  stalkd::store::MemoryStore store(clock, {}, nullptr);
+  NoClient client;
+  stalkd::protocol::Conversation c(store, client);
   std::string body(100, 'x');
   std::string input;
   // Ids are predictable: each iteration puts 100 jobs.

@@ -65,7 +65,7 @@ Engine::~Engine() {
 
 // ---------------------------------------------------------------------------- sessions
 
-Session* Engine::OpenSession(void* owner) {
+Session* Engine::OpenSession(SessionOwner* owner) {
   auto* s = new Session(owner, &heap_bytes_);
   sessions_.PushBack(s);
   counters_.sessions++;

@@ -70,13 +70,13 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // --- sessions ---
-  Session* OpenSession(void* owner);
+  // `owner` (may be null) must outlive the session's events.
+  Session* OpenSession(SessionOwner* owner);
   // Forgets the session: stops its waiting, drops its tube references, drops its pending
   // events, and returns its reserved jobs to their ready queues: at once if it holds at most
   // kImmediateRelease, else tick_budget of them per later Tick.
   // The pointer must not be used afterwards.
   void CloseSession(Session* s);
-  void CountOp(Op op) { counters_.ops[static_cast<int>(op)]++; }
   static constexpr size_t kImmediateRelease = 64;
 
   // --- tubes ---
@@ -181,9 +181,8 @@ class Engine {
   // See JobLog::Mark and MarkOf; 0 without a log.
   int64_t LogMark() const { return log_ ? log_->Mark() : 0; }
   int64_t LogMarkOf(const Job& j) const { return log_ ? log_->MarkOf(j) : 0; }
+  bool LogCovers(int64_t mark) const { return !log_ || log_->Covers(mark); }
   const GlobalCounters& counters() const { return counters_; }
-  size_t max_job_size() const { return max_job_size_; }
-  void set_max_job_size(size_t n) { max_job_size_ = n; }
   // Jobs (header, body, cold part), the id table, and the heaps that hold jobs.
   size_t memory_used() const { return memory_used_ + jobs_.bytes() + heap_bytes_; }
   size_t max_memory() const { return options_.max_memory; }
@@ -226,7 +225,6 @@ class Engine {
   const Clock& clock_;
   EngineOptions options_;
   JobLog* log_ = nullptr;
-  size_t max_job_size_ = 65535;
   bool draining_ = false;
   uint64_t next_id_ = 1;
   size_t memory_used_ = 0;

@@ -45,6 +45,11 @@ class JobLog {
     (void)j;
     return 0;
   }
+  // Whether the log has written (under -f 0: synced) everything up to `mark`.
+  virtual bool Covers(int64_t mark) const {
+    (void)mark;
+    return true;
+  }
 };
 
 // A job as a store brings it back at start-up.

@@ -10,19 +10,30 @@
 
 namespace stalkd::engine {
 
-// The engine's view of one client: the tube it uses, the tubes it watches, the jobs it has
-// reserved and whether it is waiting in `reserve`. The network layer owns the connection;
-// `owner` lets it find that connection again from an engine event.
+struct Event;
 struct SessionTag;
+
+// Whoever opened a session: the engine keeps it so that whoever drains the engine's events
+// (TakeEvents) can hand each to the owner of its session. The engine itself never calls it.
+class SessionOwner {
+ public:
+  virtual void OnEngineEvent(const Event& ev) = 0;
+
+ protected:
+  ~SessionOwner() = default;
+};
+
+// The engine's view of one client: the tube it uses, the tubes it watches, the jobs it has
+// reserved and whether it is waiting in `reserve`.
 
 class Session : public ListNode<SessionTag> {
  public:
   // `heap_bytes` counts the storage of the reserved heap (see ChunkedVector).
-  Session(void* owner, size_t* heap_bytes) : owner_(owner), reserved_(heap_bytes) {}
+  Session(SessionOwner* owner, size_t* heap_bytes) : owner_(owner), reserved_(heap_bytes) {}
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  void* owner() const { return owner_; }
+  SessionOwner* owner() const { return owner_; }
   Tube* use() const { return use_; }
   // In beanstalkd's order: appended on watch, last element moved into the gap on ignore.
   std::span<Tube* const> watch() const { return {watch_.data(), watch_.size()}; }
@@ -37,7 +48,7 @@ class Session : public ListNode<SessionTag> {
   friend struct SessionWakeOrder;
 
   // One per open connection, so kept small: the usual single watched tube is held inline.
-  void* owner_;
+  SessionOwner* owner_;
   Tube* use_ = nullptr;
   SmallVector<Tube*, 1> watch_;
   DeadlineHeap reserved_;             // by TTR deadline

@@ -4,36 +4,6 @@
 
 namespace stalkd::engine {
 
-// Commands counted in `stats` (cmd-*), in the order the stats reply lists them.
-enum class Op : uint8_t {
-  kPut,
-  kPeek,
-  kPeekReady,
-  kPeekDelayed,
-  kPeekBuried,
-  kReserve,
-  kReserveWithTimeout,
-  kDelete,
-  kRelease,
-  kUse,
-  kWatch,
-  kIgnore,
-  kBury,
-  kKick,
-  kTouch,
-  kStats,
-  kStatsJob,
-  kStatsTube,
-  kListTubes,
-  kListTubeUsed,
-  kListTubesWatched,
-  kPauseTube,
-  // Counted but, as in beanstalkd, not shown by `stats`.
-  kReserveJob,
-  kKickJob,
-  kCount,
-};
-
 inline constexpr uint32_t kUrgentPriority = 1024;
 
 struct GlobalCounters {
@@ -44,7 +14,6 @@ struct GlobalCounters {
   uint64_t buried = 0;
   uint64_t total_jobs = 0;
   uint64_t timeouts = 0;
-  uint64_t ops[static_cast<int>(Op::kCount)] = {};
   uint64_t sessions = 0;
   uint64_t producers = 0;
   uint64_t workers = 0;

@@ -3,48 +3,27 @@
 #include <cstdint>
 #include <string_view>
 
+#include "command/values.h"
+
 namespace stalkd::protocol {
 
-enum class Verb : uint8_t {
-  kUnknown,
-  kPut,
-  kPeek,
-  kPeekReady,
-  kPeekDelayed,
-  kPeekBuried,
-  kReserve,
-  kReserveWithTimeout,
-  kReserveJob,
-  kDelete,
-  kRelease,
-  kBury,
-  kKick,
-  kKickJob,
-  kTouch,
-  kStats,
-  kStatsJob,
-  kStatsTube,
-  kUse,
-  kWatch,
-  kIgnore,
-  kListTubes,
-  kListTubeUsed,
-  kListTubesWatched,
-  kQuit,
-  kPauseTube,
-};
+// The verbs are the command interface's; quit is answered by the front end alone.
+using command::Verb;
 
 // One parsed command line. Only the fields of its verb are set.
 struct Command {
   Verb verb = Verb::kUnknown;
-  uint64_t id = 0;        // peek, reserve-job, delete, release, bury, touch, kick-job, stats-job
-  uint32_t pri = 0;       // put, release, bury
-  uint32_t delay = 0;     // put, release, pause-tube (seconds)
-  uint32_t ttr = 0;       // put (seconds)
-  uint32_t bytes = 0;     // put
-  uint32_t count = 0;     // kick
-  uint32_t timeout = 0;   // reserve-with-timeout (seconds)
-  std::string_view tube;  // use, watch, ignore, stats-tube, pause-tube; points into the line
+  uint64_t id = 0;       // peek, reserve-job, delete, release, bury, touch, kick-job, stats-job
+  uint32_t pri = 0;      // put, release, bury
+  uint32_t delay = 0;    // put, release, pause-tube (seconds)
+  uint32_t ttr = 0;      // put (seconds)
+  uint32_t bytes = 0;    // put
+  uint32_t count = 0;    // kick
+  uint32_t timeout = 0;  // reserve-with-timeout (seconds)
+  // use, watch, ignore, stats-tube: a valid name; pause-tube: any run of name characters
+  // (the store checks it, after counting the command as beanstalkd does). Points into the
+  // line.
+  std::string_view tube;
   // put only: the line had something after <bytes>. beanstalkd checks the size limit first
   // (JOB_TOO_BIG, body skipped) and only then rejects the garbage (BAD_FORMAT).
   bool trailing_garbage = false;
@@ -57,11 +36,9 @@ enum class ParseStatus : uint8_t { kOk, kBadFormat, kUnknownCommand };
 // stray characters are BAD_FORMAT, a NUL byte anywhere is BAD_FORMAT.
 ParseStatus ParseCommand(std::string_view line, Command* cmd);
 
-// True if name is a valid tube name: 1..200 bytes of [A-Za-z0-9-+/;.$_()], not starting
-// with '-'.
-bool IsValidTubeName(std::string_view name);
+using command::IsValidTubeName;
+using command::kMaxTubeNameLength;
 
 inline constexpr size_t kMaxLineLength = 224;  // including CRLF
-inline constexpr size_t kMaxTubeNameLength = 200;
 
 }  // namespace stalkd::protocol

@@ -2,33 +2,20 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "base/check.h"
+#include "protocol/reply.h"
 
 namespace stalkd::protocol {
 
-using engine::Event;
-using engine::Job;
-using engine::Op;
+using command::Outcome;
+using command::Result;
 
-namespace {
+Conversation::Conversation(command::Store& store, command::Client& client)
+    : session_(store.Open(client)) {}
 
-constexpr std::string_view kBadFormat = "BAD_FORMAT\r\n";
-constexpr std::string_view kUnknownCommand = "UNKNOWN_COMMAND\r\n";
-constexpr std::string_view kNotFound = "NOT_FOUND\r\n";
-constexpr std::string_view kJobTooBig = "JOB_TOO_BIG\r\n";
-constexpr std::string_view kOutOfMemory = "OUT_OF_MEMORY\r\n";
-constexpr std::string_view kExpectedCrlf = "EXPECTED_CRLF\r\n";
-
-}  // namespace
-
-Conversation::Conversation(engine::Engine& engine, const Host& host, void* owner)
-    : engine_(engine), host_(host), session_(engine.OpenSession(owner)) {}
-
-Conversation::~Conversation() {
-  if (in_job_) engine_.Discard(in_job_);
-  engine_.CloseSession(session_);
-}
+Conversation::~Conversation() = default;
 
 char* Conversation::PrepareInput(size_t n) {
   size_t used = in_end_ - in_begin_;
@@ -70,8 +57,6 @@ void Conversation::CommitInput(size_t n) {
 
 bool Conversation::runnable() const {
   switch (state_) {
-    case State::kKicking:
-      return true;
     case State::kWaiting:
     case State::kClosing:
       return false;
@@ -106,11 +91,6 @@ bool Conversation::RunSteps(size_t max_steps) {
       case State::kWaiting:
       case State::kClosing:
         return false;
-      case State::kKicking:
-        // One slice per Run: a huge kick must not hold up the other connections.
-        if (steps++ > 0) return true;
-        KickStep();
-        continue;
       case State::kCommand: {
         if (avail == 0) return false;
         if (steps == max_steps) return true;
@@ -130,7 +110,7 @@ bool Conversation::RunSteps(size_t max_steps) {
           }
           // An overlong line: refuse it once and drop the rest of it, keeping the last byte
           // in case it is the '\r' of the line's CRLF.
-          Reply(kBadFormat);
+          Reply(Outcome::kBadFormat);
           Consume(kMaxLineLength - 1);
           state_ = State::kSkipLine;
           steps++;
@@ -166,7 +146,7 @@ bool Conversation::RunSteps(size_t max_steps) {
       case State::kBody: {
         if (avail == 0) return false;
         size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left_, avail));
-        std::memcpy(in_job_->data() + (in_job_->data_size() - bytes_left_), p, n);
+        std::memcpy(body_end_ - bytes_left_, p, n);
         bytes_left_ -= n;
         Consume(n);
         if (bytes_left_ == 0) FinishPut();
@@ -177,7 +157,7 @@ bool Conversation::RunSteps(size_t max_steps) {
         Consume(n);
         bytes_left_ -= n;
         if (bytes_left_ > 0) return false;
-        Reply(*skip_reply_);
+        Reply(skip_reply_);
         state_ = State::kCommand;
         continue;
       }
@@ -186,129 +166,75 @@ bool Conversation::RunSteps(size_t max_steps) {
   return false;
 }
 
-void Conversation::OnEvent(const Event& ev) {
-  // Only a waiting session gets events; a reserved job nobody hears of would be lost.
-  STALKD_CHECK(state_ == State::kWaiting);
-  state_ = State::kCommand;
-  switch (ev.kind) {
-    case Event::Kind::kReserved:
-      ReplyJob("RESERVED", *ev.job);
-      break;
-    case Event::Kind::kTimedOut:
-      Reply("TIMED_OUT\r\n");
-      break;
-    case Event::Kind::kDeadlineSoon:
-      Reply("DEADLINE_SOON\r\n");
-      break;
+void Conversation::Reply(Outcome o) { AppendReply(Result::Of(o), &out_); }
+
+void Conversation::Answer(const Result& r) {
+  if (r.outcome == Outcome::kPending) {
+    state_ = State::kWaiting;
+    return;
   }
+  AppendReply(r, &out_);
+}
+
+// A reserve that waits ends when its client goes away; once it is answered, a client that
+// has gone is answered nothing more (DEADLINE_SOON, answered before waiting, is not).
+void Conversation::AnswerReserve(const Result& r) {
+  if (r.outcome == Outcome::kDeadlineSoon) return Answer(r);
+  if (r.outcome == Outcome::kPending) {
+    state_ = State::kWaiting;
+    pending_reserve_ = true;
+    if (input_closed_) OnInputClosed();  // nobody could ever read a later reply
+    return;
+  }
+  AppendReply(r, &out_);
   if (input_closed_) state_ = State::kClosing;
+}
+
+void Conversation::OnResult(const Result& r) {
+  // Only a conversation waiting for a result gets one; a reserved job nobody hears of
+  // would be lost.
+  STALKD_CHECK(state_ == State::kWaiting && r.outcome != Outcome::kPending);
+  state_ = State::kCommand;
+  AppendReply(r, &out_);
+  if (std::exchange(pending_reserve_, false) && input_closed_) state_ = State::kClosing;
 }
 
 void Conversation::OnInputClosed() {
   input_closed_ = true;
-  if (state_ == State::kWaiting) {
-    engine_.CancelReserve(session_);
-    Reply("TIMED_OUT\r\n");
+  if (state_ == State::kWaiting && pending_reserve_) {
+    pending_reserve_ = false;
+    AppendReply(session_->AbandonReserve(), &out_);
     state_ = State::kClosing;
   }
 }
 
-namespace {
-
-// Writes n in decimal at p (at most 20 bytes); returns the end.
-char* PutDecimal(char* p, uint64_t n) {
-  char digits[20];
-  int i = 0;
-  do {
-    digits[i++] = static_cast<char>('0' + n % 10);
-    n /= 10;
-  } while (n != 0);
-  while (i > 0) *p++ = digits[--i];
-  return p;
-}
-
-}  // namespace
-
-void Conversation::ReplyJob(std::string_view word, const Job& j) {
-  // "WORD id bytes\r\n" then the body and its CRLF, formatted without printf (hot path).
-  char tail[48];  // " " 20 digits " " 10 digits "\r\n"
-  char* p = tail;
-  *p++ = ' ';
-  p = PutDecimal(p, j.id);
-  *p++ = ' ';
-  p = PutDecimal(p, j.body_size);
-  *p++ = '\r';
-  *p++ = '\n';
-  need_mark_ = std::max(need_mark_, engine_.LogMarkOf(j));
-  out_.append(word);
-  out_.append(tail, p);
-  out_.append(j.data(), j.data_size());
-}
-
-void Conversation::ReplyYaml(const std::string& body) {
-  ReplyLine("OK", body.size());
-  out_.append(body);
-  out_.append("\r\n");
-}
-
-void Conversation::ReplyLine(const char* word, uint64_t n) {
-  char tail[32];  // " " 20 digits "\r\n"
-  char* p = tail;
-  *p++ = ' ';
-  p = PutDecimal(p, n);
-  *p++ = '\r';
-  *p++ = '\n';
-  DependOnAll();
-  out_.append(word);
-  out_.append(tail, p);
-}
-
-void Conversation::Skip(uint64_t bytes, const std::string_view* reply_after) {
+void Conversation::Skip(uint64_t bytes, Outcome reply_after) {
   bytes_left_ = bytes;
   skip_reply_ = reply_after;
   state_ = State::kSkipBody;
 }
 
 void Conversation::StartPut(const Command& cmd) {
-  engine_.CountOp(Op::kPut);
-  if (cmd.bytes > engine_.max_job_size()) return Skip(uint64_t{cmd.bytes} + 2, &kJobTooBig);
-  if (cmd.trailing_garbage) return Reply(kBadFormat);
-  in_job_ = engine_.NewJob(session_, cmd.pri, cmd.delay, cmd.ttr, cmd.bytes);
-  if (!in_job_) return Skip(uint64_t{cmd.bytes} + 2, &kOutOfMemory);
-  bytes_left_ = in_job_->data_size();
+  command::PutSlot slot =
+      session_->BeginPut({cmd.pri, cmd.delay, cmd.ttr, cmd.bytes, cmd.trailing_garbage});
+  if (!slot.data) {
+    // A put refused for its line is answered at once; one refused for its body (too big,
+    // no room) once the body has been skipped.
+    if (slot.refusal == Outcome::kBadFormat) return Reply(slot.refusal);
+    return Skip(uint64_t{cmd.bytes} + 2, slot.refusal);
+  }
+  body_end_ = slot.data + slot.size;
+  bytes_left_ = slot.size;
   state_ = State::kBody;
 }
 
 void Conversation::FinishPut() {
-  Job* j = in_job_;
-  in_job_ = nullptr;
   state_ = State::kCommand;
-  if (std::memcmp(j->data() + j->body_size, "\r\n", 2) != 0) {
-    engine_.Discard(j);
-    return Reply(kExpectedCrlf);
+  if (std::memcmp(body_end_ - 2, "\r\n", 2) != 0) {
+    session_->AbandonPut();
+    return Reply(Outcome::kExpectedCrlf);
   }
-  uint64_t id = j->id;
-  switch (engine_.Put(session_, j)) {
-    case engine::Engine::PutResult::kDraining:
-      return Reply("DRAINING\r\n");
-    case engine::Engine::PutResult::kNotDurable:
-      return Reply(kOutOfMemory);
-    case engine::Engine::PutResult::kInserted:
-      break;
-  }
-  ReplyLine("INSERTED", id);
-}
-
-void Conversation::KickStep() {
-  engine::Tube* t = session_->use();
-  uint32_t n = std::min(kick_left_, kKickSlice);
-  uint32_t k = kick_buried_ ? engine_.KickBuried(t, n) : engine_.KickDelayed(t, n);
-  kicked_ += k;
-  kick_left_ -= k;
-  if (k < n || kick_left_ == 0) {
-    state_ = State::kCommand;
-    ReplyLine("KICKED", kicked_);
-  }
+  Answer(session_->CommitPut());
 }
 
 void Conversation::Execute(std::string_view line) {
@@ -317,133 +243,21 @@ void Conversation::Execute(std::string_view line) {
     case ParseStatus::kOk:
       break;
     case ParseStatus::kBadFormat:
-      // beanstalkd counts a well-formed pause-tube before it checks the tube name.
-      if (cmd.verb == Verb::kPauseTube && !cmd.tube.empty()) engine_.CountOp(Op::kPauseTube);
-      return Reply(kBadFormat);
+      return Reply(Outcome::kBadFormat);
     case ParseStatus::kUnknownCommand:
-      return Reply(kUnknownCommand);
+      return Reply(Outcome::kUnknownCommand);
   }
-  engine::Session* s = session_;
   switch (cmd.verb) {
-    case Verb::kUnknown:
-      return Reply(kUnknownCommand);
     case Verb::kPut:
       return StartPut(cmd);
-    case Verb::kPeek:
-    case Verb::kPeekReady:
-    case Verb::kPeekDelayed:
-    case Verb::kPeekBuried: {
-      const Job* j = nullptr;
-      if (cmd.verb == Verb::kPeek) {
-        engine_.CountOp(Op::kPeek);
-        j = engine_.Find(cmd.id);
-      } else if (cmd.verb == Verb::kPeekReady) {
-        engine_.CountOp(Op::kPeekReady);
-        j = engine_.PeekReady(s->use());
-      } else if (cmd.verb == Verb::kPeekDelayed) {
-        engine_.CountOp(Op::kPeekDelayed);
-        j = engine_.PeekDelayed(s->use());
-      } else {
-        engine_.CountOp(Op::kPeekBuried);
-        j = engine_.PeekBuried(s->use());
-      }
-      if (!j) return Reply(kNotFound);
-      return ReplyJob("FOUND", *j);
-    }
-    case Verb::kReserve:
-    case Verb::kReserveWithTimeout: {
-      bool timed = cmd.verb == Verb::kReserveWithTimeout;
-      engine_.CountOp(timed ? Op::kReserveWithTimeout : Op::kReserve);
-      Nanos timeout = timed ? static_cast<Nanos>(cmd.timeout) * kSecond : kForever;
-      if (!engine_.Reserve(s, timeout)) return Reply("DEADLINE_SOON\r\n");
-      state_ = State::kWaiting;
-      // A reserve that completed at once is answered now, so pipelined commands after it
-      // are handled in the same pass.
-      engine::Event ev;
-      if (engine_.TakeOwnEvent(s, &ev)) {
-        OnEvent(ev);
-      } else if (input_closed_) {
-        OnInputClosed();  // the client is gone: nobody could ever read a later reply
-      }
-      return;
-    }
-    case Verb::kReserveJob: {
-      engine_.CountOp(Op::kReserveJob);
-      const Job* j = engine_.ReserveJob(s, cmd.id);
-      if (!j) return Reply(kNotFound);
-      return ReplyJob("RESERVED", *j);
-    }
-    case Verb::kDelete:
-      engine_.CountOp(Op::kDelete);
-      return Reply(engine_.Delete(s, cmd.id) ? "DELETED\r\n" : kNotFound);
-    case Verb::kRelease:
-      engine_.CountOp(Op::kRelease);
-      return Reply(engine_.Release(s, cmd.id, cmd.pri, cmd.delay) ? "RELEASED\r\n" : kNotFound);
-    case Verb::kBury:
-      engine_.CountOp(Op::kBury);
-      return Reply(engine_.Bury(s, cmd.id, cmd.pri) ? "BURIED\r\n" : kNotFound);
-    case Verb::kTouch:
-      engine_.CountOp(Op::kTouch);
-      return Reply(engine_.Touch(s, cmd.id) ? "TOUCHED\r\n" : kNotFound);
-    case Verb::kKick:
-      engine_.CountOp(Op::kKick);
-      kick_buried_ = !s->use()->buried.empty();
-      // Never more than were there when the kick arrived: jobs re-buried between slices by
-      // other clients must not be kicked again (beanstalkd does the whole kick at once).
-      kick_left_ = static_cast<uint32_t>(std::min<size_t>(
-          cmd.count, kick_buried_ ? s->use()->buried.size() : s->use()->delayed.size()));
-      kicked_ = 0;
-      state_ = State::kKicking;
-      return KickStep();  // the first slice now; any further ones in later Runs
-    case Verb::kKickJob:
-      engine_.CountOp(Op::kKickJob);
-      return Reply(engine_.KickJob(cmd.id) ? "KICKED\r\n" : kNotFound);
-    case Verb::kStats:
-      engine_.CountOp(Op::kStats);
-      return ReplyYaml(FormatStats(engine_, host_.CurrentStats()));
-    case Verb::kStatsJob: {
-      engine_.CountOp(Op::kStatsJob);
-      const Job* j = engine_.Find(cmd.id);
-      if (!j) return Reply(kNotFound);
-      return ReplyYaml(FormatJobStats(engine_, *j));
-    }
-    case Verb::kStatsTube: {
-      engine_.CountOp(Op::kStatsTube);
-      const engine::Tube* t = engine_.FindTube(cmd.tube);
-      if (!t) return Reply(kNotFound);
-      return ReplyYaml(FormatTubeStats(engine_, *t));
-    }
-    case Verb::kUse:
-      engine_.CountOp(Op::kUse);
-      engine_.Use(s, cmd.tube);
-      // The session's own state: depends on no log record.
-      out_.append("USING ").append(s->use()->name()).append("\r\n");
-      return;
-    case Verb::kWatch:
-      engine_.CountOp(Op::kWatch);
-      return ReplyLine("WATCHING", engine_.Watch(s, cmd.tube));
-    case Verb::kIgnore: {
-      engine_.CountOp(Op::kIgnore);
-      size_t n = engine_.Ignore(s, cmd.tube);
-      if (n == 0) return Reply("NOT_IGNORED\r\n");
-      return ReplyLine("WATCHING", n);
-    }
-    case Verb::kListTubes:
-      engine_.CountOp(Op::kListTubes);
-      return ReplyYaml(FormatTubeList(engine_.tubes()));
-    case Verb::kListTubeUsed:
-      engine_.CountOp(Op::kListTubeUsed);
-      out_.append("USING ").append(s->use()->name()).append("\r\n");
-      return;
-    case Verb::kListTubesWatched:
-      engine_.CountOp(Op::kListTubesWatched);
-      return ReplyYaml(FormatTubeList(s->watch()));
     case Verb::kQuit:
       state_ = State::kClosing;
       return;
-    case Verb::kPauseTube:
-      engine_.CountOp(Op::kPauseTube);
-      return Reply(engine_.PauseTube(cmd.tube, cmd.delay) ? "PAUSED\r\n" : kNotFound);
+    case Verb::kReserve:
+    case Verb::kReserveWithTimeout:
+      return AnswerReserve(Call(cmd));
+    default:
+      return Answer(Call(cmd));
   }
 }
 

@@ -1,101 +1,75 @@
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
-#include "engine/engine.h"
+#include "command/front_end.h"
+#include "command/store.h"
 #include "protocol/command.h"
-#include "protocol/reply.h"
 
 namespace stalkd::protocol {
 
-// One client's side of the protocol, without sockets: bytes in, reply bytes out. It frames
-// command lines and job bodies, calls the engine, and formats replies in order. The network
-// layer feeds it what it reads and writes out what it produces; tests and fuzzers drive it
-// directly.
-class Conversation {
+// One client of the beanstalkd text protocol, without sockets: bytes in, reply bytes out.
+// It frames command lines and job bodies, parses each line, calls its store session
+// (Call, in handlers.cc: one line per verb) and appends the encoded result (reply.h). A
+// result that is pending (a reserve that waits, a long kick) blocks the conversation until
+// it arrives through OnResult; further pipelined commands wait in the buffer, as in
+// beanstalkd. The server feeds it what it reads and writes out what it produces; tests and
+// fuzzers drive it directly.
+class Conversation final : public command::FrontEnd {
  public:
-  // `engine` and `host` must outlive the Conversation. `owner` is handed to the engine
-  // session so events can be routed back to whoever owns this conversation.
-  Conversation(engine::Engine& engine, const Host& host, void* owner);
-  // Discards a half-received job and closes the engine session (releasing reserved jobs).
-  ~Conversation();
+  // Opens a session on `store`; its late results go to `client`, which forwards them to
+  // OnResult. Both must outlive the Conversation.
+  Conversation(command::Store& store, command::Client& client);
+  // Closes the session: a half-received job is discarded, reserved jobs go back.
+  ~Conversation() override;
   Conversation(const Conversation&) = delete;
   Conversation& operator=(const Conversation&) = delete;
 
-  // Input: reserve room for up to n bytes, write into it, then commit what was written.
-  char* PrepareInput(size_t n);
-  void CommitInput(size_t n);
-
-  // Processes buffered input (and pending kick slices) until input runs out, the
-  // conversation blocks (waiting in reserve, closing, output above the high-water mark) or
-  // `max_steps` commands/slices were handled. Returns true if it stopped only because of
-  // `max_steps`, i.e. it can make progress right away if run again.
-  bool Run(size_t max_steps);
-
-  // Completes a waiting reserve with the engine's outcome.
-  void OnEvent(const engine::Event& ev);
+  char* PrepareInput(size_t n) override;
+  void CommitInput(size_t n) override;
+  // Processes buffered input until it runs out, the conversation blocks (a pending result,
+  // closing, output above the high-water mark) or `max_steps` commands were handled.
+  // Returns true if it stopped only because of `max_steps`.
+  bool Run(size_t max_steps) override;
+  // Completes the pending command with its result.
+  void OnResult(const command::Result& r) override;
   // The peer will send nothing more. A waiting reserve is answered TIMED_OUT, as beanstalkd
   // does; the conversation then closes once its output is flushed.
-  void OnInputClosed();
+  void OnInputClosed() override;
 
-  std::string& output() { return out_; }
-  bool closing() const { return state_ == State::kClosing; }
-  bool waiting() const { return state_ == State::kWaiting; }
-  bool input_closed() const { return input_closed_; }
-  // True if Run() could make progress now (a kick in progress, or buffered input that was
-  // not already found incomplete).
-  bool runnable() const;
-  size_t buffered_input() const { return in_end_ - in_begin_; }
-  // How far the binlog must be written (under -f 0: synced) before the output so far may
-  // be sent (engine::JobLog::Mark). It only grows.
-  int64_t need_mark() const { return need_mark_; }
+  std::string& output() override { return out_; }
+  bool closing() const override { return state_ == State::kClosing; }
+  bool waiting() const override { return state_ == State::kWaiting; }
+  bool input_closed() const override { return input_closed_; }
+  // True if Run() could make progress now (buffered input not already found incomplete).
+  bool runnable() const override;
+  size_t buffered_input() const override { return in_end_ - in_begin_; }
+  const command::Session& session() const override { return *session_; }
   size_t input_capacity() const { return in_capacity_; }  // 0 whenever nothing is buffered
-  engine::Session* session() const { return session_; }
-
-  // Output above this stops command processing until the peer reads it.
-  static constexpr size_t kOutputHighWater = 1 << 20;
-  // Jobs kicked per step; a large kick is spread over several steps.
-  static constexpr uint32_t kKickSlice = 1000;
 
  private:
-  enum class State : uint8_t {
-    kCommand,
-    kBody,
-    kSkipBody,
-    kSkipLine,
-    kWaiting,
-    kKicking,
-    kClosing
-  };
+  enum class State : uint8_t { kCommand, kBody, kSkipBody, kSkipLine, kWaiting, kClosing };
 
   bool RunSteps(size_t max_steps);
   void Execute(std::string_view line);
+  // The store call for one parsed command line (handlers.cc).
+  command::Result Call(const Command& cmd);
+  void Answer(const command::Result& r);
+  void AnswerReserve(const command::Result& r);
   void StartPut(const Command& cmd);
   void FinishPut();
-  void Skip(uint64_t bytes, const std::string_view* reply_after);
-  void KickStep();
-  // A reply may reflect every change so far; one showing a job depends on that job only.
-  void DependOnAll() { need_mark_ = std::max(need_mark_, engine_.LogMark()); }
-  void Reply(std::string_view s) {
-    DependOnAll();
-    out_.append(s);
-  }
-  void ReplyJob(std::string_view word, const engine::Job& j);
-  void ReplyYaml(const std::string& body);
-  void ReplyLine(const char* word, uint64_t n);
+  void Reply(command::Outcome o);
+  void Skip(uint64_t bytes, command::Outcome reply_after);
   void Consume(size_t n) { in_begin_ += static_cast<uint32_t>(n); }
   void ReallocateInput(size_t capacity);
 
   // One per open connection, so kept small: 32-bit input offsets, flags packed beside them,
   // and one counter shared by the states that count bytes.
-  engine::Engine& engine_;
-  const Host& host_;
-  engine::Session* session_;
+  std::unique_ptr<command::Session> session_;
 
   // Buffered input is in_[in_begin_, in_end_). Freed whenever Run() leaves it empty, so an
   // idle connection holds no input buffer.
@@ -106,18 +80,15 @@ class Conversation {
 
   State state_ = State::kCommand;
   bool input_closed_ = false;
-  bool needs_input_ = false;  // Run() stopped because the buffered input is incomplete
-  bool kick_buried_ = false;  // kKicking: which list the kick started on
+  bool needs_input_ = false;      // Run() stopped because the buffered input is incomplete
+  bool pending_reserve_ = false;  // kWaiting: the pending result is a reserve's
+  command::Outcome skip_reply_ = command::Outcome::kBadFormat;  // kSkipBody: the reply after
 
   std::string out_;
 
-  engine::Job* in_job_ = nullptr;  // kBody: the job whose body is arriving
+  char* body_end_ = nullptr;  // kBody: the end of the put's slot (body + CRLF)
   // kBody: bytes of data (body + CRLF) still to arrive; kSkipBody: bytes still to discard.
   uint64_t bytes_left_ = 0;
-  const std::string_view* skip_reply_ = nullptr;  // kSkipBody: the reply once skipped
-  uint32_t kick_left_ = 0;                        // kKicking
-  uint32_t kicked_ = 0;                           // kKicking
-  int64_t need_mark_ = 0;
 };
 
 }  // namespace stalkd::protocol

@@ -9,19 +9,18 @@
 #include <gtest/gtest.h>
 
 #include "engine/job_log.h"
+#include "store/memory_store.h"
 
 namespace stalkd::protocol {
 namespace {
 
-using engine::Engine;
-using engine::Event;
+using command::Verb;
 using engine::JobState;
-using engine::Op;
 
-class StubHost : public Host {
+class StubHost final : public command::Host {
  public:
-  HostStats CurrentStats() const override {
-    HostStats h;
+  command::HostStats CurrentStats() const override {
+    command::HostStats h;
     h.pid = 4242;
     h.version = "test";
     h.id = "abc";
@@ -30,9 +29,10 @@ class StubHost : public Host {
   }
 };
 
-// One client: a Conversation whose engine owner is this object, so events route back.
-struct Client {
-  Client(Engine& e, const Host& h) : conv(e, h, this) {}
+// One client: a Conversation whose late results come back through this object.
+struct Client final : command::Client {
+  explicit Client(command::Store& store) : conv(store, *this) {}
+  void OnResult(const command::Result& r) override { conv.OnResult(r); }
   void Send(std::string_view bytes) {
     char* p = conv.PrepareInput(bytes.size());
     if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
@@ -46,17 +46,18 @@ struct Client {
   Conversation conv;
 };
 
-// A deterministic world: FakeClock, Engine, Host and any number of clients.
+// A deterministic world: FakeClock, the in-memory store, Host and any number of clients.
 class World {
  public:
-  explicit World(engine::EngineOptions opt = {}) : engine(clock, opt) {}
+  explicit World(store::MemoryStoreOptions opt = {})
+      : store(clock, opt, &host), engine(store.engine()) {}
   ~World() {
     clients_.clear();  // conversations go before the engine
     engine.CheckInvariants();
   }
 
   Client& NewClient() {
-    clients_.push_back(std::make_unique<Client>(engine, host));
+    clients_.push_back(std::make_unique<Client>(store));
     engine.CheckInvariants();
     return *clients_.back();
   }
@@ -71,27 +72,21 @@ class World {
     Pump();
   }
 
-  // Runs every client and delivers engine events until nothing moves.
+  // Runs every client (late results arrive as they complete) until nothing moves.
   void Pump() {
     for (int round = 0;; round++) {
       ASSERT_LT(round, 1'000'000);
       bool progress = false;
       for (auto& c : clients_) {
-        if (c->conv.Run(1'000'000)) progress = true;
+        if (c->conv.runnable()) progress = true;
+        c->conv.Run(1'000'000);
         engine.CheckInvariants();
       }
-      std::vector<Event> ev;
-      engine.TakeEvents(&ev);
-      for (const Event& e : ev) {
-        static_cast<Client*>(e.session->owner())->conv.OnEvent(e);
-        progress = true;
-      }
-      engine.CheckInvariants();
       if (!progress) break;
     }
   }
   void Tick() {
-    engine.Tick();
+    store.Tick();
     engine.CheckInvariants();
     Pump();
   }
@@ -107,11 +102,12 @@ class World {
     return c.Take();
   }
 
-  uint64_t Ops(Op op) const { return engine.counters().ops[static_cast<int>(op)]; }
+  uint64_t Ops(Verb v) const { return store.count(v); }
 
   FakeClock clock;
   StubHost host;
-  Engine engine;
+  store::MemoryStore store;
+  engine::Engine& engine;
 
  private:
   std::vector<std::unique_ptr<Client>> clients_;
@@ -173,7 +169,7 @@ TEST_F(ConversationTest, JobLifecycleReplies) {
   EXPECT_EQ(w_.Do(c, "pause-tube default 10\r\npause-tube nope 1\r\npause-tube -x 1\r\n"),
             "PAUSED\r\nNOT_FOUND\r\nBAD_FORMAT\r\n");
   // beanstalkd counts a pause-tube that parsed, even with a bad name.
-  EXPECT_EQ(w_.Ops(Op::kPauseTube), 3u);
+  EXPECT_EQ(w_.Ops(Verb::kPauseTube), 3u);
   EXPECT_EQ(w_.Do(c, "quit\r\n"), "");
   EXPECT_TRUE(c.conv.closing());
 }
@@ -234,7 +230,7 @@ TEST_F(ConversationTest, ZeroByteBody) {
 }
 
 TEST_F(ConversationTest, JobTooBigSkipsBody) {
-  w_.engine.set_max_job_size(10);
+  w_.store.set_max_job_size(10);
   Client& c = w_.NewClient();
   // The body looks like commands; it must not run.
   EXPECT_EQ(w_.Do(c, "put 0 0 60 11\r\nstats\r\nabcd\r\nlist-tube-used\r\n"),
@@ -252,7 +248,7 @@ TEST_F(ConversationTest, JobTooBigSkipsBody) {
             "JOB_TOO_BIG\r\nUSING default\r\n");
   EXPECT_EQ(w_.Do(c, "put 0 0 60 10\r\n0123456789\r\n"), "INSERTED 1\r\n");
   EXPECT_EQ(w_.engine.counters().total_jobs, 1u);
-  EXPECT_EQ(w_.Ops(Op::kPut), 4u);
+  EXPECT_EQ(w_.Ops(Verb::kPut), 4u);
 }
 
 TEST_F(ConversationTest, PutTrailingGarbageDoesNotSkipBody) {
@@ -260,7 +256,7 @@ TEST_F(ConversationTest, PutTrailingGarbageDoesNotSkipBody) {
   // As in beanstalkd, the body is then read as a command line.
   EXPECT_EQ(w_.Do(c, "put 0 0 60 1 x\r\nx\r\n"), "BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n");
   EXPECT_EQ(w_.engine.counters().total_jobs, 0u);
-  EXPECT_FALSE(c.conv.session()->is_producer());
+  EXPECT_EQ(w_.engine.counters().producers, 0u);
 }
 
 TEST_F(ConversationTest, ExpectedCrlf) {
@@ -346,12 +342,8 @@ TEST_F(ConversationTest, RunnableAgainAfterEvent) {
   EXPECT_TRUE(c.conv.waiting());
   EXPECT_FALSE(c.conv.runnable());
   p.Send("put 0 0 60 1\r\nx\r\n");
-  EXPECT_FALSE(p.conv.Run(10));
-  std::vector<Event> ev;
-  w_.engine.TakeEvents(&ev);
-  ASSERT_EQ(ev.size(), 1u);
-  EXPECT_EQ(ev[0].session->owner(), &c);
-  c.conv.OnEvent(ev[0]);
+  EXPECT_FALSE(p.conv.Run(10));  // the put hands the job to c at once
+  EXPECT_FALSE(c.conv.waiting());
   EXPECT_EQ(c.Take(), "RESERVED 1 1\r\nx\r\n");
   EXPECT_TRUE(c.conv.runnable());  // the pipelined command can run now
   EXPECT_FALSE(c.conv.Run(10));
@@ -448,8 +440,8 @@ TEST_F(ConversationTest, DrainingPut) {
 }
 
 TEST(ConversationMemory, OutOfMemorySkipsBody) {
-  engine::EngineOptions opt;
-  opt.max_memory = 20000;
+  store::MemoryStoreOptions opt;
+  opt.engine.max_memory = 20000;
   World w(opt);
   Client& c = w.NewClient();
   std::string body(5000, 'z');
@@ -473,26 +465,32 @@ TEST_F(ConversationTest, KickOfManyBuriedJobsIsSliced) {
   c.Send(in);
   w_.Pump();
   c.Take();
-  engine::Session* s = c.conv.session();
-  for (uint64_t id = 1; id <= 5000; id++) {
-    ASSERT_NE(w_.engine.ReserveJob(s, id), nullptr);
-    ASSERT_TRUE(w_.engine.Bury(s, id, 0));
-  }
-  w_.engine.CheckInvariants();
+  auto bury = [&](uint64_t first, uint64_t last) {
+    std::string cmds;
+    for (uint64_t id = first; id <= last; id++) {
+      cmds += "reserve-job " + std::to_string(id) + "\r\nbury " + std::to_string(id) + " 0\r\n";
+    }
+    w_.Do(c, cmds);
+  };
+  bury(1, 5000);
+  EXPECT_EQ(w_.engine.counters().buried, 5000u);
   // Also a delayed job: kick works on buried jobs only while there are any.
   EXPECT_EQ(w_.Do(c, "put 0 100 60 1\r\nd\r\n"), "INSERTED 5001\r\n");
   c.Send("kick 5000\r\nlist-tube-used\r\n");
-  int runs = 0;
+  EXPECT_FALSE(c.conv.Run(10));  // the command and its first slice; the rest is pending
+  EXPECT_TRUE(c.conv.waiting());
+  int ticks = 0;
   while (c.conv.output().empty()) {
-    EXPECT_TRUE(c.conv.Run(1));  // one slice per step; more to do right away
+    // Each Tick does one more slice, and says more work is left until the last.
+    Nanos next = w_.store.Tick();
     w_.engine.CheckInvariants();
-    runs++;
-    ASSERT_LT(runs, 100);
+    ticks++;
+    ASSERT_LT(ticks, 100);
     if (c.conv.output().empty()) {
-      EXPECT_TRUE(c.conv.runnable());
+      EXPECT_EQ(next, w_.clock.Now());
     }
   }
-  EXPECT_EQ(runs, 5);  // the command and its first slice, then four more slices
+  EXPECT_EQ(ticks, 4);  // four more slices
   EXPECT_EQ(c.Take(), "KICKED 5000\r\n");
   EXPECT_EQ(w_.engine.counters().buried, 0u);
   EXPECT_EQ(w_.engine.counters().ready, 5000u);
@@ -500,15 +498,15 @@ TEST_F(ConversationTest, KickOfManyBuriedJobsIsSliced) {
   EXPECT_FALSE(c.conv.Run(1));
   EXPECT_EQ(c.Take(), "USING default\r\n");
   // Asking for more than there are ends early, and then the delayed one is kicked.
-  for (uint64_t id = 1; id <= 2500; id++) {
-    ASSERT_NE(w_.engine.ReserveJob(s, id), nullptr);
-    ASSERT_TRUE(w_.engine.Bury(s, id, 0));
-  }
-  EXPECT_EQ(w_.Do(c, "kick 100000\r\nkick 100000\r\n"), "KICKED 2500\r\nKICKED 1\r\n");
+  bury(1, 2500);
+  c.Send("kick 100000\r\nkick 100000\r\n");
+  w_.Pump();
+  for (int i = 0; i < 2; i++) w_.Tick();
+  EXPECT_EQ(c.Take(), "KICKED 2500\r\nKICKED 1\r\n");
 }
 
 TEST_F(ConversationTest, OutputHighWaterStopsProcessing) {
-  w_.engine.set_max_job_size(2 << 20);
+  w_.store.set_max_job_size(2 << 20);
   Client& c = w_.NewClient();
   const size_t n = (1 << 20) + 1000;
   std::string body(n, 'q');
@@ -578,13 +576,13 @@ TEST_F(ConversationTest, CommandCounters) {
         "kick-job 1\r\nreserve-job 1\r\ntouch 1\r\ndelete 1\r\nuse a\r\nwatch a\r\nignore a\r\n"
         "stats\r\nstats-job 1\r\nstats-tube a\r\nlist-tubes\r\nlist-tube-used\r\n"
         "list-tubes-watched\r\npause-tube a 0\r\n");
-  for (int op = 0; op < static_cast<int>(Op::kCount); op++) {
-    EXPECT_EQ(w_.engine.counters().ops[op], 1u) << "op " << op;
+  for (int v = 0; v < static_cast<int>(Verb::kQuit); v++) {
+    EXPECT_EQ(w_.Ops(static_cast<Verb>(v)), 1u) << "verb " << v;
   }
 }
 
 TEST_F(ConversationTest, BigBodyThenSmallCommands) {
-  w_.engine.set_max_job_size(200000);
+  w_.store.set_max_job_size(200000);
   Client& c = w_.NewClient();
   std::string body(150000, 'b');
   EXPECT_EQ(w_.Do(c, "put 0 0 60 150000\r\n" + body + "\r\n"), "INSERTED 1\r\n");
@@ -618,35 +616,35 @@ TEST_F(ConversationTest, NeedMarkFollowsWhatEachReplyShows) {
   Client& p = w_.NewClient();
   Client& c = w_.NewClient();
   EXPECT_EQ(w_.Do(p, "put 0 0 60 1\r\na\r\n"), "INSERTED 1\r\n");  // position 1
-  EXPECT_EQ(p.conv.need_mark(), 1);
+  EXPECT_EQ(p.conv.session().need_mark(), 1);
   EXPECT_EQ(w_.Do(p, "put 0 0 60 1\r\nb\r\n"), "INSERTED 2\r\n");  // position 2
-  EXPECT_EQ(p.conv.need_mark(), 2);
+  EXPECT_EQ(p.conv.session().need_mark(), 2);
   // Showing job 1 depends on its put only, not on job 2's; the reserve is not a change.
   EXPECT_EQ(w_.Do(c, "reserve\r\n"), "RESERVED 1 1\r\na\r\n");
   EXPECT_EQ(log.Mark(), 2);
-  EXPECT_EQ(c.conv.need_mark(), 1);
+  EXPECT_EQ(c.conv.session().need_mark(), 1);
   EXPECT_EQ(w_.Do(c, "peek 2\r\n"), "FOUND 2 1\r\nb\r\n");
-  EXPECT_EQ(c.conv.need_mark(), 2);
+  EXPECT_EQ(c.conv.session().need_mark(), 2);
   // The session's own state depends on nothing.
   EXPECT_EQ(w_.Do(c, "use t\r\n"), "USING t\r\n");
-  EXPECT_EQ(c.conv.need_mark(), 2);
+  EXPECT_EQ(c.conv.session().need_mark(), 2);
   // A change depends on its own record; other replies on every change so far.
   EXPECT_EQ(w_.Do(c, "release 1 0 0\r\n"), "RELEASED\r\n");  // position 3
-  EXPECT_EQ(c.conv.need_mark(), 3);
+  EXPECT_EQ(c.conv.session().need_mark(), 3);
   Client& s = w_.NewClient();
   EXPECT_TRUE(w_.Do(s, "stats\r\n").starts_with("OK "));
-  EXPECT_EQ(s.conv.need_mark(), 3);
+  EXPECT_EQ(s.conv.session().need_mark(), 3);
   // A job handed to a waiting reserve later: that job's latest change.
   Client& wt = w_.NewClient();
   EXPECT_EQ(w_.Do(wt, "watch t\r\nignore default\r\nreserve\r\n"), "WATCHING 2\r\nWATCHING 1\r\n");
-  int64_t before = wt.conv.need_mark();
+  int64_t before = wt.conv.session().need_mark();
   EXPECT_EQ(w_.Do(c, "put 0 0 60 1\r\nc\r\n"), "INSERTED 3\r\n");  // position 4, in t
   EXPECT_EQ(wt.Take(), "RESERVED 3 1\r\nc\r\n");
-  EXPECT_EQ(wt.conv.need_mark(), std::max<int64_t>(before, 4));
+  EXPECT_EQ(wt.conv.session().need_mark(), std::max<int64_t>(before, 4));
   // Job 1 reserved again: it depends on its release, not on the later put of job 3.
   Client& r = w_.NewClient();
   EXPECT_EQ(w_.Do(r, "reserve\r\n"), "RESERVED 1 1\r\na\r\n");
-  EXPECT_EQ(r.conv.need_mark(), 3);
+  EXPECT_EQ(r.conv.session().need_mark(), 3);
   w_.engine.set_log(nullptr);
 }
 

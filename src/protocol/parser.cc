@@ -6,11 +6,6 @@ namespace stalkd::protocol {
 
 namespace {
 
-bool IsNameChar(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         (c != '\0' && std::strchr("-+/;.$_()", c) != nullptr);
-}
-
 // beanstalkd's read_u32/read_u64: skip spaces, require a digit, parse digits, reject
 // overflow. With `last`, nothing may follow the number; otherwise `rest` is left just after
 // it.
@@ -100,14 +95,6 @@ constexpr VerbPrefix kVerbs[] = {
 
 }  // namespace
 
-bool IsValidTubeName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxTubeNameLength || name[0] == '-') return false;
-  for (char c : name) {
-    if (!IsNameChar(c)) return false;
-  }
-  return true;
-}
-
 ParseStatus ParseCommand(std::string_view line, Command* cmd) {
   *cmd = Command{};
   if (line.find('\0') != std::string_view::npos) return ParseStatus::kBadFormat;
@@ -122,6 +109,7 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
   constexpr ParseStatus kBad = ParseStatus::kBadFormat;
   switch (cmd->verb) {
     case Verb::kUnknown:
+    case Verb::kCount:
       return ParseStatus::kUnknownCommand;
     case Verb::kPut: {
       if (!ReadU32(&args, false, &cmd->pri) || !ReadU32(&args, false, &cmd->delay) ||
@@ -173,14 +161,15 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
       size_t i = 0;
       while (i < args.size() && args[i] == ' ') i++;
       size_t start = i;
-      while (i < args.size() && IsNameChar(args[i])) i++;
+      while (i < args.size() && command::IsTubeNameChar(args[i])) i++;
       if (i == start) return kBad;
       std::string_view name = args.substr(start, i - start);
       args = args.substr(i);
       if (!ReadU32(&args, true, &cmd->delay)) return kBad;
-      // Set even when the name is then refused: beanstalkd has counted the command by then.
+      // Whether the name is valid is the store's to say: beanstalkd has counted the command
+      // by then.
       cmd->tube = name;
-      return IsValidTubeName(name) ? ParseStatus::kOk : kBad;
+      return ParseStatus::kOk;
     }
   }
   return ParseStatus::kUnknownCommand;

@@ -4,11 +4,13 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "base/check.h"
+
 namespace stalkd::protocol {
 
 namespace {
 
-using engine::Op;
+using command::Verb;
 
 // Appends printf-formatted text to *out.
 void Appendf(std::string* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -31,15 +33,134 @@ void Appendf(std::string* out, const char* fmt, ...) {
   out->append(big);
 }
 
-uint64_t OpCount(const engine::Engine& e, Op op) { return e.counters().ops[static_cast<int>(op)]; }
+// Writes n in decimal at p (at most 20 bytes); returns the end.
+char* PutDecimal(char* p, uint64_t n) {
+  char digits[20];
+  int i = 0;
+  do {
+    digits[i++] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  while (i > 0) *p++ = digits[--i];
+  return p;
+}
 
-// Whole seconds of a nanosecond span, truncated toward zero as beanstalkd's C division.
-int64_t Secs(Nanos d) { return d / kSecond; }
+// "WORD n\r\n", formatted without printf (hot path).
+void AppendLine(std::string_view word, uint64_t n, std::string* out) {
+  char tail[32];  // " " 20 digits "\r\n"
+  char* p = tail;
+  *p++ = ' ';
+  p = PutDecimal(p, n);
+  *p++ = '\r';
+  *p++ = '\n';
+  out->append(word);
+  out->append(tail, p);
+}
+
+// "WORD id bytes\r\n" then the body and its CRLF.
+void AppendJob(std::string_view word, const command::JobView& j, std::string* out) {
+  char tail[48];  // " " 20 digits " " 20 digits "\r\n"
+  char* p = tail;
+  *p++ = ' ';
+  p = PutDecimal(p, j.id);
+  *p++ = ' ';
+  p = PutDecimal(p, j.body.size());
+  *p++ = '\r';
+  *p++ = '\n';
+  out->append(word);
+  out->append(tail, p);
+  out->append(j.body);
+  out->append("\r\n");
+}
+
+void AppendYaml(const std::string& body, std::string* out) {
+  AppendLine("OK", body.size(), out);
+  out->append(body);
+  out->append("\r\n");
+}
 
 }  // namespace
 
-std::string FormatStats(const engine::Engine& e, const HostStats& h) {
-  const engine::GlobalCounters& c = e.counters();
+void AppendReply(const command::Result& r, std::string* out) {
+  using command::Outcome;
+  switch (r.outcome) {
+    case Outcome::kInserted:
+      return AppendLine("INSERTED", r.number, out);
+    case Outcome::kReserved:
+      return AppendJob("RESERVED", r.job, out);
+    case Outcome::kFound:
+      return AppendJob("FOUND", r.job, out);
+    case Outcome::kDeleted:
+      out->append("DELETED\r\n");
+      return;
+    case Outcome::kReleased:
+      out->append("RELEASED\r\n");
+      return;
+    case Outcome::kBuried:
+      out->append("BURIED\r\n");
+      return;
+    case Outcome::kTouched:
+      out->append("TOUCHED\r\n");
+      return;
+    case Outcome::kKicked:
+      return AppendLine("KICKED", r.number, out);
+    case Outcome::kKickedJob:
+      out->append("KICKED\r\n");
+      return;
+    case Outcome::kUsing:
+      out->append("USING ").append(r.name).append("\r\n");
+      return;
+    case Outcome::kWatching:
+      return AppendLine("WATCHING", r.number, out);
+    case Outcome::kPaused:
+      out->append("PAUSED\r\n");
+      return;
+    case Outcome::kStats:
+      return AppendYaml(FormatStats(*r.stats), out);
+    case Outcome::kTubeStats:
+      return AppendYaml(FormatTubeStats(*r.tube_stats), out);
+    case Outcome::kJobStats:
+      return AppendYaml(FormatJobStats(*r.job_stats), out);
+    case Outcome::kTubeList:
+      return AppendYaml(FormatTubeList(r.tubes), out);
+    case Outcome::kNotFound:
+      out->append("NOT_FOUND\r\n");
+      return;
+    case Outcome::kNotIgnored:
+      out->append("NOT_IGNORED\r\n");
+      return;
+    case Outcome::kTimedOut:
+      out->append("TIMED_OUT\r\n");
+      return;
+    case Outcome::kDeadlineSoon:
+      out->append("DEADLINE_SOON\r\n");
+      return;
+    case Outcome::kDraining:
+      out->append("DRAINING\r\n");
+      return;
+    case Outcome::kOutOfMemory:
+      out->append("OUT_OF_MEMORY\r\n");
+      return;
+    case Outcome::kJobTooBig:
+      out->append("JOB_TOO_BIG\r\n");
+      return;
+    case Outcome::kBadFormat:
+      out->append("BAD_FORMAT\r\n");
+      return;
+    case Outcome::kExpectedCrlf:
+      out->append("EXPECTED_CRLF\r\n");
+      return;
+    case Outcome::kUnknownCommand:
+      out->append("UNKNOWN_COMMAND\r\n");
+      return;
+    case Outcome::kPending:
+      break;
+  }
+  STALKD_CHECK(false && "a pending result has no reply");
+}
+
+std::string FormatStats(const command::ServerStats& c) {
+  const command::HostStats& h = c.host;
   std::string s;
   s.reserve(1100);
   Appendf(&s,
@@ -56,32 +177,34 @@ std::string FormatStats(const engine::Engine& e, const HostStats& h) {
           c.urgent, c.ready, c.reserved, c.delayed, c.buried);
   static constexpr struct {
     const char* key;
-    Op op;
-  } kOps[] = {
-      {"cmd-put", Op::kPut},
-      {"cmd-peek", Op::kPeek},
-      {"cmd-peek-ready", Op::kPeekReady},
-      {"cmd-peek-delayed", Op::kPeekDelayed},
-      {"cmd-peek-buried", Op::kPeekBuried},
-      {"cmd-reserve", Op::kReserve},
-      {"cmd-reserve-with-timeout", Op::kReserveWithTimeout},
-      {"cmd-delete", Op::kDelete},
-      {"cmd-release", Op::kRelease},
-      {"cmd-use", Op::kUse},
-      {"cmd-watch", Op::kWatch},
-      {"cmd-ignore", Op::kIgnore},
-      {"cmd-bury", Op::kBury},
-      {"cmd-kick", Op::kKick},
-      {"cmd-touch", Op::kTouch},
-      {"cmd-stats", Op::kStats},
-      {"cmd-stats-job", Op::kStatsJob},
-      {"cmd-stats-tube", Op::kStatsTube},
-      {"cmd-list-tubes", Op::kListTubes},
-      {"cmd-list-tube-used", Op::kListTubeUsed},
-      {"cmd-list-tubes-watched", Op::kListTubesWatched},
-      {"cmd-pause-tube", Op::kPauseTube},
+    Verb verb;
+  } kCmds[] = {
+      {"cmd-put", Verb::kPut},
+      {"cmd-peek", Verb::kPeek},
+      {"cmd-peek-ready", Verb::kPeekReady},
+      {"cmd-peek-delayed", Verb::kPeekDelayed},
+      {"cmd-peek-buried", Verb::kPeekBuried},
+      {"cmd-reserve", Verb::kReserve},
+      {"cmd-reserve-with-timeout", Verb::kReserveWithTimeout},
+      {"cmd-delete", Verb::kDelete},
+      {"cmd-release", Verb::kRelease},
+      {"cmd-use", Verb::kUse},
+      {"cmd-watch", Verb::kWatch},
+      {"cmd-ignore", Verb::kIgnore},
+      {"cmd-bury", Verb::kBury},
+      {"cmd-kick", Verb::kKick},
+      {"cmd-touch", Verb::kTouch},
+      {"cmd-stats", Verb::kStats},
+      {"cmd-stats-job", Verb::kStatsJob},
+      {"cmd-stats-tube", Verb::kStatsTube},
+      {"cmd-list-tubes", Verb::kListTubes},
+      {"cmd-list-tube-used", Verb::kListTubeUsed},
+      {"cmd-list-tubes-watched", Verb::kListTubesWatched},
+      {"cmd-pause-tube", Verb::kPauseTube},
   };
-  for (const auto& o : kOps) Appendf(&s, "%s: %" PRIu64 "\n", o.key, OpCount(e, o.op));
+  for (const auto& o : kCmds) {
+    Appendf(&s, "%s: %" PRIu64 "\n", o.key, c.cmds[static_cast<size_t>(o.verb)]);
+  }
   Appendf(&s,
           "job-timeouts: %" PRIu64
           "\n"
@@ -98,8 +221,8 @@ std::string FormatStats(const engine::Engine& e, const HostStats& h) {
           "current-waiting: %" PRIu64
           "\n"
           "total-connections: %" PRIu64 "\n",
-          c.timeouts, c.total_jobs, e.max_job_size(), e.tubes().size(), c.sessions, c.producers,
-          c.workers, c.waiting, c.total_sessions);
+          c.timeouts, c.total_jobs, c.max_job_size, c.tubes, c.connections, c.producers, c.workers,
+          c.waiting, c.total_connections);
   Appendf(&s,
           "pid: %ld\n"
           "version: \"%s\"\n"
@@ -128,29 +251,32 @@ std::string FormatStats(const engine::Engine& e, const HostStats& h) {
           h.pid, h.version.c_str(), h.utime_us / 1000000, h.utime_us % 1000000,
           h.stime_us / 1000000, h.stime_us % 1000000, h.uptime_s, h.binlog_oldest_index,
           h.binlog_current_index, h.binlog_records_migrated, h.binlog_records_written,
-          h.binlog_max_size, e.draining() ? "true" : "false", h.id.c_str(), h.hostname.c_str(),
-          h.os.c_str(), h.platform.c_str(), e.memory_used(), e.max_memory());
+          h.binlog_max_size, c.draining ? "true" : "false", h.id.c_str(), h.hostname.c_str(),
+          h.os.c_str(), h.platform.c_str(), c.memory_used, c.memory_limit);
   return s;
 }
 
-std::string FormatTubeStats(const engine::Engine& e, const engine::Tube& t) {
-  int64_t pause_left = t.paused() ? Secs(t.unpause_at - e.clock().Now()) : 0;
+std::string FormatTubeStats(const command::TubeStats& t) {
   std::string s;
   Appendf(&s,
           "---\n"
-          "name: \"%s\"\n"
+          "name: \"%.*s\"\n"
           "current-jobs-urgent: %" PRIu64
           "\n"
-          "current-jobs-ready: %zu\n"
+          "current-jobs-ready: %" PRIu64
+          "\n"
           "current-jobs-reserved: %" PRIu64
           "\n"
-          "current-jobs-delayed: %zu\n"
-          "current-jobs-buried: %zu\n"
+          "current-jobs-delayed: %" PRIu64
+          "\n"
+          "current-jobs-buried: %" PRIu64
+          "\n"
           "total-jobs: %" PRIu64
           "\n"
           "current-using: %u\n"
           "current-watching: %u\n"
-          "current-waiting: %zu\n"
+          "current-waiting: %" PRIu64
+          "\n"
           "cmd-delete: %" PRIu64
           "\n"
           "cmd-pause-tube: %" PRIu64
@@ -158,24 +284,20 @@ std::string FormatTubeStats(const engine::Engine& e, const engine::Tube& t) {
           "pause: %" PRId64
           "\n"
           "pause-time-left: %" PRId64 "\n",
-          t.name().c_str(), t.stat.urgent, t.ready.size(), t.stat.reserved, t.delayed.size(),
-          t.buried.size(), t.stat.total_jobs, t.stat.using_ct, t.stat.watching_ct, t.waiters.size(),
-          t.stat.deletes, t.stat.pauses, Secs(t.pause_ns), pause_left);
+          static_cast<int>(t.name.size()), t.name.data(), t.urgent, t.ready, t.reserved, t.delayed,
+          t.buried, t.total_jobs, t.using_ct, t.watching_ct, t.waiting, t.deletes, t.pauses,
+          t.pause_s, t.pause_left_s);
   return s;
 }
 
-std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
-  Nanos now = e.clock().Now();
-  engine::JobState state = j.state();
-  bool timed = state == engine::JobState::kReserved || state == engine::JobState::kDelayed;
-  int64_t time_left = timed ? Secs(j.deadline() - now) : 0;
+std::string FormatJobStats(const command::JobStats& j) {
   std::string s;
   Appendf(&s,
           "---\n"
           "id: %" PRIu64
           "\n"
-          "tube: \"%s\"\n"
-          "state: %s\n"
+          "tube: \"%.*s\"\n"
+          "state: %.*s\n"
           "pri: %u\n"
           "age: %" PRId64
           "\n"
@@ -189,17 +311,17 @@ std::string FormatJobStats(const engine::Engine& e, const engine::Job& j) {
           "releases: %u\n"
           "buries: %u\n"
           "kicks: %u\n",
-          j.id, j.tube->name().c_str(), engine::JobStateName(state), j.pri, Secs(now - j.created()),
-          j.delay_s(), j.ttr_s, time_left, e.LogFile(j), j.reserves(), j.timeouts(), j.releases(),
-          j.buries(), j.kicks());
+          j.id, static_cast<int>(j.tube.size()), j.tube.data(), static_cast<int>(j.state.size()),
+          j.state.data(), j.pri, j.age_s, j.delay_s, j.ttr_s, j.time_left_s, j.file, j.reserves,
+          j.timeouts, j.releases, j.buries, j.kicks);
   return s;
 }
 
-std::string FormatTubeList(std::span<engine::Tube* const> tubes) {
+std::string FormatTubeList(std::span<const std::string_view> tubes) {
   std::string s = "---\n";
-  for (const engine::Tube* t : tubes) {
+  for (std::string_view t : tubes) {
     s += "- ";
-    s += t->name();
+    s += t;
     s += '\n';
   }
   return s;

@@ -9,8 +9,7 @@
 
 namespace stalkd::server {
 
-Connection::Connection(Server& server, int fd)
-    : fd_(fd), server_(server), conversation_(server.engine(), server, this) {}
+Connection::Connection(Server& server, int fd) : fd_(fd), server_(server) {}
 
 Connection::~Connection() {
   server_.loop().Remove(fd_);
@@ -22,16 +21,22 @@ void Connection::Kill() {
   dead_ = true;
   // A dead connection must stop waiting at once, or the engine could hand it a job that
   // nobody will ever read before the connection is destroyed at the end of the iteration.
-  conversation_.OnInputClosed();
+  front_end_->OnInputClosed();
   server_.MarkClosed(this);
+}
+
+void Connection::OnResult(const command::Result& r) {
+  front_end_->OnResult(r);
+  server_.MarkDirty(this);
+  if (front_end_->runnable()) server_.MarkRunnable(this);
 }
 
 void Connection::OnEvents(uint32_t events) {
   if (dead_) return;
   if (events & EPOLLERR) return Kill();
   if (events & EPOLLIN) Read();
-  if ((events & (EPOLLRDHUP | EPOLLHUP)) && conversation_.waiting()) {
-    conversation_.OnInputClosed();
+  if ((events & (EPOLLRDHUP | EPOLLHUP)) && front_end_->waiting()) {
+    front_end_->OnInputClosed();
     server_.MarkDirty(this);
   }
   if ((events & EPOLLHUP) && !(events & EPOLLIN)) {
@@ -45,12 +50,12 @@ void Connection::Read() {
   char buf[kReadChunk];
   ssize_t n = read(fd_, buf, sizeof buf);
   if (n > 0) {
-    char* p = conversation_.PrepareInput(static_cast<size_t>(n));
+    char* p = front_end_->PrepareInput(static_cast<size_t>(n));
     std::copy(buf, buf + n, p);
-    conversation_.CommitInput(static_cast<size_t>(n));
+    front_end_->CommitInput(static_cast<size_t>(n));
     server_.MarkRunnable(this);
   } else if (n == 0) {
-    conversation_.OnInputClosed();
+    front_end_->OnInputClosed();
     server_.MarkRunnable(this);
     server_.MarkDirty(this);
   } else if (errno != EAGAIN && errno != EINTR) {
@@ -59,7 +64,7 @@ void Connection::Read() {
 }
 
 bool Connection::Flush() {
-  std::string& out = conversation_.output();
+  std::string& out = front_end_->output();
   if (!out.empty()) {
     ssize_t n = send(fd_, out.data(), out.size(), MSG_NOSIGNAL);
     if (n < 0) {
@@ -71,22 +76,22 @@ bool Connection::Flush() {
     // whenever the peer takes some of it. A partial send that leaves the buffer above the
     // mark must start it too: if the peer then reads nothing, no EPOLLOUT and no EAGAIN
     // ever come, and the client would hold its buffer forever.
-    if (out.size() < protocol::Conversation::kOutputHighWater) {
+    if (out.size() < command::FrontEnd::kOutputHighWater) {
       blocked_since_ = 0;
     } else if (n > 0 || blocked_since_ == 0) {
       blocked_since_ = server_.clock().Now();
       server_.MarkBlocked(this);
     }
   }
-  bool runnable = conversation_.runnable();
+  bool runnable = front_end_->runnable();
   if (out.empty()) {
-    if (conversation_.closing()) return false;
+    if (front_end_->closing()) return false;
     // The peer sent its last byte and every complete command in it has been answered
     // (a trailing partial command can never complete).
-    if (conversation_.input_closed() && !runnable && !conversation_.waiting()) return false;
+    if (front_end_->input_closed() && !runnable && !front_end_->waiting()) return false;
     if (out.capacity() > 64 * 1024) std::string().swap(out);
   }
-  if (runnable && out.size() < protocol::Conversation::kOutputHighWater) {
+  if (runnable && out.size() < command::FrontEnd::kOutputHighWater) {
     server_.MarkRunnable(this);
   }
   UpdateInterest();
@@ -95,7 +100,7 @@ bool Connection::Flush() {
 
 void Connection::UpdateInterest() {
   uint32_t want = 0;
-  const protocol::Conversation& c = conversation_;
+  const command::FrontEnd& c = *front_end_;
   // Input is read ahead while a reserve waits and while held (-f 0: the replies wait for
   // a sync, and nothing runs until then), up to the input bound: the commands wait behind,
   // and a connection going from served to waiting or held and back costs no epoll_ctl. A
@@ -105,13 +110,13 @@ void Connection::UpdateInterest() {
   // for the sync.
   if (!c.closing() && !c.input_closed()) {
     if (c.buffered_input() < kMaxBufferedInput &&
-        conversation_.output().size() < protocol::Conversation::kOutputHighWater) {
+        front_end_->output().size() < command::FrontEnd::kOutputHighWater) {
       want |= EPOLLIN | EPOLLRDHUP;
     } else if (c.waiting() && !on_held) {
       want |= EPOLLRDHUP;
     }
   }
-  if (!conversation_.output().empty() && !on_held) want |= EPOLLOUT;
+  if (!front_end_->output().empty() && !on_held) want |= EPOLLOUT;
   static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX);
   if (want == interest_) return;
   interest_ = static_cast<uint16_t>(want);

@@ -3,31 +3,36 @@
 #include <cstdint>
 
 #include "base/intrusive_list.h"
+#include "command/front_end.h"
 #include "net/event_loop.h"
-#include "protocol/conversation.h"
 
 namespace stalkd::server {
 
 class Server;
 struct ConnectionTag;
 
-// One client socket: reads into its Conversation, writes what the conversation produces.
-// Flags record which of the server's work lists it is on, so it is never listed twice.
-class Connection final : public net::EventLoop::Handler, public ListNode<ConnectionTag> {
+// One client socket, whatever protocol it speaks: reads into its FrontEnd, writes what the
+// front end produces, and is the Client its store session hands late results to. Flags
+// record which of the server's work lists it is on, so it is never listed twice. A
+// listener makes ConnectionOf<FrontEnd> (below) for its protocol.
+class Connection : public net::EventLoop::Handler,
+                   public ListNode<ConnectionTag>,
+                   public command::Client {
  public:
-  Connection(Server& server, int fd);
-  ~Connection() override;  // closes the fd; the conversation closes the engine session
+  ~Connection() override;  // closes the fd (the front end has closed its session)
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   void OnEvents(uint32_t events) override;
+  // A result that arrived later: the front end encodes it, and it is written out.
+  void OnResult(const command::Result& r) override;
   // Writes pending output. Returns false if the connection is finished (error, or closing
   // with nothing left to send).
   bool Flush();
   // Re-computes which epoll events this connection wants.
   void UpdateInterest();
 
-  protocol::Conversation& conversation() { return conversation_; }
+  command::FrontEnd& front_end() { return *front_end_; }
   bool dead() const { return dead_; }
   void Kill();  // marks the connection for closing at the end of the iteration
 
@@ -35,8 +40,8 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
   bool on_dirty : 1 = false;
   bool on_closed : 1 = false;
   bool on_blocked : 1 = false;
-  // -f 0: replies wait in the output buffer until the binlog is durable as far as they
-  // depend on (Conversation::need_mark); meanwhile the connection runs no commands and
+  // -f 0: replies wait in the output buffer until the store is durable as far as they
+  // depend on (command::Session::need_mark); meanwhile the connection runs no commands and
   // does not write.
   bool on_held : 1 = false;
   // While the output buffer is at/above the high-water mark: when it got there or the peer
@@ -45,8 +50,13 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
 
   // Bytes read per read() call.
   static constexpr size_t kReadChunk = 64 * 1024;
-  // Input kept buffered before reading pauses (the conversation consumes it first).
+  // Input kept buffered before reading pauses (the front end consumes it first).
   static constexpr size_t kMaxBufferedInput = 256 * 1024;
+
+ protected:
+  Connection(Server& server, int fd);
+  // The derived class's front end, set once it is constructed.
+  void Attach(command::FrontEnd* f) { front_end_ = f; }
 
  private:
   void Read();
@@ -58,7 +68,21 @@ class Connection final : public net::EventLoop::Handler, public ListNode<Connect
   int fd_;
   Server& server_;
   Nanos blocked_since_ = 0;
-  protocol::Conversation conversation_;
+  command::FrontEnd* front_end_ = nullptr;
+};
+
+// A connection speaking protocol P (a command::FrontEnd constructed from the store and the
+// Client its session reports to), in one allocation with it.
+template <class P>
+class ConnectionOf final : public Connection {
+ public:
+  ConnectionOf(Server& server, int fd, command::Store& store)
+      : Connection(server, fd), front_end_(store, *this) {
+    Attach(&front_end_);
+  }
+
+ private:
+  P front_end_;
 };
 
 }  // namespace stalkd::server

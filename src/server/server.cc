@@ -17,7 +17,7 @@
 #include <cstdio>
 
 #include "base/check.h"
-#include "server/connection.h"
+#include "protocol/conversation.h"
 
 namespace stalkd::server {
 
@@ -55,27 +55,29 @@ std::string RandomHexId() {
   return std::string(hex, 16);
 }
 
-engine::EngineOptions EngineOptionsFor(const Options& o) {
-  engine::EngineOptions e;
-  e.max_memory = o.max_memory ? o.max_memory : DefaultMaxMemory();
-  return e;
+store::MemoryStoreOptions MemoryStoreOptionsFor(const Options& o) {
+  store::MemoryStoreOptions m;
+  m.engine.max_memory = o.max_memory ? o.max_memory : DefaultMaxMemory();
+  m.max_job_size = o.max_job_size;
+  return m;
 }
 
 }  // namespace
 
 class Server::ListenHandler final : public net::EventLoop::Handler {
  public:
-  ListenHandler(Server& s, int fd) : server_(s), fd_(fd) {}
+  ListenHandler(Server& s, int fd, ConnectionFactory make) : server_(s), fd_(fd), make_(make) {}
   ~ListenHandler() override {
     server_.loop().Remove(fd_);
     close(fd_);
   }
-  void OnEvents(uint32_t) override { server_.Accept(fd_); }
+  void OnEvents(uint32_t) override { server_.Accept(fd_, make_); }
   int fd() const { return fd_; }
 
  private:
   Server& server_;
   int fd_;
+  ConnectionFactory make_;
 };
 
 class Server::SignalHandler final : public net::EventLoop::Handler {
@@ -89,7 +91,7 @@ class Server::SignalHandler final : public net::EventLoop::Handler {
     signalfd_siginfo si;
     while (read(fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
       if (si.ssi_signo == SIGUSR1) {
-        server_.engine().set_draining(true);
+        server_.store().SetDraining(true);
       } else {
         server_.Stop();
       }
@@ -114,8 +116,7 @@ Server::Server(const Options& options, const Clock& clock)
     : options_(options),
       clock_(clock),
       started_(clock.Now()),
-      engine_(clock, EngineOptionsFor(options)) {
-  engine_.set_max_job_size(options.max_job_size);
+      memory_(clock, MemoryStoreOptionsFor(options), this) {
   for (const std::string& cidr : options_.allow) {
     std::string error;
     STALKD_CHECK(access_.Add(cidr, &error));  // validated by ParseOptions
@@ -135,10 +136,10 @@ Server::~Server() {
     connections_.Remove(c);
     delete c;
   }
-  if (store_) {
-    if (sync_handler_) loop_.Remove(store_->sync_fd());
-    store_->Close();
-    engine_.set_log(nullptr);
+  if (binlog_) {
+    if (sync_handler_) loop_.Remove(binlog_->sync_fd());
+    binlog_->Close();
+    memory_.engine().set_log(nullptr);
   }
 }
 
@@ -156,20 +157,20 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
     *exit_code = 10;
     return false;
   }
-  if (!store->Recover(&engine_, error)) {
+  if (!store->Recover(&memory_.engine(), error)) {
     *exit_code = 1;
     return false;
   }
   if (options_.verbosity > 0) {
     printf("binlog: %zu jobs restored from %s\n", store->restored(), so.dir.c_str());
   }
-  store_ = std::move(store);
-  engine_.set_log(store_.get());
+  binlog_ = std::move(store);
+  memory_.engine().set_log(binlog_.get());
   // Recovery's temporary index of every record is gone: give its memory back to the OS.
   malloc_trim(0);
-  if (store_->sync_fd() >= 0) {
+  if (binlog_->sync_fd() >= 0) {
     sync_handler_ = std::make_unique<SyncHandler>(*this);
-    if (!loop_.Add(store_->sync_fd(), EPOLLIN, sync_handler_.get())) {
+    if (!loop_.Add(binlog_->sync_fd(), EPOLLIN, sync_handler_.get())) {
       *error = std::string("cannot watch the binlog's sync thread: ") + strerror(errno);
       *exit_code = 1;
       return false;
@@ -178,8 +179,12 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   return true;
 }
 
-bool Server::AddListener(int fd) {
-  auto h = std::make_unique<ListenHandler>(*this, fd);
+Connection* MakeTextConnection(Server& server, int fd) {
+  return MakeConnection<protocol::Conversation>(server, fd);
+}
+
+bool Server::AddListener(int fd, ConnectionFactory make) {
+  auto h = std::make_unique<ListenHandler>(*this, fd, make);
   if (!loop_.Add(fd, EPOLLIN, h.get())) return false;
   listeners_.push_back(std::move(h));
   return true;
@@ -198,7 +203,7 @@ bool Server::HandleSignals() {
   return loop_.Add(fd, EPOLLIN, signals_.get());
 }
 
-void Server::Accept(int lfd) {
+void Server::Accept(int lfd, ConnectionFactory make) {
   for (int i = 0; i < kAcceptsPerWake; i++) {
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof peer;
@@ -224,7 +229,7 @@ void Server::Accept(int lfd) {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on unix
-    auto* c = new Connection(*this, fd);
+    Connection* c = make(*this, fd);
     if (!loop_.Add(fd, 0, c)) {
       delete c;
       continue;
@@ -265,7 +270,7 @@ void Server::CheckBlocked() {
     if (now - c->blocked_since() < limit) return false;
     fprintf(stderr,
             "stalkd: closing a client that has read none of its %zu bytes of replies for %lld s\n",
-            c->conversation().output().size(),
+            c->front_end().output().size(),
             static_cast<long long>(options_.stalled_client_timeout_s));
     c->on_blocked = false;
     c->Kill();
@@ -274,7 +279,7 @@ void Server::CheckBlocked() {
 }
 
 void Server::NoteMemory() {
-  size_t used = engine_.memory_used();
+  size_t used = memory_.engine().memory_used();
   memory_peak_ = std::max(memory_peak_, used);
   trim_due_ = used <= memory_peak_ / 2 && memory_peak_ - used >= kTrimMinDrop;
 }
@@ -287,19 +292,19 @@ Nanos Server::TrimWhenIdle(Nanos poll_timeout) {
   }
   if (poll_timeout >= 0 && poll_timeout < kTrimIdle) return poll_timeout;
   malloc_trim(0);
-  memory_peak_ = engine_.memory_used();
+  memory_peak_ = memory_.engine().memory_used();
   trim_due_ = false;
   return PollTimeout();  // time has passed
 }
 
 void Server::OnStoreSynced() {
-  store_->OnSyncDone();  // this iteration's Flush starts the next sync
-  if (store_->failed()) return HandleStoreFailure();
+  binlog_->OnSyncDone();  // this iteration's Flush starts the next sync
+  if (binlog_->failed()) return HandleStoreFailure();
   ReleaseHeld();
 }
 
 bool Server::MayReply(Connection* c) const {
-  return !store_ || store_->Covers(c->conversation().need_mark());
+  return memory_.Covers(c->front_end().session().need_mark());
 }
 
 void Server::ReleaseHeld() {
@@ -312,11 +317,11 @@ void Server::ReleaseHeld() {
 }
 
 void Server::HandleStoreFailure() {
-  if (store_failure_handled_) return;
+  if (binlog_failure_handled_) return;
   // The records of the replies not yet sent are not durable, so those replies must not
   // claim they are: the clients that are owed one lose their connection instead (an
   // unknown outcome, which is the truth). From now on puts answer OUT_OF_MEMORY.
-  store_failure_handled_ = true;
+  binlog_failure_handled_ = true;
   size_t closed = 0;
   for (auto* list : {&dirty_, &held_}) {
     for (Connection* c : *list) {
@@ -337,27 +342,13 @@ void Server::MarkClosed(Connection* c) {
   closed_.push_back(c);
 }
 
-void Server::DeliverEvents() {
-  if (!engine_.has_events()) return;
-  events_.clear();
-  engine_.TakeEvents(&events_);
-  for (const engine::Event& ev : events_) {
-    auto* c = static_cast<Connection*>(ev.session->owner());
-    c->conversation().OnEvent(ev);
-    MarkDirty(c);
-    if (c->conversation().runnable()) MarkRunnable(c);
-  }
-  events_.clear();
-}
-
 Nanos Server::PollTimeout() {
-  if (!runnable_.empty() || !dirty_.empty() || !closed_.empty() || engine_.has_events()) return 0;
+  if (!runnable_.empty() || !dirty_.empty() || !closed_.empty()) return 0;
   Nanos now = clock_.Now();
-  Nanos next = engine_.Tick();
-  DeliverEvents();
+  Nanos next = memory_.Tick();
   if (!dirty_.empty()) return 0;
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
-  next = std::min(next, store_deadline_);
+  next = std::min(next, binlog_deadline_);
   if (!blocked_.empty()) next = std::min(next, now + kSecond);  // CheckBlocked's period
   if (next == kForever) return -1;
   if (next <= now) return 0;
@@ -384,8 +375,7 @@ void Server::RunOnce() {
       c->UpdateInterest();
       continue;
     }
-    bool more = c->conversation().Run(kStepsPerRun);
-    DeliverEvents();
+    bool more = c->front_end().Run(kStepsPerRun);
     if (more) MarkRunnable(c);
     // Replies go out as soon as they are ready unless a binlog record they depend on is
     // not yet written (or, under -f 0, synced): then they wait for the group commit below.
@@ -396,16 +386,15 @@ void Server::RunOnce() {
     }
   }
 
-  engine_.Tick();
-  DeliverEvents();
+  memory_.Tick();
 
   // Group commit: the records of this iteration (and of connections closed at the end of
   // the last one) are written together. Under -f 0 the replies that depend on them wait
   // until they are synced, which the store does on its own thread while the loop goes on
   // with the next batch (and its records wait in memory until that sync has finished).
-  if (store_) {
-    store_deadline_ = store_->Flush(polled == 0 && runnable_.empty());
-    if (store_->failed()) HandleStoreFailure();
+  if (binlog_) {
+    binlog_deadline_ = binlog_->Flush(polled == 0 && runnable_.empty());
+    if (binlog_->failed()) HandleStoreFailure();
   }
 
   std::vector<Connection*> flush;
@@ -436,15 +425,14 @@ void Server::RunOnce() {
     connections_.Remove(c);
     delete c;
   }
-  DeliverEvents();
   NoteMemory();
 }
 
 void Server::Run() {
   while (!stopping_) RunOnce();
-  if (store_ && !held_.empty()) {
-    store_->Close();  // every written record is durable afterwards, unless it failed
-    if (store_->failed()) {
+  if (binlog_ && !held_.empty()) {
+    binlog_->Close();  // every written record is durable afterwards, unless it failed
+    if (binlog_->failed()) {
       HandleStoreFailure();
     } else {
       ReleaseHeld();
@@ -452,8 +440,8 @@ void Server::Run() {
   }
 }
 
-protocol::HostStats Server::CurrentStats() const {
-  protocol::HostStats h;
+command::HostStats Server::CurrentStats() const {
+  command::HostStats h;
   h.pid = static_cast<long>(getpid());
   h.version = kVersion;
   rusage ru{};
@@ -462,8 +450,8 @@ protocol::HostStats Server::CurrentStats() const {
   h.stime_us = static_cast<int64_t>(ru.ru_stime.tv_sec) * 1000000 + ru.ru_stime.tv_usec;
   h.uptime_s = static_cast<uint64_t>((clock_.Now() - started_) / kSecond);
   h.binlog_max_size = options_.binlog_size;
-  if (store_) {
-    storage::JobStore::Stats st = store_->stats();
+  if (binlog_) {
+    storage::JobStore::Stats st = binlog_->stats();
     h.binlog_oldest_index = static_cast<int>(st.oldest_index);
     h.binlog_current_index = static_cast<int>(st.current_index);
     h.binlog_records_migrated = st.records_migrated;

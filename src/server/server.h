@@ -6,25 +6,30 @@
 
 #include "base/clock.h"
 #include "base/intrusive_list.h"
-#include "engine/engine.h"
+#include "command/store.h"
 #include "net/access_list.h"
 #include "net/event_loop.h"
-#include "protocol/conversation.h"
-#include "protocol/reply.h"
+#include "server/connection.h"
 #include "server/options.h"
 #include "storage/job_store.h"
+#include "store/memory_store.h"
 
 namespace stalkd::server {
 
-class Connection;
-struct ConnectionTag;
+class Server;
+// Makes a connection on an accepted socket: the protocol a listener speaks.
+using ConnectionFactory = Connection* (*)(Server& server, int fd);
+// The beanstalkd text protocol.
+Connection* MakeTextConnection(Server& server, int fd);
 
-// Owns the engine, the event loop, the listening socket and the connections, and fixes the
-// order of work in one loop iteration (see RunOnce).
-class Server final : public protocol::Host {
+// Owns the store, the event loop, the listening sockets and the connections, and fixes the
+// order of work in one loop iteration (see RunOnce). Connections reach the store only
+// through the command interface; the server itself knows the embedded store only to attach
+// the binlog to it and to trim its memory.
+class Server final : public command::Host {
  public:
   Server(const Options& options, const Clock& clock);
-  ~Server() override;
+  ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
@@ -33,20 +38,21 @@ class Server final : public protocol::Host {
   // beanstalkd) after printing *error.
   bool OpenBinlog(std::string* error, int* exit_code);
 
-  // Takes ownership of a listening socket and starts accepting on it.
-  bool AddListener(int fd);
+  // Takes ownership of a listening socket and starts accepting on it; its connections are
+  // made by `make` (the protocol they speak).
+  bool AddListener(int fd, ConnectionFactory make = &MakeTextConnection);
   // Loops until Stop() or a terminating signal (when signals are enabled).
   void Run();
-  // One iteration: poll I/O (waiting at most until the engine's next deadline), run the
-  // conversations that have input, tick the engine, deliver its events, write replies,
-  // close finished connections.
+  // One iteration: poll I/O (waiting at most until the store's next deadline), run the
+  // front ends that have input, tick the store, write replies, close finished
+  // connections.
   void RunOnce();
   void Stop() { stopping_ = true; }
   // Routes SIGTERM/SIGINT (stop) and SIGUSR1 (drain mode) through the loop.
   bool HandleSignals();
 
-  engine::Engine& engine() { return engine_; }
-  protocol::HostStats CurrentStats() const override;
+  command::Store& store() { return memory_; }
+  command::HostStats CurrentStats() const override;
 
   // Called by connections.
   void MarkRunnable(Connection* c);
@@ -62,8 +68,7 @@ class Server final : public protocol::Host {
   class SignalHandler;
   class SyncHandler;
 
-  void Accept(int fd);
-  void DeliverEvents();
+  void Accept(int fd, ConnectionFactory make);
   // How long the next poll may wait: 0 if there is work, -1 for ever.
   Nanos PollTimeout();
   void CheckBlocked();
@@ -82,10 +87,10 @@ class Server final : public protocol::Host {
   Options options_;
   const Clock& clock_;
   Nanos started_;
-  engine::Engine engine_;
-  std::unique_ptr<storage::JobStore> store_;  // with -b; written once per RunOnce
-  Nanos store_deadline_ = kForever;           // when the store next needs a Flush (fsync)
-  bool store_failure_handled_ = false;
+  store::MemoryStore memory_;                  // the embedded store
+  std::unique_ptr<storage::JobStore> binlog_;  // with -b; written once per RunOnce
+  Nanos binlog_deadline_ = kForever;           // when the binlog next needs a Flush (fsync)
+  bool binlog_failure_handled_ = false;
   std::unique_ptr<SyncHandler> sync_handler_;
   net::EventLoop loop_;
   std::vector<std::unique_ptr<ListenHandler>> listeners_;
@@ -103,11 +108,15 @@ class Server final : public protocol::Host {
   std::vector<Connection*> closed_;
   std::vector<Connection*> blocked_;  // output full, not read by the peer
   std::vector<Connection*> held_;     // replies waiting for a binlog sync (-f 0)
-  std::vector<engine::Event> events_;
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
 
   std::string instance_id_;
   std::string hostname_, os_, platform_;
 };
+
+template <class FrontEnd>
+Connection* MakeConnection(Server& server, int fd) {
+  return new ConnectionOf<FrontEnd>(server, fd, server.store());
+}
 
 }  // namespace stalkd::server

@@ -93,7 +93,7 @@ class JobStore final : public engine::JobLog {
   // A reply that depends on the records up to `mark` (Mark, MarkOf) may go out: they are
   // written, and under -f 0 synced. After a failure nothing more becomes durable and
   // replies go out as they are (the connections owed durable ones were closed).
-  bool Covers(int64_t mark) const {
+  bool Covers(int64_t mark) const override {
     return failed_ || mark <= (replies_wait_for_sync() ? durable_mark_ : written_mark_);
   }
   // Flush and sync everything, waiting for a background sync first (shutdown). Afterwards

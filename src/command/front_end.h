@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "command/store.h"
+
+namespace stalkd::command {
+
+// One connection's protocol, between the server's socket and a store Session: bytes in,
+// reply bytes out. The server's connection machinery (reading, writing, output bounds,
+// holding replies until they are durable) serves any FrontEnd the same way; a listener
+// says which FrontEnd its connections speak.
+class FrontEnd {
+ public:
+  virtual ~FrontEnd() = default;
+
+  // Input: reserve room for up to n bytes, write into it, then commit what was written.
+  virtual char* PrepareInput(size_t n) = 0;
+  virtual void CommitInput(size_t n) = 0;
+  // Handles buffered input until it runs out, the front end waits (a pending result,
+  // closing, output above kOutputHighWater) or `max_steps` requests were handled. Returns
+  // true if it stopped only because of `max_steps`.
+  virtual bool Run(size_t max_steps) = 0;
+  // A result the session's store completed later (Client::OnResult, forwarded).
+  virtual void OnResult(const Result& r) = 0;
+  // The peer will send nothing more.
+  virtual void OnInputClosed() = 0;
+
+  virtual std::string& output() = 0;
+  virtual bool closing() const = 0;       // close once the output is written
+  virtual bool waiting() const = 0;       // a result is pending
+  virtual bool input_closed() const = 0;  // OnInputClosed was called
+  virtual bool runnable() const = 0;      // Run() could make progress now
+  virtual size_t buffered_input() const = 0;
+  virtual const Session& session() const = 0;
+
+  // Output above this stops request processing until the peer reads it.
+  static constexpr size_t kOutputHighWater = 1 << 20;
+};
+
+}  // namespace stalkd::command

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "base/clock.h"
+#include "command/values.h"
+
+// The command interface: every front end (the text protocol, HTTP) calls a store through
+// it, and every store (the in-memory engine with its binlog; Redis next) implements it.
+//
+// A call returns its Result at once, or Outcome::kPending: then the result arrives later,
+// exactly once, through the session's Client (a waiting reserve, a kick done in slices, a
+// store's round trip). A session runs one command at a time: its front end makes no other
+// call on it (but the abandon calls) until a pending result has arrived, which keeps a
+// connection's pipelined replies in order.
+//
+// Durability: a store may answer before what the answer reflects is durable. Each result
+// raises the session's need_mark(); a front end's replies may leave the process only once
+// Store::Covers(need_mark()) (the server holds the connection's output until then).
+namespace stalkd::command {
+
+// Whoever asked: receives the results that arrive later.
+class Client {
+ public:
+  virtual void OnResult(const Result& r) = 0;
+
+ protected:
+  ~Client() = default;
+};
+
+// One client's state in a store: the tube it uses, the tubes it watches, the jobs it has
+// reserved. Destroying it abandons a put in progress and a waiting reserve, and gives its
+// reserved jobs back.
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // put, in two steps: the job's room is taken (and its id assigned) first, a front end
+  // writes the body into the slot, then commits (or abandons) it.
+  virtual PutSlot BeginPut(const PutArgs& args) = 0;
+  virtual Result CommitPut() = 0;  // kInserted, kDraining, kOutOfMemory
+  virtual void AbandonPut() = 0;
+
+  // timeout: kForever for `reserve`. kReserved, kTimedOut, kDeadlineSoon or kPending.
+  virtual Result Reserve(Nanos timeout) = 0;
+  // The client went away while its reserve waited: kTimedOut; no result arrives later.
+  virtual Result AbandonReserve() = 0;
+  virtual Result ReserveJob(uint64_t id) = 0;
+
+  virtual Result Peek(uint64_t id) = 0;
+  virtual Result PeekReady() = 0;
+  virtual Result PeekDelayed() = 0;
+  virtual Result PeekBuried() = 0;
+
+  virtual Result Delete(uint64_t id) = 0;
+  virtual Result Release(uint64_t id, uint32_t pri, uint32_t delay_s) = 0;
+  virtual Result Bury(uint64_t id, uint32_t pri) = 0;
+  virtual Result Touch(uint64_t id) = 0;
+  // Kicks up to `count` buried jobs of the used tube or, if it has none, delayed ones.
+  virtual Result Kick(uint32_t count) = 0;
+  virtual Result KickJob(uint64_t id) = 0;
+
+  virtual Result Use(std::string_view tube) = 0;
+  virtual Result Watch(std::string_view tube) = 0;
+  virtual Result Ignore(std::string_view tube) = 0;
+  virtual Result ListTubeUsed() = 0;
+  virtual Result ListTubesWatched() = 0;
+  virtual Result ListTubes() = 0;
+  virtual Result PauseTube(std::string_view tube, uint32_t delay_s) = 0;
+
+  virtual Result Stats() = 0;
+  virtual Result StatsJob(uint64_t id) = 0;
+  virtual Result StatsTube(std::string_view tube) = 0;
+
+  // How far the store must be durable before this session's replies so far may be sent
+  // (see Store::Covers). It only grows.
+  int64_t need_mark() const { return need_mark_; }
+
+ protected:
+  void NeedMark(int64_t mark) {
+    if (mark > need_mark_) need_mark_ = mark;
+  }
+
+ private:
+  int64_t need_mark_ = 0;
+};
+
+// What a store asks of the process it runs in.
+class Host {
+ public:
+  virtual HostStats CurrentStats() const = 0;
+
+ protected:
+  ~Host() = default;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // A new session, whose late results go to `client`; `client` must outlive it.
+  virtual std::unique_ptr<Session> Open(Client& client) = 0;
+  // Does timer work (delays, TTRs, pauses, reserve timeouts) and the next slice of long
+  // work (kicks, a closed session's jobs), delivering the results this completes. Returns
+  // when it next has work: now if some is left, kForever if none.
+  virtual Nanos Tick() = 0;
+  // Whether everything up to `mark` is durable (see Session::need_mark).
+  virtual bool Covers(int64_t mark) const = 0;
+  // Drain mode: puts answer kDraining.
+  virtual void SetDraining(bool on) = 0;
+};
+
+}  // namespace stalkd::command

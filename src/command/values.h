@@ -1,0 +1,211 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "base/clock.h"
+
+// The values that cross the command interface: what a front end asks (verbs and their
+// arguments) and what a store answers (outcomes, job views, stats). No store's internals
+// (jobs, tubes, sessions) appear here; everything is copied or viewed.
+namespace stalkd::command {
+
+// Every verb, in the order `stats` lists its cmd-* counter. The verbs after kPauseTube are
+// counted but not shown, as in beanstalkd.
+enum class Verb : uint8_t {
+  kPut,
+  kPeek,
+  kPeekReady,
+  kPeekDelayed,
+  kPeekBuried,
+  kReserve,
+  kReserveWithTimeout,
+  kDelete,
+  kRelease,
+  kUse,
+  kWatch,
+  kIgnore,
+  kBury,
+  kKick,
+  kTouch,
+  kStats,
+  kStatsJob,
+  kStatsTube,
+  kListTubes,
+  kListTubeUsed,
+  kListTubesWatched,
+  kPauseTube,
+  kReserveJob,
+  kKickJob,
+  kQuit,
+  kUnknown,  // not a verb: a request that names none
+  kCount,
+};
+inline constexpr size_t kVerbCount = static_cast<size_t>(Verb::kCount);
+// Verbs whose cmd-* counter `stats` shows: kPut .. kPauseTube.
+inline constexpr size_t kShownVerbCount = static_cast<size_t>(Verb::kPauseTube) + 1;
+
+// Every answer a command can have. A front end encodes each in its own protocol.
+enum class Outcome : uint8_t {
+  kPending,  // not known yet: it arrives later through Client::OnResult
+  // Successes.
+  kInserted,   // number: the new job's id
+  kReserved,   // job
+  kFound,      // job
+  kDeleted,    //
+  kReleased,   //
+  kBuried,     //
+  kTouched,    //
+  kKicked,     // number: how many jobs (kick)
+  kKickedJob,  // the one job of kick-job
+  kUsing,      // name: the tube used
+  kWatching,   // number: how many tubes are watched
+  kPaused,     //
+  kStats,      // stats
+  kTubeStats,  // tube_stats
+  kJobStats,   // job_stats
+  kTubeList,   // tubes
+  // Refusals.
+  kNotFound,
+  kNotIgnored,    // the tube is the only one watched
+  kTimedOut,      // a reserve's timeout passed (or its client went away)
+  kDeadlineSoon,  // a reserved job's TTR ends within a second
+  kDraining,      // the server takes no new jobs
+  kOutOfMemory,   // the memory cap, or the job could not be made durable
+  kJobTooBig,     // the body is over the job size limit
+  kBadFormat,     // the request is malformed (e.g. an invalid tube name)
+  // Decided by a front end itself, never by a store.
+  kExpectedCrlf,
+  kUnknownCommand,
+};
+
+// A job as a reply shows it. `body` excludes the protocol's CRLF; it stays valid until the
+// caller next calls into the store.
+struct JobView {
+  uint64_t id = 0;
+  std::string_view body;
+};
+
+// What `stats` reports about the process rather than the jobs; a store gets it from its
+// Host.
+struct HostStats {
+  long pid = 0;
+  std::string version;
+  int64_t utime_us = 0;
+  int64_t stime_us = 0;
+  uint64_t uptime_s = 0;
+  int binlog_oldest_index = 0;
+  int binlog_current_index = 0;
+  int64_t binlog_records_migrated = 0;
+  int64_t binlog_records_written = 0;
+  int64_t binlog_max_size = 0;
+  std::string id;
+  std::string hostname;
+  std::string os;
+  std::string platform;
+};
+
+struct ServerStats {
+  uint64_t urgent = 0;
+  uint64_t ready = 0;
+  uint64_t reserved = 0;
+  uint64_t delayed = 0;
+  uint64_t buried = 0;
+  uint64_t cmds[kVerbCount] = {};  // by Verb
+  uint64_t timeouts = 0;
+  uint64_t total_jobs = 0;
+  size_t max_job_size = 0;
+  size_t tubes = 0;
+  uint64_t connections = 0;
+  uint64_t producers = 0;
+  uint64_t workers = 0;
+  uint64_t waiting = 0;
+  uint64_t total_connections = 0;
+  bool draining = false;
+  size_t memory_used = 0;
+  size_t memory_limit = 0;
+  HostStats host;
+};
+
+struct TubeStats {
+  std::string_view name;
+  uint64_t urgent = 0;
+  uint64_t ready = 0;
+  uint64_t reserved = 0;
+  uint64_t delayed = 0;
+  uint64_t buried = 0;
+  uint64_t total_jobs = 0;
+  uint32_t using_ct = 0;
+  uint32_t watching_ct = 0;
+  uint64_t waiting = 0;
+  uint64_t deletes = 0;
+  uint64_t pauses = 0;
+  int64_t pause_s = 0;
+  int64_t pause_left_s = 0;
+};
+
+struct JobStats {
+  uint64_t id = 0;
+  std::string_view tube;
+  std::string_view state;  // "ready", "delayed", "reserved", "buried"
+  uint32_t pri = 0;
+  int64_t age_s = 0;
+  uint32_t delay_s = 0;
+  uint32_t ttr_s = 0;
+  int64_t time_left_s = 0;
+  uint32_t file = 0;
+  uint32_t reserves = 0;
+  uint32_t timeouts = 0;
+  uint32_t releases = 0;
+  uint32_t buries = 0;
+  uint32_t kicks = 0;
+};
+
+// The answer to one command. Only the fields its outcome names are set; views and
+// pointers stay valid until the caller next calls into the store (for a late result: until
+// OnResult returns).
+struct Result {
+  Outcome outcome = Outcome::kNotFound;
+  uint64_t number = 0;    // kInserted: id; kKicked: jobs kicked; kWatching: tubes watched
+  JobView job;            // kReserved, kFound
+  std::string_view name;  // kUsing
+  const ServerStats* stats = nullptr;       // kStats
+  const TubeStats* tube_stats = nullptr;    // kTubeStats
+  const JobStats* job_stats = nullptr;      // kJobStats
+  std::span<const std::string_view> tubes;  // kTubeList
+
+  static Result Of(Outcome o, uint64_t n = 0) {
+    Result r;
+    r.outcome = o;
+    r.number = n;
+    return r;
+  }
+};
+
+struct PutArgs {
+  uint32_t pri = 0;
+  uint32_t delay_s = 0;
+  uint32_t ttr_s = 0;  // 0 is taken as 1, as in beanstalkd
+  uint32_t bytes = 0;  // body size
+  // The request had something malformed after its size: beanstalkd counts the put and
+  // checks the size limit first (kJobTooBig), and only then refuses it (kBadFormat).
+  bool malformed = false;
+};
+
+// Where a put's body goes: `bytes` of body, then 2 more bytes a front end may use for its
+// framing (the text protocol reads the CRLF that ends the body into them).
+struct PutSlot {
+  char* data = nullptr;  // null: the put is refused with `refusal`
+  size_t size = 0;       // bytes + 2
+  Outcome refusal = Outcome::kOutOfMemory;
+};
+
+// Tube names: 1..200 bytes of [A-Za-z0-9-+/;.$_()], not starting with '-'.
+inline constexpr size_t kMaxTubeNameLength = 200;
+bool IsTubeNameChar(char c);
+bool IsValidTubeName(std::string_view name);
+
+}  // namespace stalkd::command

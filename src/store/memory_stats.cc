@@ -1,0 +1,83 @@
+// What the stats verbs report, assembled from the engine's counters.
+#include <algorithm>
+#include <iterator>
+
+#include "store/memory_store.h"
+
+namespace stalkd::store {
+
+namespace {
+
+// Whole seconds of a nanosecond span, truncated toward zero as beanstalkd's C division.
+int64_t Secs(Nanos d) { return d / kSecond; }
+
+}  // namespace
+
+const command::ServerStats& MemoryStore::FillStats() {
+  const engine::GlobalCounters& c = engine_.counters();
+  command::ServerStats& s = stats_;
+  s.urgent = c.urgent;
+  s.ready = c.ready;
+  s.reserved = c.reserved;
+  s.delayed = c.delayed;
+  s.buried = c.buried;
+  std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
+  s.timeouts = c.timeouts;
+  s.total_jobs = c.total_jobs;
+  s.max_job_size = max_job_size_;
+  s.tubes = engine_.tubes().size();
+  s.connections = c.sessions;
+  s.producers = c.producers;
+  s.workers = c.workers;
+  s.waiting = c.waiting;
+  s.total_connections = c.total_sessions;
+  s.draining = engine_.draining();
+  s.memory_used = engine_.memory_used();
+  s.memory_limit = engine_.max_memory();
+  s.host = host_ ? host_->CurrentStats() : command::HostStats{};
+  return s;
+}
+
+const command::TubeStats& MemoryStore::FillTubeStats(const engine::Tube& t) {
+  command::TubeStats& s = tube_stats_;
+  s.name = t.name();
+  s.urgent = t.stat.urgent;
+  s.ready = t.ready.size();
+  s.reserved = t.stat.reserved;
+  s.delayed = t.delayed.size();
+  s.buried = t.buried.size();
+  s.total_jobs = t.stat.total_jobs;
+  s.using_ct = t.stat.using_ct;
+  s.watching_ct = t.stat.watching_ct;
+  s.waiting = t.waiters.size();
+  s.deletes = t.stat.deletes;
+  s.pauses = t.stat.pauses;
+  s.pause_s = Secs(t.pause_ns);
+  s.pause_left_s = t.paused() ? Secs(t.unpause_at - engine_.clock().Now()) : 0;
+  return s;
+}
+
+const command::JobStats& MemoryStore::FillJobStats(const engine::Job& j) {
+  Nanos now = engine_.clock().Now();
+  engine::JobState state = j.state();
+  bool timed = state == engine::JobState::kReserved || state == engine::JobState::kDelayed;
+  command::JobStats& s = job_stats_;
+  s.id = j.id;
+  s.tube = j.tube->name();
+  s.state = engine::JobStateName(state);
+  s.pri = j.pri;
+  s.age_s = Secs(now - j.created());
+  s.delay_s = j.delay_s();
+  s.ttr_s = j.ttr_s;
+  s.time_left_s = timed ? Secs(j.deadline() - now) : 0;
+  s.file = engine_.LogFile(j);
+  engine::JobCounts n = j.counts();
+  s.reserves = n.reserves;
+  s.timeouts = n.timeouts;
+  s.releases = n.releases;
+  s.buries = n.buries;
+  s.kicks = n.kicks;
+  return s;
+}
+
+}  // namespace stalkd::store

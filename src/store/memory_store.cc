@@ -1,0 +1,382 @@
+#include "store/memory_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/check.h"
+
+namespace stalkd::store {
+
+using command::Outcome;
+using command::Result;
+using command::Verb;
+using engine::Job;
+using engine::Tube;
+
+namespace {
+
+Result JobResult(Outcome o, const Job& j) {
+  Result r = Result::Of(o);
+  r.job = {j.id, std::string_view(j.data(), j.body_size)};
+  return r;
+}
+
+}  // namespace
+
+// One client's session: the engine's Session plus what a command needs around it (a put
+// whose body is arriving, a kick in progress) and where its late results go.
+class MemorySession final : public command::Session, public engine::SessionOwner {
+ public:
+  MemorySession(MemoryStore& store, command::Client& client)
+      : store_(store), engine_(store.engine_), client_(client), s_(engine_.OpenSession(this)) {}
+  ~MemorySession() override;
+
+  command::PutSlot BeginPut(const command::PutArgs& args) override;
+  Result CommitPut() override;
+  void AbandonPut() override;
+  Result Reserve(Nanos timeout) override;
+  Result AbandonReserve() override;
+  Result ReserveJob(uint64_t id) override;
+  Result Peek(uint64_t id) override;
+  Result PeekReady() override;
+  Result PeekDelayed() override;
+  Result PeekBuried() override;
+  Result Delete(uint64_t id) override;
+  Result Release(uint64_t id, uint32_t pri, uint32_t delay_s) override;
+  Result Bury(uint64_t id, uint32_t pri) override;
+  Result Touch(uint64_t id) override;
+  Result Kick(uint32_t count) override;
+  Result KickJob(uint64_t id) override;
+  Result Use(std::string_view tube) override;
+  Result Watch(std::string_view tube) override;
+  Result Ignore(std::string_view tube) override;
+  Result ListTubeUsed() override;
+  Result ListTubesWatched() override;
+  Result ListTubes() override;
+  Result PauseTube(std::string_view tube, uint32_t delay_s) override;
+  Result Stats() override;
+  Result StatsJob(uint64_t id) override;
+  Result StatsTube(std::string_view tube) override;
+
+  void OnEngineEvent(const engine::Event& ev) override;
+  // One slice of the kick in progress; true once it is done.
+  bool KickStep();
+  Result Kicked() { return All(Result::Of(Outcome::kKicked, kicked_)); }
+  command::Client& client() { return client_; }
+
+ private:
+  // A result that may reflect any change so far depends on every log record so far.
+  Result All(Result r) {
+    NeedMark(engine_.LogMark());
+    return r;
+  }
+  // A result showing a job depends only on that job's latest record.
+  Result Shows(Outcome o, const Job& j) {
+    NeedMark(engine_.LogMarkOf(j));
+    return JobResult(o, j);
+  }
+  Result Found(const Job* j) { return j ? Shows(Outcome::kFound, *j) : NotFound(); }
+  Result NotFound() { return All(Result::Of(Outcome::kNotFound)); }
+  Result Done(bool ok, Outcome o) {
+    store_.DeliverEvents();
+    return ok ? All(Result::Of(o)) : NotFound();
+  }
+  Result TubeList(std::span<Tube* const> tubes);
+  Result Using();
+
+  MemoryStore& store_;
+  engine::Engine& engine_;
+  command::Client& client_;
+  engine::Session* s_;
+  Job* in_job_ = nullptr;  // a put whose body is arriving
+  uint32_t kick_left_ = 0;
+  uint32_t kicked_ = 0;
+  bool kick_buried_ = false;  // which list the kick in progress started on
+};
+
+MemorySession::~MemorySession() {
+  if (in_job_) engine_.Discard(in_job_);
+  std::erase(store_.kicking_, this);
+  engine_.CloseSession(s_);
+  store_.DeliverEvents();  // its reserved jobs may have gone to waiting sessions
+}
+
+// ---------------------------------------------------------------------------- put
+
+command::PutSlot MemorySession::BeginPut(const command::PutArgs& a) {
+  store_.Count(Verb::kPut);
+  command::PutSlot slot;
+  if (a.bytes > store_.max_job_size_) {
+    slot.refusal = Outcome::kJobTooBig;
+    return slot;
+  }
+  if (a.malformed) {
+    slot.refusal = Outcome::kBadFormat;
+    return slot;
+  }
+  in_job_ = engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes);
+  if (!in_job_) {
+    NeedMark(engine_.LogMark());  // the cap reflects every job so far
+    slot.refusal = Outcome::kOutOfMemory;
+    return slot;
+  }
+  slot.data = in_job_->data();
+  slot.size = in_job_->data_size();
+  return slot;
+}
+
+Result MemorySession::CommitPut() {
+  STALKD_CHECK(in_job_ != nullptr);
+  Job* j = std::exchange(in_job_, nullptr);
+  uint64_t id = j->id;
+  Result r;
+  switch (engine_.Put(s_, j)) {
+    case engine::Engine::PutResult::kDraining:
+      r = Result::Of(Outcome::kDraining);
+      break;
+    case engine::Engine::PutResult::kNotDurable:
+      r = Result::Of(Outcome::kOutOfMemory);
+      break;
+    case engine::Engine::PutResult::kInserted:
+      r = Result::Of(Outcome::kInserted, id);
+      break;
+  }
+  store_.DeliverEvents();  // the job may have gone to a waiting session
+  return All(r);
+}
+
+void MemorySession::AbandonPut() {
+  if (in_job_) engine_.Discard(std::exchange(in_job_, nullptr));
+}
+
+// ---------------------------------------------------------------------------- reserve
+
+Result MemorySession::Reserve(Nanos timeout) {
+  store_.Count(timeout == kForever ? Verb::kReserve : Verb::kReserveWithTimeout);
+  if (!engine_.Reserve(s_, timeout)) return All(Result::Of(Outcome::kDeadlineSoon));
+  // A reserve that completed at once is answered now; otherwise OnEngineEvent answers it.
+  engine::Event ev;
+  if (!engine_.TakeOwnEvent(s_, &ev)) return Result::Of(Outcome::kPending);
+  if (ev.kind == engine::Event::Kind::kReserved) return Shows(Outcome::kReserved, *ev.job);
+  return All(Result::Of(Outcome::kTimedOut));
+}
+
+void MemorySession::OnEngineEvent(const engine::Event& ev) {
+  switch (ev.kind) {
+    case engine::Event::Kind::kReserved:
+      return client_.OnResult(Shows(Outcome::kReserved, *ev.job));
+    case engine::Event::Kind::kTimedOut:
+      return client_.OnResult(All(Result::Of(Outcome::kTimedOut)));
+    case engine::Event::Kind::kDeadlineSoon:
+      return client_.OnResult(All(Result::Of(Outcome::kDeadlineSoon)));
+  }
+}
+
+Result MemorySession::AbandonReserve() {
+  engine_.CancelReserve(s_);
+  return All(Result::Of(Outcome::kTimedOut));
+}
+
+Result MemorySession::ReserveJob(uint64_t id) {
+  store_.Count(Verb::kReserveJob);
+  const Job* j = engine_.ReserveJob(s_, id);
+  return j ? Shows(Outcome::kReserved, *j) : NotFound();
+}
+
+// ---------------------------------------------------------------------------- peek
+
+Result MemorySession::Peek(uint64_t id) {
+  store_.Count(Verb::kPeek);
+  return Found(engine_.Find(id));
+}
+
+Result MemorySession::PeekReady() {
+  store_.Count(Verb::kPeekReady);
+  return Found(engine_.PeekReady(s_->use()));
+}
+
+Result MemorySession::PeekDelayed() {
+  store_.Count(Verb::kPeekDelayed);
+  return Found(engine_.PeekDelayed(s_->use()));
+}
+
+Result MemorySession::PeekBuried() {
+  store_.Count(Verb::kPeekBuried);
+  return Found(engine_.PeekBuried(s_->use()));
+}
+
+// ---------------------------------------------------------------------------- job commands
+
+Result MemorySession::Delete(uint64_t id) {
+  store_.Count(Verb::kDelete);
+  return Done(engine_.Delete(s_, id), Outcome::kDeleted);
+}
+
+Result MemorySession::Release(uint64_t id, uint32_t pri, uint32_t delay_s) {
+  store_.Count(Verb::kRelease);
+  return Done(engine_.Release(s_, id, pri, delay_s), Outcome::kReleased);
+}
+
+Result MemorySession::Bury(uint64_t id, uint32_t pri) {
+  store_.Count(Verb::kBury);
+  return Done(engine_.Bury(s_, id, pri), Outcome::kBuried);
+}
+
+Result MemorySession::Touch(uint64_t id) {
+  store_.Count(Verb::kTouch);
+  return Done(engine_.Touch(s_, id), Outcome::kTouched);
+}
+
+Result MemorySession::KickJob(uint64_t id) {
+  store_.Count(Verb::kKickJob);
+  return Done(engine_.KickJob(id), Outcome::kKickedJob);
+}
+
+Result MemorySession::Kick(uint32_t count) {
+  store_.Count(Verb::kKick);
+  const Tube* t = s_->use();
+  kick_buried_ = !t->buried.empty();
+  // Never more than were there when the kick arrived: jobs re-buried between slices by
+  // other clients must not be kicked again (beanstalkd does the whole kick at once).
+  kick_left_ = static_cast<uint32_t>(
+      std::min<size_t>(count, kick_buried_ ? t->buried.size() : t->delayed.size()));
+  kicked_ = 0;
+  if (KickStep()) return Kicked();
+  store_.kicking_.push_back(this);  // the rest in later Ticks, a slice each
+  return Result::Of(Outcome::kPending);
+}
+
+bool MemorySession::KickStep() {
+  Tube* t = s_->use();
+  uint32_t n = std::min(kick_left_, MemoryStore::kKickSlice);
+  uint32_t k = kick_buried_ ? engine_.KickBuried(t, n) : engine_.KickDelayed(t, n);
+  kicked_ += k;
+  kick_left_ -= k;
+  store_.DeliverEvents();  // each kicked job is offered to waiting sessions at once
+  return k < n || kick_left_ == 0;
+}
+
+// ---------------------------------------------------------------------------- tubes
+
+Result MemorySession::Use(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kUse);
+  engine_.Use(s_, tube);
+  return Using();
+}
+
+Result MemorySession::ListTubeUsed() {
+  store_.Count(Verb::kListTubeUsed);
+  return Using();
+}
+
+Result MemorySession::Using() {
+  // The session's own state: depends on no log record.
+  Result r = Result::Of(Outcome::kUsing);
+  r.name = s_->use()->name();
+  return r;
+}
+
+Result MemorySession::Watch(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kWatch);
+  return All(Result::Of(Outcome::kWatching, engine_.Watch(s_, tube)));
+}
+
+Result MemorySession::Ignore(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kIgnore);
+  size_t n = engine_.Ignore(s_, tube);
+  return All(n == 0 ? Result::Of(Outcome::kNotIgnored) : Result::Of(Outcome::kWatching, n));
+}
+
+Result MemorySession::TubeList(std::span<Tube* const> tubes) {
+  store_.names_.clear();
+  for (const Tube* t : tubes) store_.names_.push_back(t->name());
+  Result r = Result::Of(Outcome::kTubeList);
+  r.tubes = store_.names_;
+  return All(r);
+}
+
+Result MemorySession::ListTubesWatched() {
+  store_.Count(Verb::kListTubesWatched);
+  return TubeList(s_->watch());
+}
+
+Result MemorySession::ListTubes() {
+  store_.Count(Verb::kListTubes);
+  return TubeList(engine_.tubes());
+}
+
+Result MemorySession::PauseTube(std::string_view tube, uint32_t delay_s) {
+  // beanstalkd counts a pause-tube before it checks the tube name.
+  store_.Count(Verb::kPauseTube);
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  return Done(engine_.PauseTube(tube, delay_s), Outcome::kPaused);
+}
+
+// ---------------------------------------------------------------------------- stats
+
+Result MemorySession::Stats() {
+  store_.Count(Verb::kStats);
+  Result r = Result::Of(Outcome::kStats);
+  r.stats = &store_.FillStats();
+  return All(r);
+}
+
+Result MemorySession::StatsJob(uint64_t id) {
+  store_.Count(Verb::kStatsJob);
+  const Job* j = engine_.Find(id);
+  if (!j) return NotFound();
+  Result r = Result::Of(Outcome::kJobStats);
+  r.job_stats = &store_.FillJobStats(*j);
+  return All(r);
+}
+
+Result MemorySession::StatsTube(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kStatsTube);
+  const Tube* t = engine_.FindTube(tube);
+  if (!t) return NotFound();
+  Result r = Result::Of(Outcome::kTubeStats);
+  r.tube_stats = &store_.FillTubeStats(*t);
+  return All(r);
+}
+
+// ---------------------------------------------------------------------------- the store
+
+MemoryStore::MemoryStore(const Clock& clock, MemoryStoreOptions options, const command::Host* host)
+    : engine_(clock, options.engine), host_(host), max_job_size_(options.max_job_size) {}
+
+MemoryStore::~MemoryStore() { STALKD_CHECK(kicking_.empty()); }
+
+std::unique_ptr<command::Session> MemoryStore::Open(command::Client& client) {
+  return std::make_unique<MemorySession>(*this, client);
+}
+
+void MemoryStore::DeliverEvents() {
+  if (!engine_.has_events()) return;
+  events_.clear();
+  engine_.TakeEvents(&events_);
+  // Delivering runs no command (a Client only takes the result), so no new events appear.
+  for (const engine::Event& ev : events_) ev.session->owner()->OnEngineEvent(ev);
+  events_.clear();
+}
+
+bool MemoryStore::KickSlices() {
+  std::erase_if(kicking_, [](MemorySession* s) {
+    if (!s->KickStep()) return false;
+    s->client().OnResult(s->Kicked());
+    return true;
+  });
+  return !kicking_.empty();
+}
+
+Nanos MemoryStore::Tick() {
+  Nanos next = engine_.Tick();
+  DeliverEvents();
+  if (!kicking_.empty() && KickSlices()) return engine_.clock().Now();
+  return next;
+}
+
+}  // namespace stalkd::store

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "command/store.h"
+#include "engine/engine.h"
+
+namespace stalkd::store {
+
+class MemorySession;
+
+struct MemoryStoreOptions {
+  engine::EngineOptions engine;
+  size_t max_job_size = 65535;  // -z
+};
+
+// The embedded store: the command interface over one in-process engine::Engine (and, with
+// -b, the binlog the server attaches to it as its JobLog). Everything a command means that
+// is not the engine's state machine lives here: the cmd-* counters, the job size limit,
+// tube name checks, kick's choice between buried and delayed jobs and its slicing, stats
+// assembled from the engine's counters, and the durability marks of each result.
+//
+// Results are immediate except a reserve that waits and a kick of more than kKickSlice
+// jobs; those complete from a later call (another session's put, Tick) through the
+// session's Client.
+class MemoryStore final : public command::Store {
+ public:
+  // `clock` and `host` (may be null: no process stats) must outlive the store.
+  MemoryStore(const Clock& clock, MemoryStoreOptions options, const command::Host* host);
+  ~MemoryStore() override;
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  std::unique_ptr<command::Session> Open(command::Client& client) override;
+  Nanos Tick() override;
+  bool Covers(int64_t mark) const override { return engine_.LogCovers(mark); }
+  void SetDraining(bool on) override { engine_.set_draining(on); }
+
+  // For the binlog (recovery, compaction), memory trimming and tests.
+  engine::Engine& engine() { return engine_; }
+  const engine::Engine& engine() const { return engine_; }
+  uint64_t count(command::Verb v) const { return cmds_[static_cast<size_t>(v)]; }
+  void set_max_job_size(size_t n) { max_job_size_ = n; }
+
+  // Jobs kicked per slice; a larger kick is spread over several Ticks.
+  static constexpr uint32_t kKickSlice = 1000;
+
+ private:
+  friend class MemorySession;
+
+  void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }
+  // Hands the engine's pending events (reserves that waited) to their sessions.
+  void DeliverEvents();
+  // One slice of every kick in progress; true if some are still in progress.
+  bool KickSlices();
+
+  const command::ServerStats& FillStats();
+  const command::TubeStats& FillTubeStats(const engine::Tube& t);
+  const command::JobStats& FillJobStats(const engine::Job& j);
+
+  engine::Engine engine_;
+  const command::Host* host_;
+  size_t max_job_size_;
+  uint64_t cmds_[command::kVerbCount] = {};
+  std::vector<MemorySession*> kicking_;  // sessions with a kick in progress
+  std::vector<engine::Event> events_;    // DeliverEvents' scratch
+  // What results point to, valid until the next call.
+  command::ServerStats stats_;
+  command::TubeStats tube_stats_;
+  command::JobStats job_stats_;
+  std::vector<std::string_view> names_;
+};
+
+}  // namespace stalkd::store
