@@ -116,7 +116,8 @@ Server::Server(const Options& options, const Clock& clock)
     : options_(options),
       clock_(clock),
       started_(clock.Now()),
-      memory_(clock, MemoryStoreOptionsFor(options), this) {
+      memory_(new store::MemoryStore(clock, MemoryStoreOptionsFor(options), this)) {
+  store_.reset(memory_);
   for (const std::string& cidr : options_.allow) {
     std::string error;
     STALKD_CHECK(access_.Add(cidr, &error));  // validated by ParseOptions
@@ -139,7 +140,7 @@ Server::~Server() {
   if (binlog_) {
     if (sync_handler_) loop_.Remove(binlog_->sync_fd());
     binlog_->Close();
-    memory_.engine().set_log(nullptr);
+    memory_->engine().set_log(nullptr);
   }
 }
 
@@ -157,7 +158,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
     *exit_code = 10;
     return false;
   }
-  if (!store->Recover(&memory_.engine(), error)) {
+  if (!store->Recover(&memory_->engine(), error)) {
     *exit_code = 1;
     return false;
   }
@@ -165,7 +166,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
     printf("binlog: %zu jobs restored from %s\n", store->restored(), so.dir.c_str());
   }
   binlog_ = std::move(store);
-  memory_.engine().set_log(binlog_.get());
+  memory_->engine().set_log(binlog_.get());
   // Recovery's temporary index of every record is gone: give its memory back to the OS.
   malloc_trim(0);
   if (binlog_->sync_fd() >= 0) {
@@ -279,7 +280,7 @@ void Server::CheckBlocked() {
 }
 
 void Server::NoteMemory() {
-  size_t used = memory_.engine().memory_used();
+  size_t used = memory_->engine().memory_used();
   memory_peak_ = std::max(memory_peak_, used);
   trim_due_ = used <= memory_peak_ / 2 && memory_peak_ - used >= kTrimMinDrop;
 }
@@ -292,7 +293,7 @@ Nanos Server::TrimWhenIdle(Nanos poll_timeout) {
   }
   if (poll_timeout >= 0 && poll_timeout < kTrimIdle) return poll_timeout;
   malloc_trim(0);
-  memory_peak_ = memory_.engine().memory_used();
+  memory_peak_ = memory_->engine().memory_used();
   trim_due_ = false;
   return PollTimeout();  // time has passed
 }
@@ -304,7 +305,7 @@ void Server::OnStoreSynced() {
 }
 
 bool Server::MayReply(Connection* c) const {
-  return memory_.Covers(c->front_end().session().need_mark());
+  return store_->Covers(c->front_end().session().need_mark());
 }
 
 void Server::ReleaseHeld() {
@@ -345,7 +346,7 @@ void Server::MarkClosed(Connection* c) {
 Nanos Server::PollTimeout() {
   if (!runnable_.empty() || !dirty_.empty() || !closed_.empty()) return 0;
   Nanos now = clock_.Now();
-  Nanos next = memory_.Tick();
+  Nanos next = store_->Tick();
   if (!dirty_.empty()) return 0;
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
   next = std::min(next, binlog_deadline_);
@@ -386,7 +387,7 @@ void Server::RunOnce() {
     }
   }
 
-  memory_.Tick();
+  store_->Tick();
 
   // Group commit: the records of this iteration (and of connections closed at the end of
   // the last one) are written together. Under -f 0 the replies that depend on them wait

@@ -51,7 +51,7 @@ class Server final : public command::Host {
   // Routes SIGTERM/SIGINT (stop) and SIGUSR1 (drain mode) through the loop.
   bool HandleSignals();
 
-  command::Store& store() { return memory_; }
+  command::Store& store() { return *store_; }
   command::HostStats CurrentStats() const override;
 
   // Called by connections.
@@ -87,7 +87,8 @@ class Server final : public command::Host {
   Options options_;
   const Clock& clock_;
   Nanos started_;
-  store::MemoryStore memory_;                  // the embedded store
+  std::unique_ptr<command::Store> store_;      // where jobs live; connections reach it only here
+  store::MemoryStore* memory_;                 // store_, the embedded store (the only kind yet)
   std::unique_ptr<storage::JobStore> binlog_;  // with -b; written once per RunOnce
   Nanos binlog_deadline_ = kForever;           // when the binlog next needs a Flush (fsync)
   bool binlog_failure_handled_ = false;
