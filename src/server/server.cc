@@ -143,7 +143,7 @@ Server::~Server() {
 }
 
 bool Server::OpenBinlog(std::string* error, int* exit_code) {
-  storage::StoreOptions so;
+  storage::BinlogOptions so;
   so.dir = options_.binlog_dir;
   so.segment_size = std::max<int64_t>(options_.binlog_size, 4096);
   so.fsync_ms = options_.fsync_ms;
@@ -151,7 +151,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   so.skip_damaged = options_.binlog_skip_damaged;
   so.verbosity = options_.verbosity;
   so.background_sync = true;
-  auto store = std::make_unique<storage::JobStore>(so, clock_);
+  auto store = std::make_unique<storage::Binlog>(so, clock_);
   if (!store->Lock(error)) {
     *exit_code = 10;
     return false;
@@ -463,7 +463,7 @@ protocol::HostStats Server::CurrentStats() const {
   h.uptime_s = static_cast<uint64_t>((clock_.Now() - started_) / kSecond);
   h.binlog_max_size = options_.binlog_size;
   if (store_) {
-    storage::JobStore::Stats st = store_->stats();
+    storage::Binlog::Stats st = store_->stats();
     h.binlog_oldest_index = static_cast<int>(st.oldest_index);
     h.binlog_current_index = static_cast<int>(st.current_index);
     h.binlog_records_migrated = st.records_migrated;

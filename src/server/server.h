@@ -12,7 +12,7 @@
 #include "protocol/conversation.h"
 #include "protocol/reply.h"
 #include "server/options.h"
-#include "storage/job_store.h"
+#include "storage/binlog.h"
 
 namespace stalkd::server {
 
@@ -83,8 +83,8 @@ class Server final : public protocol::Host {
   const Clock& clock_;
   Nanos started_;
   engine::Engine engine_;
-  std::unique_ptr<storage::JobStore> store_;  // with -b; written once per RunOnce
-  Nanos store_deadline_ = kForever;           // when the store next needs a Flush (fsync)
+  std::unique_ptr<storage::Binlog> store_;  // with -b; written once per RunOnce
+  Nanos store_deadline_ = kForever;         // when the store next needs a Flush (fsync)
   bool store_failure_handled_ = false;
   std::unique_ptr<SyncHandler> sync_handler_;
   net::EventLoop loop_;

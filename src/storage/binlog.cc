@@ -1,4 +1,4 @@
-#include "storage/job_store.h"
+#include "storage/binlog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -85,7 +85,7 @@ struct Mapped {
 
 }  // namespace
 
-struct JobStore::Segment {
+struct Binlog::Segment {
   uint32_t seq = 0;
   int fd = -1;                // open while written to or not yet synced
   int64_t end = 0;            // bytes placed (header and records), written or not
@@ -103,10 +103,10 @@ namespace {
 constexpr uint32_t kDirTarget = UINT32_MAX;
 }  // namespace
 
-JobStore::JobStore(StoreOptions options, const Clock& clock)
+Binlog::Binlog(BinlogOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock) {}
 
-JobStore::~JobStore() {
+Binlog::~Binlog() {
   syncer_.reset();  // its thread may be syncing our fds
   for (auto& s : segs_) {
     if (s->fd >= 0) close(s->fd);
@@ -115,11 +115,11 @@ JobStore::~JobStore() {
   if (lock_fd_ >= 0) close(lock_fd_);
 }
 
-std::string JobStore::PathOf(uint32_t seq) const {
+std::string Binlog::PathOf(uint32_t seq) const {
   return options_.dir + "/binlog." + std::to_string(seq);
 }
 
-void JobStore::Log(const char* fmt, ...) const {
+void Binlog::Log(const char* fmt, ...) const {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "stalkd: binlog: ");
@@ -128,7 +128,7 @@ void JobStore::Log(const char* fmt, ...) const {
   va_end(ap);
 }
 
-void JobStore::Fail(const char* what, const std::string& path, int err) {
+void Binlog::Fail(const char* what, const std::string& path, int err) {
   Log("%s %s: %s; from now on puts are refused (OUT_OF_MEMORY) and nothing more is written; "
       "restart the server to recover",
       what, path.c_str(), strerror(err));
@@ -137,7 +137,7 @@ void JobStore::Fail(const char* what, const std::string& path, int err) {
   sealed_.clear();
 }
 
-bool JobStore::Lock(std::string* error) {
+bool Binlog::Lock(std::string* error) {
   if (mkdir(options_.dir.c_str(), 0700) != 0 && errno != EEXIST) {
     *error = "cannot create " + options_.dir + ": " + strerror(errno);
     return false;
@@ -164,7 +164,7 @@ bool JobStore::Lock(std::string* error) {
 
 // ---------------------------------------------------------------------------- space
 
-int64_t JobStore::UsableAfter(size_t record_size) const {
+int64_t Binlog::UsableAfter(size_t record_size) const {
   const int64_t s = options_.segment_size;
   const int64_t per_segment = s - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   const int64_t x = static_cast<int64_t>(record_size);
@@ -177,7 +177,7 @@ int64_t JobStore::UsableAfter(size_t record_size) const {
          (future - 1) * per_segment;
 }
 
-bool JobStore::AddFutureSegment() {
+bool Binlog::AddFutureSegment() {
   if (failed_) return false;
   uint32_t seq = segs_.back()->seq + 1;
   std::string path = PathOf(seq);
@@ -218,7 +218,7 @@ bool JobStore::AddFutureSegment() {
 
 // ---------------------------------------------------------------------------- records
 
-JobRecord JobStore::ToRecord(const Job& j) const {
+JobRecord Binlog::ToRecord(const Job& j) const {
   JobRecord r;
   Nanos now = clock_.Now();
   int64_t wall = WallNow();
@@ -233,22 +233,20 @@ JobRecord JobStore::ToRecord(const Job& j) const {
   return r;
 }
 
-void JobStore::AppendJobFull(const Job& j, std::string* out) const {
+void Binlog::AppendJobFull(const Job& j, std::string* out) const {
   JobRecord r = ToRecord(j);
   r.tube = j.tube->name();
   r.body = std::string_view(j.data(), j.body_size);
   AppendFull(out, r);
 }
 
-void JobStore::AppendJobState(const Job& j, std::string* out) const {
-  AppendState(out, ToRecord(j));
-}
+void Binlog::AppendJobState(const Job& j, std::string* out) const { AppendState(out, ToRecord(j)); }
 
 // Appends the record that `encode` writes to the current segment's buffer, first moving
 // to the next segment if it would not fit. Returns false (nothing appended) if there is no
 // next segment.
 template <typename Encode>
-bool JobStore::Place(size_t size, Encode encode) {
+bool Binlog::Place(size_t size, Encode encode) {
   Segment* s = Current();
   bool next = static_cast<int64_t>(size) > options_.segment_size - s->end;
   if (next && cur_ + 1 >= segs_.size()) return false;
@@ -273,7 +271,7 @@ bool JobStore::Place(size_t size, Encode encode) {
   return true;
 }
 
-void JobStore::WriteFull(const Job& j, uint32_t resv) {
+void Binlog::WriteFull(const Job& j, uint32_t resv) {
   size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
   bool ok = Place(size, [&](std::string* b) { AppendJobFull(j, b); });
   STALKD_CHECK(ok);  // Admit or the caller made room
@@ -293,7 +291,7 @@ void JobStore::WriteFull(const Job& j, uint32_t resv) {
   records_written_++;
 }
 
-bool JobStore::Admit(const Job& j) {
+bool Binlog::Admit(const Job& j) {
   if (failed_) return false;
   size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
   if (static_cast<int64_t>(size) > options_.segment_size - int64_t{kSegmentHeaderSize}) {
@@ -309,12 +307,12 @@ bool JobStore::Admit(const Job& j) {
   return true;
 }
 
-void JobStore::Put(const Job& j) {
+void Binlog::Put(const Job& j) {
   if (failed_) return;
   WriteFull(j, kJobReserve);
 }
 
-void JobStore::Update(const Job& j) {
+void Binlog::Update(const Job& j) {
   auto it = jobs_.find(j.id);
   if (failed_ || it == jobs_.end()) return;
   JobMeta& m = it->second;
@@ -341,17 +339,17 @@ void JobStore::Update(const Job& j) {
   }
 }
 
-int64_t JobStore::MarkOf(const Job& j) const {
+int64_t Binlog::MarkOf(const Job& j) const {
   auto it = jobs_.find(j.id);
   return it == jobs_.end() ? placed_ : it->second.mark;
 }
 
-uint32_t JobStore::FileOf(const Job& j) const {
+uint32_t Binlog::FileOf(const Job& j) const {
   auto it = jobs_.find(j.id);
   return it == jobs_.end() ? 0 : it->second.last_seq;
 }
 
-void JobStore::Delete(const Job& j) {
+void Binlog::Delete(const Job& j) {
   auto it = jobs_.find(j.id);
   if (it == jobs_.end()) return;
   JobMeta m = it->second;
@@ -372,7 +370,7 @@ void JobStore::Delete(const Job& j) {
 
 // ---------------------------------------------------------------------------- flush
 
-void JobStore::Compact() {
+void Binlog::Compact() {
   if (failed_ || !engine_) return;
   const int64_t s = options_.segment_size;
   Segment* head = segs_.front().get();
@@ -406,7 +404,7 @@ void JobStore::Compact() {
   }
 }
 
-bool JobStore::WritePending() {
+bool Binlog::WritePending() {
   auto write = [this](Segment* s, const std::string& bytes) {
     if (bytes.empty()) return true;
     int err = file::WriteAt(s->fd, bytes.data(), bytes.size(), s->written);
@@ -429,7 +427,7 @@ bool JobStore::WritePending() {
 }
 
 // The dirty segments and, if a file was created or removed, the directory; all marked clean.
-std::vector<Syncer::Target> JobStore::TakeSyncTargets() {
+std::vector<Syncer::Target> Binlog::TakeSyncTargets() {
   std::vector<Syncer::Target> targets;
   for (auto& s : segs_) {
     if (s->fd >= 0 && s->dirty) targets.push_back({s->fd, false, s->seq});
@@ -440,13 +438,13 @@ std::vector<Syncer::Target> JobStore::TakeSyncTargets() {
   return targets;
 }
 
-void JobStore::SyncFailed(const Syncer::Result& r) {
+void Binlog::SyncFailed(const Syncer::Result& r) {
   Fail("fsync of", r.failed_id == kDirTarget ? options_.dir : PathOf(r.failed_id), r.err);
 }
 
 // A finished segment is closed once all of it is written and synced: nothing more is
 // written to it.
-void JobStore::CloseFinished() {
+void Binlog::CloseFinished() {
   for (size_t i = 0; i < cur_; i++) {
     Segment* s = segs_[i].get();
     if (s->fd >= 0 && !s->dirty && s->written == s->end) {
@@ -457,7 +455,7 @@ void JobStore::CloseFinished() {
 }
 
 // Syncs on this thread (none may be running in the background).
-bool JobStore::Sync() {
+bool Binlog::Sync() {
   std::vector<Syncer::Target> targets = TakeSyncTargets();
   if (!options_.fsync_never) {
     Syncer::Result r;
@@ -472,7 +470,7 @@ bool JobStore::Sync() {
   return true;
 }
 
-void JobStore::CollectGarbage() {
+void Binlog::CollectGarbage() {
   // Only the oldest segments go: a later one may hold the delete record of a job whose
   // kFull record is in an earlier one.
   // Nor one with records still to be written (they would go to a closed file).
@@ -490,7 +488,7 @@ void JobStore::CollectGarbage() {
   }
 }
 
-Nanos JobStore::Flush(bool idle) {
+Nanos Binlog::Flush(bool idle) {
   if (failed_) return kForever;
   Compact();
   // Keep a spare segment beyond the reserved room, so bursts of puts rarely wait for one.
@@ -524,7 +522,7 @@ Nanos JobStore::Flush(bool idle) {
 
 // Starts (background_sync) or does a sync if there is unsynced data and -f says it is
 // time. Returns when one is next due.
-Nanos JobStore::SyncIfDue() {
+Nanos Binlog::SyncIfDue() {
   if (!unsynced_) return kForever;
   if (syncer_ && syncer_->busy()) return kForever;  // the Flush after OnSyncDone starts it
   Nanos now = clock_.Now();
@@ -542,10 +540,10 @@ Nanos JobStore::SyncIfDue() {
   return kForever;
 }
 
-int JobStore::sync_fd() const { return syncer_ ? syncer_->notify_fd() : -1; }
+int Binlog::sync_fd() const { return syncer_ ? syncer_->notify_fd() : -1; }
 
 // The outcome of a background sync: what it covered is durable, or the store has failed.
-bool JobStore::TakeSyncResult(const Syncer::Result& r) {
+bool Binlog::TakeSyncResult(const Syncer::Result& r) {
   if (r.err != 0) {
     SyncFailed(r);
     return false;
@@ -554,14 +552,14 @@ bool JobStore::TakeSyncResult(const Syncer::Result& r) {
   return true;
 }
 
-void JobStore::OnSyncDone() {
+void Binlog::OnSyncDone() {
   Syncer::Result r;
   if (!syncer_ || !syncer_->Collect(&r) || !TakeSyncResult(r)) return;
   CloseFinished();
   CollectGarbage();
 }
 
-void JobStore::Close() {
+void Binlog::Close() {
   if (segs_.empty()) return;
   Syncer::Result r;
   if (syncer_ && syncer_->Wait(&r)) TakeSyncResult(r);
@@ -569,7 +567,7 @@ void JobStore::Close() {
   if (!options_.fsync_never) Sync();
 }
 
-JobStore::Stats JobStore::stats() const {
+Binlog::Stats Binlog::stats() const {
   Stats s;
   if (!segs_.empty()) {
     s.oldest_index = segs_.front()->seq;
@@ -586,7 +584,7 @@ JobStore::Stats JobStore::stats() const {
 
 // ---------------------------------------------------------------------------- recovery
 
-bool JobStore::Recover(engine::Engine* engine, std::string* error) {
+bool Binlog::Recover(engine::Engine* engine, std::string* error) {
   engine_ = engine;
   std::vector<uint32_t> stalkd_seqs, beanstalkd_seqs;
   DIR* d = opendir(options_.dir.c_str());
@@ -658,7 +656,7 @@ static engine::RestoredJob ToRestored(const JobRecord& x, Nanos now, int64_t wal
   return rj;
 }
 
-bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error) {
+bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error) {
   std::vector<std::unique_ptr<Mapped>> maps;
   std::unordered_map<uint64_t, Replayed> jobs;
   jobs.reserve(1024);
@@ -798,7 +796,7 @@ bool JobStore::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* err
   return OpenForWriting(max_seq + 1, error);
 }
 
-bool JobStore::OpenForWriting(uint32_t seq, std::string* error) {
+bool Binlog::OpenForWriting(uint32_t seq, std::string* error) {
   // A placeholder for the sequence number, so AddFutureSegment numbers from seq.
   bool placeholder = segs_.empty() || segs_.back()->seq + 1 != seq;
   if (placeholder) {
@@ -854,9 +852,8 @@ bool JobStore::OpenForWriting(uint32_t seq, std::string* error) {
   return true;
 }
 
-bool JobStore::AdoptBeanstalkd(const std::vector<uint32_t>& bseqs,
-                               std::vector<uint32_t>* stalkd_seqs, bool* adopted,
-                               std::string* error) {
+bool Binlog::AdoptBeanstalkd(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
+                             bool* adopted, std::string* error) {
   *adopted = false;
   uint32_t max_b = bseqs.back();
   for (uint32_t seq : *stalkd_seqs) {

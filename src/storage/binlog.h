@@ -16,7 +16,7 @@
 
 namespace stalkd::storage {
 
-struct StoreOptions {
+struct BinlogOptions {
   std::string dir;                  // -b
   int64_t segment_size = 10485760;  // -s, a multiple of 4096
   int64_t fsync_ms = 50;            // -f; 0: sync before the replies of every iteration
@@ -46,14 +46,14 @@ struct StoreOptions {
 // segment forward so the head segments can be unlinked; it only uses unreserved space.
 //
 // Errors: a failed write, sync or preallocation is logged; after a failed write or sync the
-// store refuses every put (Admit is false) and writes nothing more, and the server keeps
+// binlog refuses every put (Admit is false) and writes nothing more, and the server keeps
 // serving the jobs it has in memory.
-class JobStore final : public engine::JobLog {
+class Binlog final : public engine::JobLog {
  public:
-  JobStore(StoreOptions options, const Clock& clock);
-  ~JobStore() override;
-  JobStore(const JobStore&) = delete;
-  JobStore& operator=(const JobStore&) = delete;
+  Binlog(BinlogOptions options, const Clock& clock);
+  ~Binlog() override;
+  Binlog(const Binlog&) = delete;
+  Binlog& operator=(const Binlog&) = delete;
 
   // Creates the directory if needed and takes an exclusive flock on DIR/lock (the same
   // lock file beanstalkd uses). false: *error says why (e.g. another server holds it).
@@ -62,7 +62,7 @@ class JobStore final : public engine::JobLog {
   // Reads every segment (or an existing beanstalkd binlog, which it then rewrites in
   // stalkd's format), restores the jobs into `engine`, and opens a fresh segment for
   // writing. Call after Lock, before set_log. false: start-up must stop; *error names the
-  // file and offset. `engine` must outlive the store (compaction reads jobs from it).
+  // file and offset. `engine` must outlive the binlog (compaction reads jobs from it).
   bool Recover(engine::Engine* engine, std::string* error);
 
   // Writes everything recorded since the last call and syncs per policy; unlinks dead
@@ -166,7 +166,7 @@ class JobStore final : public engine::JobLog {
                        bool* adopted, std::string* error);
   bool OpenForWriting(uint32_t seq, std::string* error);
 
-  StoreOptions options_;
+  BinlogOptions options_;
   const Clock& clock_;
   engine::Engine* engine_ = nullptr;
   int lock_fd_ = -1;
