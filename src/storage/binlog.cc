@@ -1,10 +1,8 @@
 #include "storage/binlog.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,27 +14,24 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "storage/beanstalkd_binlog.h"
+#include "storage/binlog_internal.h"
 #include "storage/file.h"
 #include "storage/record.h"
 
 namespace stalkd::storage {
 
+using binlog_internal::kJobReserve;
+using binlog_internal::WallNow;
 using engine::Job;
 using engine::JobState;
 
-namespace {
-
-// Room kept for every live job: one state change and its delete.
-constexpr uint32_t kJobReserve = kStateRecordSize + kDeleteRecordSize;
-// Jobs compaction may move per Flush.
-constexpr int kMigrateBudget = 1000;
-
-int64_t WallNow() {
+int64_t binlog_internal::WallNow() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
+
+namespace {
 
 DiskState ToDisk(JobState s) {
   switch (s) {
@@ -51,56 +46,9 @@ DiskState ToDisk(JobState s) {
   }
 }
 
-// A whole file mapped read-only.
-struct Mapped {
-  uint32_t seq = 0;
-  std::string path;
-  int fd = -1;
-  const char* data = nullptr;
-  size_t size = 0;
-  ~Mapped() {
-    if (data) munmap(const_cast<char*>(data), size);
-    if (fd >= 0) close(fd);
-  }
-  bool Open(std::string* error) {
-    fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);  // beanstalkd makes them 0400
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-      *error = path + ": " + strerror(errno);
-      return false;
-    }
-    size = static_cast<size_t>(st.st_size);
-    if (size == 0) return true;
-    void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      *error = path + ": mmap: " + strerror(errno);
-      return false;
-    }
-    madvise(p, size, MADV_SEQUENTIAL);
-    data = static_cast<const char*>(p);
-    return true;
-  }
-};
-
-}  // namespace
-
-struct Binlog::Segment {
-  uint32_t seq = 0;
-  int fd = -1;                // open while written to or not yet synced
-  int64_t end = 0;            // bytes placed (header and records), written or not
-  int64_t written = 0;        // bytes written to the file
-  int64_t live = 0;           // live jobs whose latest kFull record is here
-  std::vector<uint64_t> ids;  // jobs whose kFull record was placed here (may be stale)
-  size_t scan = 0;            // compaction's cursor into ids
-  bool dirty = false;         // written since the last sync
-  int64_t fill_from = 0;      // > 0: the sync thread may be zero-filling from here on
-  int64_t dead_at = 0;        // placed_ when live last fell to 0: removable once durable
-};
-
-namespace {
 // Syncer::Target::id of the binlog directory (segments use their sequence number).
 constexpr uint32_t kDirTarget = UINT32_MAX;
+
 }  // namespace
 
 Binlog::Binlog(BinlogOptions options, const Clock& clock)
@@ -242,35 +190,6 @@ void Binlog::AppendJobFull(const Job& j, std::string* out) const {
 
 void Binlog::AppendJobState(const Job& j, std::string* out) const { AppendState(out, ToRecord(j)); }
 
-// Appends the record that `encode` writes to the current segment's buffer, first moving
-// to the next segment if it would not fit. Returns false (nothing appended) if there is no
-// next segment.
-template <typename Encode>
-bool Binlog::Place(size_t size, Encode encode) {
-  Segment* s = Current();
-  bool next = static_cast<int64_t>(size) > options_.segment_size - s->end;
-  if (next && cur_ + 1 >= segs_.size()) return false;
-  // The fill ahead of the records stops when they reach it, or when they move on (the file
-  // is closed once its records are written and synced).
-  if (s->fill_from > 0 && (next || s->end + static_cast<int64_t>(size) > s->fill_from)) {
-    syncer_->StopFill(s->seq);
-    s->fill_from = 0;
-  }
-  if (next) {
-    sealed_.push_back({s, std::move(buf_)});
-    buf_.clear();
-    ++cur_;
-    s = Current();
-    if (syncer_) syncer_->StopFill(s->seq);  // ours to write from now on
-  }
-  size_t before = buf_.size();
-  encode(&buf_);
-  STALKD_CHECK(buf_.size() - before == size);
-  s->end += static_cast<int64_t>(size);
-  placed_ += static_cast<int64_t>(size);
-  return true;
-}
-
 void Binlog::WriteFull(const Job& j, uint32_t resv) {
   size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
   bool ok = Place(size, [&](std::string* b) { AppendJobFull(j, b); });
@@ -370,40 +289,6 @@ void Binlog::Delete(const Job& j) {
 
 // ---------------------------------------------------------------------------- flush
 
-void Binlog::Compact() {
-  if (failed_ || !engine_) return;
-  const int64_t s = options_.segment_size;
-  Segment* head = segs_.front().get();
-  if (cur_ == 0 || head->live == 0) return;  // nothing to move, or the head is dead already
-  // Keep the closed and current segments within twice the live data plus two segments.
-  if (static_cast<int64_t>(cur_ + 1) * s <= 2 * live_bytes_ + 2 * s) return;
-  int budget = kMigrateBudget;
-  while (budget > 0 && head->scan < head->ids.size()) {
-    uint64_t id = head->ids[head->scan];
-    auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second.full_seq != head->seq) {
-      head->scan++;
-      continue;
-    }
-    Job* j = engine_->FindMutable(id);
-    if (!j) {
-      head->scan++;
-      continue;
-    }
-    // Only free space: the reservations of live jobs stay untouched.
-    size_t size = it->second.full_size;
-    while (UsableAfter(size) < reserved_) {
-      if (!AddFutureSegment()) return;
-    }
-    head->scan++;
-    head->live--;
-    WriteFull(*j, 0);
-    if (head->live == 0) head->dead_at = placed_;
-    records_migrated_++;
-    budget--;
-  }
-}
-
 bool Binlog::WritePending() {
   auto write = [this](Segment* s, const std::string& bytes) {
     if (bytes.empty()) return true;
@@ -468,24 +353,6 @@ bool Binlog::Sync() {
   durable_mark_ = written_mark_;  // under -F, as durable as it gets
   CloseFinished();
   return true;
-}
-
-void Binlog::CollectGarbage() {
-  // Only the oldest segments go: a later one may hold the delete record of a job whose
-  // kFull record is in an earlier one.
-  // Nor one with records still to be written (they would go to a closed file).
-  while (cur_ > 0 && segs_.front()->live == 0 && segs_.front()->dead_at <= durable_mark_ &&
-         segs_.front()->written == segs_.front()->end) {
-    Segment* s = segs_.front().get();
-    if (s->fd >= 0) close(s->fd);
-    std::string path = PathOf(s->seq);
-    int err = file::Unlink(path.c_str(), options_.segment_size);
-    if (err != 0) Log("cannot remove %s: %s", path.c_str(), strerror(err));
-    if (options_.verbosity > 1) Log("removed %s", path.c_str());
-    segs_.pop_front();
-    cur_--;
-    dir_dirty_ = true;
-  }
 }
 
 Nanos Binlog::Flush(bool idle) {
@@ -580,383 +447,6 @@ Binlog::Stats Binlog::stats() const {
   s.dropped_updates = dropped_updates_;
   s.failed = failed_;
   return s;
-}
-
-// ---------------------------------------------------------------------------- recovery
-
-bool Binlog::Recover(engine::Engine* engine, std::string* error) {
-  engine_ = engine;
-  std::vector<uint32_t> stalkd_seqs, beanstalkd_seqs;
-  DIR* d = opendir(options_.dir.c_str());
-  if (!d) {
-    *error = "cannot read " + options_.dir + ": " + strerror(errno);
-    return false;
-  }
-  std::vector<uint32_t> seqs;
-  while (dirent* e = readdir(d)) {
-    const char* name = e->d_name;
-    if (strncmp(name, "binlog.", 7) != 0) continue;
-    char* end = nullptr;
-    unsigned long n = strtoul(name + 7, &end, 10);
-    if (end == name + 7 || *end != '\0' || n == 0 || n > UINT32_MAX) continue;
-    seqs.push_back(static_cast<uint32_t>(n));
-  }
-  closedir(d);
-  std::sort(seqs.begin(), seqs.end());
-  for (uint32_t seq : seqs) {
-    char head[8] = {};
-    int fd = open(PathOf(seq).c_str(), O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, head, sizeof head) : -1;
-    if (fd >= 0) close(fd);
-    if (n < 0) {
-      *error = PathOf(seq) + ": " + strerror(errno);
-      return false;
-    }
-    if (n == 8 && memcmp(head, kSegmentMagic, 8) == 0) {
-      stalkd_seqs.push_back(seq);
-    } else {
-      beanstalkd_seqs.push_back(seq);  // beanstalkd's, or empty, or damaged (checked later)
-    }
-  }
-  if (!beanstalkd_seqs.empty()) {
-    bool adopted = false;
-    if (!AdoptBeanstalkd(beanstalkd_seqs, &stalkd_seqs, &adopted, error)) return false;
-    if (adopted) return true;
-  }
-  return RecoverStalkd(stalkd_seqs, error);
-}
-
-namespace {
-
-struct Replayed {
-  JobRecord rec;  // views into the mapped segments
-  uint32_t full_seq;
-  uint32_t last_seq;
-  uint32_t full_size;
-};
-
-}  // namespace
-
-// A job record as the engine restores it; times go from wall clock to the engine's clock.
-// (Reserved jobs come back ready.)
-static engine::RestoredJob ToRestored(const JobRecord& x, Nanos now, int64_t wall) {
-  engine::RestoredJob rj;
-  rj.id = x.id;
-  rj.tube = x.tube;
-  rj.state = x.state == DiskState::kDelayed  ? JobState::kDelayed
-             : x.state == DiskState::kBuried ? JobState::kBuried
-                                             : JobState::kReady;
-  rj.pri = x.pri;
-  rj.delay_s = x.delay_s;
-  rj.ttr_s = x.ttr_s;
-  rj.created = now - (wall - x.created_wall);
-  rj.deadline = now + (x.deadline_wall - wall);
-  rj.counts = x.counts;
-  rj.body = x.body;
-  return rj;
-}
-
-bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error) {
-  std::vector<std::unique_ptr<Mapped>> maps;
-  std::unordered_map<uint64_t, Replayed> jobs;
-  jobs.reserve(1024);
-  uint64_t max_id = 0;  // over every record, deletes included
-  uint32_t max_seq = 0;
-  for (const auto& s : segs_) max_seq = std::max(max_seq, s->seq);  // adopted segments
-  // The newest segment with any record: damage in it with nothing valid after is a torn
-  // tail, cut by a crash.
-  std::vector<bool> has_data(seqs.size());
-  for (size_t i = 0; i < seqs.size(); i++) {
-    auto m = std::make_unique<Mapped>();
-    m->seq = seqs[i];
-    m->path = PathOf(seqs[i]);
-    if (!m->Open(error)) return false;
-    max_seq = std::max(max_seq, seqs[i]);
-    std::string why;
-    if (!CheckSegmentHeader(m->data, m->size, &why)) {
-      *error = m->path + ": offset 0: " + why;
-      return false;
-    }
-    has_data[i] = m->size > kSegmentHeaderSize && m->data[kSegmentHeaderSize + 8] != 0;
-    maps.push_back(std::move(m));
-  }
-  size_t tail = seqs.size();
-  for (size_t i = seqs.size(); i-- > 0;) {
-    if (has_data[i]) {
-      tail = i;
-      break;
-    }
-  }
-
-  for (size_t i = 0; i < maps.size(); i++) {
-    Mapped& m = *maps[i];
-    size_t off = kSegmentHeaderSize;
-    while (off < m.size) {
-      Record r;
-      size_t size = 0;
-      std::string why;
-      Parse p = ParseRecord(m.data + off, m.size - off, &r, &size, &why);
-      if (p == Parse::kEnd) break;
-      if (p == Parse::kBad) {
-        size_t next = FindNextRecord(m.data, m.size, off + 1);
-        if (i == tail && next == m.size) {
-          Log("%s: offset %zu: %s; torn tail (%zu bytes) truncated", m.path.c_str(), off,
-              why.c_str(), m.size - off);
-          if (ftruncate(m.fd, static_cast<off_t>(off)) != 0) {
-            *error = m.path + ": cannot truncate the torn tail: " + strerror(errno);
-            return false;
-          }
-          break;
-        }
-        if (!options_.skip_damaged) {
-          *error = m.path + ": offset " + std::to_string(off) + ": damaged record (" + why +
-                   "); start with --binlog-skip-damaged to skip it";
-          return false;
-        }
-        Log("%s: offset %zu: damaged record (%s) skipped", m.path.c_str(), off, why.c_str());
-        skipped_++;
-        off = next;
-        continue;
-      }
-      if (r.type != RecordType::kAdoptDone) max_id = std::max(max_id, r.job.id);
-      switch (r.type) {
-        case RecordType::kFull:
-          jobs[r.job.id] = Replayed{r.job, m.seq, m.seq, static_cast<uint32_t>(size)};
-          break;
-        case RecordType::kState: {
-          auto it = jobs.find(r.job.id);
-          if (it == jobs.end()) break;  // its kFull record was in a removed segment: gone
-          JobRecord& x = it->second.rec;
-          std::string_view tube = x.tube, body = x.body;
-          x = r.job;
-          x.tube = tube;
-          x.body = body;
-          it->second.last_seq = m.seq;
-          break;
-        }
-        case RecordType::kDelete:
-          jobs.erase(r.job.id);
-          break;
-        case RecordType::kAdoptDone:
-          break;
-      }
-      off += size;
-    }
-  }
-  if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
-
-  // Restore in id order, so buried jobs keep their order.
-  std::vector<const Replayed*> order;
-  order.reserve(jobs.size());
-  for (const auto& [id, r] : jobs) order.push_back(&r);
-  std::sort(order.begin(), order.end(),
-            [](const Replayed* a, const Replayed* b) { return a->rec.id < b->rec.id; });
-  std::unordered_map<uint32_t, Segment*> by_seq;
-  for (const auto& m : maps) {
-    auto seg = std::make_unique<Segment>();
-    seg->seq = m->seq;
-    seg->end = seg->written = static_cast<int64_t>(m->size);
-    by_seq[m->seq] = seg.get();
-    segs_.push_back(std::move(seg));
-  }
-  std::sort(segs_.begin(), segs_.end(),
-            [](const auto& a, const auto& b) { return a->seq < b->seq; });
-  Nanos now = clock_.Now();
-  int64_t wall = WallNow();
-  jobs_.reserve(jobs_.size() + order.size());
-  for (const Replayed* r : order) {
-    const JobRecord& x = r->rec;
-    engine::RestoredJob rj = ToRestored(x, now, wall);
-    if (jobs_.count(x.id)) continue;  // adopted already (cannot happen: ids differ)
-    if (!engine_->Restore(rj)) {
-      *error = "cannot restore job " + std::to_string(x.id);
-      return false;
-    }
-    Segment* seg = by_seq[r->full_seq];
-    seg->live++;
-    seg->ids.push_back(x.id);
-    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve, r->last_seq, 0};
-    reserved_ += kJobReserve;
-    live_bytes_ += r->full_size;
-    restored_++;
-  }
-  maps.clear();  // unmaps
-  engine_->ReserveIdsThrough(max_id);
-
-  // Segments without any record (preallocated ones of the last run) are no longer needed.
-  for (size_t i = 0; i < seqs.size(); i++) {
-    if (has_data[i]) continue;
-    auto it =
-        std::find_if(segs_.begin(), segs_.end(), [&](const auto& x) { return x->seq == seqs[i]; });
-    if (it == segs_.end() || (*it)->live > 0) continue;
-    file::Unlink(PathOf(seqs[i]).c_str(), 0);
-    segs_.erase(it);
-    dir_dirty_ = true;
-  }
-  return OpenForWriting(max_seq + 1, error);
-}
-
-bool Binlog::OpenForWriting(uint32_t seq, std::string* error) {
-  // A placeholder for the sequence number, so AddFutureSegment numbers from seq.
-  bool placeholder = segs_.empty() || segs_.back()->seq + 1 != seq;
-  if (placeholder) {
-    auto p = std::make_unique<Segment>();
-    p->seq = seq - 1;
-    segs_.push_back(std::move(p));
-  }
-  cur_ = segs_.size() - 1;
-  bool ok = AddFutureSegment();
-  if (placeholder) {
-    segs_.erase(segs_.end() - 2);
-  }
-  if (!ok) {
-    *error = "cannot create " + PathOf(seq) + " (see above)";
-    return false;
-  }
-  cur_ = segs_.size() - 1;
-  // Room for every restored job's reservation, plus a spare segment.
-  const int64_t spare =
-      options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
-  while (UsableAfter(0) < reserved_ + spare) {
-    if (!AddFutureSegment()) break;
-  }
-  if (UsableAfter(0) < reserved_) {
-    Log("not enough space to reserve room for the changes of the restored jobs; puts are "
-        "refused until space is freed");
-  }
-  if (!Sync()) {
-    *error = "cannot sync " + options_.dir;
-    return false;
-  }
-  CollectGarbage();
-  Sync();
-  last_sync_ = clock_.Now();
-  if (options_.background_sync && !options_.fsync_never) {
-    syncer_ = std::make_unique<Syncer>();
-    if (!syncer_->ok()) {
-      Log("cannot start the sync thread (%s); syncing in the loop instead", strerror(errno));
-      syncer_.reset();
-    }
-    // The current segment was created before the thread and its first records go to its
-    // start at once: it is filled first, from kFillLead bytes on, ahead of them.
-    Segment* s = Current();
-    int64_t from = (s->end + kFillLead + 4095) / 4096 * 4096;
-    if (syncer_ && from < options_.segment_size) {
-      s->fill_from = from;
-      syncer_->Fill(s->fd, s->seq, from, options_.segment_size);
-    }
-    for (size_t i = cur_ + 1; syncer_ && i < segs_.size(); i++) {
-      syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, options_.segment_size);
-    }
-  }
-  return true;
-}
-
-bool Binlog::AdoptBeanstalkd(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
-                             bool* adopted, std::string* error) {
-  *adopted = false;
-  uint32_t max_b = bseqs.back();
-  for (uint32_t seq : *stalkd_seqs) {
-    if (seq < max_b) {
-      *error = PathOf(seq) + " (stalkd's format) is older than " + PathOf(max_b) +
-               " (beanstalkd's): remove the files that do not belong to this directory";
-      return false;
-    }
-  }
-  // A finished adoption wrote kAdoptDone; then beanstalkd's files are left-overs.
-  bool done = false;
-  for (uint32_t seq : *stalkd_seqs) {
-    Mapped m;
-    m.path = PathOf(seq);
-    if (!m.Open(error)) return false;
-    size_t off = kSegmentHeaderSize;
-    while (!done && off < m.size) {
-      Record r;
-      size_t size = 0;
-      std::string why;
-      if (ParseRecord(m.data + off, m.size - off, &r, &size, &why) != Parse::kOk) break;
-      done = r.type == RecordType::kAdoptDone;
-      off += size;
-    }
-  }
-  if (done) {
-    for (uint32_t seq : bseqs) file::Unlink(PathOf(seq).c_str(), 0);
-    Log("removed beanstalkd's binlog files left by a finished adoption");
-    file::SyncDir(dir_fd_);
-    return true;
-  }
-  for (uint32_t seq : *stalkd_seqs) {
-    Log("removing %s: left by an adoption that did not finish", PathOf(seq).c_str());
-    file::Unlink(PathOf(seq).c_str(), 0);
-  }
-  stalkd_seqs->clear();
-
-  std::vector<std::unique_ptr<Mapped>> maps;
-  std::vector<BeanstalkdFile> files;
-  for (uint32_t seq : bseqs) {
-    auto m = std::make_unique<Mapped>();
-    m->path = PathOf(seq);
-    if (!m->Open(error)) return false;
-    files.push_back({m->path, std::string_view(m->data ? m->data : "", m->size)});
-    maps.push_back(std::move(m));
-  }
-  BeanstalkdReadResult read;
-  if (!ReadBeanstalkdBinlog(files, options_.skip_damaged, &read, error)) return false;
-  maps.clear();
-  for (const std::string& note : read.notes) Log("%s", note.c_str());
-  skipped_ = read.skipped;
-
-  Nanos now = clock_.Now();
-  int64_t wall = WallNow();
-  for (const auto& [id, bj] : read.jobs) {
-    const JobRecord& x = bj.rec;
-    engine::RestoredJob rj = ToRestored(x, now, wall);
-    rj.id = id;
-    rj.tube = bj.tube;
-    rj.body = bj.body;
-    if (!engine_->Restore(rj)) {
-      *error = "cannot restore job " + std::to_string(id) + " from beanstalkd's binlog";
-      return false;
-    }
-  }
-  // Write every job into fresh stalkd segments, then mark the adoption finished.
-  if (!OpenForWriting(max_b + 1, error)) return false;
-  for (const auto& [id, bj] : read.jobs) {
-    const Job* j = engine_->Find(id);
-    size_t size = FullRecordSize(bj.tube.size(), bj.body.size());
-    if (static_cast<int64_t>(size) > options_.segment_size - int64_t{kSegmentHeaderSize}) {
-      *error = "job " + std::to_string(id) + " of beanstalkd's binlog does not fit in a " +
-               "segment of " + std::to_string(options_.segment_size) + " bytes; raise -s";
-      return false;
-    }
-    while (UsableAfter(size) < reserved_ + int64_t{kJobReserve}) {
-      if (!AddFutureSegment()) {
-        *error = "not enough disk space to adopt beanstalkd's binlog";
-        return false;
-      }
-    }
-    WriteFull(*j, kJobReserve);
-    restored_++;
-  }
-  if (UsableAfter(kAdoptDoneRecordSize) < reserved_ && !AddFutureSegment()) {
-    *error = "not enough disk space to adopt beanstalkd's binlog";
-    return false;
-  }
-  STALKD_CHECK(Place(kAdoptDoneRecordSize, [](std::string* b) { AppendAdoptDone(b); }));
-  bool never = options_.fsync_never;
-  options_.fsync_never = false;  // the old files go only once the new ones are durable
-  bool ok = WritePending() && Sync();
-  options_.fsync_never = never;
-  if (!ok) {
-    *error = "cannot write the adopted jobs (see above)";
-    return false;
-  }
-  for (uint32_t seq : bseqs) file::Unlink(PathOf(seq).c_str(), 0);
-  file::SyncDir(dir_fd_);
-  Log("adopted %zu jobs from beanstalkd's binlog (binlog.%u to binlog.%u, now removed)",
-      read.jobs.size(), bseqs.front(), max_b);
-  *adopted = true;
-  return true;
 }
 
 }  // namespace stalkd::storage

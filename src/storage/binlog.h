@@ -137,6 +137,7 @@ class Binlog final : public engine::JobLog {
     int64_t mark;       // placed_ after its latest put or state record (MarkOf)
   };
 
+  // binlog.cc: placement, writing, flush and sync.
   std::string PathOf(uint32_t seq) const;
   void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
   void Fail(const char* what, const std::string& path, int err);
@@ -145,13 +146,12 @@ class Binlog final : public engine::JobLog {
   int64_t UsableAfter(size_t record_size) const;
   bool AddFutureSegment();
   template <typename Encode>
-  bool Place(size_t size, Encode encode);
+  bool Place(size_t size, Encode encode);  // defined in binlog_internal.h
   Segment* Current() const { return segs_[cur_].get(); }
   JobRecord ToRecord(const engine::Job& j) const;  // everything but tube and body
   void AppendJobFull(const engine::Job& j, std::string* out) const;
   void AppendJobState(const engine::Job& j, std::string* out) const;
   void WriteFull(const engine::Job& j, uint32_t resv);
-  void Compact();
   bool WritePending();
   Nanos SyncIfDue();
   std::vector<Syncer::Target> TakeSyncTargets();
@@ -159,12 +159,18 @@ class Binlog final : public engine::JobLog {
   void SyncFailed(const Syncer::Result& r);
   bool TakeSyncResult(const Syncer::Result& r);
   void CloseFinished();
+
+  // binlog_compaction.cc: moving live jobs forward and removing dead segments.
+  void Compact();
   void CollectGarbage();
 
+  // binlog_recovery.cc: reading the segments at start-up and opening the binlog for writing.
   bool RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error);
+  bool OpenForWriting(uint32_t seq, std::string* error);
+
+  // binlog_adopt.cc: adopting beanstalkd's binlog.
   bool AdoptBeanstalkd(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
                        bool* adopted, std::string* error);
-  bool OpenForWriting(uint32_t seq, std::string* error);
 
   BinlogOptions options_;
   const Clock& clock_;
