@@ -16,6 +16,8 @@
 
 namespace stalkd::storage {
 
+struct BeanstalkdReadResult;
+
 struct BinlogOptions {
   std::string dir;                  // -b
   int64_t segment_size = 10485760;  // -s, a multiple of 4096
@@ -165,12 +167,33 @@ class Binlog final : public engine::JobLog {
   void CollectGarbage();
 
   // binlog_recovery.cc: reading the segments at start-up and opening the binlog for writing.
+  struct Replay;
+  bool ClassifySegments(const std::vector<uint32_t>& seqs, std::vector<uint32_t>* stalkd_seqs,
+                        std::vector<uint32_t>* beanstalkd_seqs, std::string* error);
   bool RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error);
+  bool MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error);
+  bool ReplaySegment(size_t i, Replay* replay, std::string* error);
+  bool PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off,
+                   std::string* error);
+  std::unordered_map<uint32_t, Segment*> AddReplayedSegments(const Replay& replay);
+  bool RestoreReplayed(const Replay& replay, std::string* error);
+  void DropEmptySegments(const std::vector<uint32_t>& seqs, const std::vector<bool>& has_data);
   bool OpenForWriting(uint32_t seq, std::string* error);
+  bool AddFirstSegment(uint32_t seq);
+  void ReserveRestoredRoom();
+  void StartSyncer();
 
   // binlog_adopt.cc: adopting beanstalkd's binlog.
   bool AdoptBeanstalkd(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
                        bool* adopted, std::string* error);
+  bool SettleEarlierAdoption(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
+                             bool* done, std::string* error);
+  bool HasAdoptDone(const std::vector<uint32_t>& seqs, bool* done, std::string* error);
+  bool ReadBeanstalkd(const std::vector<uint32_t>& bseqs, BeanstalkdReadResult* read,
+                      std::string* error);
+  bool RestoreAdopted(const BeanstalkdReadResult& read, std::string* error);
+  bool WriteAdopted(const BeanstalkdReadResult& read, std::string* error);
+  bool MarkAdopted(std::string* error);
 
   BinlogOptions options_;
   const Clock& clock_;

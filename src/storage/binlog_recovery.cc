@@ -81,27 +81,92 @@ struct Replayed {
   uint32_t full_size;
 };
 
-}  // namespace
-
-bool Binlog::Recover(engine::Engine* engine, std::string* error) {
-  engine_ = engine;
-  std::vector<uint32_t> stalkd_seqs, beanstalkd_seqs;
-  DIR* d = opendir(options_.dir.c_str());
+// The sequence numbers of the binlog.N files in `dir`, in order.
+bool ListSegments(const std::string& dir, std::vector<uint32_t>* seqs, std::string* error) {
+  DIR* d = opendir(dir.c_str());
   if (!d) {
-    *error = "cannot read " + options_.dir + ": " + strerror(errno);
+    *error = "cannot read " + dir + ": " + strerror(errno);
     return false;
   }
-  std::vector<uint32_t> seqs;
   while (dirent* e = readdir(d)) {
     const char* name = e->d_name;
     if (strncmp(name, "binlog.", 7) != 0) continue;
     char* end = nullptr;
     unsigned long n = strtoul(name + 7, &end, 10);
     if (end == name + 7 || *end != '\0' || n == 0 || n > UINT32_MAX) continue;
-    seqs.push_back(static_cast<uint32_t>(n));
+    seqs->push_back(static_cast<uint32_t>(n));
   }
   closedir(d);
-  std::sort(seqs.begin(), seqs.end());
+  std::sort(seqs->begin(), seqs->end());
+  return true;
+}
+
+// The replayed jobs in id order.
+std::vector<const Replayed*> ById(const std::unordered_map<uint64_t, Replayed>& jobs) {
+  std::vector<const Replayed*> order;
+  order.reserve(jobs.size());
+  for (const auto& [id, r] : jobs) order.push_back(&r);
+  std::sort(order.begin(), order.end(),
+            [](const Replayed* a, const Replayed* b) { return a->rec.id < b->rec.id; });
+  return order;
+}
+
+}  // namespace
+
+// What RecoverStalkd has read of the segments so far.
+struct Binlog::Replay {
+  std::vector<std::unique_ptr<Mapped>> maps;  // the segments, oldest first
+  std::vector<bool> has_data;                 // whether each holds any record
+  // The newest segment with any record: damage in it with nothing valid after is a torn
+  // tail, cut by a crash.
+  size_t tail = 0;
+  std::unordered_map<uint64_t, Replayed> jobs;  // the live jobs
+  uint64_t max_id = 0;                          // over every record, deletes included
+
+  void Apply(const Record& r, uint32_t seq, size_t size);
+};
+
+void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
+  if (r.type != RecordType::kAdoptDone) max_id = std::max(max_id, r.job.id);
+  switch (r.type) {
+    case RecordType::kFull:
+      jobs[r.job.id] = Replayed{r.job, seq, seq, static_cast<uint32_t>(size)};
+      break;
+    case RecordType::kState: {
+      auto it = jobs.find(r.job.id);
+      if (it == jobs.end()) break;  // its kFull record was in a removed segment: gone
+      JobRecord& x = it->second.rec;
+      std::string_view tube = x.tube, body = x.body;
+      x = r.job;
+      x.tube = tube;
+      x.body = body;
+      it->second.last_seq = seq;
+      break;
+    }
+    case RecordType::kDelete:
+      jobs.erase(r.job.id);
+      break;
+    case RecordType::kAdoptDone:
+      break;
+  }
+}
+
+bool Binlog::Recover(engine::Engine* engine, std::string* error) {
+  engine_ = engine;
+  std::vector<uint32_t> seqs, stalkd_seqs, beanstalkd_seqs;
+  if (!ListSegments(options_.dir, &seqs, error)) return false;
+  if (!ClassifySegments(seqs, &stalkd_seqs, &beanstalkd_seqs, error)) return false;
+  if (!beanstalkd_seqs.empty()) {
+    bool adopted = false;
+    if (!AdoptBeanstalkd(beanstalkd_seqs, &stalkd_seqs, &adopted, error)) return false;
+    if (adopted) return true;
+  }
+  return RecoverStalkd(stalkd_seqs, error);
+}
+
+// Sorts the segments into stalkd's (by their magic) and the others.
+bool Binlog::ClassifySegments(const std::vector<uint32_t>& seqs, std::vector<uint32_t>* stalkd_seqs,
+                              std::vector<uint32_t>* beanstalkd_seqs, std::string* error) {
   for (uint32_t seq : seqs) {
     char head[8] = {};
     int fd = open(PathOf(seq).c_str(), O_RDONLY | O_CLOEXEC);
@@ -112,116 +177,110 @@ bool Binlog::Recover(engine::Engine* engine, std::string* error) {
       return false;
     }
     if (n == 8 && memcmp(head, kSegmentMagic, 8) == 0) {
-      stalkd_seqs.push_back(seq);
+      stalkd_seqs->push_back(seq);
     } else {
-      beanstalkd_seqs.push_back(seq);  // beanstalkd's, or empty, or damaged (checked later)
+      beanstalkd_seqs->push_back(seq);  // beanstalkd's, or empty, or damaged (checked later)
     }
   }
-  if (!beanstalkd_seqs.empty()) {
-    bool adopted = false;
-    if (!AdoptBeanstalkd(beanstalkd_seqs, &stalkd_seqs, &adopted, error)) return false;
-    if (adopted) return true;
-  }
-  return RecoverStalkd(stalkd_seqs, error);
+  return true;
 }
 
 bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error) {
-  std::vector<std::unique_ptr<Mapped>> maps;
-  std::unordered_map<uint64_t, Replayed> jobs;
-  jobs.reserve(1024);
-  uint64_t max_id = 0;  // over every record, deletes included
   uint32_t max_seq = 0;
   for (const auto& s : segs_) max_seq = std::max(max_seq, s->seq);  // adopted segments
-  // The newest segment with any record: damage in it with nothing valid after is a torn
-  // tail, cut by a crash.
-  std::vector<bool> has_data(seqs.size());
+  for (uint32_t seq : seqs) max_seq = std::max(max_seq, seq);
+  Replay replay;
+  replay.jobs.reserve(1024);
+  if (!MapSegments(seqs, &replay, error)) return false;
+  for (size_t i = 0; i < replay.maps.size(); i++) {
+    if (!ReplaySegment(i, &replay, error)) return false;
+  }
+  if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
+  if (!RestoreReplayed(replay, error)) return false;
+  replay.maps.clear();  // unmaps
+  engine_->ReserveIdsThrough(replay.max_id);
+  DropEmptySegments(seqs, replay.has_data);
+  return OpenForWriting(max_seq + 1, error);
+}
+
+// Maps every segment and checks its header; notes which hold records.
+bool Binlog::MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error) {
+  replay->has_data.resize(seqs.size());
   for (size_t i = 0; i < seqs.size(); i++) {
     auto m = std::make_unique<Mapped>();
     m->seq = seqs[i];
     m->path = PathOf(seqs[i]);
     if (!m->Open(error)) return false;
-    max_seq = std::max(max_seq, seqs[i]);
     std::string why;
     if (!CheckSegmentHeader(m->data, m->size, &why)) {
       *error = m->path + ": offset 0: " + why;
       return false;
     }
-    has_data[i] = m->size > kSegmentHeaderSize && m->data[kSegmentHeaderSize + 8] != 0;
-    maps.push_back(std::move(m));
+    replay->has_data[i] = m->size > kSegmentHeaderSize && m->data[kSegmentHeaderSize + 8] != 0;
+    replay->maps.push_back(std::move(m));
   }
-  size_t tail = seqs.size();
+  replay->tail = seqs.size();
   for (size_t i = seqs.size(); i-- > 0;) {
-    if (has_data[i]) {
-      tail = i;
+    if (replay->has_data[i]) {
+      replay->tail = i;
       break;
     }
   }
+  return true;
+}
 
-  for (size_t i = 0; i < maps.size(); i++) {
-    Mapped& m = *maps[i];
-    size_t off = kSegmentHeaderSize;
-    while (off < m.size) {
-      Record r;
-      size_t size = 0;
-      std::string why;
-      Parse p = ParseRecord(m.data + off, m.size - off, &r, &size, &why);
-      if (p == Parse::kEnd) break;
-      if (p == Parse::kBad) {
-        size_t next = FindNextRecord(m.data, m.size, off + 1);
-        if (i == tail && next == m.size) {
-          Log("%s: offset %zu: %s; torn tail (%zu bytes) truncated", m.path.c_str(), off,
-              why.c_str(), m.size - off);
-          if (ftruncate(m.fd, static_cast<off_t>(off)) != 0) {
-            *error = m.path + ": cannot truncate the torn tail: " + strerror(errno);
-            return false;
-          }
-          break;
-        }
-        if (!options_.skip_damaged) {
-          *error = m.path + ": offset " + std::to_string(off) + ": damaged record (" + why +
-                   "); start with --binlog-skip-damaged to skip it";
-          return false;
-        }
-        Log("%s: offset %zu: damaged record (%s) skipped", m.path.c_str(), off, why.c_str());
-        skipped_++;
-        off = next;
-        continue;
-      }
-      if (r.type != RecordType::kAdoptDone) max_id = std::max(max_id, r.job.id);
-      switch (r.type) {
-        case RecordType::kFull:
-          jobs[r.job.id] = Replayed{r.job, m.seq, m.seq, static_cast<uint32_t>(size)};
-          break;
-        case RecordType::kState: {
-          auto it = jobs.find(r.job.id);
-          if (it == jobs.end()) break;  // its kFull record was in a removed segment: gone
-          JobRecord& x = it->second.rec;
-          std::string_view tube = x.tube, body = x.body;
-          x = r.job;
-          x.tube = tube;
-          x.body = body;
-          it->second.last_seq = m.seq;
-          break;
-        }
-        case RecordType::kDelete:
-          jobs.erase(r.job.id);
-          break;
-        case RecordType::kAdoptDone:
-          break;
-      }
-      off += size;
+// Applies the records of segment i, up to its end or the end of its data.
+bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
+  const Mapped& m = *replay->maps[i];
+  size_t off = kSegmentHeaderSize;
+  while (off < m.size) {
+    Record r;
+    size_t size = 0;
+    std::string why;
+    Parse p = ParseRecord(m.data + off, m.size - off, &r, &size, &why);
+    if (p == Parse::kEnd) break;
+    if (p == Parse::kBad) {
+      if (!PassDamaged(*replay, i, why, &off, error)) return false;
+      continue;
     }
+    replay->Apply(r, m.seq, size);
+    off += size;
   }
-  if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
+  return true;
+}
 
-  // Restore in id order, so buried jobs keep their order.
-  std::vector<const Replayed*> order;
-  order.reserve(jobs.size());
-  for (const auto& [id, r] : jobs) order.push_back(&r);
-  std::sort(order.begin(), order.end(),
-            [](const Replayed* a, const Replayed* b) { return a->rec.id < b->rec.id; });
+// The record at *off in segment i is damaged (`why`). A torn tail is truncated, and *off
+// moves to the end; other damage stops start-up (false) unless --binlog-skip-damaged,
+// which moves *off to the next valid record.
+bool Binlog::PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off,
+                         std::string* error) {
+  const Mapped& m = *replay.maps[i];
+  size_t next = FindNextRecord(m.data, m.size, *off + 1);
+  if (i == replay.tail && next == m.size) {
+    Log("%s: offset %zu: %s; torn tail (%zu bytes) truncated", m.path.c_str(), *off, why.c_str(),
+        m.size - *off);
+    if (ftruncate(m.fd, static_cast<off_t>(*off)) != 0) {
+      *error = m.path + ": cannot truncate the torn tail: " + strerror(errno);
+      return false;
+    }
+    *off = m.size;
+    return true;
+  }
+  if (!options_.skip_damaged) {
+    *error = m.path + ": offset " + std::to_string(*off) + ": damaged record (" + why +
+             "); start with --binlog-skip-damaged to skip it";
+    return false;
+  }
+  Log("%s: offset %zu: damaged record (%s) skipped", m.path.c_str(), *off, why.c_str());
+  skipped_++;
+  *off = next;
+  return true;
+}
+
+// A Segment for every mapped one, in order; returns them by sequence number.
+std::unordered_map<uint32_t, Binlog::Segment*> Binlog::AddReplayedSegments(const Replay& replay) {
   std::unordered_map<uint32_t, Segment*> by_seq;
-  for (const auto& m : maps) {
+  for (const auto& m : replay.maps) {
     auto seg = std::make_unique<Segment>();
     seg->seq = m->seq;
     seg->end = seg->written = static_cast<int64_t>(m->size);
@@ -230,6 +289,13 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   }
   std::sort(segs_.begin(), segs_.end(),
             [](const auto& a, const auto& b) { return a->seq < b->seq; });
+  return by_seq;
+}
+
+// Restores the replayed jobs in id order, so buried jobs keep their order.
+bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
+  std::vector<const Replayed*> order = ById(replay.jobs);
+  std::unordered_map<uint32_t, Segment*> by_seq = AddReplayedSegments(replay);
   Nanos now = clock_.Now();
   int64_t wall = WallNow();
   jobs_.reserve(jobs_.size() + order.size());
@@ -249,10 +315,12 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
     live_bytes_ += r->full_size;
     restored_++;
   }
-  maps.clear();  // unmaps
-  engine_->ReserveIdsThrough(max_id);
+  return true;
+}
 
-  // Segments without any record (preallocated ones of the last run) are no longer needed.
+// Segments without any record (preallocated ones of the last run) are no longer needed.
+void Binlog::DropEmptySegments(const std::vector<uint32_t>& seqs,
+                               const std::vector<bool>& has_data) {
   for (size_t i = 0; i < seqs.size(); i++) {
     if (has_data[i]) continue;
     auto it =
@@ -262,10 +330,27 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
     segs_.erase(it);
     dir_dirty_ = true;
   }
-  return OpenForWriting(max_seq + 1, error);
 }
 
 bool Binlog::OpenForWriting(uint32_t seq, std::string* error) {
+  if (!AddFirstSegment(seq)) {
+    *error = "cannot create " + PathOf(seq) + " (see above)";
+    return false;
+  }
+  ReserveRestoredRoom();
+  if (!Sync()) {
+    *error = "cannot sync " + options_.dir;
+    return false;
+  }
+  CollectGarbage();
+  Sync();
+  last_sync_ = clock_.Now();
+  if (options_.background_sync && !options_.fsync_never) StartSyncer();
+  return true;
+}
+
+// Creates binlog.`seq` and makes it the current segment.
+bool Binlog::AddFirstSegment(uint32_t seq) {
   // A placeholder for the sequence number, so AddFutureSegment numbers from seq.
   bool placeholder = segs_.empty() || segs_.back()->seq + 1 != seq;
   if (placeholder) {
@@ -278,12 +363,13 @@ bool Binlog::OpenForWriting(uint32_t seq, std::string* error) {
   if (placeholder) {
     segs_.erase(segs_.end() - 2);
   }
-  if (!ok) {
-    *error = "cannot create " + PathOf(seq) + " (see above)";
-    return false;
-  }
+  if (!ok) return false;
   cur_ = segs_.size() - 1;
-  // Room for every restored job's reservation, plus a spare segment.
+  return true;
+}
+
+// Room for every restored job's reservation, plus a spare segment.
+void Binlog::ReserveRestoredRoom() {
   const int64_t spare =
       options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   while (UsableAfter(0) < reserved_ + spare) {
@@ -293,32 +379,25 @@ bool Binlog::OpenForWriting(uint32_t seq, std::string* error) {
     Log("not enough space to reserve room for the changes of the restored jobs; puts are "
         "refused until space is freed");
   }
-  if (!Sync()) {
-    *error = "cannot sync " + options_.dir;
-    return false;
+}
+
+void Binlog::StartSyncer() {
+  syncer_ = std::make_unique<Syncer>();
+  if (!syncer_->ok()) {
+    Log("cannot start the sync thread (%s); syncing in the loop instead", strerror(errno));
+    syncer_.reset();
   }
-  CollectGarbage();
-  Sync();
-  last_sync_ = clock_.Now();
-  if (options_.background_sync && !options_.fsync_never) {
-    syncer_ = std::make_unique<Syncer>();
-    if (!syncer_->ok()) {
-      Log("cannot start the sync thread (%s); syncing in the loop instead", strerror(errno));
-      syncer_.reset();
-    }
-    // The current segment was created before the thread and its first records go to its
-    // start at once: it is filled first, from kFillLead bytes on, ahead of them.
-    Segment* s = Current();
-    int64_t from = (s->end + kFillLead + 4095) / 4096 * 4096;
-    if (syncer_ && from < options_.segment_size) {
-      s->fill_from = from;
-      syncer_->Fill(s->fd, s->seq, from, options_.segment_size);
-    }
-    for (size_t i = cur_ + 1; syncer_ && i < segs_.size(); i++) {
-      syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, options_.segment_size);
-    }
+  // The current segment was created before the thread and its first records go to its
+  // start at once: it is filled first, from kFillLead bytes on, ahead of them.
+  Segment* s = Current();
+  int64_t from = (s->end + kFillLead + 4095) / 4096 * 4096;
+  if (syncer_ && from < options_.segment_size) {
+    s->fill_from = from;
+    syncer_->Fill(s->fd, s->seq, from, options_.segment_size);
   }
-  return true;
+  for (size_t i = cur_ + 1; syncer_ && i < segs_.size(); i++) {
+    syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, options_.segment_size);
+  }
 }
 
 }  // namespace stalkd::storage
