@@ -125,15 +125,15 @@ int64_t Binlog::UsableAfter(size_t record_size) const {
          (future - 1) * per_segment;
 }
 
-bool Binlog::AddFutureSegment() {
-  if (failed_) return false;
-  uint32_t seq = segs_.back()->seq + 1;
+// Creates binlog.`seq`, preallocated, with its header; returns its fd, or -1 (logged, but
+// only once until a segment can be created again).
+int Binlog::CreateSegmentFile(uint32_t seq) {
   std::string path = PathOf(seq);
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (!space_warned_) Log("cannot create %s: %s", path.c_str(), strerror(errno));
     space_warned_ = true;
-    return false;
+    return -1;
   }
   int err = file::Preallocate(fd, options_.segment_size);
   std::string header;
@@ -149,10 +149,18 @@ bool Binlog::AddFutureSegment() {
     space_warned_ = true;
     close(fd);
     unlink(path.c_str());
-    return false;
+    return -1;
   }
   if (space_warned_) Log("space available again (%s created)", path.c_str());
   space_warned_ = false;
+  return fd;
+}
+
+bool Binlog::AddFutureSegment() {
+  if (failed_) return false;
+  uint32_t seq = segs_.back()->seq + 1;
+  int fd = CreateSegmentFile(seq);
+  if (fd < 0) return false;
   auto seg = std::make_unique<Segment>();
   seg->seq = seq;
   seg->fd = fd;
@@ -362,18 +370,8 @@ Nanos Binlog::Flush(bool idle) {
   const int64_t spare =
       options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   if (UsableAfter(0) < reserved_ + spare && !space_warned_) AddFutureSegment();
-  // Under -f 0 no reply waits for a write alone, only for a sync: while one runs, the
-  // records wait in memory and go out with one write just before the next sync, which
-  // starts once the loop is idle or has held it back for kMaxSyncDefer.
   if (syncer_ && replies_wait_for_sync()) {
-    if (syncer_->busy()) return kForever;
-    bool pending = !buf_.empty() || !sealed_.empty() || unsynced_;
-    if (pending && !idle) {
-      Nanos now = clock_.Now();
-      if (!defer_since_) defer_since_ = now;
-      if (now - *defer_since_ < kMaxSyncDefer) return now;
-    }
-    defer_since_.reset();
+    if (std::optional<Nanos> wake = HoldSync(idle)) return *wake;
   }
   bool wrote = !buf_.empty() || !sealed_.empty();
   if (!WritePending()) return kForever;
@@ -385,6 +383,22 @@ Nanos Binlog::Flush(bool idle) {
     return kForever;
   }
   return SyncIfDue();
+}
+
+// Under -f 0 no reply waits for a write alone, only for a sync: while one runs, the
+// records wait in memory and go out with one write just before the next sync, which
+// starts once the loop is idle or has held it back for kMaxSyncDefer. Returns what Flush
+// returns while they wait, or nullopt when they go out now.
+std::optional<Nanos> Binlog::HoldSync(bool idle) {
+  if (syncer_->busy()) return kForever;
+  bool pending = !buf_.empty() || !sealed_.empty() || unsynced_;
+  if (pending && !idle) {
+    Nanos now = clock_.Now();
+    if (!defer_since_) defer_since_ = now;
+    if (now - *defer_since_ < kMaxSyncDefer) return now;
+  }
+  defer_since_.reset();
+  return std::nullopt;
 }
 
 // Starts (background_sync) or does a sync if there is unsynced data and -f says it is

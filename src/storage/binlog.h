@@ -146,6 +146,7 @@ class Binlog final : public engine::JobLog {
 
   // Room left for records, not counting the last kMaxSmallRecord bytes of each segment.
   int64_t UsableAfter(size_t record_size) const;
+  int CreateSegmentFile(uint32_t seq);
   bool AddFutureSegment();
   template <typename Encode>
   bool Place(size_t size, Encode encode);  // defined in binlog_internal.h
@@ -154,6 +155,7 @@ class Binlog final : public engine::JobLog {
   void AppendJobFull(const engine::Job& j, std::string* out) const;
   void AppendJobState(const engine::Job& j, std::string* out) const;
   void WriteFull(const engine::Job& j, uint32_t resv);
+  std::optional<Nanos> HoldSync(bool idle);
   bool WritePending();
   Nanos SyncIfDue();
   std::vector<Syncer::Target> TakeSyncTargets();
@@ -164,6 +166,7 @@ class Binlog final : public engine::JobLog {
 
   // binlog_compaction.cc: moving live jobs forward and removing dead segments.
   void Compact();
+  engine::Job* NextToMigrate(Segment* head, size_t* size);
   void CollectGarbage();
 
   // binlog_recovery.cc: reading the segments at start-up and opening the binlog for writing.

@@ -13,8 +13,6 @@
 
 namespace stalkd::storage {
 
-using engine::Job;
-
 namespace {
 // Jobs compaction may move per Flush.
 constexpr int kMigrateBudget = 1000;
@@ -27,21 +25,11 @@ void Binlog::Compact() {
   if (cur_ == 0 || head->live == 0) return;  // nothing to move, or the head is dead already
   // Keep the closed and current segments within twice the live data plus two segments.
   if (static_cast<int64_t>(cur_ + 1) * s <= 2 * live_bytes_ + 2 * s) return;
-  int budget = kMigrateBudget;
-  while (budget > 0 && head->scan < head->ids.size()) {
-    uint64_t id = head->ids[head->scan];
-    auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second.full_seq != head->seq) {
-      head->scan++;
-      continue;
-    }
-    Job* j = engine_->FindMutable(id);
-    if (!j) {
-      head->scan++;
-      continue;
-    }
+  for (int budget = kMigrateBudget; budget > 0; budget--) {
+    size_t size = 0;
+    engine::Job* j = NextToMigrate(head, &size);
+    if (!j) return;
     // Only free space: the reservations of live jobs stay untouched.
-    size_t size = it->second.full_size;
     while (UsableAfter(size) < reserved_) {
       if (!AddFutureSegment()) return;
     }
@@ -50,8 +38,22 @@ void Binlog::Compact() {
     WriteFull(*j, 0);
     if (head->live == 0) head->dead_at = placed_;
     records_migrated_++;
-    budget--;
   }
+}
+
+// The next job whose latest kFull record is in `head`, at head->scan, and the size of that
+// record; nullptr when there is none. Moves head->scan past the ids it finds stale.
+engine::Job* Binlog::NextToMigrate(Segment* head, size_t* size) {
+  for (; head->scan < head->ids.size(); head->scan++) {
+    uint64_t id = head->ids[head->scan];
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.full_seq != head->seq) continue;
+    if (engine::Job* j = engine_->FindMutable(id)) {
+      *size = it->second.full_size;
+      return j;
+    }
+  }
+  return nullptr;
 }
 
 void Binlog::CollectGarbage() {
