@@ -592,7 +592,7 @@ TEST_F(ConversationTest, BigBodyThenSmallCommands) {
 }
 
 // A log that counts one position per change and remembers each job's latest change, as
-// JobStore does.
+// storage::Binlog does.
 class CountingLog : public engine::JobLog {
  public:
   bool Admit(const engine::Job&) override { return true; }

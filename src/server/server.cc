@@ -145,7 +145,7 @@ Server::~Server() {
 }
 
 bool Server::OpenBinlog(std::string* error, int* exit_code) {
-  storage::StoreOptions so;
+  storage::BinlogOptions so;
   so.dir = options_.binlog_dir;
   so.segment_size = std::max<int64_t>(options_.binlog_size, 4096);
   so.fsync_ms = options_.fsync_ms;
@@ -153,19 +153,19 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   so.skip_damaged = options_.binlog_skip_damaged;
   so.verbosity = options_.verbosity;
   so.background_sync = true;
-  auto store = std::make_unique<storage::JobStore>(so, clock_);
-  if (!store->Lock(error)) {
+  auto binlog = std::make_unique<storage::Binlog>(so, clock_);
+  if (!binlog->Lock(error)) {
     *exit_code = 10;
     return false;
   }
-  if (!store->Recover(&memory_->engine(), error)) {
+  if (!binlog->Recover(&memory_->engine(), error)) {
     *exit_code = 1;
     return false;
   }
   if (options_.verbosity > 0) {
-    printf("binlog: %zu jobs restored from %s\n", store->restored(), so.dir.c_str());
+    printf("binlog: %zu jobs restored from %s\n", binlog->restored(), so.dir.c_str());
   }
-  binlog_ = std::move(store);
+  binlog_ = std::move(binlog);
   memory_->engine().set_log(binlog_.get());
   // Recovery's temporary index of every record is gone: give its memory back to the OS.
   malloc_trim(0);
@@ -452,7 +452,7 @@ command::HostStats Server::CurrentStats() const {
   h.uptime_s = static_cast<uint64_t>((clock_.Now() - started_) / kSecond);
   h.binlog_max_size = options_.binlog_size;
   if (binlog_) {
-    storage::JobStore::Stats st = binlog_->stats();
+    storage::Binlog::Stats st = binlog_->stats();
     h.binlog_oldest_index = static_cast<int>(st.oldest_index);
     h.binlog_current_index = static_cast<int>(st.current_index);
     h.binlog_records_migrated = st.records_migrated;

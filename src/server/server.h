@@ -11,7 +11,7 @@
 #include "net/event_loop.h"
 #include "server/connection.h"
 #include "server/options.h"
-#include "storage/job_store.h"
+#include "storage/binlog.h"
 #include "store/memory_store.h"
 
 namespace stalkd::server {
@@ -87,10 +87,10 @@ class Server final : public command::Host {
   Options options_;
   const Clock& clock_;
   Nanos started_;
-  std::unique_ptr<command::Store> store_;      // where jobs live; connections reach it only here
-  store::MemoryStore* memory_;                 // store_, the embedded store (the only kind yet)
-  std::unique_ptr<storage::JobStore> binlog_;  // with -b; written once per RunOnce
-  Nanos binlog_deadline_ = kForever;           // when the binlog next needs a Flush (fsync)
+  std::unique_ptr<command::Store> store_;    // where jobs live; connections reach it only here
+  store::MemoryStore* memory_;               // store_, the embedded store (the only kind yet)
+  std::unique_ptr<storage::Binlog> binlog_;  // with -b; written once per RunOnce
+  Nanos binlog_deadline_ = kForever;         // when the binlog next needs a Flush (fsync)
   bool binlog_failure_handled_ = false;
   std::unique_ptr<SyncHandler> sync_handler_;
   net::EventLoop loop_;

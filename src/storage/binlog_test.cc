@@ -1,4 +1,4 @@
-#include "storage/job_store.h"
+#include "storage/binlog.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -95,7 +95,7 @@ std::optional<bool> HasUnwritten(const std::string& path, int64_t from, int64_t 
 struct Instance {
   FakeClock& clock;
   std::unique_ptr<Engine> engine;
-  std::unique_ptr<JobStore> store;
+  std::unique_ptr<Binlog> store;
   engine::Session* session = nullptr;
   std::string error;
   bool ok = false;
@@ -104,13 +104,13 @@ struct Instance {
            bool background = false)
       : clock(c) {
     engine = std::make_unique<Engine>(clock);
-    StoreOptions o;
+    BinlogOptions o;
     o.dir = dir;
     o.segment_size = segment;
     o.fsync_ms = 0;
     o.skip_damaged = skip_damaged;
     o.background_sync = background;
-    store = std::make_unique<JobStore>(o, clock);
+    store = std::make_unique<Binlog>(o, clock);
     ok = store->Lock(&error) && store->Recover(engine.get(), &error);
     if (ok) engine->set_log(store.get());
     session = engine->OpenSession(nullptr);
@@ -140,7 +140,7 @@ struct Instance {
   }
 };
 
-class JobStoreTest : public ::testing::Test {
+class BinlogTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = MakeTempDir(); }
   void TearDown() override { RemoveDir(dir_); }
@@ -148,7 +148,7 @@ class JobStoreTest : public ::testing::Test {
   FakeClock clock_;
 };
 
-TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
+TEST_F(BinlogTest, EveryStateSurvivesARestart) {
   uint32_t file3 = 0;  // stats-job "file" of job 3: the segment of its latest record
   {
     Instance a(clock_, dir_);
@@ -197,7 +197,7 @@ TEST_F(JobStoreTest, EveryStateSurvivesARestart) {
   EXPECT_EQ(j->reserves(), 0u);  // a reserve writes no record: the count of its put
 }
 
-TEST_F(JobStoreTest, AReserveWritesNothingAndIsShownWithoutWaiting) {
+TEST_F(BinlogTest, AReserveWritesNothingAndIsShownWithoutWaiting) {
   Instance a(clock_, dir_);
   ASSERT_TRUE(a.ok) << a.error;
   ASSERT_EQ(a.Put("job"), 1u);
@@ -223,7 +223,7 @@ TEST_F(JobStoreTest, AReserveWritesNothingAndIsShownWithoutWaiting) {
   EXPECT_EQ(a.store->stats().records_written, written + 1);
 }
 
-TEST_F(JobStoreTest, SecondStoreOnTheDirectoryIsRefused) {
+TEST_F(BinlogTest, SecondBinlogOnTheDirectoryIsRefused) {
   Instance a(clock_, dir_);
   ASSERT_TRUE(a.ok);
   Instance b(clock_, dir_);
@@ -233,7 +233,7 @@ TEST_F(JobStoreTest, SecondStoreOnTheDirectoryIsRefused) {
 
 // Writes jobs 1..3 then cuts the newest segment at every byte offset inside the last two
 // records, with zeros or garbage after the cut: recovery keeps exactly the whole records.
-TEST_F(JobStoreTest, TornTailAtEveryOffsetIsTruncated) {
+TEST_F(BinlogTest, TornTailAtEveryOffsetIsTruncated) {
   std::string seg_path;
   std::string full;
   size_t end2 = 0, end3 = 0;  // offsets after job 2's and job 3's records
@@ -281,7 +281,7 @@ TEST_F(JobStoreTest, TornTailAtEveryOffsetIsTruncated) {
   }
 }
 
-TEST_F(JobStoreTest, DamageBeforeTheTailStopsStartUpUnlessSkipped) {
+TEST_F(BinlogTest, DamageBeforeTheTailStopsStartUpUnlessSkipped) {
   {
     Instance a(clock_, dir_);
     ASSERT_TRUE(a.ok);
@@ -309,7 +309,7 @@ TEST_F(JobStoreTest, DamageBeforeTheTailStopsStartUpUnlessSkipped) {
   EXPECT_NE(c.engine->Find(3), nullptr);
 }
 
-TEST_F(JobStoreTest, PutAndDeleteForeverKeepsFewSegments) {
+TEST_F(BinlogTest, PutAndDeleteForeverKeepsFewSegments) {
   Instance a(clock_, dir_, 4096);
   ASSERT_TRUE(a.ok);
   uint64_t keep = a.Put("long-lived");
@@ -333,7 +333,7 @@ TEST_F(JobStoreTest, PutAndDeleteForeverKeepsFewSegments) {
   EXPECT_NE(b.engine->Find(keep), nullptr);
 }
 
-TEST_F(JobStoreTest, BackgroundSyncMakesTheWrittenMarkDurable) {
+TEST_F(BinlogTest, BackgroundSyncMakesTheWrittenMarkDurable) {
   Instance a(clock_, dir_, 4096, false, /*background=*/true);
   ASSERT_TRUE(a.ok) << a.error;
   ASSERT_GE(a.store->sync_fd(), 0);
@@ -356,7 +356,7 @@ TEST_F(JobStoreTest, BackgroundSyncMakesTheWrittenMarkDurable) {
   EXPECT_TRUE(a.store->replies_wait_for_sync());
 }
 
-TEST_F(JobStoreTest, BackgroundSyncWaitsForAnIdleLoopAtMostMaxSyncDefer) {
+TEST_F(BinlogTest, BackgroundSyncWaitsForAnIdleLoopAtMostMaxSyncDefer) {
   Instance a(clock_, dir_, 4096, false, /*background=*/true);
   ASSERT_TRUE(a.ok) << a.error;
   const int64_t start = a.store->written_mark();
@@ -364,7 +364,7 @@ TEST_F(JobStoreTest, BackgroundSyncWaitsForAnIdleLoopAtMostMaxSyncDefer) {
   // The loop is busy: no write, no sync, and the store asks to be flushed again at once.
   EXPECT_EQ(a.store->Flush(/*idle=*/false), clock_.Now());
   EXPECT_EQ(a.store->written_mark(), start);
-  clock_.Advance(JobStore::kMaxSyncDefer - 1);
+  clock_.Advance(Binlog::kMaxSyncDefer - 1);
   ASSERT_NE(a.Put("two"), 0u);
   EXPECT_EQ(a.store->Flush(false), clock_.Now());
   EXPECT_EQ(a.store->written_mark(), start);
@@ -385,7 +385,7 @@ TEST_F(JobStoreTest, BackgroundSyncWaitsForAnIdleLoopAtMostMaxSyncDefer) {
   EXPECT_EQ(a.store->Flush(false), kForever);
 }
 
-TEST_F(JobStoreTest, FreshCurrentSegmentIsZeroFilledAheadOfItsFirstRecords) {
+TEST_F(BinlogTest, FreshCurrentSegmentIsZeroFilledAheadOfItsFirstRecords) {
   constexpr int64_t kSeg = 4 << 20;
   Instance a(clock_, dir_, kSeg, false, /*background=*/true);
   ASSERT_TRUE(a.ok) << a.error;
@@ -393,12 +393,12 @@ TEST_F(JobStoreTest, FreshCurrentSegmentIsZeroFilledAheadOfItsFirstRecords) {
   ASSERT_EQ(a.store->fills_pending(), 0u);
   // Without the fill the whole preallocated file would be unwritten, and every sync of
   // the first segment of a fresh server would commit an extent conversion too.
-  std::optional<bool> ahead = HasUnwritten(dir_ + "/binlog.1", JobStore::kFillLead + 4096, kSeg);
+  std::optional<bool> ahead = HasUnwritten(dir_ + "/binlog.1", Binlog::kFillLead + 4096, kSeg);
   if (!ahead) GTEST_SKIP() << "this file system does not map extents (FIEMAP)";
   EXPECT_FALSE(*ahead);
 }
 
-TEST_F(JobStoreTest, RecordsThatCatchUpWithTheFillOfTheirSegmentAreKept) {
+TEST_F(BinlogTest, RecordsThatCatchUpWithTheFillOfTheirSegmentAreKept) {
   constexpr int64_t kSeg = 4 << 20;
   constexpr int kJobs = 200;  // 8 KiB each: past kFillLead while the fill may still run
   const std::string body(8192, 'b');
@@ -410,7 +410,7 @@ TEST_F(JobStoreTest, RecordsThatCatchUpWithTheFillOfTheirSegmentAreKept) {
       a.Flush();
       ASSERT_TRUE(a.FinishSync());
     }
-    EXPECT_GT(a.store->written_mark(), JobStore::kFillLead);
+    EXPECT_GT(a.store->written_mark(), Binlog::kFillLead);
   }
   Instance b(clock_, dir_, kSeg);
   ASSERT_TRUE(b.ok) << b.error;
@@ -422,7 +422,7 @@ TEST_F(JobStoreTest, RecordsThatCatchUpWithTheFillOfTheirSegmentAreKept) {
   }
 }
 
-TEST_F(JobStoreTest, SegmentLeftDuringASyncKeepsItsFileUntilItsLastRecordsAreWritten) {
+TEST_F(BinlogTest, SegmentLeftDuringASyncKeepsItsFileUntilItsLastRecordsAreWritten) {
   size_t n = 0;
   {
     Instance a(clock_, dir_, 4096, false, /*background=*/true);
@@ -447,7 +447,7 @@ TEST_F(JobStoreTest, SegmentLeftDuringASyncKeepsItsFileUntilItsLastRecordsAreWri
   EXPECT_EQ(b.store->restored(), n);
 }
 
-TEST_F(JobStoreTest, BackgroundSyncRemovesASegmentOnlyOnceItsDeletesAreDurable) {
+TEST_F(BinlogTest, BackgroundSyncRemovesASegmentOnlyOnceItsDeletesAreDurable) {
   Instance a(clock_, dir_, 4096, false, /*background=*/true);
   ASSERT_TRUE(a.ok) << a.error;
   std::vector<uint64_t> ids;
@@ -465,14 +465,14 @@ TEST_F(JobStoreTest, BackgroundSyncRemovesASegmentOnlyOnceItsDeletesAreDurable) 
   EXPECT_GT(a.store->stats().oldest_index, 1u);
 }
 
-TEST_F(JobStoreTest, JobLargerThanASegmentIsRefused) {
+TEST_F(BinlogTest, JobLargerThanASegmentIsRefused) {
   Instance a(clock_, dir_, 4096);
   ASSERT_TRUE(a.ok);
   EXPECT_EQ(a.Put(std::string(5000, 'b')), 0u);
   EXPECT_NE(a.Put(std::string(3000, 'b')), 0u);
 }
 
-TEST_F(JobStoreTest, ManyUpdatesRotateSegmentsAndReplayInOrder) {
+TEST_F(BinlogTest, ManyUpdatesRotateSegmentsAndReplayInOrder) {
   {
     Instance a(clock_, dir_, 4096);
     ASSERT_TRUE(a.ok);

@@ -16,7 +16,9 @@
 
 namespace stalkd::storage {
 
-struct StoreOptions {
+struct BeanstalkdReadResult;
+
+struct BinlogOptions {
   std::string dir;                  // -b
   int64_t segment_size = 10485760;  // -s, a multiple of 4096
   int64_t fsync_ms = 50;            // -f; 0: sync before the replies of every iteration
@@ -46,14 +48,14 @@ struct StoreOptions {
 // segment forward so the head segments can be unlinked; it only uses unreserved space.
 //
 // Errors: a failed write, sync or preallocation is logged; after a failed write or sync the
-// store refuses every put (Admit is false) and writes nothing more, and the server keeps
+// binlog refuses every put (Admit is false) and writes nothing more, and the server keeps
 // serving the jobs it has in memory.
-class JobStore final : public engine::JobLog {
+class Binlog final : public engine::JobLog {
  public:
-  JobStore(StoreOptions options, const Clock& clock);
-  ~JobStore() override;
-  JobStore(const JobStore&) = delete;
-  JobStore& operator=(const JobStore&) = delete;
+  Binlog(BinlogOptions options, const Clock& clock);
+  ~Binlog() override;
+  Binlog(const Binlog&) = delete;
+  Binlog& operator=(const Binlog&) = delete;
 
   // Creates the directory if needed and takes an exclusive flock on DIR/lock (the same
   // lock file beanstalkd uses). false: *error says why (e.g. another server holds it).
@@ -62,7 +64,7 @@ class JobStore final : public engine::JobLog {
   // Reads every segment (or an existing beanstalkd binlog, which it then rewrites in
   // stalkd's format), restores the jobs into `engine`, and opens a fresh segment for
   // writing. Call after Lock, before set_log. false: start-up must stop; *error names the
-  // file and offset. `engine` must outlive the store (compaction reads jobs from it).
+  // file and offset. `engine` must outlive the binlog (compaction reads jobs from it).
   bool Recover(engine::Engine* engine, std::string* error);
 
   // Writes everything recorded since the last call and syncs per policy; unlinks dead
@@ -137,21 +139,23 @@ class JobStore final : public engine::JobLog {
     int64_t mark;       // placed_ after its latest put or state record (MarkOf)
   };
 
+  // binlog.cc: placement, writing, flush and sync.
   std::string PathOf(uint32_t seq) const;
   void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
   void Fail(const char* what, const std::string& path, int err);
 
   // Room left for records, not counting the last kMaxSmallRecord bytes of each segment.
   int64_t UsableAfter(size_t record_size) const;
+  int CreateSegmentFile(uint32_t seq);
   bool AddFutureSegment();
   template <typename Encode>
-  bool Place(size_t size, Encode encode);
+  bool Place(size_t size, Encode encode);  // defined in binlog_internal.h
   Segment* Current() const { return segs_[cur_].get(); }
   JobRecord ToRecord(const engine::Job& j) const;  // everything but tube and body
   void AppendJobFull(const engine::Job& j, std::string* out) const;
   void AppendJobState(const engine::Job& j, std::string* out) const;
   void WriteFull(const engine::Job& j, uint32_t resv);
-  void Compact();
+  std::optional<Nanos> HoldSync(bool idle);
   bool WritePending();
   Nanos SyncIfDue();
   std::vector<Syncer::Target> TakeSyncTargets();
@@ -159,14 +163,42 @@ class JobStore final : public engine::JobLog {
   void SyncFailed(const Syncer::Result& r);
   bool TakeSyncResult(const Syncer::Result& r);
   void CloseFinished();
+
+  // binlog_compaction.cc: moving live jobs forward and removing dead segments.
+  void Compact();
+  engine::Job* NextToMigrate(Segment* head, size_t* size);
   void CollectGarbage();
 
+  // binlog_recovery.cc: reading the segments at start-up and opening the binlog for writing.
+  struct Replay;
+  bool ClassifySegments(const std::vector<uint32_t>& seqs, std::vector<uint32_t>* stalkd_seqs,
+                        std::vector<uint32_t>* beanstalkd_seqs, std::string* error);
   bool RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error);
+  bool MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error);
+  bool ReplaySegment(size_t i, Replay* replay, std::string* error);
+  bool PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off,
+                   std::string* error);
+  std::unordered_map<uint32_t, Segment*> AddReplayedSegments(const Replay& replay);
+  bool RestoreReplayed(const Replay& replay, std::string* error);
+  void DropEmptySegments(const std::vector<uint32_t>& seqs, const std::vector<bool>& has_data);
+  bool OpenForWriting(uint32_t seq, std::string* error);
+  bool AddFirstSegment(uint32_t seq);
+  void ReserveRestoredRoom();
+  void StartSyncer();
+
+  // binlog_adopt.cc: adopting beanstalkd's binlog.
   bool AdoptBeanstalkd(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
                        bool* adopted, std::string* error);
-  bool OpenForWriting(uint32_t seq, std::string* error);
+  bool SettleEarlierAdoption(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
+                             bool* done, std::string* error);
+  bool HasAdoptDone(const std::vector<uint32_t>& seqs, bool* done, std::string* error);
+  bool ReadBeanstalkd(const std::vector<uint32_t>& bseqs, BeanstalkdReadResult* read,
+                      std::string* error);
+  bool RestoreAdopted(const BeanstalkdReadResult& read, std::string* error);
+  bool WriteAdopted(const BeanstalkdReadResult& read, std::string* error);
+  bool MarkAdopted(std::string* error);
 
-  StoreOptions options_;
+  BinlogOptions options_;
   const Clock& clock_;
   engine::Engine* engine_ = nullptr;
   int lock_fd_ = -1;

@@ -1,0 +1,466 @@
+#include "storage/binlog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "base/check.h"
+#include "storage/binlog_internal.h"
+#include "storage/file.h"
+#include "storage/record.h"
+
+namespace stalkd::storage {
+
+using binlog_internal::kJobReserve;
+using binlog_internal::WallNow;
+using engine::Job;
+using engine::JobState;
+
+int64_t binlog_internal::WallNow() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+namespace {
+
+DiskState ToDisk(JobState s) {
+  switch (s) {
+    case JobState::kDelayed:
+      return DiskState::kDelayed;
+    case JobState::kReserved:
+      return DiskState::kReserved;
+    case JobState::kBuried:
+      return DiskState::kBuried;
+    default:
+      return DiskState::kReady;
+  }
+}
+
+// Syncer::Target::id of the binlog directory (segments use their sequence number).
+constexpr uint32_t kDirTarget = UINT32_MAX;
+
+}  // namespace
+
+Binlog::Binlog(BinlogOptions options, const Clock& clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+Binlog::~Binlog() {
+  syncer_.reset();  // its thread may be syncing our fds
+  for (auto& s : segs_) {
+    if (s->fd >= 0) close(s->fd);
+  }
+  if (dir_fd_ >= 0) close(dir_fd_);
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
+
+std::string Binlog::PathOf(uint32_t seq) const {
+  return options_.dir + "/binlog." + std::to_string(seq);
+}
+
+void Binlog::Log(const char* fmt, ...) const {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "stalkd: binlog: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void Binlog::Fail(const char* what, const std::string& path, int err) {
+  Log("%s %s: %s; from now on puts are refused (OUT_OF_MEMORY) and nothing more is written; "
+      "restart the server to recover",
+      what, path.c_str(), strerror(err));
+  failed_ = true;
+  buf_.clear();
+  sealed_.clear();
+}
+
+bool Binlog::Lock(std::string* error) {
+  if (mkdir(options_.dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *error = "cannot create " + options_.dir + ": " + strerror(errno);
+    return false;
+  }
+  dir_fd_ = open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0) {
+    *error = "cannot open " + options_.dir + ": " + strerror(errno);
+    return false;
+  }
+  std::string path = options_.dir + "/lock";
+  lock_fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) {
+    *error = "cannot open " + path + ": " + strerror(errno);
+    return false;
+  }
+  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    *error = errno == EWOULDBLOCK ? "another server is using the binlog directory " + options_.dir +
+                                        " (" + path + " is locked)"
+                                  : "cannot lock " + path + ": " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------- space
+
+int64_t Binlog::UsableAfter(size_t record_size) const {
+  const int64_t s = options_.segment_size;
+  const int64_t per_segment = s - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
+  const int64_t x = static_cast<int64_t>(record_size);
+  const int64_t future = static_cast<int64_t>(segs_.size() - 1 - cur_);
+  const int64_t rem = s - Current()->end;
+  if (x <= rem)
+    return std::max<int64_t>(0, rem - x - int64_t{kMaxSmallRecord}) + future * per_segment;
+  if (future == 0) return -1;
+  return std::max<int64_t>(0, s - int64_t{kSegmentHeaderSize} - x - int64_t{kMaxSmallRecord}) +
+         (future - 1) * per_segment;
+}
+
+// Creates binlog.`seq`, preallocated, with its header; returns its fd, or -1 (logged, but
+// only once until a segment can be created again).
+int Binlog::CreateSegmentFile(uint32_t seq) {
+  std::string path = PathOf(seq);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (!space_warned_) Log("cannot create %s: %s", path.c_str(), strerror(errno));
+    space_warned_ = true;
+    return -1;
+  }
+  int err = file::Preallocate(fd, options_.segment_size);
+  std::string header;
+  AppendSegmentHeader(&header);
+  if (err == 0) err = file::WriteAt(fd, header.data(), header.size(), 0);
+  if (err != 0) {
+    if (!space_warned_) {
+      Log("cannot preallocate %s (%" PRId64
+          " bytes): %s; puts that need new space get "
+          "OUT_OF_MEMORY until space is freed",
+          path.c_str(), options_.segment_size, strerror(err));
+    }
+    space_warned_ = true;
+    close(fd);
+    unlink(path.c_str());
+    return -1;
+  }
+  if (space_warned_) Log("space available again (%s created)", path.c_str());
+  space_warned_ = false;
+  return fd;
+}
+
+bool Binlog::AddFutureSegment() {
+  if (failed_) return false;
+  uint32_t seq = segs_.back()->seq + 1;
+  int fd = CreateSegmentFile(seq);
+  if (fd < 0) return false;
+  auto seg = std::make_unique<Segment>();
+  seg->seq = seq;
+  seg->fd = fd;
+  seg->end = seg->written = static_cast<int64_t>(kSegmentHeaderSize);
+  seg->dirty = true;
+  segs_.push_back(std::move(seg));
+  dir_dirty_ = true;
+  if (syncer_) syncer_->Fill(fd, seq, kSegmentHeaderSize, options_.segment_size);
+  return true;
+}
+
+// ---------------------------------------------------------------------------- records
+
+JobRecord Binlog::ToRecord(const Job& j) const {
+  JobRecord r;
+  Nanos now = clock_.Now();
+  int64_t wall = WallNow();
+  r.id = j.id;
+  r.state = ToDisk(j.state());
+  r.pri = j.pri;
+  r.delay_s = j.delay_s();
+  r.ttr_s = j.ttr_s;
+  r.created_wall = wall - (now - j.created());
+  r.deadline_wall = j.state() == JobState::kDelayed ? wall + (j.deadline() - now) : 0;
+  r.counts = j.counts();
+  return r;
+}
+
+void Binlog::AppendJobFull(const Job& j, std::string* out) const {
+  JobRecord r = ToRecord(j);
+  r.tube = j.tube->name();
+  r.body = std::string_view(j.data(), j.body_size);
+  AppendFull(out, r);
+}
+
+void Binlog::AppendJobState(const Job& j, std::string* out) const { AppendState(out, ToRecord(j)); }
+
+void Binlog::WriteFull(const Job& j, uint32_t resv) {
+  size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
+  bool ok = Place(size, [&](std::string* b) { AppendJobFull(j, b); });
+  STALKD_CHECK(ok);  // Admit or the caller made room
+  Segment* s = Current();
+  s->live++;
+  s->ids.push_back(j.id);
+  auto [it, fresh] =
+      jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
+  if (fresh) {
+    reserved_ += resv;
+  } else {  // moved by compaction: the same state, so its mark stays
+    it->second.full_seq = it->second.last_seq = s->seq;
+    it->second.full_size = static_cast<uint32_t>(size);
+    live_bytes_ -= static_cast<int64_t>(size);  // same size as before; added back below
+  }
+  live_bytes_ += static_cast<int64_t>(size);
+  records_written_++;
+}
+
+bool Binlog::Admit(const Job& j) {
+  if (failed_) return false;
+  size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
+  if (static_cast<int64_t>(size) > options_.segment_size - int64_t{kSegmentHeaderSize}) {
+    if (options_.verbosity > 0) {
+      Log("job of %u bytes does not fit in a segment of %" PRId64 " bytes (-s)", j.body_size,
+          options_.segment_size);
+    }
+    return false;
+  }
+  while (UsableAfter(size) < reserved_ + int64_t{kJobReserve}) {
+    if (!AddFutureSegment()) return false;
+  }
+  return true;
+}
+
+void Binlog::Put(const Job& j) {
+  if (failed_) return;
+  WriteFull(j, kJobReserve);
+}
+
+void Binlog::Update(const Job& j) {
+  auto it = jobs_.find(j.id);
+  if (failed_ || it == jobs_.end()) return;
+  JobMeta& m = it->second;
+  if (m.resv >= kJobReserve) {
+    m.resv -= kStateRecordSize;  // this record uses the job's reservation
+    reserved_ -= kStateRecordSize;
+  } else if (UsableAfter(kStateRecordSize) < reserved_ &&
+             !(AddFutureSegment() && UsableAfter(kStateRecordSize) >= reserved_)) {
+    dropped_updates_++;
+    Log("no space to record the new state of job %" PRIu64
+        "; after a restart it comes back in its previous state",
+        j.id);
+    return;
+  }
+  bool ok = Place(kStateRecordSize, [&](std::string* b) { AppendJobState(j, b); });
+  STALKD_CHECK(ok);
+  m.last_seq = Current()->seq;
+  m.mark = placed_;
+  records_written_++;
+  // Top the reservation up again from free space, if there is any.
+  if (m.resv < kJobReserve && UsableAfter(0) - reserved_ >= int64_t{kStateRecordSize}) {
+    m.resv += kStateRecordSize;
+    reserved_ += kStateRecordSize;
+  }
+}
+
+int64_t Binlog::MarkOf(const Job& j) const {
+  auto it = jobs_.find(j.id);
+  return it == jobs_.end() ? placed_ : it->second.mark;
+}
+
+uint32_t Binlog::FileOf(const Job& j) const {
+  auto it = jobs_.find(j.id);
+  return it == jobs_.end() ? 0 : it->second.last_seq;
+}
+
+void Binlog::Delete(const Job& j) {
+  auto it = jobs_.find(j.id);
+  if (it == jobs_.end()) return;
+  JobMeta m = it->second;
+  jobs_.erase(it);
+  if (!failed_) {
+    bool ok = Place(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); });
+    STALKD_CHECK(ok);  // the job's reservation guarantees the room
+    records_written_++;
+  }
+  reserved_ -= m.resv;
+  live_bytes_ -= m.full_size;
+  auto seg = std::lower_bound(segs_.begin(), segs_.end(), m.full_seq,
+                              [](const auto& s, uint32_t seq) { return s->seq < seq; });
+  if (seg != segs_.end() && (*seg)->seq == m.full_seq && --(*seg)->live == 0) {
+    (*seg)->dead_at = placed_;
+  }
+}
+
+// ---------------------------------------------------------------------------- flush
+
+bool Binlog::WritePending() {
+  auto write = [this](Segment* s, const std::string& bytes) {
+    if (bytes.empty()) return true;
+    int err = file::WriteAt(s->fd, bytes.data(), bytes.size(), s->written);
+    if (err != 0) {
+      Fail("write to", PathOf(s->seq), err);
+      return false;
+    }
+    s->written += static_cast<int64_t>(bytes.size());
+    s->dirty = true;
+    return true;
+  };
+  for (Sealed& x : sealed_) {
+    if (!write(x.seg, x.bytes)) return false;
+  }
+  sealed_.clear();
+  if (!write(Current(), buf_)) return false;
+  buf_.clear();
+  written_mark_ = placed_;
+  return true;
+}
+
+// The dirty segments and, if a file was created or removed, the directory; all marked clean.
+std::vector<Syncer::Target> Binlog::TakeSyncTargets() {
+  std::vector<Syncer::Target> targets;
+  for (auto& s : segs_) {
+    if (s->fd >= 0 && s->dirty) targets.push_back({s->fd, false, s->seq});
+    s->dirty = false;
+  }
+  if (dir_dirty_) targets.push_back({dir_fd_, true, kDirTarget});
+  dir_dirty_ = false;
+  return targets;
+}
+
+void Binlog::SyncFailed(const Syncer::Result& r) {
+  Fail("fsync of", r.failed_id == kDirTarget ? options_.dir : PathOf(r.failed_id), r.err);
+}
+
+// A finished segment is closed once all of it is written and synced: nothing more is
+// written to it.
+void Binlog::CloseFinished() {
+  for (size_t i = 0; i < cur_; i++) {
+    Segment* s = segs_[i].get();
+    if (s->fd >= 0 && !s->dirty && s->written == s->end) {
+      close(s->fd);
+      s->fd = -1;
+    }
+  }
+}
+
+// Syncs on this thread (none may be running in the background).
+bool Binlog::Sync() {
+  std::vector<Syncer::Target> targets = TakeSyncTargets();
+  if (!options_.fsync_never) {
+    Syncer::Result r;
+    r.err = Syncer::SyncAll(targets, &r.failed_id);
+    if (r.err != 0) {
+      SyncFailed(r);
+      return false;
+    }
+  }
+  durable_mark_ = written_mark_;  // under -F, as durable as it gets
+  CloseFinished();
+  return true;
+}
+
+Nanos Binlog::Flush(bool idle) {
+  if (failed_) return kForever;
+  Compact();
+  // Keep a spare segment beyond the reserved room, so bursts of puts rarely wait for one.
+  const int64_t spare =
+      options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
+  if (UsableAfter(0) < reserved_ + spare && !space_warned_) AddFutureSegment();
+  if (syncer_ && replies_wait_for_sync()) {
+    if (std::optional<Nanos> wake = HoldSync(idle)) return *wake;
+  }
+  bool wrote = !buf_.empty() || !sealed_.empty();
+  if (!WritePending()) return kForever;
+  if (wrote) unsynced_ = true;
+  if (options_.fsync_never) {
+    Sync();  // closes finished segments; syncs nothing
+    unsynced_ = false;
+    CollectGarbage();
+    return kForever;
+  }
+  return SyncIfDue();
+}
+
+// Under -f 0 no reply waits for a write alone, only for a sync: while one runs, the
+// records wait in memory and go out with one write just before the next sync, which
+// starts once the loop is idle or has held it back for kMaxSyncDefer. Returns what Flush
+// returns while they wait, or nullopt when they go out now.
+std::optional<Nanos> Binlog::HoldSync(bool idle) {
+  if (syncer_->busy()) return kForever;
+  bool pending = !buf_.empty() || !sealed_.empty() || unsynced_;
+  if (pending && !idle) {
+    Nanos now = clock_.Now();
+    if (!defer_since_) defer_since_ = now;
+    if (now - *defer_since_ < kMaxSyncDefer) return now;
+  }
+  defer_since_.reset();
+  return std::nullopt;
+}
+
+// Starts (background_sync) or does a sync if there is unsynced data and -f says it is
+// time. Returns when one is next due.
+Nanos Binlog::SyncIfDue() {
+  if (!unsynced_) return kForever;
+  if (syncer_ && syncer_->busy()) return kForever;  // the Flush after OnSyncDone starts it
+  Nanos now = clock_.Now();
+  Nanos period = options_.fsync_ms * 1'000'000;
+  if (options_.fsync_ms > 0 && now - last_sync_ < period) return last_sync_ + period;
+  last_sync_ = now;
+  unsynced_ = false;
+  if (syncer_) {
+    syncing_mark_ = written_mark_;
+    syncer_->Start(TakeSyncTargets());
+    return kForever;
+  }
+  if (!Sync()) return kForever;
+  CollectGarbage();  // every record that made these segments dead is durable now
+  return kForever;
+}
+
+int Binlog::sync_fd() const { return syncer_ ? syncer_->notify_fd() : -1; }
+
+// The outcome of a background sync: what it covered is durable, or the store has failed.
+bool Binlog::TakeSyncResult(const Syncer::Result& r) {
+  if (r.err != 0) {
+    SyncFailed(r);
+    return false;
+  }
+  durable_mark_ = syncing_mark_;
+  return true;
+}
+
+void Binlog::OnSyncDone() {
+  Syncer::Result r;
+  if (!syncer_ || !syncer_->Collect(&r) || !TakeSyncResult(r)) return;
+  CloseFinished();
+  CollectGarbage();
+}
+
+void Binlog::Close() {
+  if (segs_.empty()) return;
+  Syncer::Result r;
+  if (syncer_ && syncer_->Wait(&r)) TakeSyncResult(r);
+  if (failed_ || !WritePending()) return;
+  if (!options_.fsync_never) Sync();
+}
+
+Binlog::Stats Binlog::stats() const {
+  Stats s;
+  if (!segs_.empty()) {
+    s.oldest_index = segs_.front()->seq;
+    s.current_index = Current()->seq;
+  }
+  s.records_written = records_written_;
+  s.records_migrated = records_migrated_;
+  s.max_size = options_.segment_size;
+  s.segments = segs_.size();
+  s.dropped_updates = dropped_updates_;
+  s.failed = failed_;
+  return s;
+}
+
+}  // namespace stalkd::storage

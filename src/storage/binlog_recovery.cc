@@ -1,0 +1,403 @@
+// Start-up: reading the segments, restoring their jobs into the engine (a torn tail is
+// truncated, a damaged record stops start-up or is skipped), then opening a fresh segment.
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/binlog.h"
+#include "storage/binlog_internal.h"
+#include "storage/file.h"
+#include "storage/record.h"
+
+namespace stalkd::storage {
+
+using binlog_internal::kJobReserve;
+using binlog_internal::Mapped;
+using binlog_internal::ToRestored;
+using binlog_internal::WallNow;
+using engine::JobState;
+
+binlog_internal::Mapped::~Mapped() {
+  if (data) munmap(const_cast<char*>(data), size);
+  if (fd >= 0) close(fd);
+}
+
+bool binlog_internal::Mapped::Open(std::string* error) {
+  fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);  // beanstalkd makes them 0400
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *error = path + ": " + strerror(errno);
+    return false;
+  }
+  size = static_cast<size_t>(st.st_size);
+  if (size == 0) return true;
+  void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) {
+    *error = path + ": mmap: " + strerror(errno);
+    return false;
+  }
+  madvise(p, size, MADV_SEQUENTIAL);
+  data = static_cast<const char*>(p);
+  return true;
+}
+
+engine::RestoredJob binlog_internal::ToRestored(const JobRecord& x, Nanos now, int64_t wall) {
+  engine::RestoredJob rj;
+  rj.id = x.id;
+  rj.tube = x.tube;
+  rj.state = x.state == DiskState::kDelayed  ? JobState::kDelayed
+             : x.state == DiskState::kBuried ? JobState::kBuried
+                                             : JobState::kReady;
+  rj.pri = x.pri;
+  rj.delay_s = x.delay_s;
+  rj.ttr_s = x.ttr_s;
+  rj.created = now - (wall - x.created_wall);
+  rj.deadline = now + (x.deadline_wall - wall);
+  rj.counts = x.counts;
+  rj.body = x.body;
+  return rj;
+}
+
+namespace {
+
+struct Replayed {
+  JobRecord rec;  // views into the mapped segments
+  uint32_t full_seq;
+  uint32_t last_seq;
+  uint32_t full_size;
+};
+
+// The sequence numbers of the binlog.N files in `dir`, in order.
+bool ListSegments(const std::string& dir, std::vector<uint32_t>* seqs, std::string* error) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    *error = "cannot read " + dir + ": " + strerror(errno);
+    return false;
+  }
+  while (dirent* e = readdir(d)) {
+    const char* name = e->d_name;
+    if (strncmp(name, "binlog.", 7) != 0) continue;
+    char* end = nullptr;
+    unsigned long n = strtoul(name + 7, &end, 10);
+    if (end == name + 7 || *end != '\0' || n == 0 || n > UINT32_MAX) continue;
+    seqs->push_back(static_cast<uint32_t>(n));
+  }
+  closedir(d);
+  std::sort(seqs->begin(), seqs->end());
+  return true;
+}
+
+// The replayed jobs in id order.
+std::vector<const Replayed*> ById(const std::unordered_map<uint64_t, Replayed>& jobs) {
+  std::vector<const Replayed*> order;
+  order.reserve(jobs.size());
+  for (const auto& [id, r] : jobs) order.push_back(&r);
+  std::sort(order.begin(), order.end(),
+            [](const Replayed* a, const Replayed* b) { return a->rec.id < b->rec.id; });
+  return order;
+}
+
+}  // namespace
+
+// What RecoverStalkd has read of the segments so far.
+struct Binlog::Replay {
+  std::vector<std::unique_ptr<Mapped>> maps;  // the segments, oldest first
+  std::vector<bool> has_data;                 // whether each holds any record
+  // The newest segment with any record: damage in it with nothing valid after is a torn
+  // tail, cut by a crash.
+  size_t tail = 0;
+  std::unordered_map<uint64_t, Replayed> jobs;  // the live jobs
+  uint64_t max_id = 0;                          // over every record, deletes included
+
+  void Apply(const Record& r, uint32_t seq, size_t size);
+};
+
+void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
+  if (r.type != RecordType::kAdoptDone) max_id = std::max(max_id, r.job.id);
+  switch (r.type) {
+    case RecordType::kFull:
+      jobs[r.job.id] = Replayed{r.job, seq, seq, static_cast<uint32_t>(size)};
+      break;
+    case RecordType::kState: {
+      auto it = jobs.find(r.job.id);
+      if (it == jobs.end()) break;  // its kFull record was in a removed segment: gone
+      JobRecord& x = it->second.rec;
+      std::string_view tube = x.tube, body = x.body;
+      x = r.job;
+      x.tube = tube;
+      x.body = body;
+      it->second.last_seq = seq;
+      break;
+    }
+    case RecordType::kDelete:
+      jobs.erase(r.job.id);
+      break;
+    case RecordType::kAdoptDone:
+      break;
+  }
+}
+
+bool Binlog::Recover(engine::Engine* engine, std::string* error) {
+  engine_ = engine;
+  std::vector<uint32_t> seqs, stalkd_seqs, beanstalkd_seqs;
+  if (!ListSegments(options_.dir, &seqs, error)) return false;
+  if (!ClassifySegments(seqs, &stalkd_seqs, &beanstalkd_seqs, error)) return false;
+  if (!beanstalkd_seqs.empty()) {
+    bool adopted = false;
+    if (!AdoptBeanstalkd(beanstalkd_seqs, &stalkd_seqs, &adopted, error)) return false;
+    if (adopted) return true;
+  }
+  return RecoverStalkd(stalkd_seqs, error);
+}
+
+// Sorts the segments into stalkd's (by their magic) and the others.
+bool Binlog::ClassifySegments(const std::vector<uint32_t>& seqs, std::vector<uint32_t>* stalkd_seqs,
+                              std::vector<uint32_t>* beanstalkd_seqs, std::string* error) {
+  for (uint32_t seq : seqs) {
+    char head[8] = {};
+    int fd = open(PathOf(seq).c_str(), O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, head, sizeof head) : -1;
+    if (fd >= 0) close(fd);
+    if (n < 0) {
+      *error = PathOf(seq) + ": " + strerror(errno);
+      return false;
+    }
+    if (n == 8 && memcmp(head, kSegmentMagic, 8) == 0) {
+      stalkd_seqs->push_back(seq);
+    } else {
+      beanstalkd_seqs->push_back(seq);  // beanstalkd's, or empty, or damaged (checked later)
+    }
+  }
+  return true;
+}
+
+bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error) {
+  uint32_t max_seq = 0;
+  for (const auto& s : segs_) max_seq = std::max(max_seq, s->seq);  // adopted segments
+  for (uint32_t seq : seqs) max_seq = std::max(max_seq, seq);
+  Replay replay;
+  replay.jobs.reserve(1024);
+  if (!MapSegments(seqs, &replay, error)) return false;
+  for (size_t i = 0; i < replay.maps.size(); i++) {
+    if (!ReplaySegment(i, &replay, error)) return false;
+  }
+  if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
+  if (!RestoreReplayed(replay, error)) return false;
+  replay.maps.clear();  // unmaps
+  engine_->ReserveIdsThrough(replay.max_id);
+  DropEmptySegments(seqs, replay.has_data);
+  return OpenForWriting(max_seq + 1, error);
+}
+
+// Maps every segment and checks its header; notes which hold records.
+bool Binlog::MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error) {
+  replay->has_data.resize(seqs.size());
+  for (size_t i = 0; i < seqs.size(); i++) {
+    auto m = std::make_unique<Mapped>();
+    m->seq = seqs[i];
+    m->path = PathOf(seqs[i]);
+    if (!m->Open(error)) return false;
+    std::string why;
+    if (!CheckSegmentHeader(m->data, m->size, &why)) {
+      *error = m->path + ": offset 0: " + why;
+      return false;
+    }
+    replay->has_data[i] = m->size > kSegmentHeaderSize && m->data[kSegmentHeaderSize + 8] != 0;
+    replay->maps.push_back(std::move(m));
+  }
+  replay->tail = seqs.size();
+  for (size_t i = seqs.size(); i-- > 0;) {
+    if (replay->has_data[i]) {
+      replay->tail = i;
+      break;
+    }
+  }
+  return true;
+}
+
+// Applies the records of segment i, up to its end or the end of its data.
+bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
+  const Mapped& m = *replay->maps[i];
+  size_t off = kSegmentHeaderSize;
+  while (off < m.size) {
+    Record r;
+    size_t size = 0;
+    std::string why;
+    Parse p = ParseRecord(m.data + off, m.size - off, &r, &size, &why);
+    if (p == Parse::kEnd) break;
+    if (p == Parse::kBad) {
+      if (!PassDamaged(*replay, i, why, &off, error)) return false;
+      continue;
+    }
+    replay->Apply(r, m.seq, size);
+    off += size;
+  }
+  return true;
+}
+
+// The record at *off in segment i is damaged (`why`). A torn tail is truncated, and *off
+// moves to the end; other damage stops start-up (false) unless --binlog-skip-damaged,
+// which moves *off to the next valid record.
+bool Binlog::PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off,
+                         std::string* error) {
+  const Mapped& m = *replay.maps[i];
+  size_t next = FindNextRecord(m.data, m.size, *off + 1);
+  if (i == replay.tail && next == m.size) {
+    Log("%s: offset %zu: %s; torn tail (%zu bytes) truncated", m.path.c_str(), *off, why.c_str(),
+        m.size - *off);
+    if (ftruncate(m.fd, static_cast<off_t>(*off)) != 0) {
+      *error = m.path + ": cannot truncate the torn tail: " + strerror(errno);
+      return false;
+    }
+    *off = m.size;
+    return true;
+  }
+  if (!options_.skip_damaged) {
+    *error = m.path + ": offset " + std::to_string(*off) + ": damaged record (" + why +
+             "); start with --binlog-skip-damaged to skip it";
+    return false;
+  }
+  Log("%s: offset %zu: damaged record (%s) skipped", m.path.c_str(), *off, why.c_str());
+  skipped_++;
+  *off = next;
+  return true;
+}
+
+// A Segment for every mapped one, in order; returns them by sequence number.
+std::unordered_map<uint32_t, Binlog::Segment*> Binlog::AddReplayedSegments(const Replay& replay) {
+  std::unordered_map<uint32_t, Segment*> by_seq;
+  for (const auto& m : replay.maps) {
+    auto seg = std::make_unique<Segment>();
+    seg->seq = m->seq;
+    seg->end = seg->written = static_cast<int64_t>(m->size);
+    by_seq[m->seq] = seg.get();
+    segs_.push_back(std::move(seg));
+  }
+  std::sort(segs_.begin(), segs_.end(),
+            [](const auto& a, const auto& b) { return a->seq < b->seq; });
+  return by_seq;
+}
+
+// Restores the replayed jobs in id order, so buried jobs keep their order.
+bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
+  std::vector<const Replayed*> order = ById(replay.jobs);
+  std::unordered_map<uint32_t, Segment*> by_seq = AddReplayedSegments(replay);
+  Nanos now = clock_.Now();
+  int64_t wall = WallNow();
+  jobs_.reserve(jobs_.size() + order.size());
+  for (const Replayed* r : order) {
+    const JobRecord& x = r->rec;
+    engine::RestoredJob rj = ToRestored(x, now, wall);
+    if (jobs_.count(x.id)) continue;  // adopted already (cannot happen: ids differ)
+    if (!engine_->Restore(rj)) {
+      *error = "cannot restore job " + std::to_string(x.id);
+      return false;
+    }
+    Segment* seg = by_seq[r->full_seq];
+    seg->live++;
+    seg->ids.push_back(x.id);
+    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve, r->last_seq, 0};
+    reserved_ += kJobReserve;
+    live_bytes_ += r->full_size;
+    restored_++;
+  }
+  return true;
+}
+
+// Segments without any record (preallocated ones of the last run) are no longer needed.
+void Binlog::DropEmptySegments(const std::vector<uint32_t>& seqs,
+                               const std::vector<bool>& has_data) {
+  for (size_t i = 0; i < seqs.size(); i++) {
+    if (has_data[i]) continue;
+    auto it =
+        std::find_if(segs_.begin(), segs_.end(), [&](const auto& x) { return x->seq == seqs[i]; });
+    if (it == segs_.end() || (*it)->live > 0) continue;
+    file::Unlink(PathOf(seqs[i]).c_str(), 0);
+    segs_.erase(it);
+    dir_dirty_ = true;
+  }
+}
+
+bool Binlog::OpenForWriting(uint32_t seq, std::string* error) {
+  if (!AddFirstSegment(seq)) {
+    *error = "cannot create " + PathOf(seq) + " (see above)";
+    return false;
+  }
+  ReserveRestoredRoom();
+  if (!Sync()) {
+    *error = "cannot sync " + options_.dir;
+    return false;
+  }
+  CollectGarbage();
+  Sync();
+  last_sync_ = clock_.Now();
+  if (options_.background_sync && !options_.fsync_never) StartSyncer();
+  return true;
+}
+
+// Creates binlog.`seq` and makes it the current segment.
+bool Binlog::AddFirstSegment(uint32_t seq) {
+  // A placeholder for the sequence number, so AddFutureSegment numbers from seq.
+  bool placeholder = segs_.empty() || segs_.back()->seq + 1 != seq;
+  if (placeholder) {
+    auto p = std::make_unique<Segment>();
+    p->seq = seq - 1;
+    segs_.push_back(std::move(p));
+  }
+  cur_ = segs_.size() - 1;
+  bool ok = AddFutureSegment();
+  if (placeholder) {
+    segs_.erase(segs_.end() - 2);
+  }
+  if (!ok) return false;
+  cur_ = segs_.size() - 1;
+  return true;
+}
+
+// Room for every restored job's reservation, plus a spare segment.
+void Binlog::ReserveRestoredRoom() {
+  const int64_t spare =
+      options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
+  while (UsableAfter(0) < reserved_ + spare) {
+    if (!AddFutureSegment()) break;
+  }
+  if (UsableAfter(0) < reserved_) {
+    Log("not enough space to reserve room for the changes of the restored jobs; puts are "
+        "refused until space is freed");
+  }
+}
+
+void Binlog::StartSyncer() {
+  syncer_ = std::make_unique<Syncer>();
+  if (!syncer_->ok()) {
+    Log("cannot start the sync thread (%s); syncing in the loop instead", strerror(errno));
+    syncer_.reset();
+  }
+  // The current segment was created before the thread and its first records go to its
+  // start at once: it is filled first, from kFillLead bytes on, ahead of them.
+  Segment* s = Current();
+  int64_t from = (s->end + kFillLead + 4095) / 4096 * 4096;
+  if (syncer_ && from < options_.segment_size) {
+    s->fill_from = from;
+    syncer_->Fill(s->fd, s->seq, from, options_.segment_size);
+  }
+  for (size_t i = cur_ + 1; syncer_ && i < segs_.size(); i++) {
+    syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, options_.segment_size);
+  }
+}
+
+}  // namespace stalkd::storage
