@@ -28,7 +28,8 @@ Result JobResult(Outcome o, const Job& j) {
 class MemorySession final : public command::Session, public engine::SessionOwner {
  public:
   MemorySession(MemoryStore& store, command::Client& client)
-      : store_(store), engine_(store.engine_), client_(client), s_(engine_.OpenSession(this)) {}
+      : store_(store), client_(client), s_(store.engine_.OpenSession(this)) {}
+  // One per connection, so kept small: what a long kick needs is in MemoryStore::Kick.
   ~MemorySession() override;
 
   command::PutSlot BeginPut(const command::PutArgs& args) override;
@@ -59,20 +60,19 @@ class MemorySession final : public command::Session, public engine::SessionOwner
   Result StatsTube(std::string_view tube) override;
 
   void OnEngineEvent(const engine::Event& ev) override;
-  // One slice of the kick in progress; true once it is done.
-  bool KickStep();
-  Result Kicked() { return All(Result::Of(Outcome::kKicked, kicked_)); }
+  Result Kicked(uint32_t n) { return All(Result::Of(Outcome::kKicked, n)); }
   command::Client& client() { return client_; }
+  engine::Tube* use() const { return s_->use(); }
 
  private:
   // A result that may reflect any change so far depends on every log record so far.
   Result All(Result r) {
-    NeedMark(engine_.LogMark());
+    NeedMark(store_.engine_.LogMark());
     return r;
   }
   // A result showing a job depends only on that job's latest record.
   Result Shows(Outcome o, const Job& j) {
-    NeedMark(engine_.LogMarkOf(j));
+    NeedMark(store_.engine_.LogMarkOf(j));
     return JobResult(o, j);
   }
   Result Found(const Job* j) { return j ? Shows(Outcome::kFound, *j) : NotFound(); }
@@ -85,19 +85,15 @@ class MemorySession final : public command::Session, public engine::SessionOwner
   Result Using();
 
   MemoryStore& store_;
-  engine::Engine& engine_;
   command::Client& client_;
   engine::Session* s_;
   Job* in_job_ = nullptr;  // a put whose body is arriving
-  uint32_t kick_left_ = 0;
-  uint32_t kicked_ = 0;
-  bool kick_buried_ = false;  // which list the kick in progress started on
 };
 
 MemorySession::~MemorySession() {
-  if (in_job_) engine_.Discard(in_job_);
-  std::erase(store_.kicking_, this);
-  engine_.CloseSession(s_);
+  if (in_job_) store_.engine_.Discard(in_job_);
+  std::erase_if(store_.kicking_, [this](const MemoryStore::Kick& k) { return k.session == this; });
+  store_.engine_.CloseSession(s_);
   store_.DeliverEvents();  // its reserved jobs may have gone to waiting sessions
 }
 
@@ -114,9 +110,9 @@ command::PutSlot MemorySession::BeginPut(const command::PutArgs& a) {
     slot.refusal = Outcome::kBadFormat;
     return slot;
   }
-  in_job_ = engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes);
+  in_job_ = store_.engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes);
   if (!in_job_) {
-    NeedMark(engine_.LogMark());  // the cap reflects every job so far
+    NeedMark(store_.engine_.LogMark());  // the cap reflects every job so far
     slot.refusal = Outcome::kOutOfMemory;
     return slot;
   }
@@ -130,7 +126,7 @@ Result MemorySession::CommitPut() {
   Job* j = std::exchange(in_job_, nullptr);
   uint64_t id = j->id;
   Result r;
-  switch (engine_.Put(s_, j)) {
+  switch (store_.engine_.Put(s_, j)) {
     case engine::Engine::PutResult::kDraining:
       r = Result::Of(Outcome::kDraining);
       break;
@@ -146,17 +142,17 @@ Result MemorySession::CommitPut() {
 }
 
 void MemorySession::AbandonPut() {
-  if (in_job_) engine_.Discard(std::exchange(in_job_, nullptr));
+  if (in_job_) store_.engine_.Discard(std::exchange(in_job_, nullptr));
 }
 
 // ---------------------------------------------------------------------------- reserve
 
 Result MemorySession::Reserve(Nanos timeout) {
   store_.Count(timeout == kForever ? Verb::kReserve : Verb::kReserveWithTimeout);
-  if (!engine_.Reserve(s_, timeout)) return All(Result::Of(Outcome::kDeadlineSoon));
+  if (!store_.engine_.Reserve(s_, timeout)) return All(Result::Of(Outcome::kDeadlineSoon));
   // A reserve that completed at once is answered now; otherwise OnEngineEvent answers it.
   engine::Event ev;
-  if (!engine_.TakeOwnEvent(s_, &ev)) return Result::Of(Outcome::kPending);
+  if (!store_.engine_.TakeOwnEvent(s_, &ev)) return Result::Of(Outcome::kPending);
   if (ev.kind == engine::Event::Kind::kReserved) return Shows(Outcome::kReserved, *ev.job);
   return All(Result::Of(Outcome::kTimedOut));
 }
@@ -173,13 +169,13 @@ void MemorySession::OnEngineEvent(const engine::Event& ev) {
 }
 
 Result MemorySession::AbandonReserve() {
-  engine_.CancelReserve(s_);
+  store_.engine_.CancelReserve(s_);
   return All(Result::Of(Outcome::kTimedOut));
 }
 
 Result MemorySession::ReserveJob(uint64_t id) {
   store_.Count(Verb::kReserveJob);
-  const Job* j = engine_.ReserveJob(s_, id);
+  const Job* j = store_.engine_.ReserveJob(s_, id);
   return j ? Shows(Outcome::kReserved, *j) : NotFound();
 }
 
@@ -187,73 +183,63 @@ Result MemorySession::ReserveJob(uint64_t id) {
 
 Result MemorySession::Peek(uint64_t id) {
   store_.Count(Verb::kPeek);
-  return Found(engine_.Find(id));
+  return Found(store_.engine_.Find(id));
 }
 
 Result MemorySession::PeekReady() {
   store_.Count(Verb::kPeekReady);
-  return Found(engine_.PeekReady(s_->use()));
+  return Found(store_.engine_.PeekReady(s_->use()));
 }
 
 Result MemorySession::PeekDelayed() {
   store_.Count(Verb::kPeekDelayed);
-  return Found(engine_.PeekDelayed(s_->use()));
+  return Found(store_.engine_.PeekDelayed(s_->use()));
 }
 
 Result MemorySession::PeekBuried() {
   store_.Count(Verb::kPeekBuried);
-  return Found(engine_.PeekBuried(s_->use()));
+  return Found(store_.engine_.PeekBuried(s_->use()));
 }
 
 // ---------------------------------------------------------------------------- job commands
 
 Result MemorySession::Delete(uint64_t id) {
   store_.Count(Verb::kDelete);
-  return Done(engine_.Delete(s_, id), Outcome::kDeleted);
+  return Done(store_.engine_.Delete(s_, id), Outcome::kDeleted);
 }
 
 Result MemorySession::Release(uint64_t id, uint32_t pri, uint32_t delay_s) {
   store_.Count(Verb::kRelease);
-  return Done(engine_.Release(s_, id, pri, delay_s), Outcome::kReleased);
+  return Done(store_.engine_.Release(s_, id, pri, delay_s), Outcome::kReleased);
 }
 
 Result MemorySession::Bury(uint64_t id, uint32_t pri) {
   store_.Count(Verb::kBury);
-  return Done(engine_.Bury(s_, id, pri), Outcome::kBuried);
+  return Done(store_.engine_.Bury(s_, id, pri), Outcome::kBuried);
 }
 
 Result MemorySession::Touch(uint64_t id) {
   store_.Count(Verb::kTouch);
-  return Done(engine_.Touch(s_, id), Outcome::kTouched);
+  return Done(store_.engine_.Touch(s_, id), Outcome::kTouched);
 }
 
 Result MemorySession::KickJob(uint64_t id) {
   store_.Count(Verb::kKickJob);
-  return Done(engine_.KickJob(id), Outcome::kKickedJob);
+  return Done(store_.engine_.KickJob(id), Outcome::kKickedJob);
 }
 
 Result MemorySession::Kick(uint32_t count) {
   store_.Count(Verb::kKick);
   const Tube* t = s_->use();
-  kick_buried_ = !t->buried.empty();
+  bool buried = !t->buried.empty();
   // Never more than were there when the kick arrived: jobs re-buried between slices by
   // other clients must not be kicked again (beanstalkd does the whole kick at once).
-  kick_left_ = static_cast<uint32_t>(
-      std::min<size_t>(count, kick_buried_ ? t->buried.size() : t->delayed.size()));
-  kicked_ = 0;
-  if (KickStep()) return Kicked();
-  store_.kicking_.push_back(this);  // the rest in later Ticks, a slice each
+  auto left =
+      static_cast<uint32_t>(std::min<size_t>(count, buried ? t->buried.size() : t->delayed.size()));
+  MemoryStore::Kick k{this, left, 0, buried};
+  if (store_.KickStep(k)) return Kicked(k.kicked);
+  store_.kicking_.push_back(k);  // the rest in later Ticks, a slice each
   return Result::Of(Outcome::kPending);
-}
-
-bool MemorySession::KickStep() {
-  Tube* t = s_->use();
-  uint32_t n = std::min(kick_left_, MemoryStore::kKickSlice);
-  uint32_t k = kick_buried_ ? engine_.KickBuried(t, n) : engine_.KickDelayed(t, n);
-  kicked_ += k;
-  kick_left_ -= k;
-  store_.DeliverEvents();  // each kicked job is offered to waiting sessions at once
-  return k < n || kick_left_ == 0;
 }
 
 // ---------------------------------------------------------------------------- tubes
@@ -261,7 +247,7 @@ bool MemorySession::KickStep() {
 Result MemorySession::Use(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kUse);
-  engine_.Use(s_, tube);
+  store_.engine_.Use(s_, tube);
   return Using();
 }
 
@@ -280,13 +266,13 @@ Result MemorySession::Using() {
 Result MemorySession::Watch(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kWatch);
-  return All(Result::Of(Outcome::kWatching, engine_.Watch(s_, tube)));
+  return All(Result::Of(Outcome::kWatching, store_.engine_.Watch(s_, tube)));
 }
 
 Result MemorySession::Ignore(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kIgnore);
-  size_t n = engine_.Ignore(s_, tube);
+  size_t n = store_.engine_.Ignore(s_, tube);
   return All(n == 0 ? Result::Of(Outcome::kNotIgnored) : Result::Of(Outcome::kWatching, n));
 }
 
@@ -305,14 +291,14 @@ Result MemorySession::ListTubesWatched() {
 
 Result MemorySession::ListTubes() {
   store_.Count(Verb::kListTubes);
-  return TubeList(engine_.tubes());
+  return TubeList(store_.engine_.tubes());
 }
 
 Result MemorySession::PauseTube(std::string_view tube, uint32_t delay_s) {
   // beanstalkd counts a pause-tube before it checks the tube name.
   store_.Count(Verb::kPauseTube);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
-  return Done(engine_.PauseTube(tube, delay_s), Outcome::kPaused);
+  return Done(store_.engine_.PauseTube(tube, delay_s), Outcome::kPaused);
 }
 
 // ---------------------------------------------------------------------------- stats
@@ -326,7 +312,7 @@ Result MemorySession::Stats() {
 
 Result MemorySession::StatsJob(uint64_t id) {
   store_.Count(Verb::kStatsJob);
-  const Job* j = engine_.Find(id);
+  const Job* j = store_.engine_.Find(id);
   if (!j) return NotFound();
   Result r = Result::Of(Outcome::kJobStats);
   r.job_stats = &store_.FillJobStats(*j);
@@ -336,7 +322,7 @@ Result MemorySession::StatsJob(uint64_t id) {
 Result MemorySession::StatsTube(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kStatsTube);
-  const Tube* t = engine_.FindTube(tube);
+  const Tube* t = store_.engine_.FindTube(tube);
   if (!t) return NotFound();
   Result r = Result::Of(Outcome::kTubeStats);
   r.tube_stats = &store_.FillTubeStats(*t);
@@ -363,10 +349,20 @@ void MemoryStore::DeliverEvents() {
   events_.clear();
 }
 
+bool MemoryStore::KickStep(Kick& k) {
+  engine::Tube* t = k.session->use();
+  uint32_t n = std::min(k.left, kKickSlice);
+  uint32_t done = k.buried ? engine_.KickBuried(t, n) : engine_.KickDelayed(t, n);
+  k.kicked += done;
+  k.left -= done;
+  DeliverEvents();  // each kicked job is offered to waiting sessions at once
+  return done < n || k.left == 0;
+}
+
 bool MemoryStore::KickSlices() {
-  std::erase_if(kicking_, [](MemorySession* s) {
-    if (!s->KickStep()) return false;
-    s->client().OnResult(s->Kicked());
+  std::erase_if(kicking_, [this](Kick& k) {
+    if (!KickStep(k)) return false;
+    k.session->client().OnResult(k.session->Kicked(k.kicked));
     return true;
   });
   return !kicking_.empty();

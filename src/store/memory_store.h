@@ -55,6 +55,15 @@ class MemoryStore final : public command::Store {
   void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }
   // Hands the engine's pending events (reserves that waited) to their sessions.
   void DeliverEvents();
+  // A kick in progress: kept here rather than in every session.
+  struct Kick {
+    MemorySession* session;
+    uint32_t left;    // jobs still to kick
+    uint32_t kicked;  // so far
+    bool buried;      // which list it started on
+  };
+  // One slice of `k`; true once it is done.
+  bool KickStep(Kick& k);
   // One slice of every kick in progress; true if some are still in progress.
   bool KickSlices();
 
@@ -66,8 +75,8 @@ class MemoryStore final : public command::Store {
   const command::Host* host_;
   size_t max_job_size_;
   uint64_t cmds_[command::kVerbCount] = {};
-  std::vector<MemorySession*> kicking_;  // sessions with a kick in progress
-  std::vector<engine::Event> events_;    // DeliverEvents' scratch
+  std::vector<Kick> kicking_;          // at most one per session
+  std::vector<engine::Event> events_;  // DeliverEvents' scratch
   // What results point to, valid until the next call.
   command::ServerStats stats_;
   command::TubeStats tube_stats_;
