@@ -28,8 +28,11 @@ class FrontEnd {
   virtual void OnInputClosed() = 0;
 
   virtual std::string& output() = 0;
-  virtual bool closing() const = 0;       // close once the output is written
-  virtual bool waiting() const = 0;       // a result is pending
+  virtual bool closing() const = 0;  // close once the output is written
+  virtual bool waiting() const = 0;  // a result is pending
+  // The pending result is one that ends when the client goes away (a reserve that waits):
+  // the connection watches for a hang-up meanwhile and then calls OnInputClosed.
+  virtual bool waiting_for_client() const = 0;
   virtual bool input_closed() const = 0;  // OnInputClosed was called
   virtual bool runnable() const = 0;      // Run() could make progress now
   virtual size_t buffered_input() const = 0;

@@ -192,6 +192,7 @@ class Engine {
   void CheckInvariants() const;
 
  private:
+  static bool IsUrgent(const Job* j) { return j->pri < kUrgentPriority; }
   Tube* FindOrMakeTube(std::string_view name);
   void Ref(Tube* t) { t->refs++; }
   void Unref(Tube* t);

@@ -44,6 +44,7 @@ class Conversation final : public command::FrontEnd {
   std::string& output() override { return out_; }
   bool closing() const override { return state_ == State::kClosing; }
   bool waiting() const override { return state_ == State::kWaiting; }
+  bool waiting_for_client() const override { return waiting() && pending_reserve_; }
   bool input_closed() const override { return input_closed_; }
   // True if Run() could make progress now (buffered input not already found incomplete).
   bool runnable() const override;

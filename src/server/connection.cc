@@ -35,7 +35,7 @@ void Connection::OnEvents(uint32_t events) {
   if (dead_) return;
   if (events & EPOLLERR) return Kill();
   if (events & EPOLLIN) Read();
-  if ((events & (EPOLLRDHUP | EPOLLHUP)) && front_end_->waiting()) {
+  if ((events & (EPOLLRDHUP | EPOLLHUP)) && front_end_->waiting_for_client()) {
     front_end_->OnInputClosed();
     server_.MarkDirty(this);
   }
@@ -112,7 +112,7 @@ void Connection::UpdateInterest() {
     if (c.buffered_input() < kMaxBufferedInput &&
         front_end_->output().size() < command::FrontEnd::kOutputHighWater) {
       want |= EPOLLIN | EPOLLRDHUP;
-    } else if (c.waiting() && !on_held) {
+    } else if (c.waiting_for_client() && !on_held) {
       want |= EPOLLRDHUP;
     }
   }

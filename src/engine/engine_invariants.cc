@@ -1,0 +1,86 @@
+// Engine::CheckInvariants: for tests and fuzzers.
+#include <algorithm>
+
+#include "base/check.h"
+#include "engine/engine.h"
+
+namespace stalkd::engine {
+
+void Engine::CheckInvariants() const {
+  uint64_t ready = 0, urgent = 0, delayed = 0, buried = 0, reserved = 0, waiting = 0;
+  size_t heap_bytes = 0;  // what heap_bytes_ must be
+  auto check_job = [this](const Job* j, JobState state, const Tube* t) {
+    STALKD_CHECK(j->state() == state && j->tube == t && jobs_.Find(j->id) == j);
+    // Only a ready job may lack the cold part (deadline, list node, reserver).
+    STALKD_CHECK(j->cold != nullptr || state == JobState::kReady);
+    if (const JobCold* c = j->cold) {
+      STALKD_CHECK(c->job == j);
+      STALKD_CHECK((c->reserver != nullptr) == (state == JobState::kReserved));
+      STALKD_CHECK(c->linked() == (state == JobState::kReserved || state == JobState::kBuried));
+    }
+  };
+  STALKD_CHECK(tube_list_.size() == tubes_.size());
+  for (size_t i = 0; i < tube_list_.size(); i++) {
+    const Tube* t = tube_list_[i];
+    STALKD_CHECK(t->list_pos == i);
+    STALKD_CHECK(FindTube(t->name()) == t);
+    STALKD_CHECK(t->ready.IsHeap() && t->delayed.IsHeap());
+    uint64_t tube_urgent = 0;
+    for (size_t k = 0; k < t->ready.size(); k++) {
+      const Job* j = t->ready.at(k);
+      check_job(j, JobState::kReady, t);
+      if (IsUrgent(j)) tube_urgent++;
+    }
+    for (size_t k = 0; k < t->delayed.size(); k++)
+      check_job(t->delayed.at(k), JobState::kDelayed, t);
+    for (const Job* j : t->buried) check_job(j, JobState::kBuried, t);
+    STALKD_CHECK(tube_urgent == t->stat.urgent);
+    bool want_eligible = !t->waiters.empty() && !t->ready.empty() && !t->paused();
+    STALKD_CHECK(eligible_.Contains(t) == want_eligible);
+    STALKD_CHECK(delay_tubes_.Contains(t) == !t->delayed.empty());
+    STALKD_CHECK(paused_.Contains(t) == t->paused());
+    STALKD_CHECK(t->refs > 0);
+    ready += t->ready.size();
+    urgent += tube_urgent;
+    delayed += t->delayed.size();
+    buried += t->buried.size();
+    heap_bytes += t->ready.bytes() + t->delayed.bytes();
+  }
+  STALKD_CHECK(eligible_.IsHeap() && delay_tubes_.IsHeap() && paused_.IsHeap());
+  STALKD_CHECK(timers_.IsHeap());
+  // No ready job may sit while a session waits for it.
+  STALKD_CHECK(eligible_.empty());
+
+  auto check_session = [&](const Session* s) {
+    STALKD_CHECK(s->reserved_.IsHeap());
+    for (size_t k = 0; k < s->reserved_.size(); k++) {
+      const Job* j = s->reserved_.at(k);
+      check_job(j, JobState::kReserved, j->tube);
+      STALKD_CHECK(j->cold->reserver == s);
+    }
+    reserved += s->reserved_.size();
+    heap_bytes += s->reserved_.bytes();
+    if (s->waiting_) {
+      waiting++;
+      STALKD_CHECK(s->wait_nodes_.size() == s->watch_.size());
+    }
+  };
+  uint64_t open = 0;
+  for (const Session* s : sessions_) {
+    check_session(s);
+    open++;
+    STALKD_CHECK(!s->closed_ && s->use_ != nullptr && !s->watch_.empty());
+  }
+  for (const Session* s : closing_) {
+    check_session(s);
+    STALKD_CHECK(s->closed_ && !s->waiting_);
+  }
+  STALKD_CHECK(open == counters_.sessions);
+  STALKD_CHECK(ready == counters_.ready && urgent == counters_.urgent);
+  STALKD_CHECK(delayed == counters_.delayed && buried == counters_.buried);
+  STALKD_CHECK(reserved == counters_.reserved && waiting == counters_.waiting);
+  STALKD_CHECK(jobs_.size() == ready + delayed + buried + reserved);
+  STALKD_CHECK(heap_bytes == heap_bytes_);
+}
+
+}  // namespace stalkd::engine

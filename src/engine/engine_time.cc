@@ -1,0 +1,85 @@
+// The engine's timed work: TTR expiries, reserve timeouts, delayed jobs falling due,
+// pause ends and the jobs of closed sessions, a budget's worth per Tick.
+#include <algorithm>
+
+#include "base/check.h"
+#include "engine/engine.h"
+
+namespace stalkd::engine {
+
+uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
+  // As in beanstalkd, DEADLINE_SOON is decided before expired jobs are returned.
+  bool soon = s->waiting_ && DeadlineSoon(s, now);
+  uint32_t moved = 0;
+  while (moved < budget && !s->reserved_.empty() && s->reserved_.top()->deadline() <= now) {
+    Job* j = s->reserved_.top();
+    TakeOut(j);
+    j->cold->counts.timeouts++;
+    counters_.timeouts++;
+    MakeReady(j);
+    Logged(j);
+    ProcessQueue();
+    moved++;
+  }
+  // A returned job may have gone straight back to s (it may watch that tube), ending its wait.
+  if (soon && s->waiting_) {
+    StopWaiting(s);
+    events_.push_back({Event::Kind::kDeadlineSoon, s, nullptr});
+  } else if (s->waiting_ && s->wait_until_ <= now) {
+    StopWaiting(s);
+    events_.push_back({Event::Kind::kTimedOut, s, nullptr});
+  }
+  return moved;
+}
+
+// Each kind of work has its own budget, so a flood of one (delayed jobs falling due) never
+// holds up another (TTR expiries, reserve timeouts, a closed session's jobs).
+Nanos Engine::Tick() {
+  Nanos now = clock_.Now();
+  const uint32_t budget = options_.tick_budget;
+  bool more = false;
+
+  uint32_t timer_budget = budget;
+  while (!timers_.empty() && timers_.top()->wake_at_ <= now) {
+    if (timer_budget == 0) {
+      more = true;
+      break;
+    }
+    uint32_t moved = ExpireSession(timers_.top(), now, timer_budget);
+    timer_budget -= std::max<uint32_t>(1, std::min(moved, timer_budget));
+  }
+
+  uint32_t promoted = 0;
+  while (!delay_tubes_.empty() && delay_tubes_.top()->delayed.top()->deadline() <= now) {
+    if (promoted == budget) {
+      more = true;
+      break;
+    }
+    Job* j = delay_tubes_.top()->delayed.top();
+    TakeOut(j);
+    MakeReady(j);
+    ProcessQueue();  // each promoted job is offered to waiters at once, as in beanstalkd
+    promoted++;
+  }
+  while (!paused_.empty() && paused_.top()->unpause_at <= now) {
+    Tube* t = paused_.Pop();
+    t->pause_ns = 0;
+    RefreshEligible(t);
+  }
+  ProcessQueue();
+
+  ReleaseClosed(budget);
+  if (more || !closing_.empty()) return now;
+  Nanos next = kForever;
+  if (!delay_tubes_.empty()) next = std::min(next, delay_tubes_.top()->delayed.top()->deadline());
+  if (!paused_.empty()) next = std::min(next, paused_.top()->unpause_at);
+  if (!timers_.empty()) next = std::min(next, timers_.top()->wake_at_);
+  return next;
+}
+
+void Engine::TakeEvents(std::vector<Event>* out) {
+  out->insert(out->end(), events_.begin(), events_.end());
+  events_.clear();
+}
+
+}  // namespace stalkd::engine
