@@ -505,6 +505,29 @@ TEST_F(ConversationTest, KickOfManyBuriedJobsIsSliced) {
   EXPECT_EQ(c.Take(), "KICKED 2500\r\nKICKED 1\r\n");
 }
 
+TEST_F(ConversationTest, InputClosedDuringALongKickStillAnswersEverything) {
+  Client& c = w_.NewClient();
+  std::string in;
+  for (int i = 0; i < 1500; i++) in += "put 0 100 60 1\r\nd\r\n";
+  w_.Do(c, in);
+  c.Send("kick 1500\r\nlist-tube-used\r\n");
+  EXPECT_FALSE(c.conv.Run(10));
+  EXPECT_TRUE(c.conv.waiting());
+  EXPECT_FALSE(c.conv.waiting_for_client());  // a kick is not abandoned by a hang-up
+  c.conv.OnInputClosed();
+  EXPECT_FALSE(c.conv.closing());
+  w_.Tick();
+  EXPECT_EQ(c.Take(), "KICKED 1500\r\nUSING default\r\n");
+  // A reserve is: it waits for the client.
+  Client& w = w_.NewClient();
+  w.Send("watch empty\r\nignore default\r\nreserve\r\n");
+  w_.Pump();
+  EXPECT_TRUE(w.conv.waiting_for_client());
+  w.conv.OnInputClosed();
+  EXPECT_TRUE(w.conv.closing());
+  EXPECT_EQ(w.Take(), "WATCHING 2\r\nWATCHING 1\r\nTIMED_OUT\r\n");
+}
+
 TEST_F(ConversationTest, OutputHighWaterStopsProcessing) {
   w_.store.set_max_job_size(2 << 20);
   Client& c = w_.NewClient();
