@@ -1,9 +1,11 @@
-// Drives one Engine (on a FakeClock) through several Conversations with command byte
+// Drives one MemoryStore (on a FakeClock) through several Conversations with command byte
 // streams taken from the fuzzer input, interleaved with clock advances, ticks, closed
-// inputs and dropped connections. After every step it checks the engine's invariants, that
-// every reply is well formed, that replies agree with the engine (RESERVED jobs are
-// reserved by that client, FOUND bodies match, stats match the counters), and that the job
-// counts match a model built from the INSERTED and DELETED replies.
+// inputs, dropped connections and floods of jobs (so that a big kick is done in slices over
+// several Ticks). After every step it checks the engine's invariants (after a flood, every
+// kUncheckedSteps-th step), that every reply is well formed, that replies agree with the
+// engine (RESERVED jobs are reserved by that client, FOUND bodies match, stats match the
+// counters), that a late result (Client::OnResult) reaches only a conversation waiting for
+// one, and that the job counts match a model built from the INSERTED and DELETED replies.
 //
 // Input format: a header byte (tick budget, memory cap), then a sequence of ops, each an op
 // byte followed by its arguments. Sizes and step counts are capped so huge inputs stay fast.
@@ -13,37 +15,49 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "base/check.h"
 #include "base/clock.h"
+#include "command/store.h"
+#include "command/values.h"
 #include "engine/engine.h"
 #include "protocol/conversation.h"
-#include "protocol/reply.h"
+#include "store/memory_store.h"
 
 namespace {
 
 using stalkd::FakeClock;
 using stalkd::kSecond;
 using stalkd::Nanos;
+using stalkd::command::Outcome;
+using stalkd::command::PutSlot;
+using stalkd::command::Result;
+using stalkd::command::Session;
+using stalkd::command::Verb;
 using stalkd::engine::Engine;
 using stalkd::engine::EngineOptions;
-using stalkd::engine::Event;
 using stalkd::engine::GlobalCounters;
 using stalkd::engine::Job;
 using stalkd::engine::JobState;
 using stalkd::protocol::Conversation;
-using stalkd::protocol::Host;
-using stalkd::protocol::HostStats;
+using stalkd::store::MemoryStore;
+using stalkd::store::MemoryStoreOptions;
 
 constexpr size_t kMaxInput = 4096;
 constexpr int kMaxOps = 400;
 constexpr int kClients = 3;
 constexpr size_t kMaxJobSize = 64;
+// Floods per input, each of more than MemoryStore::kKickSlice jobs; every later check walks
+// all the jobs, so they are few.
+constexpr int kMaxFloods = 2;
+// As many jobs as inputs without a flood make: few enough to check all of them often.
+constexpr uint64_t kFewJobs = 256;
+constexpr int kUncheckedSteps = 16;
 // Time passes in steps of at most this, with a full Tick after each; large jumps (a stalled
 // server) are part of what is fuzzed.
 constexpr Nanos kMaxTickGap = stalkd::kForever;
@@ -58,10 +72,10 @@ constexpr Nanos kMaxTickGap = stalkd::kForever;
     }                                                                       \
   } while (0)
 
-class StubHost : public Host {
+class StubHost final : public stalkd::command::Host {
  public:
-  HostStats CurrentStats() const override {
-    HostStats h;
+  stalkd::command::HostStats CurrentStats() const override {
+    stalkd::command::HostStats h;
     h.pid = 1;
     h.version = "fuzz";
     return h;
@@ -87,43 +101,91 @@ class Input {
   size_t i_ = 0;
 };
 
+// Whether j is reserved by store session s. The engine knows a session by its owner, which
+// for a MemoryStore is the command::Session.
+bool ReservedBy(const Job& j, const Session& s) {
+  if (j.state() != JobState::kReserved || j.reserver() == nullptr) return false;
+  return dynamic_cast<const Session*>(j.reserver()->owner()) == &s;
+}
+
+// A flood's session: nothing it does waits, so it never gets a late result.
+class FloodClient final : public stalkd::command::Client {
+ public:
+  void OnResult(const Result&) override { FUZZ_CHECK(false, "late result for a flood"); }
+};
+
+const char* const kTubes[] = {"default", "t1", "t2", "-bad"};
+
+// The first word of every reply.
+constexpr std::string_view kReplyWords[] = {
+    "RESERVED",      "FOUND",           "OK",          "INSERTED",
+    "DELETED",       "USING",           "WATCHING",    "NOT_IGNORED",
+    "DEADLINE_SOON", "TIMED_OUT",       "NOT_FOUND",   "RELEASED",
+    "BURIED",        "TOUCHED",         "KICKED",      "PAUSED",
+    "BAD_FORMAT",    "UNKNOWN_COMMAND", "JOB_TOO_BIG", "EXPECTED_CRLF",
+    "OUT_OF_MEMORY", "DRAINING",
+};
+
+// Its index in kReplyWords, or std::size(kReplyWords) if it is no reply's.
+size_t ReplyWordIndex(std::string_view word) {
+  size_t i = 0;
+  while (i < std::size(kReplyWords) && kReplyWords[i] != word) i++;
+  return i;
+}
+
 class World;
 
-struct Client {
-  Client(Engine& e, const Host& h) : conv(e, h, this) {}
-  Conversation conv;
+// One client: a Conversation whose late results come back through OnResult, which checks
+// them, forwards them and drains the reply at once (as the server would write it), so no
+// reply is lost when the client is dropped later.
+class Client final : public stalkd::command::Client {
+ public:
+  Client(World& w, stalkd::command::Store& store);
+  ~Client() {
+    closing_ = true;  // closing the session must hand this client nothing
+    conv_.reset();
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  void OnResult(const Result& r) override;
+  Conversation& conv() { return *conv_; }
+  void Send(std::string_view bytes) {
+    char* p = conv_->PrepareInput(bytes.size());
+    if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
+    conv_->CommitInput(bytes.size());
+  }
+
+ private:
+  World& w_;
+  std::unique_ptr<Conversation> conv_;  // null while it is being opened
+  bool closing_ = false;
 };
 
 class World {
  public:
-  World(EngineOptions opt) : engine_(clock_, opt) {
-    engine_.set_max_job_size(kMaxJobSize);
-    for (auto& c : clients_) c = std::make_unique<Client>(engine_, host_);
+  explicit World(EngineOptions opt)
+      : store_(clock_, MemoryStoreOptions{opt, kMaxJobSize}, &host_), engine_(store_.engine()) {
+    for (auto& c : clients_) c = std::make_unique<Client>(*this, store_);
   }
   ~World() {
     for (auto& c : clients_) c.reset();
     engine_.CheckInvariants();
   }
 
-  void Send(int k, std::string_view bytes) {
-    Client& c = *clients_[k];
-    char* p = c.conv.PrepareInput(bytes.size());
-    if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
-    c.conv.CommitInput(bytes.size());
-  }
+  void Send(int k, std::string_view bytes) { clients_[k]->Send(bytes); }
 
   void Reopen(int k) {
-    clients_[k].reset();
-    engine_.CheckInvariants();
-    Deliver();
-    clients_[k] = std::make_unique<Client>(engine_, host_);
-    engine_.CheckInvariants();
+    clients_[k].reset();  // late results it completes for others are checked as they come
+    CheckInvariants();
+    clients_[k] = std::make_unique<Client>(*this, store_);
+    CheckInvariants();
   }
 
   void InputClosed(int k) {
-    clients_[k]->conv.OnInputClosed();
-    Drain(*clients_[k]);
-    engine_.CheckInvariants();
+    clients_[k]->conv().OnInputClosed();
+    Drain(clients_[k]->conv());
+    CheckInvariants();
   }
 
   void Advance(Nanos d) {
@@ -137,56 +199,80 @@ class World {
   void AdvanceOnce(Nanos d) {
     clock_.Advance(d);
     for (int i = 0; i < 10000; i++) {
-      Nanos next = engine_.Tick();
-      engine_.CheckInvariants();
-      Deliver();
+      Nanos next = store_.Tick();
+      CheckInvariants();
       Pump();
       if (next > clock_.Now()) return;
     }
     FUZZ_CHECK(false, "Tick never caught up");
   }
 
-  void set_draining(bool on) { engine_.set_draining(on); }
+  void set_draining(bool on) { store_.SetDraining(on); }
 
-  // Runs every conversation one command at a time, delivering events right after each run
-  // (so no event outlives its session), until nothing moves.
+  // Runs every conversation one command at a time (late results arrive, and are drained,
+  // as they complete) until nothing moves.
   void Pump() {
     for (int round = 0;; round++) {
       FUZZ_CHECK(round < 100000, "Pump does not settle");
       bool progress = false;
       for (auto& c : clients_) {
-        size_t in_before = c->conv.buffered_input();
-        bool more = c->conv.Run(1);
-        engine_.CheckInvariants();
-        if (more || c->conv.buffered_input() != in_before || !c->conv.output().empty()) {
-          progress = true;
+        Conversation& conv = c->conv();
+        size_t in_before = conv.buffered_input();
+        uint64_t late_before = late_results_;
+        bool more = conv.Run(1);
+        if (!more && conv.buffered_input() == in_before && conv.output().empty() &&
+            late_results_ == late_before) {
+          continue;  // nothing happened
         }
-        Drain(*c);
-        if (Deliver()) progress = true;
+        progress = true;
+        CheckInvariants();
+        Drain(conv);
         CheckModel();
       }
       if (!progress) return;
     }
   }
 
-  // Hands pending engine events to their conversations. Returns true if there were any.
-  bool Deliver() {
-    std::vector<Event> ev;
-    engine_.TakeEvents(&ev);
-    for (const Event& e : ev) {
-      Client* c = static_cast<Client*>(e.session->owner());
-      FUZZ_CHECK(c->conv.session() == e.session, "event for a stale session");
-      FUZZ_CHECK(c->conv.waiting(), "event for a conversation not waiting");
-      FUZZ_CHECK(!e.session->waiting(), "event while still waiting");
-      if (e.kind == Event::Kind::kReserved) {
-        FUZZ_CHECK(e.job->state() == JobState::kReserved && e.job->reserver() == e.session,
-                   "reserved event job %" PRIu64, e.job->id);
-      }
-      c->conv.OnEvent(e);
+  // The engine's invariants walk every job. With few jobs they are checked after every
+  // step; after a flood (thousands of jobs, and a Tick per tick budget of them) after every
+  // kUncheckedSteps-th step (and at the end of the flood and of the input).
+  void CheckInvariants() {
+    if (inserted_ - deleted_ <= kFewJobs || ++unchecked_steps_ >= kUncheckedSteps) {
       engine_.CheckInvariants();
-      Drain(*c);
+      unchecked_steps_ = 0;
     }
-    return !ev.empty();
+  }
+
+  // Fills tube `which` with `n` jobs, so that a big kick is done in slices: delayed ones,
+  // or buried ones (each put, reserved by id and buried). This is setup, not what is
+  // fuzzed, so it calls a store session of its own directly rather than through the text
+  // protocol (thousands of commands each would make such inputs many times slower).
+  void Flood(uint8_t which, uint32_t n) {
+    FloodClient fc;
+    std::unique_ptr<Session> s = store_.Open(fc);
+    FUZZ_CHECK(s->Use(kTubes[which % 3]).outcome == Outcome::kUsing, "flood: use");
+    bool bury = (which & 0x10) != 0;
+    uint32_t pri = which / 32u;
+    uint32_t delay = bury ? 0 : 1 + which % 4u;
+    for (uint32_t i = 0; i < n; i++) {
+      PutSlot slot = s->BeginPut({pri, delay, 1, 0, false});
+      if (!slot.data) break;  // out of memory
+      FUZZ_CHECK(slot.size == 2, "flood: slot size %zu", slot.size);
+      std::memcpy(slot.data, "\r\n", 2);
+      Result r = s->CommitPut();
+      if (r.outcome != Outcome::kInserted) break;  // draining or out of memory
+      inserted_++;
+      FUZZ_CHECK(engine_.Find(r.number) != nullptr, "flood: job %" PRIu64 " missing", r.number);
+      if (!bury) continue;
+      uint64_t id = r.number;
+      r = s->ReserveJob(id);
+      if (r.outcome == Outcome::kNotFound) continue;  // a waiting reserve has taken it
+      FUZZ_CHECK(r.outcome == Outcome::kReserved && r.job.id == id, "flood: reserve-job");
+      FUZZ_CHECK(ReservedBy(*engine_.Find(id), *s), "flood: job %" PRIu64 " not reserved", id);
+      FUZZ_CHECK(s->Bury(id, pri).outcome == Outcome::kBuried, "flood: bury");
+    }
+    s.reset();
+    engine_.CheckInvariants();
   }
 
   void CheckModel() {
@@ -208,12 +294,56 @@ class World {
     }
     FUZZ_CHECK(tube_ready == g.ready && tube_reserved == g.reserved, "tube sums");
     (void)tube_total;  // tubes that vanished took their totals with them
+    // Every successful answer was to a command the store counted.
+    auto replies = [this](std::string_view word) { return replies_[ReplyWordIndex(word)]; };
+    auto count = [this](Verb v) { return store_.count(v); };
+    FUZZ_CHECK(inserted_ <= count(Verb::kPut), "INSERTED vs cmd-put");
+    FUZZ_CHECK(deleted_ <= count(Verb::kDelete), "DELETED vs cmd-delete");
+    FUZZ_CHECK(replies("RESERVED") <= count(Verb::kReserve) + count(Verb::kReserveWithTimeout) +
+                                          count(Verb::kReserveJob),
+               "RESERVED vs cmd-reserve*");
+    FUZZ_CHECK(replies("FOUND") <= count(Verb::kPeek) + count(Verb::kPeekReady) +
+                                       count(Verb::kPeekDelayed) + count(Verb::kPeekBuried),
+               "FOUND vs cmd-peek*");
+    FUZZ_CHECK(replies("RELEASED") <= count(Verb::kRelease), "RELEASED vs cmd-release");
+    FUZZ_CHECK(replies("BURIED") <= count(Verb::kBury), "BURIED vs cmd-bury");
+    FUZZ_CHECK(replies("TOUCHED") <= count(Verb::kTouch), "TOUCHED vs cmd-touch");
+    FUZZ_CHECK(replies("KICKED") <= count(Verb::kKick) + count(Verb::kKickJob),
+               "KICKED vs cmd-kick*");
+    FUZZ_CHECK(replies("PAUSED") <= count(Verb::kPauseTube), "PAUSED vs cmd-pause-tube");
+    FUZZ_CHECK(replies("USING") <= count(Verb::kUse) + count(Verb::kListTubeUsed),
+               "USING vs cmd-use");
+    FUZZ_CHECK(
+        replies("WATCHING") + replies("NOT_IGNORED") <= count(Verb::kWatch) + count(Verb::kIgnore),
+        "WATCHING vs cmd-watch/ignore");
   }
 
- private:
-  // Parses and checks everything c has produced, then clears it (the peer read it).
-  void Drain(Client& c) {
-    std::string& out = c.conv.output();
+  // A late result for conv: checked before conv takes it.
+  void CheckLateResult(const Conversation& conv, const Result& r) {
+    FUZZ_CHECK(conv.waiting(), "late result for a conversation not waiting");
+    switch (r.outcome) {
+      case Outcome::kReserved: {
+        const Job* j = engine_.Find(r.job.id);
+        FUZZ_CHECK(j != nullptr, "late RESERVED %" PRIu64 ": no such job", r.job.id);
+        FUZZ_CHECK(ReservedBy(*j, conv.session()),
+                   "late RESERVED %" PRIu64 " not reserved by this client", r.job.id);
+        FUZZ_CHECK(!j->reserver()->waiting(), "late RESERVED while still waiting");
+        FUZZ_CHECK(r.job.body == std::string_view(j->data(), j->body_size), "late body");
+        break;
+      }
+      case Outcome::kTimedOut:
+      case Outcome::kDeadlineSoon:
+      case Outcome::kKicked:
+        break;
+      default:
+        FUZZ_CHECK(false, "late result with outcome %d", static_cast<int>(r.outcome));
+    }
+    late_results_++;
+  }
+
+  // Parses and checks everything conv has produced, then clears it (the peer read it).
+  void Drain(Conversation& conv) {
+    std::string& out = conv.output();
     size_t pos = 0;
     while (pos < out.size()) {
       size_t eol = out.find("\r\n", pos);
@@ -222,6 +352,9 @@ class World {
       pos = eol + 2;
       std::string word = line.substr(0, line.find(' '));
       std::string rest = line.size() > word.size() ? line.substr(word.size() + 1) : "";
+      size_t w = ReplyWordIndex(word);
+      FUZZ_CHECK(w < std::size(kReplyWords), "unknown reply '%s'", line.c_str());
+      replies_[w]++;
       if (word == "RESERVED" || word == "FOUND") {
         uint64_t id = 0;
         unsigned n = 0;
@@ -232,7 +365,7 @@ class World {
         FUZZ_CHECK(j != nullptr, "%s: no such job", line.c_str());
         FUZZ_CHECK(j->body_size == n && out.compare(pos, n, j->data(), n) == 0, "body mismatch");
         if (word == "RESERVED") {
-          FUZZ_CHECK(j->state() == JobState::kReserved && j->reserver() == c.conv.session(),
+          FUZZ_CHECK(ReservedBy(*j, conv.session()),
                      "RESERVED job %" PRIu64 " not reserved by this client", id);
         }
         pos += n + 2;
@@ -250,21 +383,12 @@ class World {
         FUZZ_CHECK(engine_.Find(id) != nullptr, "inserted job %" PRIu64 " missing", id);
       } else if (word == "DELETED") {
         deleted_++;
-      } else {
-        static const char* const kWords[] = {
-            "USING",         "WATCHING",   "NOT_IGNORED",     "DEADLINE_SOON", "TIMED_OUT",
-            "NOT_FOUND",     "RELEASED",   "BURIED",          "TOUCHED",       "KICKED",
-            "PAUSED",        "BAD_FORMAT", "UNKNOWN_COMMAND", "JOB_TOO_BIG",   "EXPECTED_CRLF",
-            "OUT_OF_MEMORY", "DRAINING",
-        };
-        bool known = false;
-        for (const char* w : kWords) known = known || word == w;
-        FUZZ_CHECK(known, "unknown reply '%s'", line.c_str());
       }
     }
     out.clear();
   }
 
+ private:
   // `stats` is answered from the counters at the moment of the command; with Run(1) nothing
   // else has happened since.
   void CheckStats(const std::string& yaml) {
@@ -285,13 +409,26 @@ class World {
       const char* key;
       uint64_t want;
     } checks[] = {
-        {"current-jobs-urgent", g.urgent},     {"current-jobs-ready", g.ready},
-        {"current-jobs-reserved", g.reserved}, {"current-jobs-delayed", g.delayed},
-        {"current-jobs-buried", g.buried},     {"total-jobs", inserted_},
-        {"job-timeouts", g.timeouts},          {"current-tubes", engine_.tubes().size()},
-        {"current-connections", kClients},     {"current-waiting", g.waiting},
-        {"current-producers", g.producers},    {"current-workers", g.workers},
+        {"current-jobs-urgent", g.urgent},
+        {"current-jobs-ready", g.ready},
+        {"current-jobs-reserved", g.reserved},
+        {"current-jobs-delayed", g.delayed},
+        {"current-jobs-buried", g.buried},
+        {"total-jobs", inserted_},
+        {"job-timeouts", g.timeouts},
+        {"current-tubes", engine_.tubes().size()},
+        {"current-connections", kClients},
+        {"current-waiting", g.waiting},
+        {"current-producers", g.producers},
+        {"current-workers", g.workers},
         {"max-job-size", kMaxJobSize},
+        {"cmd-put", store_.count(Verb::kPut)},
+        {"cmd-reserve", store_.count(Verb::kReserve)},
+        {"cmd-reserve-with-timeout", store_.count(Verb::kReserveWithTimeout)},
+        {"cmd-delete", store_.count(Verb::kDelete)},
+        {"cmd-kick", store_.count(Verb::kKick)},
+        {"cmd-stats", store_.count(Verb::kStats)},
+        {"cmd-pause-tube", store_.count(Verb::kPauseTube)},
     };
     for (const auto& c : checks) {
       auto it = kv.find(c.key);
@@ -307,13 +444,26 @@ class World {
 
   FakeClock clock_;
   StubHost host_;
-  Engine engine_;
+  MemoryStore store_;
+  Engine& engine_;
   std::unique_ptr<Client> clients_[kClients];
   uint64_t inserted_ = 0;
   uint64_t deleted_ = 0;
+  uint64_t late_results_ = 0;                      // results delivered through Client::OnResult
+  int unchecked_steps_ = 0;                        // steps since the invariants were last checked
+  uint64_t replies_[std::size(kReplyWords)] = {};  // by first word
 };
 
-const char* const kTubes[] = {"default", "t1", "t2", "-bad"};
+Client::Client(World& w, stalkd::command::Store& store) : w_(w) {
+  conv_ = std::make_unique<Conversation>(store, *this);
+}
+
+void Client::OnResult(const Result& r) {
+  FUZZ_CHECK(conv_ != nullptr && !closing_, "late result for a session being opened or closed");
+  w_.CheckLateResult(*conv_, r);
+  conv_->OnResult(r);
+  w_.Drain(*conv_);
+}
 
 // A well-formed (mostly) command, to reach deep states faster than raw bytes would.
 std::string DictionaryCommand(Input& in) {
@@ -351,7 +501,8 @@ std::string DictionaryCommand(Input& in) {
       snprintf(buf, sizeof buf, "bury %u %u\r\n", id, b);
       return buf;
     case 8:
-      snprintf(buf, sizeof buf, "kick %u\r\n", b % 5);
+      // Now and then more than a kick slice, for after a flood.
+      snprintf(buf, sizeof buf, "kick %u\r\n", (a & 0x80) ? 1000u + b * 8u : b % 5u);
       return buf;
     case 9:
       snprintf(buf, sizeof buf, "kick-job %u\r\n", id);
@@ -413,6 +564,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.max_memory = (header & 0x80) ? 9000 + (header & 0x70) * 16 : SIZE_MAX;
   World w(opt);
   bool draining = false;
+  int floods = 0;
   for (int op = 0; op < kMaxOps && !in.empty(); op++) {
     uint8_t code = in.Byte();
     int k = code % kClients;
@@ -434,12 +586,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 6:
         w.Reopen(k);
         break;
-      case 7:
-        if (in.Byte() % 8 == 0) {
+      case 7: {
+        uint8_t what = in.Byte();
+        if (what % 8 == 0) {
           draining = !draining;
           w.set_draining(draining);
+        } else if (what % 8 == 1 && floods < kMaxFloods) {
+          floods++;
+          uint8_t which = in.Byte();
+          w.Flood(which, stalkd::store::MemoryStore::kKickSlice + 1 + in.Byte() * 4u);
         }
         break;
+      }
     }
     w.Pump();
     w.CheckModel();

@@ -1,5 +1,7 @@
 // Fuzzes ParseCommand and IsValidTubeName with arbitrary lines: no crash, no read outside
-// the line, and the results agree with the documented rules.
+// the line, and the results agree with the documented rules. pause-tube's tube is any run
+// of name characters: whether it is a valid name is the store's to say (after it counts
+// the command, as beanstalkd does).
 #include <cinttypes>
 #include <cstddef>
 #include <cstdint>
@@ -8,8 +10,10 @@
 #include <string_view>
 
 #include "base/check.h"
+#include "command/values.h"
 #include "protocol/command.h"
 
+using stalkd::command::IsTubeNameChar;
 using stalkd::protocol::Command;
 using stalkd::protocol::IsValidTubeName;
 using stalkd::protocol::ParseCommand;
@@ -24,7 +28,7 @@ bool Inside(std::string_view part, std::string_view whole) {
 
 // Re-parses a canonical spelling of cmd and checks it yields the same fields.
 void CheckRoundTrip(const Command& cmd) {
-  char buf[512];
+  char buf[2048];  // a pause-tube's tube may be as long as the line
   int n = -1;
   switch (cmd.verb) {
     case Verb::kPut:
@@ -81,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool valid_name = IsValidTubeName(line);
   if (valid_name) {
     STALKD_CHECK(!line.empty() && line.size() <= 200 && line[0] != '-');
+    for (char c : line) STALKD_CHECK(IsTubeNameChar(c));
   }
 
   Command cmd;
@@ -96,10 +101,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case Verb::kWatch:
     case Verb::kIgnore:
     case Verb::kStatsTube:
-    case Verb::kPauseTube:
       STALKD_CHECK(IsValidTubeName(cmd.tube));
       STALKD_CHECK(Inside(cmd.tube, line));
       break;
+    case Verb::kPauseTube: {
+      // As beanstalkd's read_tube_name: after the verb, spaces, then the longest run of name
+      // characters; the delay follows after a space.
+      STALKD_CHECK(!cmd.tube.empty() && Inside(cmd.tube, line));
+      for (char c : cmd.tube) STALKD_CHECK(IsTubeNameChar(c));
+      constexpr std::string_view kVerb = "pause-tube";
+      size_t start = static_cast<size_t>(cmd.tube.data() - line.data());
+      size_t end = start + cmd.tube.size();
+      STALKD_CHECK(line.substr(0, kVerb.size()) == kVerb && start >= kVerb.size());
+      for (size_t i = kVerb.size(); i < start; i++) STALKD_CHECK(line[i] == ' ');
+      STALKD_CHECK(end < line.size() && line[end] == ' ');
+      break;
+    }
     default:
       STALKD_CHECK(cmd.tube.empty());
       break;
