@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/clock.h"
 
@@ -167,15 +168,18 @@ struct JobStats {
 // The answer to one command. Only the fields its outcome names are set; views and
 // pointers stay valid until the caller next calls into the store (for a late result: until
 // OnResult returns).
+// Every command returns one, so it is kept to 64 bytes: the pointers share one word.
 struct Result {
   Outcome outcome = Outcome::kNotFound;
   uint64_t number = 0;    // kInserted: id; kKicked: jobs kicked; kWatching: tubes watched
   JobView job;            // kReserved, kFound
   std::string_view name;  // kUsing
-  const ServerStats* stats = nullptr;       // kStats
-  const TubeStats* tube_stats = nullptr;    // kTubeStats
-  const JobStats* job_stats = nullptr;      // kJobStats
-  std::span<const std::string_view> tubes;  // kTubeList
+  union {
+    const ServerStats* stats = nullptr;          // kStats
+    const TubeStats* tube_stats;                 // kTubeStats
+    const JobStats* job_stats;                   // kJobStats
+    const std::vector<std::string_view>* tubes;  // kTubeList
+  };
 
   static Result Of(Outcome o, uint64_t n = 0) {
     Result r;
@@ -184,6 +188,8 @@ struct Result {
     return r;
   }
 };
+
+static_assert(sizeof(Result) == 64);
 
 struct PutArgs {
   uint32_t pri = 0;

@@ -122,7 +122,7 @@ void AppendReply(const command::Result& r, std::string* out) {
     case Outcome::kJobStats:
       return AppendYaml(FormatJobStats(*r.job_stats), out);
     case Outcome::kTubeList:
-      return AppendYaml(FormatTubeList(r.tubes), out);
+      return AppendYaml(FormatTubeList(*r.tubes), out);
     case Outcome::kNotFound:
       out->append("NOT_FOUND\r\n");
       return;

@@ -60,27 +60,25 @@ class MemorySession final : public command::Session, public engine::SessionOwner
   Result StatsTube(std::string_view tube) override;
 
   void OnEngineEvent(const engine::Event& ev) override;
-  Result Kicked(uint32_t n) { return All(Result::Of(Outcome::kKicked, n)); }
+  Result Kicked(uint32_t n) { return All(Outcome::kKicked, n); }
   command::Client& client() { return client_; }
   engine::Tube* use() const { return s_->use(); }
 
  private:
   // A result that may reflect any change so far depends on every log record so far.
-  Result All(Result r) {
-    NeedMark(store_.engine_.LogMark());
-    return r;
+  Result All(Outcome o, uint64_t n = 0) {
+    DependOnAll();
+    return Result::Of(o, n);
   }
+  void DependOnAll() { NeedMark(store_.engine_.LogMark()); }
   // A result showing a job depends only on that job's latest record.
   Result Shows(Outcome o, const Job& j) {
     NeedMark(store_.engine_.LogMarkOf(j));
     return JobResult(o, j);
   }
   Result Found(const Job* j) { return j ? Shows(Outcome::kFound, *j) : NotFound(); }
-  Result NotFound() { return All(Result::Of(Outcome::kNotFound)); }
-  Result Done(bool ok, Outcome o) {
-    store_.DeliverEvents();
-    return ok ? All(Result::Of(o)) : NotFound();
-  }
+  Result NotFound() { return All(Outcome::kNotFound); }
+  Result Done(bool ok, Outcome o) { return ok ? All(o) : NotFound(); }
   Result TubeList(std::span<Tube* const> tubes);
   Result Using();
 
@@ -125,20 +123,16 @@ Result MemorySession::CommitPut() {
   STALKD_CHECK(in_job_ != nullptr);
   Job* j = std::exchange(in_job_, nullptr);
   uint64_t id = j->id;
-  Result r;
   switch (store_.engine_.Put(s_, j)) {
     case engine::Engine::PutResult::kDraining:
-      r = Result::Of(Outcome::kDraining);
-      break;
+      return All(Outcome::kDraining);
     case engine::Engine::PutResult::kNotDurable:
-      r = Result::Of(Outcome::kOutOfMemory);
-      break;
+      return All(Outcome::kOutOfMemory);
     case engine::Engine::PutResult::kInserted:
-      r = Result::Of(Outcome::kInserted, id);
       break;
   }
   store_.DeliverEvents();  // the job may have gone to a waiting session
-  return All(r);
+  return All(Outcome::kInserted, id);
 }
 
 void MemorySession::AbandonPut() {
@@ -149,12 +143,12 @@ void MemorySession::AbandonPut() {
 
 Result MemorySession::Reserve(Nanos timeout) {
   store_.Count(timeout == kForever ? Verb::kReserve : Verb::kReserveWithTimeout);
-  if (!store_.engine_.Reserve(s_, timeout)) return All(Result::Of(Outcome::kDeadlineSoon));
+  if (!store_.engine_.Reserve(s_, timeout)) return All(Outcome::kDeadlineSoon);
   // A reserve that completed at once is answered now; otherwise OnEngineEvent answers it.
   engine::Event ev;
   if (!store_.engine_.TakeOwnEvent(s_, &ev)) return Result::Of(Outcome::kPending);
   if (ev.kind == engine::Event::Kind::kReserved) return Shows(Outcome::kReserved, *ev.job);
-  return All(Result::Of(Outcome::kTimedOut));
+  return All(Outcome::kTimedOut);
 }
 
 void MemorySession::OnEngineEvent(const engine::Event& ev) {
@@ -162,15 +156,15 @@ void MemorySession::OnEngineEvent(const engine::Event& ev) {
     case engine::Event::Kind::kReserved:
       return client_.OnResult(Shows(Outcome::kReserved, *ev.job));
     case engine::Event::Kind::kTimedOut:
-      return client_.OnResult(All(Result::Of(Outcome::kTimedOut)));
+      return client_.OnResult(All(Outcome::kTimedOut));
     case engine::Event::Kind::kDeadlineSoon:
-      return client_.OnResult(All(Result::Of(Outcome::kDeadlineSoon)));
+      return client_.OnResult(All(Outcome::kDeadlineSoon));
   }
 }
 
 Result MemorySession::AbandonReserve() {
   store_.engine_.CancelReserve(s_);
-  return All(Result::Of(Outcome::kTimedOut));
+  return All(Outcome::kTimedOut);
 }
 
 Result MemorySession::ReserveJob(uint64_t id) {
@@ -210,7 +204,9 @@ Result MemorySession::Delete(uint64_t id) {
 
 Result MemorySession::Release(uint64_t id, uint32_t pri, uint32_t delay_s) {
   store_.Count(Verb::kRelease);
-  return Done(store_.engine_.Release(s_, id, pri, delay_s), Outcome::kReleased);
+  bool ok = store_.engine_.Release(s_, id, pri, delay_s);
+  store_.DeliverEvents();  // the job may have gone to a waiting session
+  return Done(ok, Outcome::kReleased);
 }
 
 Result MemorySession::Bury(uint64_t id, uint32_t pri) {
@@ -225,7 +221,9 @@ Result MemorySession::Touch(uint64_t id) {
 
 Result MemorySession::KickJob(uint64_t id) {
   store_.Count(Verb::kKickJob);
-  return Done(store_.engine_.KickJob(id), Outcome::kKickedJob);
+  bool ok = store_.engine_.KickJob(id);
+  store_.DeliverEvents();
+  return Done(ok, Outcome::kKickedJob);
 }
 
 Result MemorySession::Kick(uint32_t count) {
@@ -266,22 +264,23 @@ Result MemorySession::Using() {
 Result MemorySession::Watch(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kWatch);
-  return All(Result::Of(Outcome::kWatching, store_.engine_.Watch(s_, tube)));
+  return All(Outcome::kWatching, store_.engine_.Watch(s_, tube));
 }
 
 Result MemorySession::Ignore(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kIgnore);
   size_t n = store_.engine_.Ignore(s_, tube);
-  return All(n == 0 ? Result::Of(Outcome::kNotIgnored) : Result::Of(Outcome::kWatching, n));
+  return n == 0 ? All(Outcome::kNotIgnored) : All(Outcome::kWatching, n);
 }
 
 Result MemorySession::TubeList(std::span<Tube* const> tubes) {
   store_.names_.clear();
   for (const Tube* t : tubes) store_.names_.push_back(t->name());
   Result r = Result::Of(Outcome::kTubeList);
-  r.tubes = store_.names_;
-  return All(r);
+  r.tubes = &store_.names_;
+  DependOnAll();
+  return r;
 }
 
 Result MemorySession::ListTubesWatched() {
@@ -298,7 +297,9 @@ Result MemorySession::PauseTube(std::string_view tube, uint32_t delay_s) {
   // beanstalkd counts a pause-tube before it checks the tube name.
   store_.Count(Verb::kPauseTube);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
-  return Done(store_.engine_.PauseTube(tube, delay_s), Outcome::kPaused);
+  bool ok = store_.engine_.PauseTube(tube, delay_s);
+  store_.DeliverEvents();  // a tube that is no longer paused may serve waiting sessions
+  return Done(ok, Outcome::kPaused);
 }
 
 // ---------------------------------------------------------------------------- stats
@@ -307,7 +308,8 @@ Result MemorySession::Stats() {
   store_.Count(Verb::kStats);
   Result r = Result::Of(Outcome::kStats);
   r.stats = &store_.FillStats();
-  return All(r);
+  DependOnAll();
+  return r;
 }
 
 Result MemorySession::StatsJob(uint64_t id) {
@@ -316,7 +318,8 @@ Result MemorySession::StatsJob(uint64_t id) {
   if (!j) return NotFound();
   Result r = Result::Of(Outcome::kJobStats);
   r.job_stats = &store_.FillJobStats(*j);
-  return All(r);
+  DependOnAll();
+  return r;
 }
 
 Result MemorySession::StatsTube(std::string_view tube) {
@@ -326,7 +329,8 @@ Result MemorySession::StatsTube(std::string_view tube) {
   if (!t) return NotFound();
   Result r = Result::Of(Outcome::kTubeStats);
   r.tube_stats = &store_.FillTubeStats(*t);
-  return All(r);
+  DependOnAll();
+  return r;
 }
 
 // ---------------------------------------------------------------------------- the store
@@ -340,8 +344,7 @@ std::unique_ptr<command::Session> MemoryStore::Open(command::Client& client) {
   return std::make_unique<MemorySession>(*this, client);
 }
 
-void MemoryStore::DeliverEvents() {
-  if (!engine_.has_events()) return;
+void MemoryStore::DeliverPendingEvents() {
   events_.clear();
   engine_.TakeEvents(&events_);
   // Delivering runs no command (a Client only takes the result), so no new events appear.

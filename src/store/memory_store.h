@@ -53,8 +53,12 @@ class MemoryStore final : public command::Store {
   friend class MemorySession;
 
   void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }
-  // Hands the engine's pending events (reserves that waited) to their sessions.
-  void DeliverEvents();
+  // Hands the engine's pending events (reserves that waited) to their sessions. Called
+  // after every engine call that can hand a job to a waiting session.
+  void DeliverEvents() {
+    if (engine_.has_events()) DeliverPendingEvents();
+  }
+  void DeliverPendingEvents();
   // A kick in progress: kept here rather than in every session.
   struct Kick {
     MemorySession* session;

@@ -75,8 +75,8 @@ TEST_F(MemoryStoreTest, ImmediateResultsCarryValues) {
   EXPECT_EQ(s.Ignore("emails").outcome, Outcome::kNotIgnored);
   Result list = s.ListTubesWatched();
   ASSERT_EQ(list.outcome, Outcome::kTubeList);
-  ASSERT_EQ(list.tubes.size(), 1u);
-  EXPECT_EQ(list.tubes[0], "emails");
+  ASSERT_EQ(list.tubes->size(), 1u);
+  EXPECT_EQ((*list.tubes)[0], "emails");
   EXPECT_TRUE(r.outcomes.empty());  // nothing arrived late
 }
 
