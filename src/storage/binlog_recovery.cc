@@ -360,9 +360,8 @@ bool Binlog::AddFirstSegment(uint32_t seq) {
   }
   cur_ = segs_.size() - 1;
   bool ok = AddFutureSegment();
-  if (placeholder) {
-    segs_.erase(segs_.end() - 2);
-  }
+  // The placeholder is last if no segment was added, else just before the new one.
+  if (placeholder) segs_.erase(segs_.end() - (ok ? 2 : 1));
   if (!ok) return false;
   cur_ = segs_.size() - 1;
   return true;
