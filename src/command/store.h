@@ -20,7 +20,9 @@
 // Store::Covers(need_mark()) (the server holds the connection's output until then).
 namespace stalkd::command {
 
-// Whoever asked: receives the results that arrive later.
+// Whoever asked: receives the results that arrive later. OnResult may be called from
+// inside another session's call or from Store::Tick, so it only takes the result (encodes
+// it, schedules a write): it must not call the store or destroy a session.
 class Client {
  public:
   virtual void OnResult(const Result& r) = 0;
@@ -104,6 +106,9 @@ class Store {
   // work (kicks, a closed session's jobs), delivering the results this completes. Returns
   // when it next has work: now if some is left, kForever if none.
   virtual Nanos Tick() = 0;
+  // Long work is in progress (a kick between slices): the loop should poll without
+  // sleeping, as for a connection with input to run, and is not idle.
+  virtual bool Busy() const = 0;
   // Whether everything up to `mark` is durable (see Session::need_mark).
   virtual bool Covers(int64_t mark) const = 0;
   // Drain mode: puts answer kDraining.

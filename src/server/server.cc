@@ -344,7 +344,7 @@ void Server::MarkClosed(Connection* c) {
 }
 
 Nanos Server::PollTimeout() {
-  if (!runnable_.empty() || !dirty_.empty() || !closed_.empty()) return 0;
+  if (!runnable_.empty() || !dirty_.empty() || !closed_.empty() || store_->Busy()) return 0;
   Nanos now = clock_.Now();
   Nanos next = store_->Tick();
   if (!dirty_.empty()) return 0;
@@ -394,7 +394,7 @@ void Server::RunOnce() {
   // until they are synced, which the store does on its own thread while the loop goes on
   // with the next batch (and its records wait in memory until that sync has finished).
   if (binlog_) {
-    binlog_deadline_ = binlog_->Flush(polled == 0 && runnable_.empty());
+    binlog_deadline_ = binlog_->Flush(polled == 0 && runnable_.empty() && !store_->Busy());
     if (binlog_->failed()) HandleStoreFailure();
   }
 

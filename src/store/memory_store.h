@@ -37,6 +37,7 @@ class MemoryStore final : public command::Store {
 
   std::unique_ptr<command::Session> Open(command::Client& client) override;
   Nanos Tick() override;
+  bool Busy() const override { return !kicking_.empty(); }
   bool Covers(int64_t mark) const override { return engine_.LogCovers(mark); }
   void SetDraining(bool on) override { engine_.set_draining(on); }
 

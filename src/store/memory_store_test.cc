@@ -133,6 +133,7 @@ TEST_F(MemoryStoreTest, LongKickCompletesInTicks) {
   for (int i = 0; i < kJobs; i++) ASSERT_EQ(Put(s, "d", 100).outcome, Outcome::kInserted);
   EXPECT_EQ(s.Kick(kJobs).outcome, Outcome::kPending);  // the first slice is done
   EXPECT_EQ(store_.engine().counters().delayed, kJobs - MemoryStore::kKickSlice);
+  EXPECT_TRUE(store_.Busy());
   EXPECT_EQ(store_.Tick(), clock_.Now());  // more slices to do
   EXPECT_TRUE(r.outcomes.empty());
   store_.Tick();
@@ -140,6 +141,7 @@ TEST_F(MemoryStoreTest, LongKickCompletesInTicks) {
   EXPECT_EQ(r.outcomes[0], Outcome::kKicked);
   EXPECT_EQ(r.numbers[0], static_cast<uint64_t>(kJobs));
   EXPECT_EQ(store_.engine().counters().ready, static_cast<uint64_t>(kJobs));
+  EXPECT_FALSE(store_.Busy());
 }
 
 TEST_F(MemoryStoreTest, ClosingASessionDuringAKickDropsIt) {
