@@ -179,15 +179,13 @@ void Conversation::Answer(const Result& r) {
 // A reserve that waits ends when its client goes away; once it is answered, a client that
 // has gone is answered nothing more (DEADLINE_SOON, answered before waiting, is not).
 void Conversation::AnswerReserve(const Result& r) {
-  if (r.outcome == Outcome::kDeadlineSoon) return Answer(r);
+  Answer(r);
   if (r.outcome == Outcome::kPending) {
-    state_ = State::kWaiting;
     pending_reserve_ = true;
     if (input_closed_) OnInputClosed();  // nobody could ever read a later reply
-    return;
+  } else if (r.outcome != Outcome::kDeadlineSoon && input_closed_) {
+    state_ = State::kClosing;
   }
-  AppendReply(r, &out_);
-  if (input_closed_) state_ = State::kClosing;
 }
 
 void Conversation::OnResult(const Result& r) {

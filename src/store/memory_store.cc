@@ -89,7 +89,7 @@ class MemorySession final : public command::Session, public engine::SessionOwner
 };
 
 MemorySession::~MemorySession() {
-  if (in_job_) store_.engine_.Discard(in_job_);
+  AbandonPut();
   std::erase_if(store_.kicking_, [this](const MemoryStore::Kick& k) { return k.session == this; });
   store_.engine_.CloseSession(s_);
   store_.DeliverEvents();  // its reserved jobs may have gone to waiting sessions
@@ -110,7 +110,7 @@ command::PutSlot MemorySession::BeginPut(const command::PutArgs& a) {
   }
   in_job_ = store_.engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes);
   if (!in_job_) {
-    NeedMark(store_.engine_.LogMark());  // the cap reflects every job so far
+    DependOnAll();  // the cap reflects every job so far
     slot.refusal = Outcome::kOutOfMemory;
     return slot;
   }
