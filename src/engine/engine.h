@@ -49,6 +49,24 @@ struct SessionWakeOrder {
   static uint32_t& Slot(Session* s) { return s->timer_slot_; }
 };
 
+// What a put may carry beyond beanstalkd's arguments (docs/EXTENSIONS.md).
+struct JobOptions {
+  uint32_t tries = 0;  // 0: the tube's default tries, or unlimited
+  uint32_t ttl_s = 0;  // 0: no TTL
+  std::string_view key;
+  const JobAttribute* attrs = nullptr;
+  size_t attr_count = 0;
+};
+
+// How a reserve reserves (reserve-ext; the defaults are beanstalkd's reserve).
+struct ReserveOptions {
+  uint32_t ttr_s = 0;         // 0: each job's own TTR
+  bool freeze_tries = false;  // the reservation uses no try
+  bool detached = false;      // the reservation belongs to no session (see detached())
+};
+
+enum class PurgeWhat : uint8_t { kReady, kDelayed, kBuried, kAll };
+
 struct EngineOptions {
   // Upper bound on job moves (promotions, TTR expiries, releases of a closed session's jobs)
   // done by one Tick(); the rest waits for the next Tick so other clients are served between.
@@ -94,11 +112,15 @@ class Engine {
   // --- put ---
   // Builds a job in s's used tube and takes its id; the caller fills data() (body + CRLF)
   // and then calls Put or Discard. Returns nullptr when the memory cap would be exceeded.
-  Job* NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, uint32_t body_size);
+  // `opts` must be within the limits of job.h.
+  Job* NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, uint32_t body_size,
+              const JobOptions& opts = {});
   void Discard(Job* j);
   // kNotDurable: the job log refused it (OUT_OF_MEMORY); the job does not exist.
-  enum class PutResult { kInserted, kDraining, kNotDurable };
-  PutResult Put(Session* s, Job* j);
+  // kExists: a job with the same key lives in the tube; its id is in *existing, and j is
+  // discarded.
+  enum class PutResult { kInserted, kDraining, kNotDurable, kExists };
+  PutResult Put(Session* s, Job* j, uint64_t* existing = nullptr);
   void set_draining(bool on) { draining_ = on; }
   bool draining() const { return draining_; }
 
@@ -107,7 +129,13 @@ class Engine {
   // timeout: kForever for `reserve`, else the reserve-with-timeout duration.
   // Returns false with no event when s has a reserved job within a second of its deadline
   // and no ready job in its watch list (DEADLINE_SOON).
-  bool Reserve(Session* s, Nanos timeout);
+  bool Reserve(Session* s, Nanos timeout, const ReserveOptions& opts = {});
+  // Reserves the best ready job of s's watched tubes now, or returns nullptr: how a batch
+  // reserve takes more jobs after the first.
+  Job* ReserveReady(Session* s, const ReserveOptions& opts = {});
+  // The session holding detached reservations: never closed, counted nowhere; any session
+  // may delete, release, bury or touch its jobs.
+  const Session* detached() const { return detached_; }
   // Abandons a waiting reserve (the client went away); no event follows.
   void CancelReserve(Session* s) {
     if (s->waiting_) StopWaiting(s);
@@ -125,6 +153,26 @@ class Engine {
   // Kick up to n buried jobs of t (oldest buried first), or n delayed ones (soonest first).
   uint32_t KickBuried(Tube* t, uint32_t n);
   uint32_t KickDelayed(Tube* t, uint32_t n);
+
+  // Deletes up to `budget` of t's jobs in the given states (buried, then delayed, then
+  // ready for kAll); returns how many. t may be gone afterwards (FindTube again).
+  uint32_t Purge(Tube* t, PurgeWhat what, uint32_t budget);
+  // Appends to *out the ids of t's jobs in `state`, from id `from` in id order, at most
+  // `count`, looking at no more than kListScan ids. Returns the id to continue from, or 0
+  // when there are no more.
+  uint64_t ListJobs(const Tube* t, JobState state, uint64_t from, size_t count,
+                    std::vector<uint64_t>* out) const;
+  static constexpr uint64_t kListScan = 65536;
+
+  // A tube's default tries, kept by name apart from the tube (0: none). Set logs the change;
+  // Restore (at start-up) does not.
+  void SetTubeTries(std::string_view tube, uint32_t tries);
+  void RestoreTubeTries(std::string_view tube, uint32_t tries);
+  uint32_t TubeTries(std::string_view tube) const;
+  template <typename Fn>
+  void ForEachTubeTries(Fn fn) const {
+    for (const auto& [name, tries] : tube_tries_) fn(std::string_view(name), tries);
+  }
 
   Job* Find(uint64_t id) const { return jobs_.Find(id); }
   Job* PeekReady(const Tube* t) const { return t->ready.top(); }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <new>
+#include <string_view>
 
 #include "base/check.h"
 #include "base/clock.h"
@@ -44,6 +45,61 @@ struct JobCold : ListNode<JobListTag> {
   explicit JobCold(Job* j) : job(j) {}
 };
 
+// Why a buried job was buried (shown by stats-job for jobs with a JobExtra).
+enum class BuryReason : uint8_t { kNone = 0, kCommand = 1, kTimeout = 2, kRelease = 3 };
+const char* BuryReasonName(BuryReason r);
+
+// One attribute of a job (docs/EXTENSIONS.md): a short name and a short value.
+struct JobAttribute {
+  std::string_view name;
+  std::string_view value;
+};
+inline constexpr size_t kMaxAttributes = 16;
+inline constexpr size_t kMaxAttributeName = 64;
+inline constexpr size_t kMaxAttributeValue = 255;
+inline constexpr size_t kMaxJobKey = 200;
+
+// The lifecycle extensions of a job (tries, TTL, unique key, attributes, a reservation's own
+// TTR): a JobCold with more fields, allocated instead of a plain one only for a job that uses
+// one of them, so a plain job pays nothing. The key and attributes follow it in the same
+// allocation, as the "blob":
+//   key[key_len], then per attribute: u8 name_len, u8 value_len, name, value
+// (the binlog stores the blob as it is).
+struct JobExtra : JobCold {
+  Nanos expires_at = kForever;     // TTL deadline on the engine's clock; kForever: none
+  uint32_t tries_left = 0;         // meaningful when `limited`
+  uint32_t reserve_ttr_s = 0;      // the current reservation's TTR, when given at reserve
+  uint32_t expiry_slot = UINT32_MAX;  // slot in the engine's expiry heap
+  uint32_t blob_size = 0;
+  uint16_t key_len = 0;
+  uint8_t attr_count = 0;
+  bool limited = false;            // tries_left counts down; unlimited otherwise
+  bool expire_pending = false;     // the TTL passed while the job was reserved
+  BuryReason bury_reason = BuryReason::kNone;
+
+  explicit JobExtra(Job* j) : JobCold(j) {}
+
+  char* blob() { return reinterpret_cast<char*>(this + 1); }
+  const char* blob() const { return reinterpret_cast<const char*>(this + 1); }
+  std::string_view blob_view() const { return {blob(), blob_size}; }
+  std::string_view key() const { return {blob(), key_len}; }
+  bool has_ttl() const { return expires_at != kForever; }
+  // Calls fn(JobAttribute) for each attribute, in put order.
+  template <typename Fn>
+  void ForEachAttribute(Fn fn) const {
+    const char* p = blob() + key_len;
+    for (uint8_t i = 0; i < attr_count; i++) {
+      auto n = static_cast<uint8_t>(p[0]);
+      auto v = static_cast<uint8_t>(p[1]);
+      fn(JobAttribute{{p + 2, n}, {p + 2 + n, v}});
+      p += 2 + n + v;
+    }
+  }
+  // The blob for a key and attributes (sizes within the limits above).
+  static size_t BlobSize(std::string_view key, const JobAttribute* attrs, size_t n);
+  static void WriteBlob(char* out, std::string_view key, const JobAttribute* attrs, size_t n);
+};
+
 // One job: metadata followed, in the same allocation, by the body and its trailing "\r\n"
 // (the bytes are kept exactly as a RESERVED/FOUND reply sends them). The header holds only
 // what a ready job uses; the rest is in the JobCold part, when the job has one.
@@ -65,10 +121,11 @@ struct Job {
   uint32_t heap_slot = UINT32_MAX;
   uint32_t body_size = 0;  // without the trailing CRLF
 
-  // The creation time keeps 8 ns of precision: the low 3 bits of its word hold the state.
-  Nanos created() const { return static_cast<Nanos>(created_state_ & ~kStateMask); }
+  // The creation time keeps 16 ns of precision: the low 4 bits of its word hold the state
+  // and whether the cold part is a JobExtra.
+  Nanos created() const { return static_cast<Nanos>(created_state_ & ~kFlagMask); }
   void set_created(Nanos t) {
-    created_state_ = (static_cast<uint64_t>(t) & ~kStateMask) | (created_state_ & kStateMask);
+    created_state_ = (static_cast<uint64_t>(t) & ~kFlagMask) | (created_state_ & kFlagMask);
   }
   JobState state() const { return static_cast<JobState>(created_state_ & kStateMask); }
   void set_state(JobState s) {
@@ -88,6 +145,10 @@ struct Job {
   uint32_t releases() const { return counts().releases; }
   uint32_t buries() const { return counts().buries; }
   uint32_t kicks() const { return counts().kicks; }
+  // The lifecycle extensions, if the job uses any (docs/EXTENSIONS.md).
+  bool has_extra() const { return (created_state_ & kExtraBit) != 0; }
+  JobExtra* extra() { return has_extra() ? static_cast<JobExtra*>(cold) : nullptr; }
+  const JobExtra* extra() const { return has_extra() ? static_cast<const JobExtra*>(cold) : nullptr; }
 
   // body_size bytes of body followed by "\r\n" (once received).
   char* data() { return reinterpret_cast<char*>(this + 1); }
@@ -98,7 +159,13 @@ struct Job {
   static size_t Footprint(uint32_t body_size, bool with_cold) {
     return sizeof(Job) + size_t{body_size} + 2 + (with_cold ? sizeof(JobCold) : 0);
   }
-  size_t footprint() const { return Footprint(body_size, cold != nullptr); }
+  static size_t ExtraFootprint(uint32_t body_size, uint32_t blob_size) {
+    return sizeof(Job) + size_t{body_size} + 2 + sizeof(JobExtra) + blob_size;
+  }
+  size_t footprint() const {
+    const JobExtra* x = extra();
+    return x ? ExtraFootprint(body_size, x->blob_size) : Footprint(body_size, cold != nullptr);
+  }
 
   static Job* Allocate(uint32_t body_size) {
     void* mem = ::operator new(sizeof(Job) + body_size + 2, std::nothrow);
@@ -113,15 +180,40 @@ struct Job {
     j->cold = new JobCold(j);
     return j->cold;
   }
+  // Gives j a JobExtra with room for blob_size bytes, taking over the fields of its plain
+  // cold part if it has one. j must be in no list (state kNew) and have no extra yet.
+  static JobExtra* AddExtra(Job* j, uint32_t blob_size) {
+    STALKD_DCHECK(!j->has_extra());
+    void* mem = ::operator new(sizeof(JobExtra) + blob_size);
+    auto* x = new (mem) JobExtra(j);
+    x->blob_size = blob_size;
+    if (JobCold* old = j->cold) {
+      x->reserver = old->reserver;
+      x->deadline = old->deadline;
+      x->delay_s = old->delay_s;
+      x->counts = old->counts;
+      delete old;
+    }
+    j->cold = x;
+    j->created_state_ |= kExtraBit;
+    return x;
+  }
   static void Free(Job* j) {
-    delete j->cold;
+    if (JobExtra* x = j->extra()) {
+      x->~JobExtra();
+      ::operator delete(x);
+    } else {
+      delete j->cold;
+    }
     j->~Job();
     ::operator delete(j);
   }
 
  private:
   static constexpr uint64_t kStateMask = 7;
-  uint64_t created_state_ = 0;  // created time | state
+  static constexpr uint64_t kExtraBit = 8;
+  static constexpr uint64_t kFlagMask = kStateMask | kExtraBit;
+  uint64_t created_state_ = 0;  // created time | has-extra bit | state
 };
 
 // The header of a 100-byte job plus its body and CRLF fit a 160-byte malloc chunk.

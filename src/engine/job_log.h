@@ -28,8 +28,15 @@ class JobLog {
   virtual void Put(const Job& j) = 0;
   // The job's state, priority, delay, deadline or counters changed.
   virtual void Update(const Job& j) = 0;
-  // The job is deleted; `j` is still intact during the call.
+  // The job is deleted (by a command, a purge or its TTL); `j` is still intact during the
+  // call.
   virtual void Delete(const Job& j) = 0;
+  // A tube's default tries (docs/EXTENSIONS.md `tube-tries`) changed; 0 clears it. It lives
+  // apart from any job: a store keeps the latest value per tube name.
+  virtual void TubeTries(std::string_view tube, uint32_t tries) {
+    (void)tube;
+    (void)tries;
+  }
   // A query, not a change: the log's own number for the file holding j's latest record,
   // shown as stats-job "file"; 0 if it has none.
   virtual uint32_t FileOf(const Job& j) const {
@@ -64,6 +71,16 @@ struct RestoredJob {
   Nanos deadline = 0;  // kDelayed: when it becomes ready, on the engine's clock
   JobCounts counts;
   std::string_view body;  // without the trailing CRLF
+
+  // The lifecycle extensions (see JobExtra); with has_extra false the rest is ignored.
+  bool has_extra = false;
+  bool limited = false;  // tries_left counts
+  uint32_t tries_left = 0;
+  Nanos expires_at = kForever;  // TTL deadline on the engine's clock; kForever: none
+  BuryReason bury_reason = BuryReason::kNone;
+  uint16_t key_len = 0;
+  uint8_t attr_count = 0;
+  std::string_view blob;  // key and attributes, laid out as JobExtra's blob
 };
 
 }  // namespace stalkd::engine
