@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "base/clock.h"
@@ -74,6 +75,20 @@ class Session {
   virtual Result Stats() = 0;
   virtual Result StatsJob(uint64_t id) = 0;
   virtual Result StatsTube(std::string_view tube) = 0;
+
+  // The lifecycle extensions (docs/EXTENSIONS.md).
+  // Counts a command that a front end carries out through other calls (put-many's puts,
+  // whose PutArgs count nothing).
+  virtual void CountBatch(Verb v) = 0;
+  // kReservedMany (jobs), kTimedOut, kDeadlineSoon or kPending; AbandonReserve ends a wait.
+  virtual Result ReserveExt(const ReserveArgs& args) = 0;
+  virtual Result DeleteMany(std::span<const uint64_t> ids) = 0;  // kDeletedMany
+  // kPurged (kPending while a large purge runs in slices), kNotFound, kBadFormat.
+  virtual Result Purge(std::string_view tube, StateFilter which) = 0;
+  // kJobList, kNotFound, kBadFormat.
+  virtual Result ListJobs(std::string_view tube, StateFilter state, uint64_t from,
+                          uint32_t count) = 0;
+  virtual Result TubeTries(std::string_view tube, uint32_t tries) = 0;  // kTubeTries
 
   // How far the store must be durable before this session's replies so far may be sent
   // (see Store::Covers). It only grows.

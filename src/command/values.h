@@ -41,13 +41,24 @@ enum class Verb : uint8_t {
   kPauseTube,
   kReserveJob,
   kKickJob,
+  // stalkd's extensions (docs/EXTENSIONS.md), shown after beanstalkd's keys.
+  kPutExt,
+  kPutMany,
+  kReserveExt,
+  kDeleteMany,
+  kPurge,
+  kListJobs,
+  kTubeTries,
   kQuit,
   kUnknown,  // not a verb: a request that names none
   kCount,
 };
 inline constexpr size_t kVerbCount = static_cast<size_t>(Verb::kCount);
-// Verbs whose cmd-* counter `stats` shows: kPut .. kPauseTube.
+// Verbs whose cmd-* counter `stats` shows among beanstalkd's: kPut .. kPauseTube; the
+// extensions' (kPutExt .. kTubeTries) come after all of beanstalkd's keys.
 inline constexpr size_t kShownVerbCount = static_cast<size_t>(Verb::kPauseTube) + 1;
+inline constexpr size_t kFirstExtensionVerb = static_cast<size_t>(Verb::kPutExt);
+inline constexpr size_t kEndExtensionVerb = static_cast<size_t>(Verb::kTubeTries) + 1;
 
 // Every answer a command can have. A front end encodes each in its own protocol.
 enum class Outcome : uint8_t {
@@ -69,6 +80,13 @@ enum class Outcome : uint8_t {
   kTubeStats,  // tube_stats
   kJobStats,   // job_stats
   kTubeList,   // tubes
+  // Successes of the extensions (docs/EXTENSIONS.md).
+  kExists,        // number: the id of the living job with the put's key
+  kReservedMany,  // jobs
+  kDeletedMany,   // number: how many were deleted
+  kPurged,        // number: how many were purged
+  kJobList,       // ids, number: the id to continue from (0: no more)
+  kTubeTries,     // number: the tube's default tries
   // Refusals.
   kNotFound,
   kNotIgnored,    // the tube is the only one watched
@@ -128,7 +146,30 @@ struct ServerStats {
   bool draining = false;
   size_t memory_used = 0;
   size_t memory_limit = 0;
+  uint64_t expired = 0;
+  uint64_t tries_exhausted = 0;
   HostStats host;
+};
+
+// A job's attribute (docs/EXTENSIONS.md): a short name and value.
+struct Attribute {
+  std::string_view name;
+  std::string_view value;
+};
+inline constexpr size_t kMaxAttributes = 16;
+inline constexpr size_t kMaxAttributeName = 64;
+inline constexpr size_t kMaxAttributeValue = 255;
+inline constexpr size_t kMaxJobKey = 200;
+
+// The lifecycle extensions' part of JobStats, for a job that uses any.
+struct JobExtensionStats {
+  bool limited = false;
+  uint32_t tries_left = 0;
+  std::string_view bury_reason;  // empty unless buried: "bury", "timeout", "release"
+  bool has_ttl = false;
+  int64_t ttl_left_s = 0;
+  std::string_view key;  // empty: none
+  std::span<const Attribute> attributes;
 };
 
 struct TubeStats {
@@ -146,6 +187,9 @@ struct TubeStats {
   uint64_t pauses = 0;
   int64_t pause_s = 0;
   int64_t pause_left_s = 0;
+  uint64_t expired = 0;
+  uint64_t tries_exhausted = 0;
+  uint32_t default_tries = 0;
 };
 
 struct JobStats {
@@ -163,6 +207,7 @@ struct JobStats {
   uint32_t releases = 0;
   uint32_t buries = 0;
   uint32_t kicks = 0;
+  const JobExtensionStats* extension = nullptr;  // null: a plain job
 };
 
 // The answer to one command. Only the fields its outcome names are set; views and
@@ -179,6 +224,8 @@ struct Result {
     const TubeStats* tube_stats;                 // kTubeStats
     const JobStats* job_stats;                   // kJobStats
     const std::vector<std::string_view>* tubes;  // kTubeList
+    const std::vector<JobView>* jobs;            // kReservedMany
+    const std::vector<uint64_t>* ids;            // kJobList
   };
 
   static Result Of(Outcome o, uint64_t n = 0) {
@@ -191,6 +238,14 @@ struct Result {
 
 static_assert(sizeof(Result) == 64);
 
+// What a put may carry beyond beanstalkd's arguments (put-ext), within the limits above.
+struct PutOptions {
+  uint32_t tries = 0;  // 0: the tube's default, or unlimited
+  uint32_t ttl_s = 0;  // 0: none
+  std::string_view key;
+  std::span<const Attribute> attributes;
+};
+
 struct PutArgs {
   uint32_t pri = 0;
   uint32_t delay_s = 0;
@@ -199,7 +254,23 @@ struct PutArgs {
   // The request had something malformed after its size: beanstalkd counts the put and
   // checks the size limit first (kJobTooBig), and only then refuses it (kBadFormat).
   bool malformed = false;
+  // The cmd-* counter the put counts in (kPut, kPutExt); kCount: none (the puts of a batch,
+  // counted once by Session::CountBatch).
+  Verb verb = Verb::kPut;
+  const PutOptions* options = nullptr;  // views valid during BeginPut only
 };
+
+// reserve-ext: how many jobs, for how long, and how they are reserved.
+struct ReserveArgs {
+  Nanos timeout = kForever;
+  uint32_t count = 1;  // up to this many: the first that comes, then those ready at once
+  uint32_t ttr_s = 0;  // 0: each job's own
+  bool freeze_tries = false;
+  bool detached = false;
+};
+
+// Which of a tube's jobs purge and list-jobs mean.
+enum class StateFilter : uint8_t { kReady, kDelayed, kReserved, kBuried, kAll };
 
 // Where a put's body goes: `bytes` of body, then 2 more bytes a front end may use for its
 // framing (the text protocol reads the CRLF that ends the body into them).

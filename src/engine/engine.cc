@@ -22,16 +22,10 @@ const char* JobStateName(JobState s) {
   return "invalid";
 }
 
-namespace {
-
-// Seconds (from the protocol) to nanoseconds; u32 seconds always fit.
-Nanos Seconds(uint32_t s) { return static_cast<Nanos>(s) * kSecond; }
-
-}  // namespace
-
 Engine::Engine(const Clock& clock, EngineOptions options) : clock_(clock), options_(options) {
   default_tube_ = FindOrMakeTube("default");
   Ref(default_tube_);  // "default" exists for the server's whole life
+  detached_ = new Session(nullptr, &heap_bytes_);
 }
 
 Engine::~Engine() {
@@ -51,6 +45,7 @@ Engine::~Engine() {
     closing_.Remove(s);
     free_session(s);
   }
+  free_session(detached_);
   for (Tube* t : tube_list_) {
     while (Job* j = t->ready.Pop()) Job::Free(j);
     while (Job* j = t->delayed.Pop()) Job::Free(j);
@@ -101,9 +96,7 @@ void Engine::CloseSession(Session* s) {
     // The usual case: a few jobs, returned at once (each offered to waiters, as beanstalkd).
     while (Job* j = s->reserved_order_.front()) {
       TakeOut(j);
-      MakeReady(j);
-      Logged(j);
-      ProcessQueue();
+      Return(j, 0, BuryReason::kRelease);
     }
     delete s;
     return;
@@ -119,9 +112,7 @@ uint32_t Engine::ReleaseClosed(uint32_t budget) {
     while (moved < budget && !s->reserved_.empty()) {
       Job* j = s->reserved_order_.front();
       TakeOut(j);
-      MakeReady(j);
-      Logged(j);
-      ProcessQueue();
+      Return(j, 0, BuryReason::kRelease);
       moved++;
     }
     if (s->reserved_.empty()) {
@@ -143,6 +134,7 @@ Tube* Engine::FindOrMakeTube(std::string_view name) {
   if (Tube* t = FindTube(name)) return t;
   auto owned = std::make_unique<Tube>(std::string(name), &heap_bytes_);
   Tube* t = owned.get();
+  if (!tube_tries_.empty()) t->default_tries = TubeTries(name);
   t->list_pos = static_cast<uint32_t>(tube_list_.size());
   tube_list_.push_back(t);
   tubes_.emplace(t->name(), std::move(owned));
@@ -283,17 +275,27 @@ void Engine::TakeOut(Job* j) {
   j->set_state(JobState::kNew);
 }
 
-void Engine::ReserveFor(Session* s, Job* j) {
+void Engine::ReserveFor(Session* s, Job* j, const ReserveOptions& opts) {
+  Session* holder = opts.detached ? detached_ : s;
+  if (opts.ttr_s != 0 && !j->has_extra()) GrowExtra(j, 0);
   JobCold& c = ColdOf(j);
+  uint32_t ttr_s = j->ttr_s;
+  if (JobExtra* x = j->extra()) {
+    x->reserve_ttr_s = opts.ttr_s;
+    if (opts.ttr_s != 0) ttr_s = opts.ttr_s;
+    // Not logged either: a crash gives back the try of a reservation in progress.
+    if (x->limited && !opts.freeze_tries && x->tries_left > 0) x->tries_left--;
+    x->bury_reason = BuryReason::kNone;
+  }
   j->set_state(JobState::kReserved);
-  c.reserver = s;
-  c.deadline = clock_.Now() + Seconds(j->ttr_s);
+  c.reserver = holder;
+  c.deadline = clock_.Now() + Seconds(ttr_s);
   c.counts.reserves++;  // not logged (see JobLog): written with the job's next record
-  s->reserved_.Push(j);
-  s->reserved_order_.PushBack(j);
+  holder->reserved_.Push(j);
+  holder->reserved_order_.PushBack(j);
   counters_.reserved++;
   j->tube->stat.reserved++;
-  RefreshTimer(s);
+  RefreshTimer(holder);
 }
 
 JobCold& Engine::ColdOf(Job* j) {
@@ -305,6 +307,7 @@ JobCold& Engine::ColdOf(Job* j) {
 }
 
 void Engine::FreeJob(Job* j) {
+  Untrack(j);
   jobs_.Erase(j->id);
   Tube* t = j->tube;
   memory_used_ -= j->footprint();
@@ -314,14 +317,15 @@ void Engine::FreeJob(Job* j) {
 
 Job* Engine::OwnReserved(Session* s, uint64_t id) const {
   Job* j = jobs_.Find(id);
-  if (!j || j->state() != JobState::kReserved || j->cold->reserver != s) return nullptr;
-  return j;
+  if (!j || j->state() != JobState::kReserved) return nullptr;
+  Session* holder = j->cold->reserver;
+  return holder == s || holder == detached_ ? j : nullptr;
 }
 
 // ---------------------------------------------------------------------------- put
 
-Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
-                    uint32_t body_size) {
+Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, uint32_t body_size,
+                    const JobOptions& opts) {
   if (!s->producer_) {
     s->producer_ = true;
     counters_.producers++;
@@ -331,11 +335,11 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
   // the job goes straight to a waiting session, what its reserve adds, as any reserve's, is
   // not refused.)
   const Tube* t = s->use_;
+  const uint32_t tries = opts.tries != 0 ? opts.tries : t->default_tries;
   size_t heap = delay_s > 0 ? t->delayed.push_growth() : t->ready.push_growth();
   size_t index = heap + jobs_.insert_growth(next_id_);
-  if (memory_used() + Job::Footprint(body_size, delay_s > 0) + index > options_.max_memory) {
-    return nullptr;
-  }
+  size_t cost = Job::Footprint(body_size, delay_s > 0) + ExtraCost(opts, tries, delay_s);
+  if (memory_used() + cost + index > options_.max_memory) return nullptr;
   Job* j = Job::Allocate(body_size);
   if (!j) return nullptr;
   memory_used_ += j->footprint();
@@ -343,6 +347,7 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s,
   j->tube = s->use_;
   Ref(j->tube);
   j->pri = pri;
+  FillExtra(j, opts, tries);
   if (delay_s > 0) ColdOf(j).delay_s = delay_s;
   j->ttr_s = ttr_s == 0 ? 1 : ttr_s;
   j->set_created(clock_.Now());
@@ -357,17 +362,26 @@ void Engine::Discard(Job* j) {
   Unref(t);
 }
 
-Engine::PutResult Engine::Put(Session* s, Job* j) {
+Engine::PutResult Engine::Put(Session* s, Job* j, uint64_t* existing) {
   (void)s;
   if (draining_) {
     Discard(j);
     return PutResult::kDraining;
+  }
+  if (const JobExtra* x = j->extra(); x && x->key_len > 0) {
+    auto it = j->tube->keys.find(x->key());
+    if (it != j->tube->keys.end()) {
+      if (existing) *existing = it->second->id;
+      Discard(j);
+      return PutResult::kExists;
+    }
   }
   if (log_ && !log_->Admit(*j)) {
     Discard(j);
     return PutResult::kNotDurable;
   }
   jobs_.Insert(j);
+  Track(j);
   counters_.total_jobs++;
   j->tube->stat.total_jobs++;
   if (j->delay_s() > 0) {
@@ -391,6 +405,16 @@ bool Engine::Restore(const RestoredJob& r) {
   j->pri = r.pri;
   j->ttr_s = r.ttr_s == 0 ? 1 : r.ttr_s;
   j->set_created(r.created);
+  if (r.has_extra) {
+    JobExtra* x = GrowExtra(j, static_cast<uint32_t>(r.blob.size()));
+    x->limited = r.limited;
+    x->tries_left = r.tries_left;
+    x->expires_at = r.expires_at;
+    x->bury_reason = r.bury_reason;
+    x->key_len = r.key_len;
+    x->attr_count = r.attr_count;
+    std::copy(r.blob.begin(), r.blob.end(), x->blob());
+  }
   if (r.delay_s != 0 || r.counts.any()) {
     JobCold& c = ColdOf(j);
     c.delay_s = r.delay_s;
@@ -400,6 +424,7 @@ bool Engine::Restore(const RestoredJob& r) {
   j->data()[r.body.size()] = '\r';
   j->data()[r.body.size() + 1] = '\n';
   jobs_.Insert(j);
+  Track(j);
   counters_.total_jobs++;
   j->tube->stat.total_jobs++;
   next_id_ = std::max(next_id_, r.id + 1);
@@ -430,8 +455,9 @@ void Engine::MarkWorker(Session* s) {
   counters_.workers++;
 }
 
-bool Engine::Reserve(Session* s, Nanos timeout) {
+bool Engine::Reserve(Session* s, Nanos timeout, const ReserveOptions& opts) {
   MarkWorker(s);
+  s->reserve_opts_ = opts;
   Nanos now = clock_.Now();
   if (DeadlineSoon(s, now)) {
     bool any_ready = std::any_of(s->watch_.begin(), s->watch_.end(),
@@ -456,7 +482,15 @@ Job* Engine::ReserveJob(Session* s, uint64_t id) {
   }
   TakeOut(j);
   MarkWorker(s);
-  ReserveFor(s, j);
+  ReserveFor(s, j, ReserveOptions{});
+  return j;
+}
+
+Job* Engine::ReserveReady(Session* s, const ReserveOptions& opts) {
+  Job* j = BestReady(s);
+  if (!j) return nullptr;
+  TakeOut(j);
+  ReserveFor(s, j, opts);
   return j;
 }
 
@@ -497,7 +531,7 @@ void Engine::ProcessQueue() {
     Session* s = t->waiters.front()->session;
     TakeOut(j);
     StopWaiting(s);
-    ReserveFor(s, j);
+    ReserveFor(s, j, s->reserve_opts_);
     events_.push_back({Event::Kind::kReserved, s, j});
   }
 }
@@ -551,7 +585,10 @@ void Engine::RefreshTimer(Session* s) {
 bool Engine::Delete(Session* s, uint64_t id) {
   Job* j = jobs_.Find(id);
   if (!j) return false;
-  if (j->state() == JobState::kReserved && j->cold->reserver != s) return false;
+  if (j->state() == JobState::kReserved && j->cold->reserver != s &&
+      j->cold->reserver != detached_) {
+    return false;
+  }
   TakeOut(j);
   j->tube->stat.deletes++;
   if (log_) log_->Delete(*j);
@@ -567,13 +604,7 @@ bool Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
   JobCold& c = ColdOf(j);  // it has one: it was reserved
   c.delay_s = delay_s;
   c.counts.releases++;
-  if (delay_s > 0) {
-    MakeDelayed(j, clock_.Now() + Seconds(delay_s));
-  } else {
-    MakeReady(j);
-  }
-  Logged(j);
-  ProcessQueue();
+  Return(j, delay_s, BuryReason::kRelease);
   return true;
 }
 
@@ -583,7 +614,9 @@ bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
   TakeOut(j);
   j->pri = pri;
   ColdOf(j).counts.buries++;
+  if (ExpireIfPending(j)) return true;
   MakeBuried(j);
+  if (JobExtra* x = j->extra()) x->bury_reason = BuryReason::kCommand;
   Logged(j);
   return true;
 }
@@ -591,9 +624,12 @@ bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
 bool Engine::Touch(Session* s, uint64_t id) {
   Job* j = OwnReserved(s, id);
   if (!j) return false;
-  j->cold->deadline = clock_.Now() + Seconds(j->ttr_s);
-  s->reserved_.Update(j);
-  RefreshTimer(s);
+  const JobExtra* x = j->extra();
+  uint32_t ttr_s = x && x->reserve_ttr_s != 0 ? x->reserve_ttr_s : j->ttr_s;
+  j->cold->deadline = clock_.Now() + Seconds(ttr_s);
+  Session* holder = j->cold->reserver;
+  holder->reserved_.Update(j);
+  RefreshTimer(holder);
   return true;
 }
 
@@ -607,6 +643,10 @@ bool Engine::KickJob(uint64_t id) {
 void Engine::Kick(Job* j) {
   TakeOut(j);
   ColdOf(j).counts.kicks++;
+  if (JobExtra* x = j->extra()) {
+    if (x->limited && x->tries_left == 0) x->tries_left = 1;  // a respawn gives one more try
+    x->bury_reason = BuryReason::kNone;
+  }
   MakeReady(j);
   Logged(j);
   ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once

@@ -44,6 +44,16 @@ struct TubePauseOrder {
   static bool Less(const Tube* a, const Tube* b) { return a->unpause_at < b->unpause_at; }
   static uint32_t& Slot(Tube* t) { return t->pause_slot; }
 };
+struct ExpiryOrder {  // jobs with a TTL (they have a JobExtra), by expiry
+  using Key = Nanos;
+  static const JobExtra* X(const Job* j) { return static_cast<const JobExtra*>(j->cold); }
+  static Key KeyOf(const Job* j) { return X(j)->expires_at; }
+  static bool Less(Nanos ka, const Job* a, Nanos kb, const Job* b) {
+    return ka != kb ? ka < kb : a->id < b->id;
+  }
+  static bool Less(const Job* a, const Job* b) { return Less(KeyOf(a), a, KeyOf(b), b); }
+  static uint32_t& Slot(Job* j) { return static_cast<JobExtra*>(j->cold)->expiry_slot; }
+};
 struct SessionWakeOrder {
   static bool Less(const Session* a, const Session* b) { return a->wake_at_ < b->wake_at_; }
   static uint32_t& Slot(Session* s) { return s->timer_slot_; }
@@ -56,13 +66,6 @@ struct JobOptions {
   std::string_view key;
   const JobAttribute* attrs = nullptr;
   size_t attr_count = 0;
-};
-
-// How a reserve reserves (reserve-ext; the defaults are beanstalkd's reserve).
-struct ReserveOptions {
-  uint32_t ttr_s = 0;         // 0: each job's own TTR
-  bool freeze_tries = false;  // the reservation uses no try
-  bool detached = false;      // the reservation belongs to no session (see detached())
 };
 
 enum class PurgeWhat : uint8_t { kReady, kDelayed, kBuried, kAll };
@@ -217,6 +220,7 @@ class Engine {
     };
     for (const Session* s : sessions_) reserved(s);
     for (const Session* s : closing_) reserved(s);
+    reserved(detached_);
   }
   Job* FindMutable(uint64_t id) { return jobs_.Find(id); }
   // New ids will be above `id`: a store calls this with the highest id in any of its
@@ -249,7 +253,7 @@ class Engine {
   void MakeDelayed(Job* j, Nanos deadline);
   void MakeBuried(Job* j);
   void TakeOut(Job* j);  // removes j from wherever it is and fixes the counters
-  void ReserveFor(Session* s, Job* j);
+  void ReserveFor(Session* s, Job* j, const ReserveOptions& opts);
   void Kick(Job* j);            // a buried or delayed job to ready
   void MarkWorker(Session* s);  // counted in current-workers from its first reserve
   // j's cold part, allocated (and accounted in memory_used_) on first use.
@@ -257,6 +261,25 @@ class Engine {
   void FreeJob(Job* j);
   Job* OwnReserved(Session* s, uint64_t id) const;
 
+  // The lifecycle extensions (engine_lifecycle.cc).
+  // Gives j (unlinked) a JobExtra with blob_size bytes of blob, accounting the change.
+  JobExtra* GrowExtra(Job* j, uint32_t blob_size);
+  // Memory a job with these options costs beyond a plain one's header and body.
+  size_t ExtraCost(const JobOptions& o, uint32_t tries, uint32_t delay_s) const;
+  void FillExtra(Job* j, const JobOptions& o, uint32_t tries);
+  // Indexes a put or restored job's key and TTL.
+  void Track(Job* j);
+  void Untrack(Job* j);
+  // A reserved job whose reservation ended without delete or bury (release, TTR, its
+  // session closing), taken out: deleted if its TTL passed meanwhile, buried (`dead`) if it
+  // has no tries left, else made ready or delayed; logged and offered to waiters.
+  void Return(Job* j, uint32_t delay_s, BuryReason dead);
+  // Deletes j (taken out) because its TTL passed.
+  void Expire(Job* j);
+  // j, taken out of a reservation, if its TTL passed meanwhile: expires it and returns true.
+  bool ExpireIfPending(Job* j);
+  uint32_t ExpireDue(Nanos now, uint32_t budget, bool* more);
+  Job* BestReady(const Session* s) const;
   void StartWaiting(Session* s, Nanos timeout);
   void StopWaiting(Session* s);
   void ProcessQueue();
@@ -296,6 +319,9 @@ class Engine {
   IndexedHeap<Tube, TubeDelayOrder> delay_tubes_;  // tubes with delayed jobs, by soonest
   IndexedHeap<Tube, TubePauseOrder> paused_;       // paused tubes, by unpause time
   IndexedHeap<Session, SessionWakeOrder> timers_;  // sessions with a TTR or reserve deadline
+  IndexedHeap<Job, ExpiryOrder> expiries_{&heap_bytes_};  // jobs with a TTL, not reserved
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> tube_tries_;
+  Session* detached_ = nullptr;  // holds detached reservations; owned
 
   IntrusiveList<Session, SessionTag> sessions_;  // open sessions, owned
   IntrusiveList<Session, SessionTag> closing_;   // closed, still holding reserved jobs, owned

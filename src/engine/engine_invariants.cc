@@ -9,8 +9,22 @@ namespace stalkd::engine {
 void Engine::CheckInvariants() const {
   uint64_t ready = 0, urgent = 0, delayed = 0, buried = 0, reserved = 0, waiting = 0;
   size_t heap_bytes = 0;  // what heap_bytes_ must be
-  auto check_job = [this](const Job* j, JobState state, const Tube* t) {
+  uint64_t with_ttl = 0;
+  auto check_job = [this, &with_ttl](const Job* j, JobState state, const Tube* t) {
     STALKD_CHECK(j->state() == state && j->tube == t && jobs_.Find(j->id) == j);
+    if (const JobExtra* x = j->extra()) {
+      // A job with a TTL waits in the expiry heap until it is due; a reserved job whose TTL
+      // passed waits for its reservation to end instead.
+      STALKD_CHECK(!x->expire_pending || state == JobState::kReserved);
+      bool pending = x->has_ttl() && !x->expire_pending;
+      STALKD_CHECK(expiries_.Contains(j) == pending);
+      if (pending) with_ttl++;
+      if (x->key_len > 0) {
+        auto it = t->keys.find(x->key());
+        STALKD_CHECK(it != t->keys.end() && it->second->tube == t);
+      }
+      STALKD_CHECK(x->bury_reason == BuryReason::kNone || state == JobState::kBuried);
+    }
     // Only a ready job may lack the cold part (deadline, list node, reserver).
     STALKD_CHECK(j->cold != nullptr || state == JobState::kReady);
     if (const JobCold* c = j->cold) {
@@ -35,6 +49,10 @@ void Engine::CheckInvariants() const {
       check_job(t->delayed.at(k), JobState::kDelayed, t);
     for (const Job* j : t->buried) check_job(j, JobState::kBuried, t);
     STALKD_CHECK(tube_urgent == t->stat.urgent);
+    for (const auto& [key, j] : t->keys) {
+      STALKD_CHECK(jobs_.Find(j->id) == j && j->tube == t && j->extra()->key() == key);
+    }
+    STALKD_CHECK(t->default_tries == TubeTries(t->name()));
     bool want_eligible = !t->waiters.empty() && !t->ready.empty() && !t->paused();
     STALKD_CHECK(eligible_.Contains(t) == want_eligible);
     STALKD_CHECK(delay_tubes_.Contains(t) == !t->delayed.empty());
@@ -47,7 +65,7 @@ void Engine::CheckInvariants() const {
     heap_bytes += t->ready.bytes() + t->delayed.bytes();
   }
   STALKD_CHECK(eligible_.IsHeap() && delay_tubes_.IsHeap() && paused_.IsHeap());
-  STALKD_CHECK(timers_.IsHeap());
+  STALKD_CHECK(timers_.IsHeap() && expiries_.IsHeap());
   // No ready job may sit while a session waits for it.
   STALKD_CHECK(eligible_.empty());
 
@@ -75,6 +93,10 @@ void Engine::CheckInvariants() const {
     check_session(s);
     STALKD_CHECK(s->closed_ && !s->waiting_);
   }
+  check_session(detached_);
+  STALKD_CHECK(!detached_->waiting_ && detached_->watch_.empty());
+  STALKD_CHECK(with_ttl == expiries_.size());
+  heap_bytes += expiries_.bytes();
   STALKD_CHECK(open == counters_.sessions);
   STALKD_CHECK(ready == counters_.ready && urgent == counters_.urgent);
   STALKD_CHECK(delayed == counters_.delayed && buried == counters_.buried);

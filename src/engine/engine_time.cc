@@ -16,9 +16,7 @@ uint32_t Engine::ExpireSession(Session* s, Nanos now, uint32_t budget) {
     TakeOut(j);
     j->cold->counts.timeouts++;
     counters_.timeouts++;
-    MakeReady(j);
-    Logged(j);
-    ProcessQueue();
+    Return(j, 0, BuryReason::kTimeout);
     moved++;
   }
   // A returned job may have gone straight back to s (it may watch that tube), ending its wait.
@@ -61,6 +59,7 @@ Nanos Engine::Tick() {
     ProcessQueue();  // each promoted job is offered to waiters at once, as in beanstalkd
     promoted++;
   }
+  ExpireDue(now, budget, &more);
   while (!paused_.empty() && paused_.top()->unpause_at <= now) {
     Tube* t = paused_.Pop();
     t->pause_ns = 0;
@@ -74,6 +73,7 @@ Nanos Engine::Tick() {
   if (!delay_tubes_.empty()) next = std::min(next, delay_tubes_.top()->delayed.top()->deadline());
   if (!paused_.empty()) next = std::min(next, paused_.top()->unpause_at);
   if (!timers_.empty()) next = std::min(next, timers_.top()->wake_at_);
+  if (!expiries_.empty()) next = std::min(next, ExpiryOrder::KeyOf(expiries_.top()));
   return next;
 }
 

@@ -16,6 +16,9 @@ struct Job;
 
 enum class JobState : uint8_t { kNew, kReady, kDelayed, kReserved, kBuried };
 
+// Seconds (from a protocol) to nanoseconds; u32 seconds always fit.
+inline Nanos Seconds(uint32_t s) { return static_cast<Nanos>(s) * kSecond; }
+
 const char* JobStateName(JobState s);
 
 struct JobListTag;
@@ -66,15 +69,15 @@ inline constexpr size_t kMaxJobKey = 200;
 //   key[key_len], then per attribute: u8 name_len, u8 value_len, name, value
 // (the binlog stores the blob as it is).
 struct JobExtra : JobCold {
-  Nanos expires_at = kForever;     // TTL deadline on the engine's clock; kForever: none
-  uint32_t tries_left = 0;         // meaningful when `limited`
-  uint32_t reserve_ttr_s = 0;      // the current reservation's TTR, when given at reserve
+  Nanos expires_at = kForever;        // TTL deadline on the engine's clock; kForever: none
+  uint32_t tries_left = 0;            // meaningful when `limited`
+  uint32_t reserve_ttr_s = 0;         // the current reservation's TTR, when given at reserve
   uint32_t expiry_slot = UINT32_MAX;  // slot in the engine's expiry heap
   uint32_t blob_size = 0;
   uint16_t key_len = 0;
   uint8_t attr_count = 0;
-  bool limited = false;            // tries_left counts down; unlimited otherwise
-  bool expire_pending = false;     // the TTL passed while the job was reserved
+  bool limited = false;         // tries_left counts down; unlimited otherwise
+  bool expire_pending = false;  // the TTL passed while the job was reserved
   BuryReason bury_reason = BuryReason::kNone;
 
   explicit JobExtra(Job* j) : JobCold(j) {}
@@ -148,7 +151,9 @@ struct Job {
   // The lifecycle extensions, if the job uses any (docs/EXTENSIONS.md).
   bool has_extra() const { return (created_state_ & kExtraBit) != 0; }
   JobExtra* extra() { return has_extra() ? static_cast<JobExtra*>(cold) : nullptr; }
-  const JobExtra* extra() const { return has_extra() ? static_cast<const JobExtra*>(cold) : nullptr; }
+  const JobExtra* extra() const {
+    return has_extra() ? static_cast<const JobExtra*>(cold) : nullptr;
+  }
 
   // body_size bytes of body followed by "\r\n" (once received).
   char* data() { return reinterpret_cast<char*>(this + 1); }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -32,6 +33,30 @@ class JobTable {
   void Erase(uint64_t id);
 
   size_t size() const { return size_; }
+
+  // Calls fn(job) for the live jobs with ids from `from` up, in id order, looking at no more
+  // than `max_ids` ids (an absent page counts as its ids, at the cost of one), until fn
+  // returns false. Returns the id after the last one looked at, or 0 if no ids remain.
+  template <typename Fn>
+  uint64_t Scan(uint64_t from, uint64_t max_ids, Fn fn) const {
+    uint64_t id = std::max(from, base_ << kPageBits);
+    const uint64_t end = (base_ + pages_.size()) << kPageBits;
+    uint64_t looked = 0;
+    while (id < end && looked < max_ids) {
+      const Page* page = pages_[(id >> kPageBits) - base_].get();
+      if (!page) {
+        uint64_t next = ((id >> kPageBits) + 1) << kPageBits;
+        looked += next - id;
+        id = next;
+        continue;
+      }
+      Job* j = page->slots[id & kPageMask];
+      id++;
+      looked++;
+      if (j && !fn(j)) break;
+    }
+    return id < end ? id : 0;
+  }
   // Bytes held by the table itself, for memory accounting.
   size_t bytes() const {
     return (live_pages_ + (spare_ ? 1 : 0)) * sizeof(Page) + pages_.size() * sizeof(void*);

@@ -13,6 +13,17 @@ namespace stalkd::engine {
 struct Event;
 struct SessionTag;
 
+// How a reserve reserves (reserve-ext; the defaults are beanstalkd's reserve).
+struct ReserveOptions {
+  uint32_t ttr_s = 0;         // 0: each job's own TTR
+  bool freeze_tries = false;  // the reservation uses no try
+  bool detached = false;      // the reservation belongs to no session (Engine::detached())
+  // Not the engine's: a batch reserve (reserve-ext) whose store takes up to `count` jobs, the
+  // first through Reserve, the rest through Engine::ReserveReady.
+  bool batch = false;
+  uint32_t count = 1;
+};
+
 // Whoever opened a session: the engine keeps it so that whoever drains the engine's events
 // (TakeEvents) can hand each to the owner of its session. The engine itself never calls it.
 class SessionOwner {
@@ -42,6 +53,8 @@ class Session : public ListNode<SessionTag> {
   bool closed() const { return closed_; }
   bool is_producer() const { return producer_; }
   bool is_worker() const { return worker_; }
+  // The options of the latest reserve.
+  const ReserveOptions& reserve_options() const { return reserve_opts_; }
 
  private:
   friend class Engine;
@@ -55,6 +68,7 @@ class Session : public ListNode<SessionTag> {
   JobList reserved_order_;            // the same jobs, in reservation order
   std::vector<WaitNode> wait_nodes_;  // one per watched tube while waiting
   Nanos wait_until_ = kForever;       // reserve-with-timeout deadline while waiting
+  ReserveOptions reserve_opts_;       // of the reserve in progress
   Nanos wake_at_ = kForever;          // key in Engine's session timer heap
   uint32_t timer_slot_ = UINT32_MAX;
   bool waiting_ = false;

@@ -19,6 +19,8 @@ struct GlobalCounters {
   uint64_t workers = 0;
   uint64_t waiting = 0;
   uint64_t total_sessions = 0;
+  uint64_t expired = 0;          // jobs deleted by their TTL
+  uint64_t tries_exhausted = 0;  // jobs buried for having no tries left
 };
 
 }  // namespace stalkd::engine

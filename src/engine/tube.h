@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "base/indexed_heap.h"
 #include "base/intrusive_list.h"
@@ -50,6 +52,8 @@ struct TubeCounters {
   uint64_t pauses = 0;
   uint32_t using_ct = 0;
   uint32_t watching_ct = 0;
+  uint64_t expired = 0;          // jobs deleted by their TTL
+  uint64_t tries_exhausted = 0;  // jobs buried for having no tries left
 };
 
 class Tube {
@@ -67,6 +71,9 @@ class Tube {
   JobList buried;
   IntrusiveList<WaitNode, WaitTag> waiters;
   TubeCounters stat;
+  // Unique keys of the tube's living jobs (put-ext key=); the views point into the jobs.
+  std::unordered_map<std::string_view, Job*> keys;
+  uint32_t default_tries = 0;  // for jobs put without tries (Engine::SetTubeTries); 0: none
 
   Nanos pause_ns = 0;                   // the pause duration while paused, 0 when not paused
   Nanos unpause_at = 0;                 // valid while pause_ns > 0

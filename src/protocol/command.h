@@ -27,7 +27,16 @@ struct Command {
   // put only: the line had something after <bytes>. beanstalkd checks the size limit first
   // (JOB_TOO_BIG, body skipped) and only then rejects the garbage (BAD_FORMAT).
   bool trailing_garbage = false;
+  // An extension verb (docs/EXTENSIONS.md): everything after the verb, parsed by
+  // extensions.cc.
+  std::string_view args;
 };
+
+// Whether v is one of stalkd's extension verbs (kPutExt .. kTubeTries).
+inline bool IsExtension(Verb v) {
+  auto i = static_cast<size_t>(v);
+  return i >= command::kFirstExtensionVerb && i < command::kEndExtensionVerb;
+}
 
 enum class ParseStatus : uint8_t { kOk, kBadFormat, kUnknownCommand };
 
@@ -40,5 +49,14 @@ using command::IsValidTubeName;
 using command::kMaxTubeNameLength;
 
 inline constexpr size_t kMaxLineLength = 224;  // including CRLF
+// The line of an extension command may be longer (its options, delete-many's ids).
+inline constexpr size_t kMaxExtensionLineLength = 8192;
+// True if the buffered bytes begin an extension command's line (its verb and a space).
+bool StartsExtensionLine(std::string_view buffered);
+
+// beanstalkd's number reading: spaces, then digits; u32/u64 overflow is an error. With
+// `last`, nothing may follow; otherwise *rest is left just after the number.
+bool ReadU32(std::string_view* rest, bool last, uint32_t* out);
+bool ReadU64(std::string_view* rest, bool last, uint64_t* out);
 
 }  // namespace stalkd::protocol

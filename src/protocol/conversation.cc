@@ -12,6 +12,18 @@ namespace stalkd::protocol {
 using command::Outcome;
 using command::Result;
 
+namespace {
+
+// The first CRLF in p[0, n), or null.
+const char* FindCrlf(const char* p, size_t n) {
+  for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, '\r', p + n - q))); q++) {
+    if (q + 1 < p + n && q[1] == '\n') return q;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Conversation::Conversation(command::Store& store, command::Client& client)
     : session_(store.Open(client)) {}
 
@@ -94,24 +106,21 @@ bool Conversation::RunSteps(size_t max_steps) {
       case State::kCommand: {
         if (avail == 0) return false;
         if (steps == max_steps) return true;
-        size_t scan = std::min(avail, kMaxLineLength);
-        const char* cr = nullptr;
-        for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, '\r', p + scan - q)));
-             q++) {
-          if (q + 1 < p + scan && q[1] == '\n') {
-            cr = q;
-            break;
-          }
+        size_t limit = kMaxLineLength;
+        const char* cr = FindCrlf(p, std::min(avail, limit));
+        if (!cr && avail >= limit && StartsExtensionLine({p, avail})) {
+          limit = kMaxExtensionLineLength;
+          cr = FindCrlf(p, std::min(avail, limit));
         }
         if (!cr) {
-          if (avail < kMaxLineLength) {
+          if (avail < limit) {
             needs_input_ = true;
             return false;
           }
           // An overlong line: refuse it once and drop the rest of it, keeping the last byte
           // in case it is the '\r' of the line's CRLF.
           Reply(Outcome::kBadFormat);
-          Consume(kMaxLineLength - 1);
+          Consume(limit - 1);
           state_ = State::kSkipLine;
           steps++;
           continue;
@@ -150,6 +159,15 @@ bool Conversation::RunSteps(size_t max_steps) {
         bytes_left_ -= n;
         Consume(n);
         if (bytes_left_ == 0) FinishPut();
+        continue;
+      }
+      case State::kBlock: {
+        if (avail == 0) return false;
+        size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left_, avail));
+        block_->append(p, n);
+        bytes_left_ -= n;
+        Consume(n);
+        if (bytes_left_ == 0) FinishPutMany();
         continue;
       }
       case State::kSkipBody: {
@@ -213,13 +231,16 @@ void Conversation::Skip(uint64_t bytes, Outcome reply_after) {
 }
 
 void Conversation::StartPut(const Command& cmd) {
-  command::PutSlot slot =
-      session_->BeginPut({cmd.pri, cmd.delay, cmd.ttr, cmd.bytes, cmd.trailing_garbage});
+  StartPut({cmd.pri, cmd.delay, cmd.ttr, cmd.bytes, cmd.trailing_garbage});
+}
+
+void Conversation::StartPut(const command::PutArgs& args) {
+  command::PutSlot slot = session_->BeginPut(args);
   if (!slot.data) {
     // A put refused for its line is answered at once; one refused for its body (too big,
     // no room) once the body has been skipped.
     if (slot.refusal == Outcome::kBadFormat) return Reply(slot.refusal);
-    return Skip(uint64_t{cmd.bytes} + 2, slot.refusal);
+    return Skip(uint64_t{args.bytes} + 2, slot.refusal);
   }
   body_end_ = slot.data + slot.size;
   bytes_left_ = slot.size;
@@ -255,6 +276,7 @@ void Conversation::Execute(std::string_view line) {
     case Verb::kReserveWithTimeout:
       return AnswerReserve(Call(cmd));
     default:
+      if (IsExtension(cmd.verb)) return ExecuteExtension(cmd);
       return Answer(Call(cmd));
   }
 }

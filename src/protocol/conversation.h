@@ -53,7 +53,15 @@ class Conversation final : public command::FrontEnd {
   size_t input_capacity() const { return in_capacity_; }  // 0 whenever nothing is buffered
 
  private:
-  enum class State : uint8_t { kCommand, kBody, kSkipBody, kSkipLine, kWaiting, kClosing };
+  enum class State : uint8_t {
+    kCommand,
+    kBody,
+    kBlock,  // put-many's block arriving into block_
+    kSkipBody,
+    kSkipLine,
+    kWaiting,
+    kClosing
+  };
 
   bool RunSteps(size_t max_steps);
   void Execute(std::string_view line);
@@ -62,7 +70,13 @@ class Conversation final : public command::FrontEnd {
   void Answer(const command::Result& r);
   void AnswerReserve(const command::Result& r);
   void StartPut(const Command& cmd);
+  void StartPut(const command::PutArgs& args);
   void FinishPut();
+  // The extension commands (extensions.cc).
+  void ExecuteExtension(const Command& cmd);
+  void StartPutExt(std::string_view args);
+  void StartPutMany(std::string_view args);
+  void FinishPutMany();
   void Reply(command::Outcome o);
   void Skip(uint64_t bytes, command::Outcome reply_after);
   void Consume(size_t n) { in_begin_ += static_cast<uint32_t>(n); }
@@ -87,7 +101,9 @@ class Conversation final : public command::FrontEnd {
 
   std::string out_;
 
-  char* body_end_ = nullptr;  // kBody: the end of the put's slot (body + CRLF)
+  char* body_end_ = nullptr;            // kBody: the end of the put's slot (body + CRLF)
+  std::unique_ptr<std::string> block_;  // kBlock: put-many's block (and its CRLF)
+  uint32_t block_count_ = 0;            // kBlock: the jobs put-many announced
   // kBody: bytes of data (body + CRLF) still to arrive; kSkipBody: bytes still to discard.
   uint64_t bytes_left_ = 0;
 };

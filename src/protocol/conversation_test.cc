@@ -599,7 +599,15 @@ TEST_F(ConversationTest, CommandCounters) {
         "kick-job 1\r\nreserve-job 1\r\ntouch 1\r\ndelete 1\r\nuse a\r\nwatch a\r\nignore a\r\n"
         "stats\r\nstats-job 1\r\nstats-tube a\r\nlist-tubes\r\nlist-tube-used\r\n"
         "list-tubes-watched\r\npause-tube a 0\r\n");
-  for (int v = 0; v < static_cast<int>(Verb::kQuit); v++) {
+  for (int v = 0; v < static_cast<int>(command::kFirstExtensionVerb); v++) {
+    EXPECT_EQ(w_.Ops(static_cast<Verb>(v)), 1u) << "verb " << v;
+  }
+  // The extensions' counters, one each (a malformed line counts nothing).
+  w_.Do(c,
+        "put-ext 0 0 60 1 tries=2\r\nx\r\nput-many 1 13\r\n0 0 60 1\r\ny\r\n\r\n"
+        "reserve-ext 0 count=2\r\ndelete-many 2 3\r\npurge a all\r\nlist-jobs default ready 0 "
+        "5\r\ntube-tries a 3\r\nreserve-ext x\r\n");
+  for (size_t v = command::kFirstExtensionVerb; v < command::kEndExtensionVerb; v++) {
     EXPECT_EQ(w_.Ops(static_cast<Verb>(v)), 1u) << "verb " << v;
   }
 }

@@ -55,6 +55,13 @@ command::Result Conversation::Call(const Command& c) {
     case Verb::kStatsTube:
       return s.StatsTube(c.tube);
     case Verb::kPut:
+    case Verb::kPutExt:  // the extensions: Conversation::ExecuteExtension (extensions.cc)
+    case Verb::kPutMany:
+    case Verb::kReserveExt:
+    case Verb::kDeleteMany:
+    case Verb::kPurge:
+    case Verb::kListJobs:
+    case Verb::kTubeTries:
     case Verb::kQuit:
     case Verb::kUnknown:
     case Verb::kCount:

@@ -28,17 +28,6 @@ bool ReadNumber(std::string_view* rest, uint64_t max, bool last, uint64_t* out) 
   return true;
 }
 
-bool ReadU32(std::string_view* rest, bool last, uint32_t* out) {
-  uint64_t v;
-  if (!ReadNumber(rest, UINT32_MAX, last, &v)) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
-
-bool ReadU64(std::string_view* rest, bool last, uint64_t* out) {
-  return ReadNumber(rest, UINT64_MAX, last, out);
-}
-
 // beanstalkd 1.12 reads kick's count with strtoul() and keeps the low 32 bits: leading
 // white space and a sign are accepted, anything after the digits is ignored, and only a
 // missing number or a 64-bit overflow is an error.
@@ -63,6 +52,24 @@ struct VerbPrefix {
   std::string_view prefix;
   Verb verb;
 };
+
+// stalkd's extension verbs: matched as whole words (the verb, then a space or the end of the
+// line) before beanstalkd's prefixes, so that anything else still gets beanstalkd's answer.
+constexpr VerbPrefix kExtensionVerbs[] = {
+    {"put-ext", Verb::kPutExt},
+    {"put-many", Verb::kPutMany},
+    {"reserve-ext", Verb::kReserveExt},
+    {"delete-many", Verb::kDeleteMany},
+    {"purge", Verb::kPurge},
+    {"list-jobs", Verb::kListJobs},
+    {"tube-tries", Verb::kTubeTries},
+};
+
+bool MatchesExtension(std::string_view line, const VerbPrefix& v, bool need_space) {
+  if (line.substr(0, v.prefix.size()) != v.prefix) return false;
+  if (line.size() == v.prefix.size()) return !need_space;
+  return line[v.prefix.size()] == ' ';
+}
 
 // beanstalkd's which_cmd(): first matching prefix wins, so the order matters.
 constexpr VerbPrefix kVerbs[] = {
@@ -95,9 +102,37 @@ constexpr VerbPrefix kVerbs[] = {
 
 }  // namespace
 
+bool ReadU32(std::string_view* rest, bool last, uint32_t* out) {
+  uint64_t v;
+  if (!ReadNumber(rest, UINT32_MAX, last, &v)) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool ReadU64(std::string_view* rest, bool last, uint64_t* out) {
+  return ReadNumber(rest, UINT64_MAX, last, out);
+}
+
+bool StartsExtensionLine(std::string_view buffered) {
+  for (const VerbPrefix& v : kExtensionVerbs) {
+    if (MatchesExtension(buffered, v, true)) return true;
+  }
+  return false;
+}
+
 ParseStatus ParseCommand(std::string_view line, Command* cmd) {
   *cmd = Command{};
   if (line.find('\0') != std::string_view::npos) return ParseStatus::kBadFormat;
+  if (!line.empty() &&
+      (line[0] == 'p' || line[0] == 'r' || line[0] == 'd' || line[0] == 'l' || line[0] == 't')) {
+    for (const VerbPrefix& v : kExtensionVerbs) {
+      if (MatchesExtension(line, v, false)) {
+        cmd->verb = v.verb;
+        cmd->args = line.substr(v.prefix.size());
+        return ParseStatus::kOk;
+      }
+    }
+  }
   std::string_view args;
   for (const VerbPrefix& v : kVerbs) {
     if (line.substr(0, v.prefix.size()) == v.prefix) {
@@ -111,6 +146,14 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
     case Verb::kUnknown:
     case Verb::kCount:
       return ParseStatus::kUnknownCommand;
+    case Verb::kPutExt:
+    case Verb::kPutMany:
+    case Verb::kReserveExt:
+    case Verb::kDeleteMany:
+    case Verb::kPurge:
+    case Verb::kListJobs:
+    case Verb::kTubeTries:
+      break;  // matched above
     case Verb::kPut: {
       if (!ReadU32(&args, false, &cmd->pri) || !ReadU32(&args, false, &cmd->delay) ||
           !ReadU32(&args, false, &cmd->ttr) || !ReadU32(&args, false, &cmd->bytes)) {

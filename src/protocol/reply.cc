@@ -79,6 +79,39 @@ void AppendYaml(const std::string& body, std::string* out) {
   out->append("\r\n");
 }
 
+void AppendReservedMany(std::span<const command::JobView> jobs, std::string* out) {
+  AppendLine("RESERVED-MANY", jobs.size(), out);
+  for (const command::JobView& j : jobs) AppendJob("RESERVED", j, out);
+}
+
+// `key: "value"`, the value YAML-quoted (backslash and double quote escaped; anything below
+// 0x20 or above 0x7e as \xNN).
+void AppendQuoted(std::string* s, std::string_view key, std::string_view value) {
+  s->append(key).append(": \"");
+  for (char c : value) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      s->push_back('\\');
+      s->push_back(c);
+    } else if (u < 0x20 || u > 0x7e) {
+      Appendf(s, "\\x%02x", u);
+    } else {
+      s->push_back(c);
+    }
+  }
+  s->append("\"\n");
+}
+
+void AppendJobExtension(const command::JobExtensionStats& e, std::string* s) {
+  if (e.limited) Appendf(s, "tries-left: %u\n", e.tries_left);
+  if (!e.bury_reason.empty()) s->append("bury-reason: ").append(e.bury_reason).append("\n");
+  if (e.has_ttl) Appendf(s, "ttl-left: %" PRId64 "\n", e.ttl_left_s);
+  if (!e.key.empty()) AppendQuoted(s, "key", e.key);
+  for (const command::Attribute& a : e.attributes) {
+    AppendQuoted(s, std::string("attr.").append(a.name), a.value);
+  }
+}
+
 }  // namespace
 
 void AppendReply(const command::Result& r, std::string* out) {
@@ -123,6 +156,18 @@ void AppendReply(const command::Result& r, std::string* out) {
       return AppendYaml(FormatJobStats(*r.job_stats), out);
     case Outcome::kTubeList:
       return AppendYaml(FormatTubeList(*r.tubes), out);
+    case Outcome::kExists:
+      return AppendLine("EXISTS", r.number, out);
+    case Outcome::kReservedMany:
+      return AppendReservedMany(*r.jobs, out);
+    case Outcome::kDeletedMany:
+      return AppendLine("DELETED-MANY", r.number, out);
+    case Outcome::kPurged:
+      return AppendLine("PURGED", r.number, out);
+    case Outcome::kJobList:
+      return AppendYaml(FormatJobList(*r.ids, r.number), out);
+    case Outcome::kTubeTries:
+      return AppendLine("TUBE-TRIES", r.number, out);
     case Outcome::kNotFound:
       out->append("NOT_FOUND\r\n");
       return;
@@ -253,6 +298,23 @@ std::string FormatStats(const command::ServerStats& c) {
           h.binlog_current_index, h.binlog_records_migrated, h.binlog_records_written,
           h.binlog_max_size, c.draining ? "true" : "false", h.id.c_str(), h.hostname.c_str(),
           h.os.c_str(), h.platform.c_str(), c.memory_used, c.memory_limit);
+  Appendf(&s, "total-expired-jobs: %" PRIu64 "\ntotal-tries-exhausted: %" PRIu64 "\n", c.expired,
+          c.tries_exhausted);
+  static constexpr struct {
+    const char* key;
+    Verb verb;
+  } kExtensionCmds[] = {
+      {"cmd-put-ext", Verb::kPutExt},
+      {"cmd-put-many", Verb::kPutMany},
+      {"cmd-reserve-ext", Verb::kReserveExt},
+      {"cmd-delete-many", Verb::kDeleteMany},
+      {"cmd-purge", Verb::kPurge},
+      {"cmd-list-jobs", Verb::kListJobs},
+      {"cmd-tube-tries", Verb::kTubeTries},
+  };
+  for (const auto& o : kExtensionCmds) {
+    Appendf(&s, "%s: %" PRIu64 "\n", o.key, c.cmds[static_cast<size_t>(o.verb)]);
+  }
   return s;
 }
 
@@ -287,6 +349,11 @@ std::string FormatTubeStats(const command::TubeStats& t) {
           static_cast<int>(t.name.size()), t.name.data(), t.urgent, t.ready, t.reserved, t.delayed,
           t.buried, t.total_jobs, t.using_ct, t.watching_ct, t.waiting, t.deletes, t.pauses,
           t.pause_s, t.pause_left_s);
+  // stalkd's own keys, after all of beanstalkd's.
+  Appendf(&s,
+          "total-expired-jobs: %" PRIu64 "\ntotal-tries-exhausted: %" PRIu64
+          "\ndefault-tries: %u\n",
+          t.expired, t.tries_exhausted, t.default_tries);
   return s;
 }
 
@@ -314,6 +381,14 @@ std::string FormatJobStats(const command::JobStats& j) {
           j.id, static_cast<int>(j.tube.size()), j.tube.data(), static_cast<int>(j.state.size()),
           j.state.data(), j.pri, j.age_s, j.delay_s, j.ttr_s, j.time_left_s, j.file, j.reserves,
           j.timeouts, j.releases, j.buries, j.kicks);
+  if (j.extension) AppendJobExtension(*j.extension, &s);
+  return s;
+}
+
+std::string FormatJobList(std::span<const uint64_t> ids, uint64_t next) {
+  std::string s;
+  Appendf(&s, "---\nnext: %" PRIu64 "\nids:%s\n", next, ids.empty() ? " []" : "");
+  for (uint64_t id : ids) Appendf(&s, "- %" PRIu64 "\n", id);
   return s;
 }
 

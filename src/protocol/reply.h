@@ -18,5 +18,7 @@ std::string FormatStats(const command::ServerStats& s);
 std::string FormatTubeStats(const command::TubeStats& t);
 std::string FormatJobStats(const command::JobStats& j);
 std::string FormatTubeList(std::span<const std::string_view> tubes);
+// list-jobs: the ids and where to continue (docs/EXTENSIONS.md).
+std::string FormatJobList(std::span<const uint64_t> ids, uint64_t next);
 
 }  // namespace stalkd::protocol

@@ -34,6 +34,8 @@ const command::ServerStats& MemoryStore::FillStats() {
   s.draining = engine_.draining();
   s.memory_used = engine_.memory_used();
   s.memory_limit = engine_.max_memory();
+  s.expired = c.expired;
+  s.tries_exhausted = c.tries_exhausted;
   s.host = host_ ? host_->CurrentStats() : command::HostStats{};
   return s;
 }
@@ -54,6 +56,9 @@ const command::TubeStats& MemoryStore::FillTubeStats(const engine::Tube& t) {
   s.pauses = t.stat.pauses;
   s.pause_s = Secs(t.pause_ns);
   s.pause_left_s = t.paused() ? Secs(t.unpause_at - engine_.clock().Now()) : 0;
+  s.expired = t.stat.expired;
+  s.tries_exhausted = t.stat.tries_exhausted;
+  s.default_tries = t.default_tries;
   return s;
 }
 
@@ -77,6 +82,25 @@ const command::JobStats& MemoryStore::FillJobStats(const engine::Job& j) {
   s.releases = n.releases;
   s.buries = n.buries;
   s.kicks = n.kicks;
+  s.extension = nullptr;
+  if (const engine::JobExtra* x = j.extra()) {
+    command::JobExtensionStats& e = job_extension_;
+    e.limited = x->limited;
+    e.tries_left = x->tries_left;
+    e.bury_reason =
+        state == engine::JobState::kBuried && x->bury_reason != engine::BuryReason::kNone
+            ? engine::BuryReasonName(x->bury_reason)
+            : std::string_view();
+    e.has_ttl = x->has_ttl() || x->expire_pending;
+    e.ttl_left_s = x->has_ttl() ? std::max<int64_t>(0, Secs(x->expires_at - now)) : 0;
+    e.key = x->key();
+    attributes_.clear();
+    x->ForEachAttribute([this](engine::JobAttribute a) {
+      attributes_.push_back({a.name, a.value});
+    });
+    e.attributes = attributes_;
+    s.extension = &e;
+  }
   return s;
 }
 

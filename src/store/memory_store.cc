@@ -4,93 +4,14 @@
 #include <utility>
 
 #include "base/check.h"
+#include "store/memory_session.h"
 
 namespace stalkd::store {
-
-using command::Outcome;
-using command::Result;
-using command::Verb;
-using engine::Job;
-using engine::Tube;
-
-namespace {
-
-Result JobResult(Outcome o, const Job& j) {
-  Result r = Result::Of(o);
-  r.job = {j.id, std::string_view(j.data(), j.body_size)};
-  return r;
-}
-
-}  // namespace
-
-// One client's session: the engine's Session plus what a command needs around it (a put
-// whose body is arriving, a kick in progress) and where its late results go.
-class MemorySession final : public command::Session, public engine::SessionOwner {
- public:
-  MemorySession(MemoryStore& store, command::Client& client)
-      : store_(store), client_(client), s_(store.engine_.OpenSession(this)) {}
-  // One per connection, so kept small: what a long kick needs is in MemoryStore::Kick.
-  ~MemorySession() override;
-
-  command::PutSlot BeginPut(const command::PutArgs& args) override;
-  Result CommitPut() override;
-  void AbandonPut() override;
-  Result Reserve(Nanos timeout) override;
-  Result AbandonReserve() override;
-  Result ReserveJob(uint64_t id) override;
-  Result Peek(uint64_t id) override;
-  Result PeekReady() override;
-  Result PeekDelayed() override;
-  Result PeekBuried() override;
-  Result Delete(uint64_t id) override;
-  Result Release(uint64_t id, uint32_t pri, uint32_t delay_s) override;
-  Result Bury(uint64_t id, uint32_t pri) override;
-  Result Touch(uint64_t id) override;
-  Result Kick(uint32_t count) override;
-  Result KickJob(uint64_t id) override;
-  Result Use(std::string_view tube) override;
-  Result Watch(std::string_view tube) override;
-  Result Ignore(std::string_view tube) override;
-  Result ListTubeUsed() override;
-  Result ListTubesWatched() override;
-  Result ListTubes() override;
-  Result PauseTube(std::string_view tube, uint32_t delay_s) override;
-  Result Stats() override;
-  Result StatsJob(uint64_t id) override;
-  Result StatsTube(std::string_view tube) override;
-
-  void OnEngineEvent(const engine::Event& ev) override;
-  Result Kicked(uint32_t n) { return All(Outcome::kKicked, n); }
-  command::Client& client() { return client_; }
-  engine::Tube* use() const { return s_->use(); }
-
- private:
-  // A result that may reflect any change so far depends on every log record so far.
-  Result All(Outcome o, uint64_t n = 0) {
-    DependOnAll();
-    return Result::Of(o, n);
-  }
-  void DependOnAll() { NeedMark(store_.engine_.LogMark()); }
-  // A result showing a job depends only on that job's latest record.
-  Result Shows(Outcome o, const Job& j) {
-    NeedMark(store_.engine_.LogMarkOf(j));
-    return JobResult(o, j);
-  }
-  Result Found(const Job* j) { return j ? Shows(Outcome::kFound, *j) : NotFound(); }
-  Result NotFound() { return All(Outcome::kNotFound); }
-  Result Done(bool ok, Outcome o) { return ok ? All(o) : NotFound(); }
-  Result TubeList(std::span<Tube* const> tubes);
-  Result Using();
-
-  MemoryStore& store_;
-  command::Client& client_;
-  engine::Session* s_;
-  Job* in_job_ = nullptr;  // a put whose body is arriving
-};
 
 MemorySession::~MemorySession() {
   AbandonPut();
   std::erase_if(store_.kicking_, [this](const MemoryStore::Kick& k) { return k.session == this; });
+  std::erase_if(store_.purging_, [this](const MemoryStore::Purge& p) { return p.session == this; });
   store_.engine_.CloseSession(s_);
   store_.DeliverEvents();  // its reserved jobs may have gone to waiting sessions
 }
@@ -98,7 +19,7 @@ MemorySession::~MemorySession() {
 // ---------------------------------------------------------------------------- put
 
 command::PutSlot MemorySession::BeginPut(const command::PutArgs& a) {
-  store_.Count(Verb::kPut);
+  if (a.verb != Verb::kCount) store_.Count(a.verb);
   command::PutSlot slot;
   if (a.bytes > store_.max_job_size_) {
     slot.refusal = Outcome::kJobTooBig;
@@ -108,7 +29,16 @@ command::PutSlot MemorySession::BeginPut(const command::PutArgs& a) {
     slot.refusal = Outcome::kBadFormat;
     return slot;
   }
-  in_job_ = store_.engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes);
+  engine::JobOptions opts;
+  engine::JobAttribute attrs[command::kMaxAttributes];
+  if (const command::PutOptions* o = a.options) {
+    STALKD_CHECK(o->attributes.size() <= command::kMaxAttributes);
+    opts = {o->tries, o->ttl_s, o->key, attrs, o->attributes.size()};
+    for (size_t i = 0; i < o->attributes.size(); i++) {
+      attrs[i] = {o->attributes[i].name, o->attributes[i].value};
+    }
+  }
+  in_job_ = store_.engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes, opts);
   if (!in_job_) {
     DependOnAll();  // the cap reflects every job so far
     slot.refusal = Outcome::kOutOfMemory;
@@ -123,11 +53,14 @@ Result MemorySession::CommitPut() {
   STALKD_CHECK(in_job_ != nullptr);
   Job* j = std::exchange(in_job_, nullptr);
   uint64_t id = j->id;
-  switch (store_.engine_.Put(s_, j)) {
+  uint64_t existing = 0;
+  switch (store_.engine_.Put(s_, j, &existing)) {
     case engine::Engine::PutResult::kDraining:
       return All(Outcome::kDraining);
     case engine::Engine::PutResult::kNotDurable:
       return All(Outcome::kOutOfMemory);
+    case engine::Engine::PutResult::kExists:
+      return All(Outcome::kExists, existing);
     case engine::Engine::PutResult::kInserted:
       break;
   }
@@ -154,6 +87,7 @@ Result MemorySession::Reserve(Nanos timeout) {
 void MemorySession::OnEngineEvent(const engine::Event& ev) {
   switch (ev.kind) {
     case engine::Event::Kind::kReserved:
+      if (s_->reserve_options().batch) return client_.OnResult(ReservedMany(ev.job));
       return client_.OnResult(Shows(Outcome::kReserved, *ev.job));
     case engine::Event::Kind::kTimedOut:
       return client_.OnResult(All(Outcome::kTimedOut));
@@ -374,8 +308,9 @@ bool MemoryStore::KickSlices() {
 Nanos MemoryStore::Tick() {
   Nanos next = engine_.Tick();
   DeliverEvents();
-  if (!kicking_.empty() && KickSlices()) return engine_.clock().Now();
-  return next;
+  bool more = !kicking_.empty() && KickSlices();
+  if (!purging_.empty() && PurgeSlices()) more = true;
+  return more ? engine_.clock().Now() : next;
 }
 
 }  // namespace stalkd::store

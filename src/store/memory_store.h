@@ -37,7 +37,7 @@ class MemoryStore final : public command::Store {
 
   std::unique_ptr<command::Session> Open(command::Client& client) override;
   Nanos Tick() override;
-  bool Busy() const override { return !kicking_.empty(); }
+  bool Busy() const override { return !kicking_.empty() || !purging_.empty(); }
   bool Covers(int64_t mark) const override { return engine_.LogCovers(mark); }
   void SetDraining(bool on) override { engine_.set_draining(on); }
 
@@ -47,8 +47,9 @@ class MemoryStore final : public command::Store {
   uint64_t count(command::Verb v) const { return cmds_[static_cast<size_t>(v)]; }
   void set_max_job_size(size_t n) { max_job_size_ = n; }
 
-  // Jobs kicked per slice; a larger kick is spread over several Ticks.
+  // Jobs kicked (purged) per slice; a larger kick (purge) is spread over several Ticks.
   static constexpr uint32_t kKickSlice = 1000;
+  static constexpr uint32_t kPurgeSlice = 1000;
 
  private:
   friend class MemorySession;
@@ -71,6 +72,15 @@ class MemoryStore final : public command::Store {
   bool KickStep(Kick& k);
   // One slice of every kick in progress; true if some are still in progress.
   bool KickSlices();
+  // A purge in progress, continued by Tick like a kick.
+  struct Purge {
+    MemorySession* session;
+    std::string tube;
+    engine::PurgeWhat what;
+    uint64_t purged;
+  };
+  bool PurgeStep(Purge& p);
+  bool PurgeSlices();
 
   const command::ServerStats& FillStats();
   const command::TubeStats& FillTubeStats(const engine::Tube& t);
@@ -81,12 +91,18 @@ class MemoryStore final : public command::Store {
   size_t max_job_size_;
   uint64_t cmds_[command::kVerbCount] = {};
   std::vector<Kick> kicking_;          // at most one per session
+  std::vector<Purge> purging_;         // at most one per session
   std::vector<engine::Event> events_;  // DeliverEvents' scratch
   // What results point to, valid until the next call.
   command::ServerStats stats_;
   command::TubeStats tube_stats_;
   command::JobStats job_stats_;
   std::vector<std::string_view> names_;
+  // Scratch of the extensions' results (valid until the next call, as every view).
+  std::vector<command::JobView> jobs_;
+  std::vector<uint64_t> ids_;
+  std::vector<command::Attribute> attributes_;
+  command::JobExtensionStats job_extension_;
 };
 
 }  // namespace stalkd::store

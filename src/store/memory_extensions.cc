@@ -1,0 +1,134 @@
+// MemorySession's lifecycle extensions (docs/EXTENSIONS.md): batch reserve and delete,
+// purge in slices, list-jobs, a tube's default tries.
+#include <algorithm>
+
+#include "base/check.h"
+#include "store/memory_session.h"
+
+namespace stalkd::store {
+
+namespace {
+
+engine::ReserveOptions EngineOptions(const command::ReserveArgs& a) {
+  engine::ReserveOptions o;
+  o.ttr_s = a.ttr_s;
+  o.freeze_tries = a.freeze_tries;
+  o.detached = a.detached;
+  o.batch = true;
+  o.count = std::max<uint32_t>(a.count, 1);
+  return o;
+}
+
+engine::PurgeWhat PurgeWhatOf(command::StateFilter f) {
+  switch (f) {
+    case command::StateFilter::kReady:
+      return engine::PurgeWhat::kReady;
+    case command::StateFilter::kDelayed:
+      return engine::PurgeWhat::kDelayed;
+    case command::StateFilter::kBuried:
+      return engine::PurgeWhat::kBuried;
+    default:
+      return engine::PurgeWhat::kAll;
+  }
+}
+
+engine::JobState JobStateOf(command::StateFilter f) {
+  switch (f) {
+    case command::StateFilter::kDelayed:
+      return engine::JobState::kDelayed;
+    case command::StateFilter::kReserved:
+      return engine::JobState::kReserved;
+    case command::StateFilter::kBuried:
+      return engine::JobState::kBuried;
+    default:
+      return engine::JobState::kReady;
+  }
+}
+
+}  // namespace
+
+Result MemorySession::ReserveExt(const command::ReserveArgs& a) {
+  store_.Count(Verb::kReserveExt);
+  if (!store_.engine_.Reserve(s_, a.timeout, EngineOptions(a))) return All(Outcome::kDeadlineSoon);
+  engine::Event ev;
+  if (!store_.engine_.TakeOwnEvent(s_, &ev)) return Result::Of(Outcome::kPending);
+  if (ev.kind == engine::Event::Kind::kReserved) return ReservedMany(ev.job);
+  return All(Outcome::kTimedOut);
+}
+
+Result MemorySession::ReservedMany(Job* first) {
+  const engine::ReserveOptions opts = s_->reserve_options();
+  std::vector<command::JobView>& jobs = store_.jobs_;
+  jobs.clear();
+  Result r = Shows(Outcome::kReservedMany, *first);
+  jobs.push_back(r.job);
+  while (jobs.size() < opts.count) {
+    Job* j = store_.engine_.ReserveReady(s_, opts);
+    if (!j) break;
+    jobs.push_back(Shows(Outcome::kReservedMany, *j).job);
+  }
+  r.job = {};
+  r.number = jobs.size();
+  r.jobs = &jobs;
+  return r;
+}
+
+Result MemorySession::DeleteMany(std::span<const uint64_t> ids) {
+  store_.Count(Verb::kDeleteMany);
+  uint64_t n = 0;
+  for (uint64_t id : ids) n += store_.engine_.Delete(s_, id) ? 1 : 0;
+  return All(Outcome::kDeletedMany, n);
+}
+
+Result MemorySession::Purge(std::string_view tube, command::StateFilter which) {
+  store_.Count(Verb::kPurge);
+  if (!command::IsValidTubeName(tube) || which == command::StateFilter::kReserved) {
+    return Result::Of(Outcome::kBadFormat);
+  }
+  if (!store_.engine_.FindTube(tube)) return NotFound();
+  MemoryStore::Purge p{this, std::string(tube), PurgeWhatOf(which), 0};
+  if (store_.PurgeStep(p)) return Purged(p.purged);
+  store_.purging_.push_back(std::move(p));  // the rest in later Ticks, a slice each
+  return Result::Of(Outcome::kPending);
+}
+
+Result MemorySession::ListJobs(std::string_view tube, command::StateFilter state, uint64_t from,
+                               uint32_t count) {
+  store_.Count(Verb::kListJobs);
+  if (!command::IsValidTubeName(tube) || state == command::StateFilter::kAll) {
+    return Result::Of(Outcome::kBadFormat);
+  }
+  const Tube* t = store_.engine_.FindTube(tube);
+  if (!t) return NotFound();
+  store_.ids_.clear();
+  uint64_t next = store_.engine_.ListJobs(t, JobStateOf(state), from, count, &store_.ids_);
+  Result r = All(Outcome::kJobList, next);
+  r.ids = &store_.ids_;
+  return r;
+}
+
+Result MemorySession::TubeTries(std::string_view tube, uint32_t tries) {
+  store_.Count(Verb::kTubeTries);
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.engine_.SetTubeTries(tube, tries);
+  return All(Outcome::kTubeTries, tries);
+}
+
+bool MemoryStore::PurgeStep(Purge& p) {
+  engine::Tube* t = engine_.FindTube(p.tube);
+  if (!t) return true;  // its last job went, and nobody uses or watches it
+  uint32_t n = engine_.Purge(t, p.what, kPurgeSlice);
+  p.purged += n;
+  return n < kPurgeSlice;
+}
+
+bool MemoryStore::PurgeSlices() {
+  std::erase_if(purging_, [this](Purge& p) {
+    if (!PurgeStep(p)) return false;
+    p.session->client().OnResult(p.session->Purged(p.purged));
+    return true;
+  });
+  return !purging_.empty();
+}
+
+}  // namespace stalkd::store
