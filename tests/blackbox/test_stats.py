@@ -39,7 +39,12 @@ STATS_JOB_KEYS = [
 
 CMD_KEYS = [k for k in STATS_KEYS if k.startswith("cmd-")]
 # stalkd appends its own keys after all of beanstalkd's.
-STALKD_STATS_KEYS = ["memory-used", "memory-limit"]
+# stalkd's own keys after beanstalkd's: the memory cap's, then the lifecycle extensions'
+# (docs/EXTENSIONS.md).
+STALKD_STATS_KEYS = ["memory-used", "memory-limit", "total-expired-jobs", "total-tries-exhausted",
+                     "cmd-put-ext", "cmd-put-many", "cmd-reserve-ext", "cmd-delete-many",
+                     "cmd-purge", "cmd-list-jobs", "cmd-tube-tries"]
+STALKD_TUBE_STATS = b"total-expired-jobs: 0\ntotal-tries-exhausted: 0\ndefault-tries: 0\n"
 
 
 def expected_stats_keys():
@@ -64,7 +69,10 @@ class TestKeyOrder(ServerCase):
 
     def test_stats_tube_keys(self):
         c = self.client()
-        self.assertEqual(yaml_keys(c.cmd("stats-tube default")), STATS_TUBE_KEYS)
+        expected = STATS_TUBE_KEYS
+        if not is_beanstalkd():
+            expected = expected + ["total-expired-jobs", "total-tries-exhausted", "default-tries"]
+        self.assertEqual(yaml_keys(c.cmd("stats-tube default")), expected)
 
     def test_stats_job_keys(self):
         c = self.client()
@@ -88,6 +96,8 @@ class TestKeyOrder(ServerCase):
                 b"current-jobs-reserved: 0\ncurrent-jobs-delayed: 0\ncurrent-jobs-buried: 0\n"
                 b"total-jobs: 0\ncurrent-using: 1\ncurrent-watching: 0\ncurrent-waiting: 0\n"
                 b"cmd-delete: 0\ncmd-pause-tube: 0\npause: 0\npause-time-left: 0\n")
+        if not is_beanstalkd():
+            body += STALKD_TUBE_STATS
         self.assertEqual(c.cmd("stats-tube fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
 
 
