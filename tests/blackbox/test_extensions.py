@@ -744,6 +744,22 @@ class TestTtl(ExtCase):
         for i in range(1, 7):
             self.assertTrue(put_ext(a, "again", "key=k%d" % i).startswith(b"INSERTED "), i)
 
+    def test_detached_reserved_job_outlives_its_ttl_until_released(self):
+        w, x = self.client(), self.client()
+        self.assertEqual(put_ext(x, "a", "ttl=1"), b"INSERTED 1\r\n")
+        self.assertEqual(put_ext(x, "b", "ttl=1", ttr=2), b"INSERTED 2\r\n")
+        self.assertEqual([j for j, _ in reserve_ext(w, "0 count=2 detached")[1]], [1, 2])
+        w.close()
+        t0 = time.monotonic()
+        time.sleep(1.3)
+        self.assertEqual(self.js(x, 1)["state"], "reserved")
+        self.assertEqual(x.cmd("release 1 0 0"), b"RELEASED\r\n")
+        self.assertGone(x, 1)
+        self.assertTrue(wait_until(lambda: x.cmd("peek 2") == NOT_FOUND, 2 + SLACK),
+                        "job 2 outlived its TTR")
+        self.assertElapsed(t0, 1.3, 2 + 2 * SLACK)
+        self.assertEqual(self.stats(x)["current-jobs-reserved"], "0")
+
     def test_many_jobs_expire_together(self):
         c = self.client()
         n = 2500
@@ -808,6 +824,22 @@ class TestReserveExt(ExtCase):
         self.assertEqual(raw, reserved_many_bytes([(1, b"x")]))
         self.assertElapsed(t0, 0, 2)
         self.assertEqual(self.stats(a)["current-waiting"], "0")
+
+    def test_waiting_batch_reserve_and_a_put_many(self):
+        a, b = self.client(), self.client()
+        b.send(b"reserve-ext 5 count=3\r\n")
+        self.assertTrue(wait_stat(a, "current-waiting", 1))
+        self.assertEqual(put_many(a, [entry("x", pri=3), entry("y", pri=2), entry("z", pri=1)]),
+                         b"INSERTED-MANY 3\r\nINSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n")
+        raw, jobs = read_reserved_many(b)
+        # the first job wakes the waiter; how many of the batch are ready "at that moment" is
+        # the server's choice: 1 to 3, each once, best first among them
+        self.assertTrue(1 <= len(jobs) <= 3, raw)
+        self.assertEqual(jobs[0][0], 1)
+        self.assertEqual([j for j, _ in jobs[1:]], sorted((j for j, _ in jobs[1:]), reverse=True))
+        st = self.stats(a)
+        self.assertEqual((st["current-jobs-reserved"], st["current-jobs-ready"]),
+                         (str(len(jobs)), str(3 - len(jobs))))
 
     def test_times_out(self):
         c = self.client()
@@ -884,10 +916,13 @@ class TestDetached(ExtCase):
         self.assertEqual(x.cmd("release 2 0 0"), b"RELEASED\r\n")
         self.assertEqual(x.cmd("bury 3 0"), b"BURIED\r\n")
         self.assertEqual(x.cmd("touch 4"), b"TOUCHED\r\n")
-        self.assertEqual(p.cmd("delete 4"), b"DELETED\r\n")
         self.assertEqual(x.cmd("delete 5"), NOT_FOUND)  # an attached reservation is w's alone
         self.assertEqual(x.cmd("touch 5"), NOT_FOUND)
         self.assertEqual([self.js(x, j)["state"] for j in (2, 3, 5)], ["ready", "buried", "reserved"])
+        st = self.stats(x)
+        self.assertEqual(st["current-jobs-reserved"], "2")  # 4 (detached) and 5
+        self.assertEqual(x.cmd("list-jobs default reserved 0 10"), list_reply(0, [4, 5]))
+        self.assertEqual(p.cmd("delete 4"), b"DELETED\r\n")
         # the reserving connection may act on them too
         self.assertEqual(reserve_ext(w, "0 detached")[1], [(2, b"j2")])
         self.assertEqual(w.cmd("delete 2"), b"DELETED\r\n")
@@ -956,6 +991,25 @@ class TestUniqueKeys(ExtCase):
         self.assertEqual((st["pri"], unq(st["key"])), ("5", "r"))
         self.assertNotIn("tries-left", st)
         self.assertEqual(c.cmd("peek 1"), b"FOUND 1 1\r\nr\r\n")
+
+    def test_one_put_wins_a_key_race(self):
+        conns = [self.client() for _ in range(6)]
+        for c in conns:
+            c.send(b"".join(put_ext_bytes("c", "key=race%d" % i) for i in range(20)))
+        won = {}
+        for c in conns:
+            for i in range(20):
+                r = c.read_line()
+                m = re.fullmatch(rb"(INSERTED|EXISTS) (\d+)\r\n", r)
+                self.assertIsNotNone(m, r)
+                if m.group(1) == b"INSERTED":
+                    self.assertNotIn(i, won, "key race%d inserted twice" % i)
+                    won[i] = int(m.group(2))
+                else:
+                    self.assertIn(i, won, "EXISTS before the INSERTED of race%d" % i)
+                    self.assertEqual(int(m.group(2)), won[i])
+        self.assertEqual(sorted(won), list(range(20)))
+        self.assertEqual(self.stats(conns[0])["current-jobs-ready"], "20")
 
     def test_keys_are_per_tube(self):
         c = self.client()
@@ -1130,6 +1184,73 @@ class TestPutManyJobSize(ExtCase):
         r = put_many(c, [entry(b"%010d" % i, "attr.i=%d" % i) for i in range(1000)])
         self.assertEqual(r, b"INSERTED-MANY 1000\r\n" + b"".join(b"INSERTED %d\r\n" % i for i in range(1, 1001)))
         self.assertEqual(c.cmd("peek 1000"), b"FOUND 1000 10\r\n0000000999\r\n")
+
+
+class TestMemoryCap(ExtCase):
+    server_args = ("--max-memory", "200K")
+
+    def test_put_many_and_put_ext_at_the_cap(self):
+        c = self.client()
+        r = put_many(c, [entry(b"m" * 1000, "key=m%d" % i) for i in range(300)])
+        lines = r.split(b"\r\n")[:-1]
+        self.assertEqual(lines[0], b"INSERTED-MANY 300")
+        k = sum(1 for l in lines[1:] if l.startswith(b"INSERTED "))
+        self.assertTrue(50 < k < 300, k)
+        self.assertEqual(lines[1:], [b"INSERTED %d" % i for i in range(1, k + 1)]
+                         + [b"OUT_OF_MEMORY"] * (300 - k))
+        self.assertEqual(self.replies(c, put_ext_bytes(b"m" * 1000, "key=x tries=1") + b"list-tube-used\r\n", 2),
+                         [b"OUT_OF_MEMORY\r\n", USING_DEFAULT])
+        self.assertEqual(self.stats(c)["current-jobs-ready"], str(k))
+        # a refused entry took no key
+        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        self.assertTrue(put_ext(c, "m", "key=m%d" % (k + 5)).startswith(b"INSERTED "))
+
+    def test_every_way_out_gives_the_memory_back(self):
+        # memory-used also counts the indexes (job table, heaps), which grow once and are
+        # kept: warm them up first, then each way out must give back all but a few bytes per
+        # job of footprints of 400 bytes and more.
+        c = self.client()
+        n = 30
+        attrs = " ".join("attr.a%d=%s" % (i, "v" * 255) for i in range(16))
+        self.assertEqual(put_ext(c, "x", "key=%s tries=3 ttl=100 %s" % ("k" * 200, attrs)), b"INSERTED 1\r\n")
+        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        for i in range(2 * n):
+            put_ext(c, "w", "key=w%d tries=3 ttl=100 attr.x=%s" % (i, "v" * 200), delay=i % 2 * 100)
+        self.assertEqual(c.cmd("purge default all"), b"PURGED %d\r\n" % (2 * n))
+        base = int(self.stats(c)["memory-used"])
+
+        def put_batch(tag, opts=""):
+            ids = [inserted_id(put_ext(c, "x", "key=%s%d attr.x=%s %s" % (tag, i, "v" * 200, opts)))
+                   for i in range(n)]
+            self.assertGreater(int(self.stats(c)["memory-used"]) - base, n * 350, tag)
+            return ids
+
+        def assertGivenBack(how):
+            self.assertLess(int(self.stats(c)["memory-used"]) - base, n * 50, how)
+
+        ids = put_batch("d")
+        for jid in ids:
+            c.cmd("delete %d" % jid)
+        assertGivenBack("delete")
+        ids = put_batch("m")
+        self.assertEqual(put_ext(c, "y", "key=m0 attr.y=1"), b"EXISTS %d\r\n" % ids[0])
+        self.assertEqual(c.cmd("delete-many " + " ".join(map(str, ids))), b"DELETED-MANY %d\r\n" % n)
+        assertGivenBack("delete-many and EXISTS")
+        put_batch("p")
+        self.assertEqual(c.cmd("purge default ready"), b"PURGED %d\r\n" % n)
+        assertGivenBack("purge")
+        put_batch("t", "ttl=1")
+        self.assertTrue(wait_stat(c, "total-expired-jobs", n, timeout=1 + 2 * SLACK))
+        assertGivenBack("expiry")
+        ids = put_batch("r", "tries=1")
+        c.send(b"".join(b"reserve-job %d\r\nrelease %d 0 0\r\n" % (j, j) for j in ids))
+        for _ in ids:
+            c.read_reply()
+            c.read_reply()
+        self.assertEqual(self.stats(c)["current-jobs-buried"], str(n))
+        self.assertEqual(c.cmd("kick %d" % n), b"KICKED %d\r\n" % n)
+        self.assertEqual(c.cmd("purge default all"), b"PURGED %d\r\n" % n)
+        assertGivenBack("buried, kicked and purged")
 
 
 # ---- delete-many ---------------------------------------------------------------------------
@@ -1448,6 +1569,19 @@ class TestOldClient(ExtCase):
                            ("kick 1", b"KICKED 1\r\n"), ("reserve", b"RESERVED 1 5\r\nhello\r\n"),
                            ("touch 1", b"TOUCHED\r\n"), ("bury 1 1", b"BURIED\r\n")):
             self.assertEqual(c.cmd(cmd), reply, cmd)
+            self.assertEqual(self.ext_keys(c, 1), [], cmd)
+        self.assertEqual(self.js(c, 1)["state"], "buried")
+
+    def test_plain_job_handled_by_a_new_worker(self):
+        # "a job put with `put` into a tube without a default is a beanstalkd job, `stats-job`
+        # of such a job shows beanstalkd's keys only", whoever reserves it
+        c = self.client()
+        c.put("x")
+        for cmd in ("reserve-ext 0 ttr=5", "bury 1 0", "kick 1", "reserve-ext 0 detached freeze-tries",
+                    "release 1 0 0", "reserve-ext 0 count=2", "bury 1 5"):
+            c.send(cmd.encode() + b"\r\n")
+            r = read_reserved_many(c)[0] if cmd.startswith("reserve-ext") else c.read_reply()
+            self.assertFalse(r.startswith((b"BAD", b"NOT_FOUND", b"TIMED_OUT")), (cmd, r))
             self.assertEqual(self.ext_keys(c, 1), [], cmd)
         self.assertEqual(self.js(c, 1)["state"], "buried")
 
