@@ -307,7 +307,7 @@ JobCold& Engine::ColdOf(Job* j) {
 }
 
 void Engine::FreeJob(Job* j) {
-  Untrack(j);
+  if (j->has_extra()) Untrack(j);
   jobs_.Erase(j->id);
   Tube* t = j->tube;
   memory_used_ -= j->footprint();
@@ -338,7 +338,9 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, 
   const uint32_t tries = opts.tries != 0 ? opts.tries : t->default_tries;
   size_t heap = delay_s > 0 ? t->delayed.push_growth() : t->ready.push_growth();
   size_t index = heap + jobs_.insert_growth(next_id_);
-  size_t cost = Job::Footprint(body_size, delay_s > 0) + ExtraCost(opts, tries, delay_s);
+  const bool extended = opts.Extended(tries);
+  size_t cost = Job::Footprint(body_size, delay_s > 0);
+  if (extended) cost += ExtraCost(opts, delay_s);
   if (memory_used() + cost + index > options_.max_memory) return nullptr;
   Job* j = Job::Allocate(body_size);
   if (!j) return nullptr;
@@ -347,7 +349,7 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, 
   j->tube = s->use_;
   Ref(j->tube);
   j->pri = pri;
-  FillExtra(j, opts, tries);
+  if (extended) FillExtra(j, opts, tries);
   if (delay_s > 0) ColdOf(j).delay_s = delay_s;
   j->ttr_s = ttr_s == 0 ? 1 : ttr_s;
   j->set_created(clock_.Now());
@@ -381,7 +383,7 @@ Engine::PutResult Engine::Put(Session* s, Job* j, uint64_t* existing) {
     return PutResult::kNotDurable;
   }
   jobs_.Insert(j);
-  Track(j);
+  if (j->has_extra()) Track(j);
   counters_.total_jobs++;
   j->tube->stat.total_jobs++;
   if (j->delay_s() > 0) {
@@ -424,7 +426,7 @@ bool Engine::Restore(const RestoredJob& r) {
   j->data()[r.body.size()] = '\r';
   j->data()[r.body.size() + 1] = '\n';
   jobs_.Insert(j);
-  Track(j);
+  if (j->has_extra()) Track(j);
   counters_.total_jobs++;
   j->tube->stat.total_jobs++;
   next_id_ = std::max(next_id_, r.id + 1);

@@ -66,6 +66,12 @@ struct JobOptions {
   std::string_view key;
   const JobAttribute* attrs = nullptr;
   size_t attr_count = 0;
+
+  // Whether a job put with these options and `effective_tries` (its own or its tube's) needs a
+  // JobExtra.
+  bool Extended(uint32_t effective_tries) const {
+    return (effective_tries | ttl_s) != 0 || !key.empty() || attr_count != 0;
+  }
 };
 
 enum class PurgeWhat : uint8_t { kReady, kDelayed, kBuried, kAll };
@@ -264,8 +270,8 @@ class Engine {
   // The lifecycle extensions (engine_lifecycle.cc).
   // Gives j (unlinked) a JobExtra with blob_size bytes of blob, accounting the change.
   JobExtra* GrowExtra(Job* j, uint32_t blob_size);
-  // Memory a job with these options costs beyond a plain one's header and body.
-  size_t ExtraCost(const JobOptions& o, uint32_t tries, uint32_t delay_s) const;
+  // Memory a job with these options (Extended) costs beyond a plain one's header and body.
+  size_t ExtraCost(const JobOptions& o, uint32_t delay_s) const;
   void FillExtra(Job* j, const JobOptions& o, uint32_t tries);
   // Indexes a put or restored job's key and TTL.
   void Track(Job* j);

@@ -55,8 +55,7 @@ JobExtra* Engine::GrowExtra(Job* j, uint32_t blob_size) {
   return x;
 }
 
-size_t Engine::ExtraCost(const JobOptions& o, uint32_t tries, uint32_t delay_s) const {
-  if (tries == 0 && o.ttl_s == 0 && o.key.empty() && o.attr_count == 0) return 0;
+size_t Engine::ExtraCost(const JobOptions& o, uint32_t delay_s) const {
   size_t cost = sizeof(JobExtra) + JobExtra::BlobSize(o.key, o.attrs, o.attr_count);
   if (delay_s > 0) cost -= sizeof(JobCold);  // replaces the cold part Footprint counted
   if (!o.key.empty()) cost += kKeyIndexEntry;
@@ -65,7 +64,6 @@ size_t Engine::ExtraCost(const JobOptions& o, uint32_t tries, uint32_t delay_s) 
 }
 
 void Engine::FillExtra(Job* j, const JobOptions& o, uint32_t tries) {
-  if (tries == 0 && o.ttl_s == 0 && o.key.empty() && o.attr_count == 0) return;
   STALKD_DCHECK(o.key.size() <= kMaxJobKey && o.attr_count <= kMaxAttributes);
   size_t blob = JobExtra::BlobSize(o.key, o.attrs, o.attr_count);
   JobExtra* x = GrowExtra(j, static_cast<uint32_t>(blob));

@@ -242,9 +242,8 @@ TEST_F(LifecycleTest, AttributesAreKeptInPutOrder) {
   const JobExtra* x = engine_.Find(id)->extra();
   EXPECT_EQ(x->key(), "key");
   std::vector<std::string> seen;
-  x->ForEachAttribute([&](JobAttribute a) {
-    seen.push_back(std::string(a.name) + "=" + std::string(a.value));
-  });
+  x->ForEachAttribute(
+      [&](JobAttribute a) { seen.push_back(std::string(a.name) + "=" + std::string(a.value)); });
   EXPECT_EQ(seen, (std::vector<std::string>{"color=red", "n=", "x-y_z=1=2"}));
 }
 

@@ -123,22 +123,23 @@ bool StartsExtensionLine(std::string_view buffered) {
 ParseStatus ParseCommand(std::string_view line, Command* cmd) {
   *cmd = Command{};
   if (line.find('\0') != std::string_view::npos) return ParseStatus::kBadFormat;
-  if (!line.empty() &&
-      (line[0] == 'p' || line[0] == 'r' || line[0] == 'd' || line[0] == 'l' || line[0] == 't')) {
-    for (const VerbPrefix& v : kExtensionVerbs) {
-      if (MatchesExtension(line, v, false)) {
-        cmd->verb = v.verb;
-        cmd->args = line.substr(v.prefix.size());
-        return ParseStatus::kOk;
-      }
-    }
-  }
   std::string_view args;
   for (const VerbPrefix& v : kVerbs) {
     if (line.substr(0, v.prefix.size()) == v.prefix) {
       cmd->verb = v.verb;
       args = line.substr(v.prefix.size());
       break;
+    }
+  }
+  // An extension's verb matches none of beanstalkd's prefixes but "reserve" (reserve-ext),
+  // so beanstalkd's commands never pay for looking them up.
+  if (cmd->verb == Verb::kUnknown || (cmd->verb == Verb::kReserve && !args.empty())) {
+    for (const VerbPrefix& v : kExtensionVerbs) {
+      if (MatchesExtension(line, v, false)) {
+        cmd->verb = v.verb;
+        cmd->args = line.substr(v.prefix.size());
+        return ParseStatus::kOk;
+      }
     }
   }
   constexpr ParseStatus kBad = ParseStatus::kBadFormat;

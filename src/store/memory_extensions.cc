@@ -47,6 +47,17 @@ engine::JobState JobStateOf(command::StateFilter f) {
 
 }  // namespace
 
+Job* MemorySession::NewExtendedJob(const command::PutArgs& a) {
+  const command::PutOptions& o = *a.options;
+  STALKD_CHECK(o.attributes.size() <= command::kMaxAttributes);
+  engine::JobAttribute attrs[command::kMaxAttributes];
+  for (size_t i = 0; i < o.attributes.size(); i++) {
+    attrs[i] = {o.attributes[i].name, o.attributes[i].value};
+  }
+  engine::JobOptions opts{o.tries, o.ttl_s, o.key, attrs, o.attributes.size()};
+  return store_.engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes, opts);
+}
+
 Result MemorySession::ReserveExt(const command::ReserveArgs& a) {
   store_.Count(Verb::kReserveExt);
   if (!store_.engine_.Reserve(s_, a.timeout, EngineOptions(a))) return All(Outcome::kDeadlineSoon);

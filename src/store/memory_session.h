@@ -90,6 +90,8 @@ class MemorySession final : public command::Session, public engine::SessionOwner
   Result Done(bool ok, Outcome o) { return ok ? All(o) : NotFound(); }
   Result TubeList(std::span<Tube* const> tubes);
   Result Using();
+  // put-ext's job: the engine's NewJob with the put's options.
+  Job* NewExtendedJob(const command::PutArgs& a);
   // reserve-ext's reply: `first`, then up to count - 1 more ready jobs.
   Result ReservedMany(Job* first);
 

@@ -29,16 +29,8 @@ command::PutSlot MemorySession::BeginPut(const command::PutArgs& a) {
     slot.refusal = Outcome::kBadFormat;
     return slot;
   }
-  engine::JobOptions opts;
-  engine::JobAttribute attrs[command::kMaxAttributes];
-  if (const command::PutOptions* o = a.options) {
-    STALKD_CHECK(o->attributes.size() <= command::kMaxAttributes);
-    opts = {o->tries, o->ttl_s, o->key, attrs, o->attributes.size()};
-    for (size_t i = 0; i < o->attributes.size(); i++) {
-      attrs[i] = {o->attributes[i].name, o->attributes[i].value};
-    }
-  }
-  in_job_ = store_.engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes, opts);
+  in_job_ =
+      a.options ? NewExtendedJob(a) : store_.engine_.NewJob(s_, a.pri, a.delay_s, a.ttr_s, a.bytes);
   if (!in_job_) {
     DependOnAll();  // the cap reflects every job so far
     slot.refusal = Outcome::kOutOfMemory;
