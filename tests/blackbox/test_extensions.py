@@ -1452,6 +1452,16 @@ class TestListJobs(ExtCase):
         self.assertEqual(c.cmd("list-jobs t buried 0 10"), list_reply(0, []))
         self.assertEqual(self.stats(c)["cmd-list-jobs"], "8")
 
+    def test_a_full_page(self):
+        c = self.client()
+        ids = put_n(c, 1500)
+        self.assertEqual(c.cmd("list-jobs default ready 0 1000"), list_reply(1001, ids[:1000]))
+        self.assertEqual(c.cmd("list-jobs default ready 1001 1000"), list_reply(0, ids[1000:]))
+        raw, jobs = reserve_ext(c, "0 count=1000")
+        self.assertEqual([j for j, _ in jobs], ids[:1000])
+        self.assertEqual(c.cmd("list-jobs default reserved 0 1000"), list_reply(1001, ids[:1000]))
+        self.assertEqual(c.cmd("list-jobs default ready 0 1000"), list_reply(0, ids[1000:]))
+
     def test_states_and_tubes(self):
         c, w = self.client(), self.client()
         want = {"ready": [], "delayed": [], "reserved": [], "buried": []}
