@@ -1,5 +1,7 @@
 // Fuzzes the binlog record reader with arbitrary segment contents: parsing never reads out
-// of bounds, a record that parses re-encodes to exactly the bytes it was read from, and
+// of bounds, a record that parses re-encodes to exactly the bytes it was read from (every
+// shape: plain and extended jobs' kFull and kState records, kDelete, kAdoptDone,
+// kTubeTries), a record that a version 1 segment accepts reads the same in version 2, and
 // resynchronisation after a damaged record always moves forward.
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "storage/record.h"
 
 using stalkd::storage::FindNextRecord;
+using stalkd::storage::kFormatVersion;
 using stalkd::storage::Parse;
 using stalkd::storage::ParseRecord;
 using stalkd::storage::Record;
@@ -35,16 +38,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Record r;
     size_t rec_size = 0;
     std::string why;
-    Parse p = ParseRecord(buf + off, size - off, &r, &rec_size, &why);
+    Parse p = ParseRecord(buf + off, size - off, &r, &rec_size, &why, kFormatVersion);
     if (p == Parse::kEnd) break;
     if (p == Parse::kBad) {
       FUZZ_CHECK(!why.empty());
+      Record old;
+      size_t old_size = 0;
+      FUZZ_CHECK(ParseRecord(buf + off, size - off, &old, &old_size, &why, 1) == Parse::kBad);
       size_t next = FindNextRecord(buf, size, off + 1);
       FUZZ_CHECK(next > off && next <= size);
       off = next;
       continue;
     }
     FUZZ_CHECK(rec_size > 0 && rec_size <= size - off);
+    // Version 2 reads version 1 segments as they were: v1 is a subset.
+    Record old;
+    size_t old_size = 0;
+    if (ParseRecord(buf + off, size - off, &old, &old_size, &why, 1) == Parse::kOk) {
+      FUZZ_CHECK(old_size == rec_size && old.type == r.type && !old.job.extra.present);
+    }
     std::string again;
     switch (r.type) {
       case RecordType::kFull:
@@ -58,6 +70,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case RecordType::kAdoptDone:
         stalkd::storage::AppendAdoptDone(&again);
+        break;
+      case RecordType::kTubeTries:
+        stalkd::storage::AppendTubeTries(&again, r.job.tube, r.tries);
         break;
     }
     FUZZ_CHECK(again.size() == rec_size);

@@ -20,9 +20,12 @@
 
 namespace stalkd::storage {
 
-using binlog_internal::kJobReserve;
+using binlog_internal::FullSizeOf;
+using binlog_internal::JobReserve;
+using binlog_internal::LoggedExtra;
 using binlog_internal::WallNow;
 using engine::Job;
+using engine::JobExtra;
 using engine::JobState;
 
 int64_t binlog_internal::WallNow() {
@@ -44,6 +47,20 @@ DiskState ToDisk(JobState s) {
     default:
       return DiskState::kReady;
   }
+}
+
+ExtraRecord ToExtraRecord(const JobExtra& x, Nanos now, int64_t wall) {
+  ExtraRecord r;
+  r.present = true;
+  r.limited = x.limited;
+  r.tries_left = x.limited ? x.tries_left : 0;
+  r.has_ttl = x.has_ttl();
+  r.expires_wall = r.has_ttl ? wall + (x.expires_at - now) : 0;
+  r.bury_reason = x.bury_reason;
+  r.key_len = x.key_len;
+  r.attr_count = x.attr_count;
+  r.blob = x.blob_view();
+  return r;
 }
 
 // Syncer::Target::id of the binlog directory (segments use their sequence number).
@@ -125,6 +142,13 @@ int64_t Binlog::UsableAfter(size_t record_size) const {
          (future - 1) * per_segment;
 }
 
+bool Binlog::MakeRoom(size_t record_size, int64_t keep) {
+  while (UsableAfter(record_size) < reserved_ + keep) {
+    if (!AddFutureSegment()) return false;
+  }
+  return true;
+}
+
 // Creates binlog.`seq`, preallocated, with its header; returns its fd, or -1 (logged, but
 // only once until a segment can be created again).
 int Binlog::CreateSegmentFile(uint32_t seq) {
@@ -186,6 +210,7 @@ JobRecord Binlog::ToRecord(const Job& j) const {
   r.created_wall = wall - (now - j.created());
   r.deadline_wall = j.state() == JobState::kDelayed ? wall + (j.deadline() - now) : 0;
   r.counts = j.counts();
+  if (const JobExtra* x = LoggedExtra(j)) r.extra = ToExtraRecord(*x, now, wall);
   return r;
 }
 
@@ -199,7 +224,7 @@ void Binlog::AppendJobFull(const Job& j, std::string* out) const {
 void Binlog::AppendJobState(const Job& j, std::string* out) const { AppendState(out, ToRecord(j)); }
 
 void Binlog::WriteFull(const Job& j, uint32_t resv) {
-  size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
+  size_t size = FullSizeOf(j);
   bool ok = Place(size, [&](std::string* b) { AppendJobFull(j, b); });
   STALKD_CHECK(ok);  // Admit or the caller made room
   Segment* s = Current();
@@ -211,8 +236,8 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
     reserved_ += resv;
   } else {  // moved by compaction: the same state, so its mark stays
     it->second.full_seq = it->second.last_seq = s->seq;
+    live_bytes_ -= it->second.full_size;  // the new size is added below
     it->second.full_size = static_cast<uint32_t>(size);
-    live_bytes_ -= static_cast<int64_t>(size);  // same size as before; added back below
   }
   live_bytes_ += static_cast<int64_t>(size);
   records_written_++;
@@ -220,7 +245,7 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
 
 bool Binlog::Admit(const Job& j) {
   if (failed_) return false;
-  size_t size = FullRecordSize(j.tube->name().size(), j.body_size);
+  size_t size = FullSizeOf(j);
   if (static_cast<int64_t>(size) > options_.segment_size - int64_t{kSegmentHeaderSize}) {
     if (options_.verbosity > 0) {
       Log("job of %u bytes does not fit in a segment of %" PRId64 " bytes (-s)", j.body_size,
@@ -228,41 +253,40 @@ bool Binlog::Admit(const Job& j) {
     }
     return false;
   }
-  while (UsableAfter(size) < reserved_ + int64_t{kJobReserve}) {
-    if (!AddFutureSegment()) return false;
-  }
-  return true;
+  return MakeRoom(size, JobReserve(LoggedExtra(j) != nullptr));
 }
 
 void Binlog::Put(const Job& j) {
   if (failed_) return;
-  WriteFull(j, kJobReserve);
+  WriteFull(j, JobReserve(LoggedExtra(j) != nullptr));
 }
 
 void Binlog::Update(const Job& j) {
   auto it = jobs_.find(j.id);
   if (failed_ || it == jobs_.end()) return;
   JobMeta& m = it->second;
-  if (m.resv >= kJobReserve) {
-    m.resv -= kStateRecordSize;  // this record uses the job's reservation
-    reserved_ -= kStateRecordSize;
-  } else if (UsableAfter(kStateRecordSize) < reserved_ &&
-             !(AddFutureSegment() && UsableAfter(kStateRecordSize) >= reserved_)) {
+  const bool extra = LoggedExtra(j) != nullptr;
+  const uint32_t size = static_cast<uint32_t>(StateRecordSize(extra));
+  const uint32_t full = JobReserve(extra);
+  if (m.resv >= size + kDeleteRecordSize) {
+    m.resv -= size;  // this record uses the job's reservation
+    reserved_ -= size;
+  } else if (!MakeRoom(size, 0)) {
     dropped_updates_++;
     Log("no space to record the new state of job %" PRIu64
         "; after a restart it comes back in its previous state",
         j.id);
     return;
   }
-  bool ok = Place(kStateRecordSize, [&](std::string* b) { AppendJobState(j, b); });
+  bool ok = Place(size, [&](std::string* b) { AppendJobState(j, b); });
   STALKD_CHECK(ok);
   m.last_seq = Current()->seq;
   m.mark = placed_;
   records_written_++;
   // Top the reservation up again from free space, if there is any.
-  if (m.resv < kJobReserve && UsableAfter(0) - reserved_ >= int64_t{kStateRecordSize}) {
-    m.resv += kStateRecordSize;
-    reserved_ += kStateRecordSize;
+  if (m.resv < full && UsableAfter(0) - reserved_ >= int64_t{full - m.resv}) {
+    reserved_ += full - m.resv;
+    m.resv = full;
   }
 }
 
@@ -288,9 +312,13 @@ void Binlog::Delete(const Job& j) {
   }
   reserved_ -= m.resv;
   live_bytes_ -= m.full_size;
-  auto seg = std::lower_bound(segs_.begin(), segs_.end(), m.full_seq,
-                              [](const auto& s, uint32_t seq) { return s->seq < seq; });
-  if (seg != segs_.end() && (*seg)->seq == m.full_seq && --(*seg)->live == 0) {
+  Unpin(m.full_seq);
+}
+
+void Binlog::Unpin(uint32_t seq) {
+  auto seg = std::lower_bound(segs_.begin(), segs_.end(), seq,
+                              [](const auto& s, uint32_t x) { return s->seq < x; });
+  if (seg != segs_.end() && (*seg)->seq == seq && --(*seg)->live == 0) {
     (*seg)->dead_at = placed_;
   }
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -107,6 +108,7 @@ class Binlog final : public engine::JobLog {
   void Put(const engine::Job& j) override;
   void Update(const engine::Job& j) override;
   void Delete(const engine::Job& j) override;
+  void TubeTries(std::string_view tube, uint32_t tries) override;
   uint32_t FileOf(const engine::Job& j) const override;
   int64_t Mark() const override { return placed_; }
   int64_t MarkOf(const engine::Job& j) const override;
@@ -118,7 +120,7 @@ class Binlog final : public engine::JobLog {
     int64_t records_migrated = 0;
     int64_t max_size = 0;
     size_t segments = 0;          // segment files on disk, including preallocated ones
-    int64_t dropped_updates = 0;  // state changes not written: no space (logged)
+    int64_t dropped_updates = 0;  // state or tube-tries changes not written: no space (logged)
     bool failed = false;          // a write or sync failed; puts are refused
   };
   Stats stats() const;
@@ -138,6 +140,12 @@ class Binlog final : public engine::JobLog {
     uint32_t last_seq;  // segment of the job's latest record (stats-job "file")
     int64_t mark;       // placed_ after its latest put or state record (MarkOf)
   };
+  // A tube's default tries as the log holds it (nonzero: 0 has no entry).
+  struct TubeTriesMeta {
+    uint32_t seq;    // segment of its latest kTubeTries record
+    uint32_t tries;  // the value of that record
+    uint32_t size;   // of that record
+  };
 
   // binlog.cc: placement, writing, flush and sync.
   std::string PathOf(uint32_t seq) const;
@@ -146,15 +154,21 @@ class Binlog final : public engine::JobLog {
 
   // Room left for records, not counting the last kMaxSmallRecord bytes of each segment.
   int64_t UsableAfter(size_t record_size) const;
+  // Makes UsableAfter(record_size) cover the reservations plus `keep`, preallocating
+  // segments as needed; false if it cannot.
+  bool MakeRoom(size_t record_size, int64_t keep);
   int CreateSegmentFile(uint32_t seq);
   bool AddFutureSegment();
   template <typename Encode>
   bool Place(size_t size, Encode encode);  // defined in binlog_internal.h
   Segment* Current() const { return segs_[cur_].get(); }
+  // A job or tube default whose latest record was in segment `seq` left it.
+  void Unpin(uint32_t seq);
   JobRecord ToRecord(const engine::Job& j) const;  // everything but tube and body
   void AppendJobFull(const engine::Job& j, std::string* out) const;
   void AppendJobState(const engine::Job& j, std::string* out) const;
   void WriteFull(const engine::Job& j, uint32_t resv);
+  void WriteTubeTries(std::string_view tube, uint32_t tries);
   std::optional<Nanos> HoldSync(bool idle);
   bool WritePending();
   Nanos SyncIfDue();
@@ -167,6 +181,7 @@ class Binlog final : public engine::JobLog {
   // binlog_compaction.cc: moving live jobs forward and removing dead segments.
   void Compact();
   engine::Job* NextToMigrate(Segment* head, size_t* size);
+  void MigrateTubeTries(Segment* head, int budget);
   void CollectGarbage();
 
   // binlog_recovery.cc: reading the segments at start-up and opening the binlog for writing.
@@ -180,6 +195,7 @@ class Binlog final : public engine::JobLog {
                    std::string* error);
   std::unordered_map<uint32_t, Segment*> AddReplayedSegments(const Replay& replay);
   bool RestoreReplayed(const Replay& replay, std::string* error);
+  void RestoreTubeTries(const Replay& replay, const std::unordered_map<uint32_t, Segment*>& by_seq);
   void DropEmptySegments(const std::vector<uint32_t>& seqs, const std::vector<bool>& has_data);
   bool OpenForWriting(uint32_t seq, std::string* error);
   bool AddFirstSegment(uint32_t seq);
@@ -214,8 +230,9 @@ class Binlog final : public engine::JobLog {
   std::vector<Sealed> sealed_;  // bytes for segments left by rotation, not yet written
 
   std::unordered_map<uint64_t, JobMeta> jobs_;
+  std::unordered_map<std::string, TubeTriesMeta> tube_tries_;
   int64_t reserved_ = 0;    // sum of JobMeta::resv
-  int64_t live_bytes_ = 0;  // sum of JobMeta::full_size
+  int64_t live_bytes_ = 0;  // sum of JobMeta::full_size and TubeTriesMeta::size
   bool dir_dirty_ = false;
   bool unsynced_ = false;  // bytes written since the last sync started
   int64_t placed_ = 0;     // bytes of records placed so far (buffered or written)

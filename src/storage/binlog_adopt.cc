@@ -17,7 +17,8 @@
 
 namespace stalkd::storage {
 
-using binlog_internal::kJobReserve;
+using binlog_internal::FullSizeOf;
+using binlog_internal::JobReserve;
 using binlog_internal::Mapped;
 using binlog_internal::ToRestored;
 using binlog_internal::WallNow;
@@ -130,19 +131,17 @@ bool Binlog::RestoreAdopted(const BeanstalkdReadResult& read, std::string* error
 bool Binlog::WriteAdopted(const BeanstalkdReadResult& read, std::string* error) {
   for (const auto& [id, bj] : read.jobs) {
     const engine::Job* j = engine_->Find(id);
-    size_t size = FullRecordSize(bj.tube.size(), bj.body.size());
+    size_t size = FullSizeOf(*j);
     if (static_cast<int64_t>(size) > options_.segment_size - int64_t{kSegmentHeaderSize}) {
       *error = "job " + std::to_string(id) + " of beanstalkd's binlog does not fit in a " +
                "segment of " + std::to_string(options_.segment_size) + " bytes; raise -s";
       return false;
     }
-    while (UsableAfter(size) < reserved_ + int64_t{kJobReserve}) {
-      if (!AddFutureSegment()) {
-        *error = "not enough disk space to adopt beanstalkd's binlog";
-        return false;
-      }
+    if (!MakeRoom(size, JobReserve(false))) {
+      *error = "not enough disk space to adopt beanstalkd's binlog";
+      return false;
     }
-    WriteFull(*j, kJobReserve);
+    WriteFull(*j, JobReserve(false));
     restored_++;
   }
   return true;
@@ -150,7 +149,7 @@ bool Binlog::WriteAdopted(const BeanstalkdReadResult& read, std::string* error) 
 
 // Appends kAdoptDone after the adopted jobs and makes them all durable.
 bool Binlog::MarkAdopted(std::string* error) {
-  if (UsableAfter(kAdoptDoneRecordSize) < reserved_ && !AddFutureSegment()) {
+  if (!MakeRoom(kAdoptDoneRecordSize, 0)) {
     *error = "not enough disk space to adopt beanstalkd's binlog";
     return false;
   }

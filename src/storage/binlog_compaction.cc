@@ -1,11 +1,13 @@
-// Reclaiming space: compaction moves the few live jobs of the oldest segment forward, and
-// dead head segments are removed once what made them dead is durable.
+// Reclaiming space: compaction moves the few live jobs and tube defaults of the oldest
+// segment forward, and dead head segments are removed once what made them dead is durable.
+// Also the tube defaults' records, which pin their segment as jobs' kFull records do.
 
 #include <string.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "storage/binlog.h"
 #include "storage/binlog_internal.h"
@@ -14,9 +16,47 @@
 namespace stalkd::storage {
 
 namespace {
-// Jobs compaction may move per Flush.
+// Jobs (and tube defaults) compaction may move per Flush.
 constexpr int kMigrateBudget = 1000;
 }  // namespace
+
+// A tube's default tries lives apart from its jobs: the latest value is kept by name, and
+// its record pins its segment like a job's kFull record (compaction moves it on). A clear
+// (0) pins nothing, as a delete does not: once the records before it are gone, it clears
+// nothing. The record comes from free space; without any, it is dropped and logged.
+void Binlog::TubeTries(std::string_view tube, uint32_t tries) {
+  if (failed_) return;
+  auto it = tube_tries_.find(std::string(tube));
+  uint32_t logged = it == tube_tries_.end() ? 0 : it->second.tries;
+  if (tries == logged) return;  // the log says so already
+  if (!MakeRoom(TubeTriesRecordSize(tube.size()), 0)) {
+    dropped_updates_++;
+    Log("no space to record the default tries of tube %.*s; after a restart it is %u",
+        static_cast<int>(tube.size()), tube.data(), logged);
+    return;
+  }
+  WriteTubeTries(tube, tries);
+}
+
+// Places the record (room made by the caller) and moves the tube's entry to it.
+void Binlog::WriteTubeTries(std::string_view tube, uint32_t tries) {
+  STALKD_CHECK(tube.size() <= kMaxTubeName);
+  const size_t size = TubeTriesRecordSize(tube.size());
+  bool ok = Place(size, [&](std::string* b) { AppendTubeTries(b, tube, tries); });
+  STALKD_CHECK(ok);
+  records_written_++;
+  auto it = tube_tries_.find(std::string(tube));
+  if (it != tube_tries_.end()) {
+    Unpin(it->second.seq);
+    live_bytes_ -= it->second.size;
+    if (tries == 0) tube_tries_.erase(it);
+  }
+  if (tries == 0) return;
+  Segment* s = Current();
+  s->live++;
+  live_bytes_ += static_cast<int64_t>(size);
+  tube_tries_[std::string(tube)] = TubeTriesMeta{s->seq, tries, static_cast<uint32_t>(size)};
+}
 
 void Binlog::Compact() {
   if (failed_ || !engine_) return;
@@ -28,11 +68,9 @@ void Binlog::Compact() {
   for (int budget = kMigrateBudget; budget > 0; budget--) {
     size_t size = 0;
     engine::Job* j = NextToMigrate(head, &size);
-    if (!j) return;
+    if (!j) return MigrateTubeTries(head, budget);
     // Only free space: the reservations of live jobs stay untouched.
-    while (UsableAfter(size) < reserved_) {
-      if (!AddFutureSegment()) return;
-    }
+    if (!MakeRoom(size, 0)) return;
     head->scan++;
     head->live--;
     WriteFull(*j, 0);
@@ -54,6 +92,19 @@ engine::Job* Binlog::NextToMigrate(Segment* head, size_t* size) {
     }
   }
   return nullptr;
+}
+
+// Writes again, with their current value, the tube defaults whose latest record is in
+// `head` (what keeps it once its jobs have moved), at most `budget` of them.
+void Binlog::MigrateTubeTries(Segment* head, int budget) {
+  for (auto& [name, t] : tube_tries_) {
+    if (head->live == 0 || budget == 0) return;
+    if (t.seq != head->seq) continue;
+    if (!MakeRoom(t.size, 0)) return;
+    WriteTubeTries(name, t.tries);  // updates t in place, and head's live count
+    records_migrated_++;
+    budget--;
+  }
 }
 
 void Binlog::CollectGarbage() {

@@ -19,8 +19,25 @@ namespace stalkd::storage {
 
 namespace binlog_internal {
 
-// Room kept for every live job: one state change and its delete.
-inline constexpr uint32_t kJobReserve = kStateRecordSize + kDeleteRecordSize;
+// Room kept for every live job: one state change and its delete. A job with extensions
+// (engine::JobExtra) has larger state records.
+inline uint32_t JobReserve(bool extra) {
+  return static_cast<uint32_t>(StateRecordSize(extra) + kDeleteRecordSize);
+}
+// j's extension as its records carry it: one with something a restart keeps (tries, a TTL,
+// a key or attributes), which a job has from its put on, or none. A JobExtra that the
+// engine adds later only for a reservation's own TTR is not written (no reservation is),
+// so such a job's records stay a plain job's.
+inline const engine::JobExtra* LoggedExtra(const engine::Job& j) {
+  const engine::JobExtra* x = j.extra();
+  return x && (x->limited || x->has_ttl() || x->blob_size > 0) ? x : nullptr;
+}
+// The size of j's kFull record.
+inline size_t FullSizeOf(const engine::Job& j) {
+  const engine::JobExtra* x = LoggedExtra(j);
+  size_t tube = j.tube->name().size();
+  return x ? FullRecordSize(tube, j.body_size, x->blob_size) : FullRecordSize(tube, j.body_size);
+}
 
 // CLOCK_REALTIME in nanoseconds: the records' times are wall-clock times.
 int64_t WallNow();
@@ -34,6 +51,7 @@ struct Mapped {
   uint32_t seq = 0;
   std::string path;
   int fd = -1;
+  uint32_t version = kFormatVersion;  // of a stalkd segment, once its header is checked
   const char* data = nullptr;
   size_t size = 0;
   ~Mapped();
@@ -44,10 +62,12 @@ struct Mapped {
 
 struct Binlog::Segment {
   uint32_t seq = 0;
-  int fd = -1;                // open while written to or not yet synced
-  int64_t end = 0;            // bytes placed (header and records), written or not
-  int64_t written = 0;        // bytes written to the file
-  int64_t live = 0;           // live jobs whose latest kFull record is here
+  int fd = -1;          // open while written to or not yet synced
+  int64_t end = 0;      // bytes placed (header and records), written or not
+  int64_t written = 0;  // bytes written to the file
+  // Live jobs whose latest kFull record is here, and tube defaults (kTubeTries, tries not 0)
+  // whose latest record is here: the segment stays until they are deleted or moved on.
+  int64_t live = 0;
   std::vector<uint64_t> ids;  // jobs whose kFull record was placed here (may be stale)
   size_t scan = 0;            // compaction's cursor into ids
   bool dirty = false;         // written since the last sync

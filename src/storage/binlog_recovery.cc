@@ -24,7 +24,7 @@
 
 namespace stalkd::storage {
 
-using binlog_internal::kJobReserve;
+using binlog_internal::JobReserve;
 using binlog_internal::Mapped;
 using binlog_internal::ToRestored;
 using binlog_internal::WallNow;
@@ -55,6 +55,32 @@ bool binlog_internal::Mapped::Open(std::string* error) {
   return true;
 }
 
+namespace {
+
+// A wall-clock time on the engine's clock (saturating: the times come from a file).
+Nanos FromWall(int64_t t, Nanos now, int64_t wall) {
+  Nanos d = 0, out = 0;
+  if (__builtin_sub_overflow(t, wall, &d)) d = t < wall ? INT64_MIN : INT64_MAX;
+  if (__builtin_add_overflow(now, d, &out)) out = d < 0 ? INT64_MIN : INT64_MAX;
+  return out;
+}
+
+void ToRestoredExtra(const ExtraRecord& x, Nanos now, int64_t wall, engine::RestoredJob* rj) {
+  rj->has_extra = true;
+  rj->limited = x.limited;
+  rj->tries_left = x.tries_left;
+  // A TTL that passed while the server was down is restored as passed: the engine deletes
+  // the job at its first Tick, as any expiry (and that writes its delete record).
+  rj->expires_at =
+      x.has_ttl ? std::min(FromWall(x.expires_wall, now, wall), kForever - 1) : kForever;
+  rj->bury_reason = x.bury_reason;
+  rj->key_len = x.key_len;
+  rj->attr_count = x.attr_count;
+  rj->blob = x.blob;
+}
+
+}  // namespace
+
 engine::RestoredJob binlog_internal::ToRestored(const JobRecord& x, Nanos now, int64_t wall) {
   engine::RestoredJob rj;
   rj.id = x.id;
@@ -65,10 +91,11 @@ engine::RestoredJob binlog_internal::ToRestored(const JobRecord& x, Nanos now, i
   rj.pri = x.pri;
   rj.delay_s = x.delay_s;
   rj.ttr_s = x.ttr_s;
-  rj.created = now - (wall - x.created_wall);
-  rj.deadline = now + (x.deadline_wall - wall);
+  rj.created = FromWall(x.created_wall, now, wall);
+  rj.deadline = FromWall(x.deadline_wall, now, wall);
   rj.counts = x.counts;
   rj.body = x.body;
+  if (x.extra.present) ToRestoredExtra(x.extra, now, wall, &rj);
   return rj;
 }
 
@@ -79,6 +106,13 @@ struct Replayed {
   uint32_t full_seq;
   uint32_t last_seq;
   uint32_t full_size;
+};
+
+// A tube's default tries as its latest kTubeTries record says (not 0: a clear erases it).
+struct ReplayedTries {
+  uint32_t tries;
+  uint32_t seq;
+  uint32_t size;
 };
 
 // The sequence numbers of the binlog.N files in `dir`, in order.
@@ -121,13 +155,16 @@ struct Binlog::Replay {
   // tail, cut by a crash.
   size_t tail = 0;
   std::unordered_map<uint64_t, Replayed> jobs;  // the live jobs
-  uint64_t max_id = 0;                          // over every record, deletes included
+  std::unordered_map<std::string, ReplayedTries> tube_tries;
+  uint64_t max_id = 0;  // over every record, deletes included
 
   void Apply(const Record& r, uint32_t seq, size_t size);
 };
 
 void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
-  if (r.type != RecordType::kAdoptDone) max_id = std::max(max_id, r.job.id);
+  if (r.type != RecordType::kAdoptDone && r.type != RecordType::kTubeTries) {
+    max_id = std::max(max_id, r.job.id);
+  }
   switch (r.type) {
     case RecordType::kFull:
       jobs[r.job.id] = Replayed{r.job, seq, seq, static_cast<uint32_t>(size)};
@@ -137,9 +174,13 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
       if (it == jobs.end()) break;  // its kFull record was in a removed segment: gone
       JobRecord& x = it->second.rec;
       std::string_view tube = x.tube, body = x.body;
+      ExtraRecord put = x.extra;  // the key and attributes are in the kFull record only
       x = r.job;
       x.tube = tube;
       x.body = body;
+      x.extra.key_len = put.key_len;
+      x.extra.attr_count = put.attr_count;
+      x.extra.blob = put.blob;
       it->second.last_seq = seq;
       break;
     }
@@ -147,6 +188,13 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
       jobs.erase(r.job.id);
       break;
     case RecordType::kAdoptDone:
+      break;
+    case RecordType::kTubeTries:
+      if (r.tries == 0) {
+        tube_tries.erase(std::string(r.job.tube));
+      } else {
+        tube_tries[std::string(r.job.tube)] = {r.tries, seq, static_cast<uint32_t>(size)};
+      }
       break;
   }
 }
@@ -212,7 +260,7 @@ bool Binlog::MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std:
     m->path = PathOf(seqs[i]);
     if (!m->Open(error)) return false;
     std::string why;
-    if (!CheckSegmentHeader(m->data, m->size, &why)) {
+    if (!CheckSegmentHeader(m->data, m->size, &why, &m->version)) {
       *error = m->path + ": offset 0: " + why;
       return false;
     }
@@ -237,7 +285,7 @@ bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
     Record r;
     size_t size = 0;
     std::string why;
-    Parse p = ParseRecord(m.data + off, m.size - off, &r, &size, &why);
+    Parse p = ParseRecord(m.data + off, m.size - off, &r, &size, &why, m.version);
     if (p == Parse::kEnd) break;
     if (p == Parse::kBad) {
       if (!PassDamaged(*replay, i, why, &off, error)) return false;
@@ -255,7 +303,7 @@ bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
 bool Binlog::PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off,
                          std::string* error) {
   const Mapped& m = *replay.maps[i];
-  size_t next = FindNextRecord(m.data, m.size, *off + 1);
+  size_t next = FindNextRecord(m.data, m.size, *off + 1, m.version);
   if (i == replay.tail && next == m.size) {
     Log("%s: offset %zu: %s; torn tail (%zu bytes) truncated", m.path.c_str(), *off, why.c_str(),
         m.size - *off);
@@ -310,12 +358,25 @@ bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
     Segment* seg = by_seq[r->full_seq];
     seg->live++;
     seg->ids.push_back(x.id);
-    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, kJobReserve, r->last_seq, 0};
-    reserved_ += kJobReserve;
+    const uint32_t resv = JobReserve(x.extra.present);
+    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, resv, r->last_seq, 0};
+    reserved_ += resv;
     live_bytes_ += r->full_size;
     restored_++;
   }
+  RestoreTubeTries(replay, by_seq);
   return true;
+}
+
+// Gives the engine the tubes' default tries; their records keep their segments.
+void Binlog::RestoreTubeTries(const Replay& replay,
+                              const std::unordered_map<uint32_t, Segment*>& by_seq) {
+  for (const auto& [name, t] : replay.tube_tries) {
+    engine_->RestoreTubeTries(name, t.tries);
+    by_seq.at(t.seq)->live++;
+    tube_tries_[name] = TubeTriesMeta{t.seq, t.tries, t.size};
+    live_bytes_ += t.size;
+  }
 }
 
 // Segments without any record (preallocated ones of the last run) are no longer needed.

@@ -1,24 +1,20 @@
 #include "storage/binlog.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
-#include <poll.h>
-#include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <memory>
 #include <optional>
-#include <sstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "storage/binlog_test_util.h"
 #include "storage/record.h"
 
 namespace stalkd::storage {
@@ -27,48 +23,12 @@ namespace {
 using engine::Engine;
 using engine::Job;
 using engine::JobState;
-
-std::string MakeTempDir() {
-  char tmpl[] = "/tmp/stalkd_store_test.XXXXXX";
-  char* d = mkdtemp(tmpl);
-  EXPECT_NE(d, nullptr);
-  return d;
-}
-
-void RemoveDir(const std::string& dir) {
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-        unlink((dir + "/" + e->d_name).c_str());
-      }
-    }
-    closedir(d);
-  }
-  rmdir(dir.c_str());
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << data;
-}
-
-std::vector<std::string> Segments(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (strncmp(e->d_name, "binlog.", 7) == 0) out.push_back(e->d_name);
-    }
-    closedir(d);
-  }
-  return out;
-}
+using testing_util::BinlogTest;
+using testing_util::Instance;
+using testing_util::ReadFile;
+using testing_util::RemoveDir;
+using testing_util::Segments;
+using testing_util::WriteFile;
 
 // Whether part of [from, to) of the file is allocated but unwritten (reads as zeros, and
 // the first write there changes file-system metadata); nullopt if the file system cannot say.
@@ -90,63 +50,6 @@ std::optional<bool> HasUnwritten(const std::string& path, int64_t from, int64_t 
   }
   return false;
 }
-
-// An engine with a store on `dir`; the store is flushed like the server does.
-struct Instance {
-  FakeClock& clock;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<Binlog> store;
-  engine::Session* session = nullptr;
-  std::string error;
-  bool ok = false;
-
-  Instance(FakeClock& c, const std::string& dir, int64_t segment = 4096, bool skip_damaged = false,
-           bool background = false)
-      : clock(c) {
-    engine = std::make_unique<Engine>(clock);
-    BinlogOptions o;
-    o.dir = dir;
-    o.segment_size = segment;
-    o.fsync_ms = 0;
-    o.skip_damaged = skip_damaged;
-    o.background_sync = background;
-    store = std::make_unique<Binlog>(o, clock);
-    ok = store->Lock(&error) && store->Recover(engine.get(), &error);
-    if (ok) engine->set_log(store.get());
-    session = engine->OpenSession(nullptr);
-  }
-  ~Instance() {
-    if (ok) store->Close();
-    engine->set_log(nullptr);
-    engine->CloseSession(session);
-  }
-  uint64_t Put(std::string_view body, uint32_t pri = 1, uint32_t delay = 0,
-               const std::string& tube = "default") {
-    engine->Use(session, tube);
-    Job* j = engine->NewJob(session, pri, delay, 60, static_cast<uint32_t>(body.size()));
-    memcpy(j->data(), body.data(), body.size());
-    memcpy(j->data() + body.size(), "\r\n", 2);
-    uint64_t id = j->id;
-    if (engine->Put(session, j) != Engine::PutResult::kInserted) return 0;
-    return id;
-  }
-  void Flush() { store->Flush(); }
-  // background: waits for the running sync and takes its result, as the server does.
-  bool FinishSync() {
-    pollfd p{store->sync_fd(), POLLIN, 0};
-    if (poll(&p, 1, 10'000) != 1) return false;
-    store->OnSyncDone();
-    return true;
-  }
-};
-
-class BinlogTest : public ::testing::Test {
- protected:
-  void SetUp() override { dir_ = MakeTempDir(); }
-  void TearDown() override { RemoveDir(dir_); }
-  std::string dir_;
-  FakeClock clock_;
-};
 
 TEST_F(BinlogTest, EveryStateSurvivesARestart) {
   uint32_t file3 = 0;  // stats-job "file" of job 3: the segment of its latest record
@@ -269,10 +172,7 @@ TEST_F(BinlogTest, TornTailAtEveryOffsetIsTruncated) {
       // New jobs are written after the truncated tail and survive another restart.
       uint64_t id = b.Put("after");
       b.Flush();
-      b.store->Close();
-      b.engine->set_log(nullptr);
-      b.ok = false;
-      b.store.reset();
+      b.Stop();
       Instance c(clock_, dir_);
       ASSERT_TRUE(c.ok) << c.error;
       EXPECT_NE(c.engine->Find(id), nullptr);
@@ -314,19 +214,12 @@ TEST_F(BinlogTest, PutAndDeleteForeverKeepsFewSegments) {
   ASSERT_TRUE(a.ok);
   uint64_t keep = a.Put("long-lived");
   for (int i = 0; i < 5000; i++) {
-    uint64_t id = a.Put(std::string(100, 'x'));
-    ASSERT_NE(id, 0u);
-    a.Flush();
-    ASSERT_TRUE(a.engine->Delete(a.session, id));
-    a.Flush();
+    ASSERT_TRUE(a.PutAndDelete(100));
     ASSERT_LE(Segments(dir_).size(), 6u) << "after " << i;
   }
   EXPECT_GT(a.store->stats().records_migrated, 0);
   EXPECT_GT(a.store->stats().oldest_index, 1u);
-  a.store->Close();
-  a.engine->set_log(nullptr);
-  a.ok = false;
-  a.store.reset();
+  a.Stop();
   Instance b(clock_, dir_, 4096);
   ASSERT_TRUE(b.ok) << b.error;
   EXPECT_EQ(b.store->restored(), 1u);

@@ -10,26 +10,55 @@ namespace stalkd::storage {
 namespace {
 
 void Put8(std::string* o, uint8_t v) { o->push_back(static_cast<char>(v)); }
-void Put32(std::string* o, uint32_t v) {
-  char b[4];
-  for (int i = 0; i < 4; i++) b[i] = static_cast<char>(v >> (8 * i));
-  o->append(b, 4);
-}
-void Put64(std::string* o, uint64_t v) {
+void PutLE(std::string* o, uint64_t v, int bytes) {
   char b[8];
-  for (int i = 0; i < 8; i++) b[i] = static_cast<char>(v >> (8 * i));
-  o->append(b, 8);
+  for (int i = 0; i < bytes; i++) b[i] = static_cast<char>(v >> (8 * i));
+  o->append(b, static_cast<size_t>(bytes));
 }
-uint32_t Get32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-uint64_t Get64(const char* p) {
+void Put16(std::string* o, uint16_t v) { PutLE(o, v, 2); }
+void Put32(std::string* o, uint32_t v) { PutLE(o, v, 4); }
+void Put64(std::string* o, uint64_t v) { PutLE(o, v, 8); }
+uint64_t GetLE(const char* p, int bytes) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  for (int i = bytes - 1; i >= 0; i--) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
 }
+uint32_t Get32(const char* p) { return static_cast<uint32_t>(GetLE(p, 4)); }
+
+// Reads a payload's fields in order; reading past its end yields zeros and clears ok().
+class Reader {
+ public:
+  Reader(const char* p, size_t n) : p_(p), left_(n) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return left_; }
+  uint8_t U8() { return static_cast<uint8_t>(Int(1)); }
+  uint16_t U16() { return static_cast<uint16_t>(Int(2)); }
+  uint32_t U32() { return static_cast<uint32_t>(Int(4)); }
+  uint64_t U64() { return Int(8); }
+  std::string_view Bytes(size_t n) {
+    const char* q = Take(n);
+    return q ? std::string_view(q, n) : std::string_view();
+  }
+
+ private:
+  const char* Take(size_t n) {
+    if (!ok_ || n > left_) {
+      ok_ = false;
+      return nullptr;
+    }
+    const char* q = p_;
+    p_ += n;
+    left_ -= n;
+    return q;
+  }
+  uint64_t Int(int bytes) {
+    const char* q = Take(static_cast<size_t>(bytes));
+    return q ? GetLE(q, bytes) : 0;
+  }
+  const char* p_;
+  size_t left_;
+  bool ok_ = true;
+};
 
 // Reserves the 9-byte header; Finish fills in crc and length once the payload is appended.
 size_t Begin(std::string* o, RecordType t) {
@@ -46,9 +75,20 @@ void Finish(std::string* o, size_t at) {
   for (int i = 0; i < 4; i++) p[i] = static_cast<char>(crc >> (8 * i));
 }
 
+// The extension fields' flags byte.
+constexpr uint8_t kFlagLimited = 1;
+constexpr uint8_t kFlagTtl = 2;
+// A bury reason is stored as the engine's value; renumbering the enum breaks the build.
+static_assert(static_cast<int>(engine::BuryReason::kNone) == 0 &&
+              static_cast<int>(engine::BuryReason::kCommand) == 1 &&
+              static_cast<int>(engine::BuryReason::kTimeout) == 2 &&
+              static_cast<int>(engine::BuryReason::kRelease) == 3);
+constexpr uint8_t kMaxBuryReason = 3;
+
 void PutJobFixed(std::string* o, const JobRecord& r) {
   Put64(o, r.id);
-  Put8(o, static_cast<uint8_t>(r.state));
+  Put8(o, static_cast<uint8_t>(static_cast<uint8_t>(r.state) |
+                               (r.extra.present ? kStateHasExtra : 0)));
   Put32(o, r.pri);
   Put32(o, r.delay_s);
   Put32(o, r.ttr_s);
@@ -61,22 +101,116 @@ void PutJobFixed(std::string* o, const JobRecord& r) {
   Put32(o, r.counts.kicks);
 }
 
-bool GetJobFixed(const char* p, JobRecord* r) {
-  r->id = Get64(p);
-  uint8_t s = static_cast<uint8_t>(p[8]);
-  if (s < 1 || s > 4) return false;
+void PutExtraFixed(std::string* o, const ExtraRecord& x) {
+  Put8(o, static_cast<uint8_t>((x.limited ? kFlagLimited : 0) | (x.has_ttl ? kFlagTtl : 0)));
+  Put32(o, x.tries_left);
+  Put64(o, static_cast<uint64_t>(x.expires_wall));
+  Put8(o, static_cast<uint8_t>(x.bury_reason));
+}
+
+void PutExtraBlob(std::string* o, const ExtraRecord& x) {
+  Put16(o, x.key_len);
+  Put8(o, x.attr_count);
+  Put32(o, static_cast<uint32_t>(x.blob.size()));
+  o->append(x.blob);
+}
+
+// The job fields; in a version 1 segment no job has extension fields.
+bool GetJobFixed(Reader* in, JobRecord* r, uint32_t version) {
+  r->id = in->U64();
+  uint8_t s = in->U8();
+  r->extra.present = (s & kStateHasExtra) != 0 && version >= 2;
+  if (r->extra.present) s = static_cast<uint8_t>(s & ~kStateHasExtra);
   r->state = static_cast<DiskState>(s);
-  r->pri = Get32(p + 9);
-  r->delay_s = Get32(p + 13);
-  r->ttr_s = Get32(p + 17);
-  r->created_wall = static_cast<int64_t>(Get64(p + 21));
-  r->deadline_wall = static_cast<int64_t>(Get64(p + 29));
-  r->counts.reserves = Get32(p + 37);
-  r->counts.timeouts = Get32(p + 41);
-  r->counts.releases = Get32(p + 45);
-  r->counts.buries = Get32(p + 49);
-  r->counts.kicks = Get32(p + 53);
-  return r->id != 0;
+  r->pri = in->U32();
+  r->delay_s = in->U32();
+  r->ttr_s = in->U32();
+  r->created_wall = static_cast<int64_t>(in->U64());
+  r->deadline_wall = static_cast<int64_t>(in->U64());
+  r->counts.reserves = in->U32();
+  r->counts.timeouts = in->U32();
+  r->counts.releases = in->U32();
+  r->counts.buries = in->U32();
+  r->counts.kicks = in->U32();
+  return in->ok() && s >= 1 && s <= 4 && r->id != 0;
+}
+
+bool GetExtraFixed(Reader* in, ExtraRecord* x) {
+  uint8_t flags = in->U8();
+  x->limited = (flags & kFlagLimited) != 0;
+  x->has_ttl = (flags & kFlagTtl) != 0;
+  x->tries_left = in->U32();
+  x->expires_wall = static_cast<int64_t>(in->U64());
+  uint8_t reason = in->U8();
+  x->bury_reason = static_cast<engine::BuryReason>(reason);
+  return in->ok() && (flags & ~(kFlagLimited | kFlagTtl)) == 0 && reason <= kMaxBuryReason;
+}
+
+// Whether the blob is a key of key_len bytes followed by exactly attr_count attributes,
+// all within the engine's limits (job.h).
+bool ValidBlob(const ExtraRecord& x) {
+  std::string_view b = x.blob;
+  if (x.key_len > engine::kMaxJobKey || x.key_len > b.size() ||
+      x.attr_count > engine::kMaxAttributes)
+    return false;
+  size_t at = x.key_len;
+  for (uint8_t i = 0; i < x.attr_count; i++) {
+    if (b.size() - at < 2) return false;
+    size_t name = static_cast<unsigned char>(b[at]), value = static_cast<unsigned char>(b[at + 1]);
+    if (name == 0 || name > engine::kMaxAttributeName || b.size() - at - 2 < name + value)
+      return false;
+    at += 2 + name + value;
+  }
+  return at == b.size();
+}
+
+bool GetExtraBlob(Reader* in, ExtraRecord* x) {
+  x->key_len = in->U16();
+  x->attr_count = in->U8();
+  x->blob = in->Bytes(in->U32());
+  return in->ok() && ValidBlob(*x);
+}
+
+bool GetFull(Reader* in, JobRecord* r, uint32_t version) {
+  if (!GetJobFixed(in, r, version)) return false;
+  if (r->extra.present && !(GetExtraFixed(in, &r->extra) && GetExtraBlob(in, &r->extra)))
+    return false;
+  size_t tube_len = in->U8();
+  r->tube = in->Bytes(tube_len);
+  r->body = in->Bytes(in->U32());
+  return in->ok() && tube_len != 0 && in->left() == 0;
+}
+
+bool GetState(Reader* in, JobRecord* r, uint32_t version) {
+  if (!GetJobFixed(in, r, version)) return false;
+  if (r->extra.present && !GetExtraFixed(in, &r->extra)) return false;
+  return in->left() == 0;
+}
+
+bool GetTubeTries(Reader* in, Record* out, uint32_t version) {
+  size_t tube_len = in->U8();
+  out->job.tube = in->Bytes(tube_len);
+  out->tries = in->U32();
+  return version >= 2 && in->ok() && tube_len != 0 && in->left() == 0;
+}
+
+// Parses the payload of a record of `type` into *out.
+bool GetPayload(uint8_t type, Reader* in, Record* out, uint32_t version) {
+  out->type = static_cast<RecordType>(type);
+  switch (out->type) {
+    case RecordType::kFull:
+      return GetFull(in, &out->job, version);
+    case RecordType::kState:
+      return GetState(in, &out->job, version);
+    case RecordType::kDelete:
+      out->job.id = in->U64();
+      return in->ok() && in->left() == 0 && out->job.id != 0;
+    case RecordType::kAdoptDone:
+      return in->left() == 0;
+    case RecordType::kTubeTries:
+      return GetTubeTries(in, out, version);
+  }
+  return false;
 }
 
 }  // namespace
@@ -88,7 +222,7 @@ void AppendSegmentHeader(std::string* out) {
   Put32(out, Crc32c(out->data() + at, 12));
 }
 
-bool CheckSegmentHeader(const char* p, size_t n, std::string* why) {
+bool CheckSegmentHeader(const char* p, size_t n, std::string* why, uint32_t* version) {
   if (n < kSegmentHeaderSize || memcmp(p, kSegmentMagic, 8) != 0) {
     *why = "not a stalkd segment";
     return false;
@@ -97,16 +231,22 @@ bool CheckSegmentHeader(const char* p, size_t n, std::string* why) {
     *why = "segment header checksum mismatch";
     return false;
   }
-  if (Get32(p + 8) != kFormatVersion) {
-    *why = "unsupported format version " + std::to_string(Get32(p + 8));
+  uint32_t v = Get32(p + 8);
+  if (v < kOldestFormatVersion || v > kFormatVersion) {
+    *why = "unsupported format version " + std::to_string(v);
     return false;
   }
+  if (version) *version = v;
   return true;
 }
 
 void AppendFull(std::string* out, const JobRecord& r) {
   size_t at = Begin(out, RecordType::kFull);
   PutJobFixed(out, r);
+  if (r.extra.present) {
+    PutExtraFixed(out, r.extra);
+    PutExtraBlob(out, r.extra);
+  }
   Put8(out, static_cast<uint8_t>(r.tube.size()));
   out->append(r.tube);
   Put32(out, static_cast<uint32_t>(r.body.size()));
@@ -117,6 +257,7 @@ void AppendFull(std::string* out, const JobRecord& r) {
 void AppendState(std::string* out, const JobRecord& r) {
   size_t at = Begin(out, RecordType::kState);
   PutJobFixed(out, r);
+  if (r.extra.present) PutExtraFixed(out, r.extra);
   Finish(out, at);
 }
 
@@ -128,7 +269,16 @@ void AppendDelete(std::string* out, uint64_t id) {
 
 void AppendAdoptDone(std::string* out) { Finish(out, Begin(out, RecordType::kAdoptDone)); }
 
-Parse ParseRecord(const char* p, size_t avail, Record* out, size_t* size, std::string* why) {
+void AppendTubeTries(std::string* out, std::string_view tube, uint32_t tries) {
+  size_t at = Begin(out, RecordType::kTubeTries);
+  Put8(out, static_cast<uint8_t>(tube.size()));
+  out->append(tube);
+  Put32(out, tries);
+  Finish(out, at);
+}
+
+Parse ParseRecord(const char* p, size_t avail, Record* out, size_t* size, std::string* why,
+                  uint32_t version) {
   if (avail < kRecordHeaderSize) {
     if (std::all_of(p, p + avail, [](char c) { return c == 0; })) return Parse::kEnd;
     *why = "record header cut short";
@@ -146,48 +296,22 @@ Parse ParseRecord(const char* p, size_t avail, Record* out, size_t* size, std::s
     *why = "record checksum mismatch";
     return Parse::kBad;
   }
-  const char* q = p + kRecordHeaderSize;
   *size = kRecordHeaderSize + len;
   *out = Record{};
-  switch (static_cast<RecordType>(type)) {
-    case RecordType::kFull: {
-      out->type = RecordType::kFull;
-      if (len < kJobFixedSize + 5 || !GetJobFixed(q, &out->job)) break;
-      size_t tl = static_cast<unsigned char>(q[kJobFixedSize]);
-      if (len < kJobFixedSize + 5 + tl) break;
-      out->job.tube = std::string_view(q + kJobFixedSize + 1, tl);
-      uint32_t bl = Get32(q + kJobFixedSize + 1 + tl);
-      if (len != kJobFixedSize + 5 + tl + bl || tl == 0) break;
-      out->job.body = std::string_view(q + kJobFixedSize + 5 + tl, bl);
-      return Parse::kOk;
-    }
-    case RecordType::kState:
-      out->type = RecordType::kState;
-      if (len != kJobFixedSize || !GetJobFixed(q, &out->job)) break;
-      return Parse::kOk;
-    case RecordType::kDelete:
-      out->type = RecordType::kDelete;
-      if (len != 8) break;
-      out->job.id = Get64(q);
-      if (out->job.id == 0) break;
-      return Parse::kOk;
-    case RecordType::kAdoptDone:
-      out->type = RecordType::kAdoptDone;
-      if (len != 0) break;
-      return Parse::kOk;
-  }
+  Reader in(p + kRecordHeaderSize, len);
+  if (GetPayload(type, &in, out, version)) return Parse::kOk;
   *why = "malformed record of type " + std::to_string(type);
   return Parse::kBad;
 }
 
-size_t FindNextRecord(const char* data, size_t n, size_t from) {
+size_t FindNextRecord(const char* data, size_t n, size_t from, uint32_t version) {
   Record r;
   size_t size;
   std::string why;
   for (size_t o = from; o + kRecordHeaderSize <= n; o++) {
     uint8_t type = static_cast<uint8_t>(data[o + 8]);
-    if (type < 1 || type > 4) continue;
-    if (ParseRecord(data + o, n - o, &r, &size, &why) == Parse::kOk) return o;
+    if (type < 1 || type > static_cast<uint8_t>(RecordType::kTubeTries)) continue;
+    if (ParseRecord(data + o, n - o, &r, &size, &why, version) == Parse::kOk) return o;
   }
   return n;
 }
