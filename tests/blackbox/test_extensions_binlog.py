@@ -18,8 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 from beanstalk import Server, is_beanstalkd, parse_yaml, stats_of, wait_job_stat, wait_stat  # noqa: E402
-from test_extensions import (entry, inserted_id, put_ext, put_many, put_n, reserve_ext,  # noqa: E402
-                             unq)
+from test_extensions import (entry, inserted_id, put_ext, put_ext_bytes, put_many, put_n,  # noqa: E402
+                             reserve_ext, unq)
 
 NOT_FOUND = b"NOT_FOUND\r\n"
 SLACK = 1.5
@@ -144,6 +144,9 @@ class ExtBinlogTest(unittest.TestCase):
         for jid in purged[::100] + purged[-1:]:
             self.assertGone(c, jid, "purged")
         st = stats_of(c, "stats")
+        # the job whose TTL ended while down was deleted as an expiry once the server was up
+        self.assertEqual(st["total-expired-jobs"], "1")
+        self.assertEqual(stats_of(c, "stats-tube t")["total-expired-jobs"], "1")
         self.assertEqual(st["current-jobs-ready"], str(6 + len(many)))  # dflt rel attr held det soon
         self.assertEqual(st["current-jobs-buried"], "3")
         # tube defaults, with and without jobs
@@ -186,13 +189,24 @@ class ExtBinlogTest(unittest.TestCase):
         self.assertTrue(c.cmd("reserve-job %d" % d).startswith(b"RESERVED"))
         self.assertIn(c.cmd("release %d 0 0" % d), (b"RELEASED\r\n", b"BURIED\r\n"))
         e = inserted_id(put_ext(c, "e", "tries=7 key=ke", delay=100000))
+        # defaults changed again later: the latest record wins, wherever compaction put the
+        # earlier ones
+        self.assertEqual(c.cmd("tube-tries flip 3"), b"TUBE-TRIES 3\r\n")
+        self.assertEqual(c.cmd("tube-tries flop 4"), b"TUBE-TRIES 4\r\n")
         # churn: puts and deletes until the first segments are compacted away
         c.cmd("use churn")
         body = b"w" * 1000
-        for _ in range(1500):
-            c.send(b"put 0 0 10 1000\r\n" + body + b"\r\n")
-            jid = inserted_id(c.read_line())
-            self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+
+        def churn(n):
+            for _ in range(n):
+                c.send(b"put 0 0 10 1000\r\n" + body + b"\r\n")
+                jid = inserted_id(c.read_line())
+                self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+
+        churn(700)
+        self.assertEqual(c.cmd("tube-tries flip 0"), b"TUBE-TRIES 0\r\n")
+        self.assertEqual(c.cmd("tube-tries flop 6"), b"TUBE-TRIES 6\r\n")
+        churn(800)
         st = stats_of(c, "stats")
         self.assertGreater(int(st["binlog-oldest-index"]), 1, "nothing was compacted")
         self.assertGreater(int(st["binlog-records-migrated"]), 0)
@@ -204,6 +218,9 @@ class ExtBinlogTest(unittest.TestCase):
             self.assertJob(c, d, state="buried", tries_left=0, bury_reason="release", key="kd")
             self.assertJob(c, e, state="delayed", tries_left=7, key="ke")
             self.assertEqual(stats_of(c, "stats-tube keep")["default-tries"], "2")
+            for tube, n in (("flip", 0), ("flop", 6)):
+                c.cmd("use " + tube)
+                self.assertEqual(stats_of(c, "stats-tube " + tube)["default-tries"], str(n), tube)
             c.cmd("use keep")
             for key, jid in (("ka", a), ("kd", d), ("ke", e)):
                 self.assertEqual(put_ext(c, "dup", "key=" + key), b"EXISTS %d\r\n" % jid)
@@ -219,6 +236,38 @@ class ExtBinlogTest(unittest.TestCase):
         c.cmd("use nojobs")
         self.assertEqual(stats_of(c, "stats-tube nojobs")["default-tries"], "9")
         self.assertEqual(self.js(c, inserted_id(c.put("x"))).get("tries-left"), "9")
+
+    def test_a_backlog_of_ttls_ended_while_down(self):
+        s = self.start("-f", "0")
+        c, w = self.connect(s), self.connect(s)
+        n = 2500
+        c.send(b"".join(put_ext_bytes("e%d" % i, "ttl=1 key=e%d" % i) for i in range(n)))
+        ids = [inserted_id(c.read_line()) for _ in range(n)]
+        held = inserted_id(put_ext(c, "held", "ttl=1 key=held"))
+        self.assertTrue(w.cmd("reserve-job %d" % held).startswith(b"RESERVED"))
+        keep = inserted_id(put_ext(c, "keep", "ttl=1000 key=keep"))
+        kill9(s)  # before any of them expired (held would have waited for its worker anyway)
+        time.sleep(1.2)
+        s = self.start("-f", "0")
+        c = self.connect(s)
+        self.assertTrue(wait_stat(c, "total-expired-jobs", n + 1, timeout=3),
+                        "not every job whose TTL ended while down was deleted")
+        st = stats_of(c, "stats")
+        self.assertEqual((st["current-jobs-ready"], st["current-jobs-reserved"]), ("1", "0"))
+        for jid in ids[::250] + [ids[-1], held]:
+            self.assertGone(c, jid)
+        self.assertTrue(c.cmd("peek %d" % keep).startswith(b"FOUND %d " % keep))
+        for key in ("e0", "e%d" % (n - 1), "held"):
+            self.assertTrue(put_ext(c, "again", "key=" + key).startswith(b"INSERTED "), key)
+        self.assertEqual(put_ext(c, "again", "key=keep"), b"EXISTS %d\r\n" % keep)
+        # their deletes were written: a second restart brings none back, and counts none
+        c.close()
+        s.stop()
+        s = self.start("-f", "0")
+        c = self.connect(s)
+        st = stats_of(c, "stats")
+        self.assertEqual((st["current-jobs-ready"], st["total-expired-jobs"]), ("4", "0"))
+        self.assertGone(c, ids[0])
 
     def test_nothing_acknowledged_is_lost_under_kill9(self):
         s = self.start("-f", "0")
