@@ -891,7 +891,8 @@ class TestReserveExt(ExtCase):
             "reserve-ext 0 count=-1", "reserve-ext 0 count", "reserve-ext 0 count=1 count=1",
             "reserve-ext 0 count=99999999999999999999", "reserve-ext 0 ttr=0",
             "reserve-ext 0 ttr=4294967296", "reserve-ext 0 ttr=", "reserve-ext 0 ttr",
-            "reserve-ext 0 ttr=1 ttr=1", "reserve-ext 0 freeze-tries=1", "reserve-ext 0 freeze-tries freeze-tries",
+            "reserve-ext 0 ttr=1 ttr=1", "reserve-ext 0 freeze-tries=1",
+            "reserve-ext 0 freeze-tries freeze-tries",
             "reserve-ext 0 detached detached", "reserve-ext 0 detach", "reserve-ext 0 foo",
             "reserve-ext 0 DETACHED", "reserve-ext 0 tries=1", "reserve-ext 0 key=a",
             "reserve-ext count=2", "reserve-ext 0 count=2 x",
@@ -1182,7 +1183,8 @@ class TestPutManyJobSize(ExtCase):
         # the block is bounded by 16 MiB, not by -z: 1000 entries of 10 bytes (~30 KB)
         c = self.client()
         r = put_many(c, [entry(b"%010d" % i, "attr.i=%d" % i) for i in range(1000)])
-        self.assertEqual(r, b"INSERTED-MANY 1000\r\n" + b"".join(b"INSERTED %d\r\n" % i for i in range(1, 1001)))
+        self.assertEqual(r, b"INSERTED-MANY 1000\r\n"
+                         + b"".join(b"INSERTED %d\r\n" % i for i in range(1, 1001)))
         self.assertEqual(c.cmd("peek 1000"), b"FOUND 1000 10\r\n0000000999\r\n")
 
 
@@ -1198,7 +1200,8 @@ class TestMemoryCap(ExtCase):
         self.assertTrue(50 < k < 300, k)
         self.assertEqual(lines[1:], [b"INSERTED %d" % i for i in range(1, k + 1)]
                          + [b"OUT_OF_MEMORY"] * (300 - k))
-        self.assertEqual(self.replies(c, put_ext_bytes(b"m" * 1000, "key=x tries=1") + b"list-tube-used\r\n", 2),
+        data = put_ext_bytes(b"m" * 1000, "key=x tries=1") + b"list-tube-used\r\n"
+        self.assertEqual(self.replies(c, data, 2),
                          [b"OUT_OF_MEMORY\r\n", USING_DEFAULT])
         self.assertEqual(self.stats(c)["current-jobs-ready"], str(k))
         # a refused entry took no key

@@ -17,7 +17,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
-from beanstalk import Server, is_beanstalkd, parse_yaml, stats_of, wait_job_stat, wait_stat  # noqa: E402
+from beanstalk import Server, is_beanstalkd, stats_of, wait_job_stat, wait_stat  # noqa: E402
 from test_extensions import (entry, inserted_id, put_ext, put_ext_bytes, put_many, put_n,  # noqa: E402
                              reserve_ext, unq)
 
