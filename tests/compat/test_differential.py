@@ -25,6 +25,8 @@ Fixed scenarios in tests/compat/*.txt (format: parse_transcript) run the same wa
 Replies are compared after normalising only what legitimately differs:
   * stats: the values of pid, uptime, version, rusage-utime, rusage-stime, id,
     hostname, os, platform (and the `OK <n>` byte count, recomputed afterwards);
+  * stats / stats-tube: the keys stalkd appends after beanstalkd's (STALKD_ONLY_STATS,
+    STALKD_ONLY_STATS_TUBE), when all of them come last;
   * YAML double quotes around string values in stats / stats-tube / stats-job
     (1.13 quotes more values than 1.12) are stripped on both sides;
   * stats-job `age` / `time-left` and stats-tube `pause-time-left` may differ by 1.
@@ -69,9 +71,15 @@ MAX_LINE = 224                          # longest command line generated, CRLF i
 
 STATS_VOLATILE = {b"pid", b"uptime", b"version", b"rusage-utime", b"rusage-stime", b"id",
                   b"hostname", b"os", b"platform"}
-# Keys stalkd appends to `stats` after all of beanstalkd's (issue: memory cap); dropped from
-# stalkd's reply before comparing, and only when they come last.
-STALKD_ONLY_STATS = [b"memory-used", b"memory-limit"]
+# Keys stalkd appends after all of beanstalkd's, to `stats` (the memory cap, then the lifecycle
+# extensions of docs/EXTENSIONS.md) and to `stats-tube` (the extensions); dropped from stalkd's
+# reply before comparing, and only when they all come last, in this order.
+STALKD_ONLY_STATS = [b"memory-used", b"memory-limit",
+                     b"total-expired-jobs", b"total-tries-exhausted", b"cmd-put-ext",
+                     b"cmd-put-many", b"cmd-reserve-ext", b"cmd-delete-many", b"cmd-purge",
+                     b"cmd-list-jobs", b"cmd-tube-tries"]
+STALKD_ONLY_STATS_TUBE = [b"total-expired-jobs", b"total-tries-exhausted", b"default-tries"]
+STALKD_ONLY = {"stats": STALKD_ONLY_STATS, "stats-tube": STALKD_ONLY_STATS_TUBE}
 TOLERANT = {"stats-job": {b"age", b"time-left"}, "stats-tube": {b"pause-time-left"}}
 YAML_OPS = ("stats", "stats-job", "stats-tube")
 
@@ -123,9 +131,9 @@ def normalise(reply, op):
     pairs = _yaml_pairs(body)
     if pairs is None:
         return None
-    n = len(STALKD_ONLY_STATS)
-    if op == "stats" and [p[0] for p in pairs[-n:]] == STALKD_ONLY_STATS:
-        pairs = pairs[:-n]
+    only = STALKD_ONLY.get(op)
+    if only and len(pairs) > len(only) and [p[0] for p in pairs[-len(only):]] == only:
+        pairs = pairs[:-len(only)]
     for p in pairs:
         v = p[1]
         if len(v) >= 2 and v.startswith(b'"') and v.endswith(b'"'):
@@ -1225,6 +1233,28 @@ class NormaliserTest(unittest.TestCase):
         d = _rebuild([[b"current-jobs-ready", b"2"], [b"pid", b"99"], [b"version", b'"0.1.0"'],
                       [b"hostname", b'"vm2"'], [b"uptime", b"4"]])
         self.assertFalse(compare(a, d, "stats")[0])
+
+    def test_stalkd_only_keys_dropped_when_last(self):
+        base = [[b"current-jobs-ready", b"1"], [b"pid", b"12"]]
+        ref = _rebuild(base)
+        cand = _rebuild(base + [[k, b"7"] for k in STALKD_ONLY_STATS])
+        self.assertTrue(compare(ref, cand, "stats")[0])
+        # only all of them, only last, only in their order
+        self.assertFalse(compare(ref, _rebuild(base + [[k, b"7"] for k in STALKD_ONLY_STATS[:2]]),
+                                 "stats")[0])
+        self.assertFalse(compare(ref, _rebuild([[k, b"7"] for k in STALKD_ONLY_STATS] + base),
+                                 "stats")[0])
+        self.assertFalse(compare(ref, _rebuild(base + [[k, b"7"] for k in STALKD_ONLY_STATS[::-1]]),
+                                 "stats")[0])
+        tube = [[b"name", b"default"], [b"pause-time-left", b"0"]]
+        ref = _rebuild(tube)
+        cand = _rebuild([[b"name", b'"default"'], [b"pause-time-left", b"0"]]
+                        + [[k, b"0"] for k in STALKD_ONLY_STATS_TUBE])
+        self.assertTrue(compare(ref, cand, "stats-tube")[0])
+        self.assertFalse(compare(ref, _rebuild(tube + [[b"default-tries", b"0"]]), "stats-tube")[0])
+        # stats-job gains nothing: an extension key there is a difference
+        job = [[b"id", b"1"], [b"kicks", b"0"]]
+        self.assertFalse(compare(_rebuild(job), _rebuild(job + [[b"tries-left", b"1"]]), "stats-job")[0])
 
     def test_time_tolerance(self):
         a = _rebuild([[b"id", b"1"], [b"tube", b"default"], [b"age", b"5"], [b"time-left", b"999"]])
