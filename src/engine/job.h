@@ -87,6 +87,10 @@ struct JobExtra : JobCold {
   std::string_view blob_view() const { return {blob(), blob_size}; }
   std::string_view key() const { return {blob(), key_len}; }
   bool has_ttl() const { return expires_at != kForever; }
+  // Whether the job was put with options (tries, a TTL, a key, attributes), which it keeps
+  // for life; false for a JobExtra the engine added only for a reservation's own TTR. Such
+  // a job is a plain job to stats-job and to the binlog.
+  bool has_options() const { return limited || has_ttl() || blob_size > 0; }
   // Calls fn(JobAttribute) for each attribute, in put order.
   template <typename Fn>
   void ForEachAttribute(Fn fn) const {

@@ -30,7 +30,7 @@ inline uint32_t JobReserve(bool extra) {
 // so such a job's records stay a plain job's.
 inline const engine::JobExtra* LoggedExtra(const engine::Job& j) {
   const engine::JobExtra* x = j.extra();
-  return x && (x->limited || x->has_ttl() || x->blob_size > 0) ? x : nullptr;
+  return x && x->has_options() ? x : nullptr;
 }
 // The size of j's kFull record.
 inline size_t FullSizeOf(const engine::Job& j) {

@@ -83,7 +83,7 @@ const command::JobStats& MemoryStore::FillJobStats(const engine::Job& j) {
   s.buries = n.buries;
   s.kicks = n.kicks;
   s.extension = nullptr;
-  if (const engine::JobExtra* x = j.extra()) {
+  if (const engine::JobExtra* x = j.extra(); x && x->has_options()) {
     command::JobExtensionStats& e = job_extension_;
     e.limited = x->limited;
     e.tries_left = x->tries_left;
