@@ -2012,6 +2012,9 @@ void scen_lifecycle(const Opts& o) {
     j.num("purge_ms", t_cmd_done ? static_cast<double>(t_cmd_done - ev_start) / 1e6 : std::nan(""));
   }
   j.boolean("completed", completed);
+  // CLOCK_MONOTONIC seconds, to line the event up with server-side traces (perf -k CLOCK_MONOTONIC)
+  j.num("event_start_mono_s", static_cast<double>(ev_start) / 1e9);
+  j.num("event_end_mono_s", static_cast<double>(t_done) / 1e9);
   j.num("gone_ms", completed ? gone_s * 1e3 : std::nan(""));
   j.num("jobs_per_s", completed ? static_cast<double>(inserted) / gone_s : std::nan(""));
   j.num("server_cpu_s", srv_cpu1 - srv_cpu0);
