@@ -23,6 +23,11 @@
 //              while a probe connection measures the latency of stats
 //   grow       N puts (pipelined, no deletes) into an ever larger server: put latency per
 //              segment of N/--segments puts, while a probe connection sends stats every 1 ms
+//   expire     N jobs put with a TTL (put-ext ... ttl=T) so that they all fall due within one
+//              second; a probe connection's stats latency while the server expires them
+//   purge      N jobs put, then "purge <tube> ready"; the probe's stats latency meanwhile
+//              (both: --mode delete instead deletes the N jobs by id from one pipelining
+//              connection, for servers without TTLs or purge, such as beanstalkd)
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -333,10 +338,10 @@ Opts parse_opts(int argc, char** argv) {
     if (k == "-h" || k == "--help") {
       std::fprintf(stderr,
                    "usage: stalkd_loadgen --scenario "
-                   "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass|grow\n"
+                   "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass|grow|expire|purge\n"
                    "  [--host H] [--port P] [--pid SERVER_PID] [--conns C] [--duration S]\n"
                    "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
-                   "  [--mode pdr|put] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
+                   "  [--mode pdr|put (pipeline), ttl|delete (expire), purge|delete (purge)] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
                    "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
                    "  [--delay S] [--spread S] [--reserves K] [--ttr S] [--probe-ms MS]\n"
                    "  [--timeout S] [--stall S]\n"
@@ -813,6 +818,7 @@ class Probe : public Handler {
       if (p != sv::npos) fv = std::atoll(std::string(body.substr(p + key.size(), 24)).c_str());
     }
     samples.push_back({ts, tn, fv, c.tx_ns, c.rx_ns});
+    last_body.assign(body);
   }
   // Histogram of probe latencies whose [sent, recv] overlaps [a, b]. kernel: from the
   // request's send() returning to the reply reaching this socket (the kernel's stamp), so
@@ -828,6 +834,7 @@ class Probe : public Handler {
   }
   std::string field;  // a stats field to extract from each reply (e.g. current-jobs-reserved)
   std::vector<Sample> samples;
+  std::string last_body;  // the latest reply's body
   Errors errors;
 
  private:
@@ -1826,6 +1833,202 @@ void scen_grow(const Opts& o) {
   std::printf("%s\n", j.finish().c_str());
 }
 
+// N jobs leave the server at once while a probe connection sends stats every --probe-ms.
+//   expire (--mode ttl): the jobs are put with "put-ext ... ttl=T", T chosen per put as the
+//     whole seconds from its send to t0 + --delay (t0: the fill's start), so every deadline
+//     falls within [t0 + delay, t0 + delay + 1 s) however long the fill takes (it must end
+//     before t0 + delay; puts later than that get ttl=1 and are counted as overran).
+//   purge (--mode purge): plain puts, then "purge <tube> ready" from another connection.
+//   --mode delete (either): plain puts, then one connection deletes the N ids, --depth deletes
+//     in flight, once the fill is done: the closest a server without TTLs or purge comes.
+// The fill goes through C connections with a window of --depth each. The event starts at the
+// first deadline (ttl), the purge's send or the first delete's, and ends with the first probe
+// reply that shows current-jobs-ready 0.
+void scen_lifecycle(const Opts& o) {
+  const bool expire = o.scenario == "expire";
+  const std::string mode = o.mode == "pdr" ? (expire ? "ttl" : "purge") : o.mode;
+  const bool ttl_mode = mode == "ttl", del_mode = mode == "delete";
+  if (!del_mode && mode != (expire ? "ttl" : "purge"))
+    die("--mode for " + o.scenario + " must be " + (expire ? "ttl" : "purge") + " or delete");
+  Loop L(o);
+  u64 N = jobs_or(o, 1'000'000);
+  int C = conns_or(o, 4);
+  std::string tube = o.tube.empty() ? "default" : o.tube;
+  double delay = o.delay > 0 ? o.delay : 5;
+  Errors err;
+  Probe probe(L, o.probe_ms);
+  probe.field = "current-jobs-ready";
+  probe.start();
+  u64 ev_start = 0;  // the event's start; 0 until it is known
+  double srv_cpu0 = std::nan(""), self_cpu0 = std::nan("");
+  bool cpu_sampled = false;
+  auto tick = [&](u64 t) {
+    probe.tick(t);
+    if (ev_start && t >= ev_start && !cpu_sampled) {
+      cpu_sampled = true;
+      srv_cpu0 = proc_cpu_s(o.pid);
+      self_cpu0 = self_cpu_s();
+    }
+  };
+  L.run_for(0.1, tick);
+
+  // fill
+  std::vector<u64> ids;
+  if (del_mode) ids.reserve(static_cast<std::size_t>(N));
+  u64 sent = 0, answered = 0, inserted = 0, overran = 0;
+  u64 first_due = std::numeric_limits<u64>::max(), last_due = 0;  // send + ttl
+  Hist put_lat;
+  std::string body(static_cast<std::size_t>(o.size), 'x');
+  body += "\r\n";
+  std::string line;
+  u64 t0 = now_ns();
+  u64 target = t0 + secs_to_ns(delay);
+  auto send_put = [&](Conn& c) {
+    u64 t = now_ns();
+    line = ttl_mode ? "put-ext 1024 0 " : "put 1024 0 ";
+    line += std::to_string(o.ttr) + " " + std::to_string(o.size);
+    if (ttl_mode) {
+      u64 ttl = target > t ? (target - t + kNs - 1) / kNs : 0;
+      if (ttl == 0) {  // ttl=0 would mean no TTL
+        ttl = 1;
+        ++overran;
+      }
+      first_due = std::min(first_due, t + ttl * kNs);
+      last_due = std::max(last_due, t + ttl * kNs);
+      line += " ttl=" + std::to_string(ttl);
+    }
+    line += "\r\n";
+    line += body;
+    L.send(c, Cmd::Put, line, t);
+    ++sent;
+  };
+  FnHandler filler([&](Conn& c, Cmd cmd, u64 ts, u64 tn, sv reply, sv) {
+    if (cmd != Cmd::Put) {
+      if (!starts(reply, "USING ")) err.add(reply);
+      return;
+    }
+    ++answered;
+    put_lat.add(tn - ts);
+    u64 id = 0;
+    if (starts(reply, "INSERTED ") && parse_u64(word(reply, 1), id)) {
+      ++inserted;
+      if (del_mode) ids.push_back(id);
+    } else {
+      err.add(reply);
+    }
+    if (sent < N) send_put(c);
+  });
+  std::vector<Conn*> fillers;
+  for (int i = 0; i < C; ++i) {
+    Conn& c = L.connect(&filler);
+    fillers.push_back(&c);
+    if (tube != "default") L.send(c, Cmd::Other, "use " + tube + "\r\n");
+    for (int k = 0; k < o.depth && sent < N; ++k) send_put(c);
+  }
+  if (!L.run_until([&] { return answered >= N; }, t0 + secs_to_ns(o.timeout), tick)) die("timeout in fill");
+  u64 t_fill = now_ns();
+  for (Conn* c : fillers) L.close(*c);
+  // the server's deadlines lie within [first_due, last_due + the slowest put's latency]
+  u64 last_due_hi = last_due + put_lat.max();
+
+  // the event
+  u64 t_quiet = t_fill;  // the probe's quiet window runs from here to 50 ms before the event
+  u64 purged = 0, deleted = 0, t_cmd_done = 0;
+  FnHandler purger([&](Conn&, Cmd, u64, u64 tn, sv reply, sv) {
+    t_cmd_done = tn;
+    if (!starts(reply, "PURGED ") || !parse_u64(word(reply, 1), purged)) err.add(reply);
+  });
+  std::size_t next_id = 0;
+  FnHandler deleter([&](Conn& c, Cmd, u64, u64 tn, sv reply, sv) {
+    if (reply == "DELETED") ++deleted;
+    else err.add(reply);
+    if (next_id < ids.size()) send_id(L, c, Cmd::Delete, "delete", ids[next_id++]);
+    else if (c.pend.empty()) t_cmd_done = tn;
+  });
+  if (ttl_mode) {
+    if (inserted == 0) die("no job inserted (" + err.first + ")");
+    ev_start = first_due;
+    t_quiet = std::min(t_fill + 50 * kMs, first_due);
+  } else {
+    L.run_for(0.3, tick);
+    t_quiet = t_fill + 50 * kMs;
+    Conn& ec = L.connect(del_mode ? &deleter : &purger);
+    L.run_for(0.05, tick);  // let the connection settle
+    ev_start = now_ns();
+    tick(ev_start);
+    if (del_mode) {
+      for (int k = 0; k < o.depth && next_id < ids.size(); ++k) send_id(L, ec, Cmd::Delete, "delete", ids[next_id++]);
+      if (ids.empty()) t_cmd_done = ev_start;
+    } else {
+      L.send(ec, Cmd::Other, "purge " + tube + " ready\r\n", ev_start);
+    }
+  }
+  u64 t_gone = 0;
+  auto gone = [&] { return !probe.samples.empty() && probe.samples.back().sent > ev_start && probe.samples.back().field == 0; };
+  bool completed = L.run_until(gone, std::max(ev_start, last_due_hi) + secs_to_ns(o.timeout), tick);
+  u64 t_end = now_ns();
+  double srv_cpu1 = proc_cpu_s(o.pid), self_cpu1 = self_cpu_s();
+  for (const auto& s : probe.samples)  // the earliest sample sent after the start that saw 0
+    if (s.sent > ev_start && s.field == 0) {
+      t_gone = s.recv;
+      break;
+    }
+  if (!ttl_mode && !L.run_until([&] { return t_cmd_done != 0; }, t_end + secs_to_ns(o.timeout), tick))
+    err.add(del_mode ? "timeout waiting for the deletes' replies" : "timeout waiting for PURGED");
+  L.run_for(0.1, tick);  // a few more probe replies after the event, and the latest stats
+  auto stat = [&](sv key) -> long long {
+    std::string k = "\n" + std::string(key) + ": ";
+    auto p = probe.last_body.find(k);
+    return p == std::string::npos ? -1 : std::atoll(probe.last_body.c_str() + p + k.size());
+  };
+  long long expired = stat("total-expired-jobs");
+  if (ttl_mode && completed && expired >= 0 && static_cast<u64>(expired) != inserted)
+    err.add("total-expired-jobs " + std::to_string(expired) + ", expected " + std::to_string(inserted));
+  if (del_mode && deleted != inserted) err.add("deleted " + std::to_string(deleted) + " of " + std::to_string(inserted));
+  if (!del_mode && !ttl_mode && purged != inserted)
+    err.add("purged " + std::to_string(purged) + " of " + std::to_string(inserted));
+
+  u64 t_done = completed ? t_gone : t_end;
+  double gone_s = static_cast<double>(t_done - ev_start) / 1e9;
+  Json j;
+  j.str("scenario", o.scenario).str("mode", mode).integer("jobs", static_cast<long long>(N));
+  j.integer("size", o.size).integer("conns", C).integer("depth", o.depth);
+  j.integer("inserted", static_cast<long long>(inserted));
+  j.num("fill_s", static_cast<double>(t_fill - t0) / 1e9);
+  j.num("puts_per_s", static_cast<double>(answered) / (static_cast<double>(t_fill - t0) / 1e9));
+  put_hist(j, "put_latency_us", put_lat);
+  if (ttl_mode) {
+    j.num("delay_s", delay).integer("overran", static_cast<long long>(overran));
+    j.num("deadline_spread_ms", static_cast<double>(last_due_hi - first_due) / 1e6);
+    j.num("fill_overlaps_deadlines_ms", t_fill > first_due ? static_cast<double>(t_fill - first_due) / 1e6 : 0.0);
+    j.num("gone_after_last_deadline_ms",
+          t_done > last_due_hi ? static_cast<double>(t_done - last_due_hi) / 1e6 : 0.0);
+    j.integer("expired", expired);
+  } else if (del_mode) {
+    j.integer("deleted", static_cast<long long>(deleted));
+    j.num("deletes_ms", t_cmd_done ? static_cast<double>(t_cmd_done - ev_start) / 1e6 : std::nan(""));
+  } else {
+    j.integer("purged", static_cast<long long>(purged));
+    j.num("purge_ms", t_cmd_done ? static_cast<double>(t_cmd_done - ev_start) / 1e6 : std::nan(""));
+  }
+  j.boolean("completed", completed);
+  // CLOCK_MONOTONIC seconds, to line the event up with server-side traces (perf -k CLOCK_MONOTONIC)
+  j.num("event_start_mono_s", static_cast<double>(ev_start) / 1e9);
+  j.num("event_end_mono_s", static_cast<double>(t_done) / 1e9);
+  j.num("gone_ms", completed ? gone_s * 1e3 : std::nan(""));
+  j.num("jobs_per_s", completed ? static_cast<double>(inserted) / gone_s : std::nan(""));
+  j.num("server_cpu_s", srv_cpu1 - srv_cpu0);
+  j.num("server_cpu_util", (srv_cpu1 - srv_cpu0) / static_cast<double>(t_end - ev_start) * 1e9);
+  j.num("loadgen_cpu_util", (self_cpu1 - self_cpu0) / static_cast<double>(t_end - ev_start) * 1e9);
+  put_hist(j, "probe_before_us", probe.window(t_quiet, std::max(t_quiet, ev_start - 50 * kMs)));
+  put_hist(j, "probe_during_us", probe.window(ev_start, t_done + 50 * kMs));
+  put_hist(j, "probe_during_kernel_us", probe.window(ev_start, t_done + 50 * kMs, true));
+  err.put(j);
+  probe.errors.put(j.open("probe"));
+  j.close();
+  std::printf("%s\n", j.finish().c_str());
+}
+
 void raise_nofile() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
@@ -1855,6 +2058,7 @@ int main(int argc, char** argv) {
   else if (s == "delayed") scen_delayed(o);
   else if (s == "mass") scen_mass(o);
   else if (s == "grow") scen_grow(o);
+  else if (s == "expire" || s == "purge") scen_lifecycle(o);
   else die("unknown --scenario '" + s + "' (try --help)");
   std::fflush(stdout);
   return 0;

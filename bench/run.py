@@ -527,6 +527,84 @@ def metrics_mass(p):
             ("setup_s", f"set-up: put+reserve+bury ×{n} s ↓"), ("errors", "errors")]
 
 
+def _lifecycle_metrics(r):
+    return {
+        "gone_ms": r.get("gone_ms"),
+        "jobs_per_s": r.get("jobs_per_s"),
+        "probe_p99": get(r, "probe_during_us.p99_us"),
+        "probe_max": get(r, "probe_during_us.max_us"),
+        "probe_k_p99": get(r, "probe_during_kernel_us.p99_us"),
+        "probe_k_max": get(r, "probe_during_kernel_us.max_us"),
+        "probe_idle_p99": get(r, "probe_before_us.p99_us"),
+        "srv_cpu_s": r.get("server_cpu_s"),
+    }
+
+
+def sc_lifecycle(srv, p, scenario):
+    """expire / purge: stalkd expires (purges) N jobs; beanstalkd, which has neither TTLs nor
+    purge, gets the same N jobs deleted by id from one pipelining client (--mode delete).
+    stalkd then also runs the delete variant on a fresh server, for a like-for-like row."""
+    common = dict(jobs=p["jobs"], size=p["size"], conns=p["conns"], depth=p["depth"],
+                  timeout=p["timeout"], loadgen_timeout=p["loadgen_timeout"])
+    native = srv.kind == "stalkd" and not CFG.standin
+    if native:
+        extra = {"delay": p["delay"]} if scenario == "expire" else {}
+        r = loadgen(srv, scenario, mode="ttl" if scenario == "expire" else "purge", **common,
+                    **extra)
+        srv.restart()
+        d = loadgen(srv, scenario, mode="delete", **common)
+    else:
+        r = d = loadgen(srv, scenario, mode="delete", **common)
+    m = _lifecycle_metrics(r)
+    m.update({"del_" + k: v for k, v in _lifecycle_metrics(d).items()
+              if k in ("gone_ms", "jobs_per_s", "probe_p99", "probe_max", "probe_k_max")})
+    m["fill_s"] = r.get("fill_s")
+    if scenario == "expire":
+        m["spread_ms"] = r.get("deadline_spread_ms") if native else None
+        m["after_last_ms"] = r.get("gone_after_last_deadline_ms") if native else None
+        m["overlap_ms"] = r.get("fill_overlaps_deadlines_ms") if native else None
+    m["completed"] = int(bool(r.get("completed")) and bool(d.get("completed")))
+    m["errors"] = sum((x.get("errors") or 0) + (get(x, "probe.errors") or 0)
+                      for x in ((r, d) if native else (r,)))
+    return m, ({"native": r, "delete": d} if native else {"delete": d})
+
+
+def sc_expire(srv, p):
+    return sc_lifecycle(srv, p, "expire")
+
+
+def sc_purge(srv, p):
+    return sc_lifecycle(srv, p, "purge")
+
+
+def metrics_lifecycle(p, scenario):
+    n, k = p["jobs"], p["depth"]
+    what = "expiry" if scenario == "expire" else "purge"
+    start = "the first deadline" if scenario == "expire" else "the purge's send"
+    out = [("gone_ms", f"{what} (beanstalkd: deletes): ms from {start} (first delete) until "
+            "none is ready ↓"),
+           ("jobs_per_s", "  jobs gone per s ↑"),
+           ("probe_p99", "  stats probe p99 µs meanwhile ↓"),
+           ("probe_max", "  stats probe max µs meanwhile ↓ (target ≤ 5000)"),
+           ("probe_k_p99", "  stats probe p99 µs meanwhile, kernel stamps ↓"),
+           ("probe_k_max", "  stats probe max µs meanwhile, kernel stamps ↓"),
+           ("srv_cpu_s", "  server CPU s meanwhile ↓"),
+           ("probe_idle_p99", "stats probe p99 µs when quiet ↓")]
+    if scenario == "expire":
+        out += [("spread_ms", "stalkd: deadlines spread over ms (≤ 1000 + put max)"),
+                ("after_last_ms", "stalkd: all expired, ms after the last deadline ↓"),
+                ("overlap_ms", "stalkd: fill still running after the first deadline ms ↓")]
+    out += [("del_gone_ms", f"both: {n} deletes by id, {k} in flight: ms until none is "
+             "ready ↓"),
+            ("del_jobs_per_s", "  jobs deleted per s ↑"),
+            ("del_probe_p99", "  stats probe p99 µs meanwhile ↓"),
+            ("del_probe_max", "  stats probe max µs meanwhile ↓"),
+            ("del_probe_k_max", "  stats probe max µs meanwhile, kernel stamps ↓"),
+            ("fill_s", f"set-up: {n} puts ({p['conns']} connections, window {k}) s ↓"),
+            ("completed", "completed"), ("errors", "errors")]
+    return out
+
+
 def sc_grow(srv, p):
     """N puts without deletes; put latency per segment (per million for 10M), stats probe."""
     r = loadgen(srv, "grow", timeout=p["timeout"] + 60, loadgen_timeout=p["timeout"],
@@ -654,6 +732,23 @@ SCENARIOS = [
              sc_mass, metrics_mass,
              dict(jobs=100_000, size=100, timeout=120),
              dict(jobs=5_000, size=100, timeout=30)),
+    # Lifecycle extensions (issue 12). beanstalkd has no TTL and no purge: its runs delete the
+    # same jobs by id from one pipelining client, and stalkd runs that too (the del_ rows).
+    Scenario("expire", "expire: {jobs} jobs put with a TTL chosen so that all fall due within "
+             "1 s, {delay} s after the fill starts; beanstalkd (no TTL): {jobs} pipelined deletes "
+             "instead; stats probe every 1 ms",
+             sc_expire, lambda p: metrics_lifecycle(p, "expire"),
+             dict(jobs=1_000_000, delay=5, size=100, conns=4, depth=100, timeout=120,
+                  loadgen_timeout=60),
+             dict(jobs=20_000, delay=2, size=100, conns=4, depth=100, timeout=60,
+                  loadgen_timeout=20)),
+    Scenario("purge", "purge: {jobs} ready jobs, then `purge default ready`; beanstalkd (no "
+             "purge): {jobs} pipelined deletes instead; stats probe every 1 ms",
+             sc_purge, lambda p: metrics_lifecycle(p, "purge"),
+             dict(jobs=1_000_000, size=100, conns=4, depth=100, timeout=120,
+                  loadgen_timeout=60),
+             dict(jobs=20_000, size=100, conns=4, depth=100, timeout=60,
+                  loadgen_timeout=20)),
     # Durable mode (opt-in; run with --scenario cycle-b,cycle-f0,cycle-F) and recovery: a
     # scenario fn gets the Server and can call srv.restart(signal.SIGKILL) to crash and
     # restart it on the same {tmpdir} binlog, then time how long until it accepts and serves.
@@ -838,6 +933,7 @@ def main():
             sys.exit(f"run.py: {what} not found at {path} (build bench/ first, or set the env var)")
 
     standin = not os.access(stalkd, os.X_OK)
+    CFG.standin = standin
     bins = {"beanstalkd": (beanstalkd, "beanstalkd")}
     if standin:
         print(f"run.py: WARNING: {stalkd} not found; beanstalkd stands in for stalkd "
