@@ -90,7 +90,7 @@ class PutOptionParser {
           NumberOption(word, "ttl", 0, &o->ttl_s, &ttl, &bad)) {
         if (bad) return false;
       } else if (Option(word, "key", &v)) {
-        if (key || !Printable(v) || v.size() > command::kMaxJobKey) return false;
+        if (key || v.empty() || !Printable(v) || v.size() > command::kMaxJobKey) return false;
         key = true;
         o->key = v;
       } else if (word.substr(0, 5) == "attr.") {
