@@ -299,6 +299,7 @@ bool MemoryStore::KickSlices() {
 
 Nanos MemoryStore::Tick() {
   Nanos next = engine_.Tick();
+  timer_backlog_ = next <= engine_.clock().Now();
   DeliverEvents();
   bool more = !kicking_.empty() && KickSlices();
   if (!purging_.empty() && PurgeSlices()) more = true;

@@ -37,7 +37,10 @@ class MemoryStore final : public command::Store {
 
   std::unique_ptr<command::Session> Open(command::Client& client) override;
   Nanos Tick() override;
-  bool Busy() const override { return !kicking_.empty() || !purging_.empty(); }
+  // Long work in progress: a kick or purge between slices, or timer work (expiries, delays,
+  // TTRs) the engine's last Tick left for the next, so that the loop does one slice of it
+  // per iteration instead of ticking again before it polls.
+  bool Busy() const override { return !kicking_.empty() || !purging_.empty() || timer_backlog_; }
   bool Covers(int64_t mark) const override { return engine_.LogCovers(mark); }
   void SetDraining(bool on) override { engine_.set_draining(on); }
 
@@ -92,6 +95,7 @@ class MemoryStore final : public command::Store {
   uint64_t cmds_[command::kVerbCount] = {};
   std::vector<Kick> kicking_;          // at most one per session
   std::vector<Purge> purging_;         // at most one per session
+  bool timer_backlog_ = false;         // the engine's last Tick ran out of budget
   std::vector<engine::Event> events_;  // DeliverEvents' scratch
   // What results point to, valid until the next call.
   command::ServerStats stats_;
