@@ -1964,7 +1964,9 @@ void scen_lifecycle(const Opts& o) {
     }
   }
   u64 t_gone = 0;
-  auto gone = [&] { return !probe.samples.empty() && probe.samples.back().sent > ev_start && probe.samples.back().field == 0; };
+  auto gone = [&] {  // the latest probe reply, sent after the start, saw no ready job
+    return !probe.samples.empty() && probe.samples.back().sent > ev_start && probe.samples.back().field == 0;
+  };
   bool completed = L.run_until(gone, std::max(ev_start, last_due_hi) + secs_to_ns(o.timeout), tick);
   u64 t_end = now_ns();
   double srv_cpu1 = proc_cpu_s(o.pid), self_cpu1 = self_cpu_s();
@@ -1984,7 +1986,8 @@ void scen_lifecycle(const Opts& o) {
   long long expired = stat("total-expired-jobs");
   if (ttl_mode && completed && expired >= 0 && static_cast<u64>(expired) != inserted)
     err.add("total-expired-jobs " + std::to_string(expired) + ", expected " + std::to_string(inserted));
-  if (del_mode && deleted != inserted) err.add("deleted " + std::to_string(deleted) + " of " + std::to_string(inserted));
+  if (del_mode && deleted != inserted)
+    err.add("deleted " + std::to_string(deleted) + " of " + std::to_string(inserted));
   if (!del_mode && !ttl_mode && purged != inserted)
     err.add("purged " + std::to_string(purged) + " of " + std::to_string(inserted));
 
