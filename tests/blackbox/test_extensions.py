@@ -22,6 +22,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import beanstalk  # noqa: E402
 from beanstalk import (is_beanstalkd, parse_yaml, stats_of, wait_job_stat, wait_stat,  # noqa: E402
                        wait_until, yaml_keys)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_stats import (EXTENSION_STATS_KEYS, EXTENSION_TUBE_KEYS, STALKD_STATS_KEYS,  # noqa: E402
+                        STATS_JOB_KEYS, STATS_TUBE_KEYS)
+from test_stats import STATS_KEYS as BEANSTALKD_STATS_KEYS  # noqa: E402
 
 BAD = b"BAD_FORMAT\r\n"
 UNKNOWN = b"UNKNOWN_COMMAND\r\n"
@@ -29,36 +33,6 @@ USING_DEFAULT = b"USING default\r\n"
 NOT_FOUND = b"NOT_FOUND\r\n"
 TIMED_OUT = b"TIMED_OUT\r\n"
 SLACK = 1.5  # how late a timed event may be
-
-STATS_KEYS = [
-    "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
-    "current-jobs-delayed", "current-jobs-buried", "cmd-put", "cmd-peek", "cmd-peek-ready",
-    "cmd-peek-delayed", "cmd-peek-buried", "cmd-reserve", "cmd-reserve-with-timeout",
-    "cmd-delete", "cmd-release", "cmd-use", "cmd-watch", "cmd-ignore", "cmd-bury", "cmd-kick",
-    "cmd-touch", "cmd-stats", "cmd-stats-job", "cmd-stats-tube", "cmd-list-tubes",
-    "cmd-list-tube-used", "cmd-list-tubes-watched", "cmd-pause-tube", "job-timeouts",
-    "total-jobs", "max-job-size", "current-tubes", "current-connections", "current-producers",
-    "current-workers", "current-waiting", "total-connections", "pid", "version",
-    "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
-    "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
-    "hostname", "os", "platform",
-    "memory-used", "memory-limit",
-]
-EXT_STATS_KEYS = [
-    "total-expired-jobs", "total-tries-exhausted", "cmd-put-ext", "cmd-put-many",
-    "cmd-reserve-ext", "cmd-delete-many", "cmd-purge", "cmd-list-jobs", "cmd-tube-tries",
-]
-STATS_TUBE_KEYS = [
-    "name", "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
-    "current-jobs-delayed", "current-jobs-buried", "total-jobs", "current-using",
-    "current-watching", "current-waiting", "cmd-delete", "cmd-pause-tube", "pause",
-    "pause-time-left",
-]
-EXT_TUBE_KEYS = ["total-expired-jobs", "total-tries-exhausted", "default-tries"]
-STATS_JOB_KEYS = [
-    "id", "tube", "state", "pri", "age", "delay", "ttr", "time-left", "file", "reserves",
-    "timeouts", "releases", "buries", "kicks",
-]
 
 PRINTABLE = bytes(range(0x21, 0x7f))           # 94 bytes: what a key or a value may hold
 NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -1535,7 +1509,7 @@ class TestListJobs(ExtCase):
 class TestStats(ExtCase):
     def test_stats_keys(self):
         c = self.client()
-        self.assertEqual(yaml_keys(c.cmd("stats")), STATS_KEYS + EXT_STATS_KEYS)
+        self.assertEqual(yaml_keys(c.cmd("stats")), BEANSTALKD_STATS_KEYS + STALKD_STATS_KEYS)
 
     def test_stats_tube_exact_bytes(self):
         c = self.client()
@@ -1549,12 +1523,13 @@ class TestStats(ExtCase):
         self.assertEqual(c.cmd("tube-tries fresh 12"), b"TUBE-TRIES 12\r\n")
         body = body.replace(b"default-tries: 0", b"default-tries: 12")
         self.assertEqual(c.cmd("stats-tube fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
-        self.assertEqual(yaml_keys(c.cmd("stats-tube default")), STATS_TUBE_KEYS + EXT_TUBE_KEYS)
+        self.assertEqual(yaml_keys(c.cmd("stats-tube default")),
+                         STATS_TUBE_KEYS + EXTENSION_TUBE_KEYS)
 
     def test_command_counters(self):
         c = self.client()
         st = self.stats(c)
-        for k in EXT_STATS_KEYS:
+        for k in EXTENSION_STATS_KEYS:
             self.assertEqual(st[k], "0", k)
         put_ext(c, "x", "tries=1")
         put_many(c, [entry("y")])
@@ -1564,7 +1539,7 @@ class TestStats(ExtCase):
         c.cmd("list-jobs default ready 0 1")
         c.cmd("tube-tries default 0")
         st = self.stats(c)
-        for k in EXT_STATS_KEYS[2:]:
+        for k in EXTENSION_STATS_KEYS[2:]:
             self.assertEqual(st[k], "1", k)
         self.assertEqual((st["total-expired-jobs"], st["total-tries-exhausted"]), ("0", "0"))
 
