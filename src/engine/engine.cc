@@ -339,8 +339,9 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, 
   size_t heap = delay_s > 0 ? t->delayed.push_growth() : t->ready.push_growth();
   size_t index = heap + jobs_.insert_growth(next_id_);
   const bool extended = opts.Extended(tries);
+  const size_t blob = extended ? JobExtra::BlobSize(opts.key, opts.attrs, opts.attr_count) : 0;
   size_t cost = Job::Footprint(body_size, delay_s > 0);
-  if (extended) cost += ExtraCost(opts, delay_s);
+  if (extended) cost += ExtraCost(opts, blob, delay_s);
   if (memory_used() + cost + index > options_.max_memory) return nullptr;
   Job* j = Job::Allocate(body_size);
   if (!j) return nullptr;
@@ -349,7 +350,7 @@ Job* Engine::NewJob(Session* s, uint32_t pri, uint32_t delay_s, uint32_t ttr_s, 
   j->tube = s->use_;
   Ref(j->tube);
   j->pri = pri;
-  if (extended) FillExtra(j, opts, tries);
+  if (extended) FillExtra(j, opts, blob, tries);
   if (delay_s > 0) ColdOf(j).delay_s = delay_s;
   j->ttr_s = ttr_s == 0 ? 1 : ttr_s;
   j->set_created(clock_.Now());

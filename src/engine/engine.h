@@ -271,9 +271,10 @@ class Engine {
   // Gives j (unlinked) a JobExtra with blob_size bytes of blob, accounting the change.
   JobExtra* GrowExtra(Job* j, uint32_t blob_size);
   // Memory a job with these options (Extended) costs beyond a plain one's header and body.
-  size_t ExtraCost(const JobOptions& o, uint32_t delay_s) const;
-  void FillExtra(Job* j, const JobOptions& o, uint32_t tries);
-  // Indexes a put or restored job's key and TTL.
+  // `blob` is JobExtra::BlobSize of the options' key and attributes.
+  size_t ExtraCost(const JobOptions& o, size_t blob, uint32_t delay_s) const;
+  void FillExtra(Job* j, const JobOptions& o, size_t blob, uint32_t tries);
+  // Indexes a put or restored job's key and TTL (Untrack: forgets them); j has a JobExtra.
   void Track(Job* j);
   void Untrack(Job* j);
   // A reserved job whose reservation ended without delete or bury (release, TTR, its
@@ -284,7 +285,8 @@ class Engine {
   void Expire(Job* j);
   // j, taken out of a reservation, if its TTL passed meanwhile: expires it and returns true.
   bool ExpireIfPending(Job* j);
-  uint32_t ExpireDue(Nanos now, uint32_t budget, bool* more);
+  // Expires up to `budget` jobs whose TTL is due; *more if some are left.
+  void ExpireDue(Nanos now, uint32_t budget, bool* more);
   Job* BestReady(const Session* s) const;
   void StartWaiting(Session* s, Nanos timeout);
   void StopWaiting(Session* s);

@@ -55,17 +55,16 @@ JobExtra* Engine::GrowExtra(Job* j, uint32_t blob_size) {
   return x;
 }
 
-size_t Engine::ExtraCost(const JobOptions& o, uint32_t delay_s) const {
-  size_t cost = sizeof(JobExtra) + JobExtra::BlobSize(o.key, o.attrs, o.attr_count);
+size_t Engine::ExtraCost(const JobOptions& o, size_t blob, uint32_t delay_s) const {
+  size_t cost = sizeof(JobExtra) + blob;
   if (delay_s > 0) cost -= sizeof(JobCold);  // replaces the cold part Footprint counted
   if (!o.key.empty()) cost += kKeyIndexEntry;
   if (o.ttl_s != 0) cost += expiries_.push_growth();
   return cost;
 }
 
-void Engine::FillExtra(Job* j, const JobOptions& o, uint32_t tries) {
+void Engine::FillExtra(Job* j, const JobOptions& o, size_t blob, uint32_t tries) {
   STALKD_DCHECK(o.key.size() <= kMaxJobKey && o.attr_count <= kMaxAttributes);
-  size_t blob = JobExtra::BlobSize(o.key, o.attrs, o.attr_count);
   JobExtra* x = GrowExtra(j, static_cast<uint32_t>(blob));
   x->limited = tries != 0;
   x->tries_left = tries;
@@ -76,8 +75,8 @@ void Engine::FillExtra(Job* j, const JobOptions& o, uint32_t tries) {
 }
 
 void Engine::Track(Job* j) {
-  JobExtra* x = j->extra();
-  if (!x) return;
+  const JobExtra* x = j->extra();
+  STALKD_DCHECK(x != nullptr);
   if (x->key_len > 0 && j->tube->keys.emplace(x->key(), j).second) {
     memory_used_ += kKeyIndexEntry;
   }
@@ -85,8 +84,8 @@ void Engine::Track(Job* j) {
 }
 
 void Engine::Untrack(Job* j) {
-  JobExtra* x = j->extra();
-  if (!x) return;
+  const JobExtra* x = j->extra();
+  STALKD_DCHECK(x != nullptr);
   if (x->key_len > 0) {
     auto it = j->tube->keys.find(x->key());
     if (it != j->tube->keys.end() && it->second == j) {
@@ -130,7 +129,7 @@ bool Engine::ExpireIfPending(Job* j) {
   return true;
 }
 
-uint32_t Engine::ExpireDue(Nanos now, uint32_t budget, bool* more) {
+void Engine::ExpireDue(Nanos now, uint32_t budget, bool* more) {
   uint32_t n = 0;
   while (!expiries_.empty() && ExpiryOrder::KeyOf(expiries_.top()) <= now) {
     if (n == budget) {
@@ -147,7 +146,6 @@ uint32_t Engine::ExpireDue(Nanos now, uint32_t budget, bool* more) {
     TakeOut(j);
     Expire(j);
   }
-  return n;
 }
 
 // ---------------------------------------------------------------------------- batch reserve

@@ -91,7 +91,7 @@ const command::JobStats& MemoryStore::FillJobStats(const engine::Job& j) {
         state == engine::JobState::kBuried && x->bury_reason != engine::BuryReason::kNone
             ? engine::BuryReasonName(x->bury_reason)
             : std::string_view();
-    e.has_ttl = x->has_ttl() || x->expire_pending;
+    e.has_ttl = x->has_ttl();  // still true once it passed while the job is reserved
     e.ttl_left_s = x->has_ttl() ? std::max<int64_t>(0, Secs(x->expires_at - now)) : 0;
     e.key = x->key();
     attributes_.clear();
