@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -159,6 +160,12 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
 
 }  // namespace
 
+int64_t BinlogSegmentSize(const Options& opts) {
+  constexpr int64_t kPage = 4096;
+  int64_t size = std::clamp<int64_t>(opts.binlog_size, kPage, INT64_MAX / kPage * kPage);
+  return (size + kPage - 1) / kPage * kPage;
+}
+
 uint64_t DefaultMaxMemory() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGESIZE);
@@ -236,7 +243,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
             PrintUsage();
             return ParseOutcome::kExitUsage;
           }
-          o->binlog_size = static_cast<int64_t>((n + 4095) / 4096 * 4096);
+          o->binlog_size = static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX));
           break;
         case 'f':
           if (!(v = value())) return ParseOutcome::kExitUsage;

@@ -18,7 +18,7 @@ struct Options {
   int64_t fsync_ms = 50;             // -f
   bool fsync_never = false;          // -F
   size_t max_job_size = 65535;       // -z
-  int64_t binlog_size = 10485760;    // -s, rounded up to 4096
+  int64_t binlog_size = 10485760;    // -s as given (stats shows it, as beanstalkd does)
   int verbosity = 0;                 // -V (repeatable)
   bool binlog_skip_damaged = false;  // --binlog-skip-damaged
   // --max-memory: cap on the bytes held by jobs and their index; 0 means the default,
@@ -32,6 +32,9 @@ struct Options {
   // buffer and that reads nothing for this long is disconnected.
   int64_t stalled_client_timeout_s = 60;
 };
+
+// The size of each binlog file: -s rounded up to a multiple of 4096, at least 4096.
+int64_t BinlogSegmentSize(const Options& opts);
 
 // The default for --max-memory: half of physical memory (or 1 GiB if it cannot be read).
 uint64_t DefaultMaxMemory();
