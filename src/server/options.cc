@@ -11,6 +11,7 @@
 #include <string>
 
 #include "net/access_list.h"
+#include "server/version.h"
 
 namespace stalkd::server {
 
@@ -39,11 +40,13 @@ void PrintUsage() {
           "          replies for this long while its output buffer is full (default 60)\n"
           " --binlog-skip-damaged  start even if the binlog has damaged records (they are\n"
           "          skipped and counted); by default start-up stops and names them\n"
-          " -v       show version information\n"
+          " -v, --version  show version information\n"
           " -V       increase verbosity\n"
           " -h       show this help\n",
           kMaxJobSizeLimit);
 }
+
+void PrintVersion() { printf("stalkd %s\n", kVersion); }
 
 namespace {
 
@@ -176,6 +179,10 @@ uint64_t DefaultMaxMemory() {
 ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; i++) {
     const char* arg = argv[i];
+    if (strcmp(arg, "--version") == 0) {
+      PrintVersion();
+      return ParseOutcome::kExitOk;
+    }
     if (arg[0] == '-' && arg[1] == '-') {
       if (!ParseLongOption(argc, argv, &i, o)) {
         PrintUsage();
@@ -265,7 +272,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
           o->verbosity++;
           break;
         case 'v':
-          printf("stalkd %s\n", kVersion);
+          PrintVersion();
           return ParseOutcome::kExitOk;
         case 'h':
           PrintUsage();

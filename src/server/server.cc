@@ -18,6 +18,7 @@
 
 #include "base/check.h"
 #include "protocol/conversation.h"
+#include "server/version.h"
 
 namespace stalkd::server {
 
