@@ -588,6 +588,28 @@ class AdoptBeanstalkdTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def test_adopts_a_job_larger_than_a_binlog_file(self):
+        # beanstalkd keeps a 50,000-byte job with -s 4096; stalkd adopts it the same way
+        b = Server(binary=BEANSTALKD_BIN, args=["-b", self.dir, "-s", "4096", "-z", "100000"])
+        big = bytes(random.Random(3).randrange(256) for _ in range(50000))
+        try:
+            c = b.connect()
+            self.assertEqual(c.put(big), b"INSERTED 1\r\n")
+            self.assertEqual(c.put(b"abc"), b"INSERTED 2\r\n")
+        finally:
+            b.proc.kill()
+            b.proc.wait()
+            b.stop()
+        for _ in range(2):  # adopt, then restart on stalkd's own format
+            s = Server(args=["-b", self.dir, "-s", "4096", "-z", "100000"])
+            try:
+                c = s.connect()
+                self.assertEqual(c.cmd("peek 1"), b"FOUND 1 50000\r\n" + big + b"\r\n")
+                self.assertEqual(c.cmd("peek 2"), b"FOUND 2 3\r\nabc\r\n")
+                c.close()
+            finally:
+                s.stop()
+
     def test_adopts_every_state_tube_and_size(self):
         b = Server(binary=BEANSTALKD_BIN, args=["-b", self.dir, "-s", "40000"])
         expect = {}  # id -> (tube, state, pri, body)
