@@ -62,14 +62,20 @@ bool WriteJob(Session& s, std::string_view ns, std::string_view tube, uint64_t i
   if (!tube.empty() && js.tube != tube) return false;
   const command::JobExtensionStats* x = js.extension;
   w.StartObject();
+  w.Key("attributes");
   if (x && !x->attributes.empty()) {
-    w.Key("attributes");
+    std::vector<command::Attribute> attrs(x->attributes.begin(), x->attributes.end());
+    std::sort(
+        attrs.begin(), attrs.end(),
+        [](const command::Attribute& a, const command::Attribute& b) { return a.name < b.name; });
     w.StartObject();
-    for (const command::Attribute& a : x->attributes) {
+    for (const command::Attribute& a : attrs) {
       w.Key(a.name);
       w.String(a.value);
     }
     w.EndObject();
+  } else {
+    w.Null();
   }
   w.Key("data");
   w.String(data);
@@ -137,8 +143,7 @@ void AnswerConsume(Session& s, std::string_view ns, const Reserved& got, bool ba
 // A consume that waits for a job (long poll).
 class ConsumeTask final : public Task {
  public:
-  ConsumeTask(Session& s, std::string ns, bool batch)
-      : s_(s), ns_(std::move(ns)), batch_(batch) {}
+  ConsumeTask(Session& s, std::string ns, bool batch) : s_(s), ns_(std::move(ns)), batch_(batch) {}
 
   bool Step(Response* resp) override {
     AnswerConsume(s_, ns_, got_, batch_, resp);
@@ -276,8 +281,8 @@ class Call {
   void DeleteDeadLetter();
 
   // Puts one job into tube_; false: answered with the failure.
-  bool Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s,
-           uint32_t tries, std::span<const command::Attribute> attrs, uint64_t* id);
+  bool Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s, uint32_t tries,
+           std::span<const command::Attribute> attrs, uint64_t* id);
   // Deletes job `id` if it is in tube_.
   void DeleteInTube(uint64_t id);
 
@@ -432,10 +437,21 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
     Fail(401, "invalid token");
     return false;
   }
-  if (throttle != Throttle::kNone &&
-      !access_.Allow(ns_, tok, throttle == Throttle::kProduce, ex_.now)) {
-    Fail(429, "too many requests");
-    return false;
+  if (throttle != Throttle::kNone) {
+    bool produce = throttle == Throttle::kProduce;
+    if (!access_.Allow(ns_, tok, produce, ex_.now)) {
+      resp().status = 429;
+      JsonWriter w(&resp().body);
+      w.StartObject();
+      w.Key("msg");
+      w.String("token(" + std::string(tok) + ") " + (produce ? "produce" : "consume") +
+               " reach the limit rate, please retry later");
+      w.EndObject();
+      return false;
+    }
+    ex_.limited = produce ? Exchange::Limited::kProduce : Exchange::Limited::kConsume;
+    ex_.limited_ns = ns_;
+    ex_.limited_token = tok;
   }
   return true;
 }
@@ -490,13 +506,13 @@ bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t t
       Fail(413, "body too large");
       break;
     case Outcome::kDraining:
-      Fail(503, "draining: the server takes no new jobs");
+      Fail(503, "server is draining");
       break;
-    case Outcome::kBadFormat:
-      Fail(400, "invalid job options");
+    case Outcome::kOutOfMemory:
+      Fail(503, "out of memory");
       break;
     default:
-      Fail(500, "out of memory");
+      Fail(500, "internal error");
   }
   return false;
 }
@@ -504,22 +520,23 @@ bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t t
 // The attributes of Job-Attr-* headers, checked against the engine's limits
 // (docs/EXTENSIONS.md).
 const char* CheckAttributes(const Request& req, std::vector<command::Attribute>* out) {
-  if (req.attributes.size() > command::kMaxAttributes) return "too many job attributes";
+  if (req.attributes.size() > command::kMaxAttributes) {
+    return "too many attributes, cannot exceed 16";
+  }
   for (const auto& [name, value] : req.attributes) {
-    if (name.empty() || name.size() > command::kMaxAttributeName) {
-      return "invalid job attribute name";
+    if (name.size() > command::kMaxAttributeName) {
+      return "attribute name too long, cannot exceed 64";
     }
     for (char c : name) {
       bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                 c == '-' || c == '_';
-      if (!ok) return "invalid job attribute name";
+      if (!ok) return "invalid attribute name";
     }
-    if (value.size() > command::kMaxAttributeValue) return "job attribute value too long";
+    if (value.size() > command::kMaxAttributeValue) {
+      return "attribute value too long, cannot exceed 255";
+    }
     for (char c : value) {
-      if (c < 0x21 || c > 0x7e) return "invalid job attribute value";
-    }
-    for (const command::Attribute& a : *out) {
-      if (a.name == name) return "duplicate job attribute";
+      if (c < 0x20 || c > 0x7e) return "invalid attribute value";
     }
     out->push_back({name, value});
   }
@@ -527,10 +544,10 @@ const char* CheckAttributes(const Request& req, std::vector<command::Attribute>*
 }
 
 void Call::Publish(bool republish) {
+  std::optional<uint64_t> old_id;
   if (republish) {
-    std::optional<uint64_t> id = ParseJobId(target_.segments()[4]);
-    if (!id) return Fail(400, "invalid job id");
-    DeleteInTube(*id);
+    old_id = ParseJobId(target_.segments()[4]);
+    if (!old_id) return Fail(400, "invalid job id");
   }
   uint64_t delay, ttl, tries, priority;
   if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) return;
@@ -542,6 +559,7 @@ void Call::Publish(bool republish) {
   if (body.size() > options_.max_job_size) return Fail(413, "body too large");
   std::vector<command::Attribute> attrs;
   if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
+  if (old_id) DeleteInTube(*old_id);
   uint64_t id;
   // lmstfy's priority: higher is consumed first; beanstalkd's: lower is.
   uint32_t pri = static_cast<uint32_t>(255 - priority);
@@ -618,7 +636,7 @@ void Call::Consume() {
   bool freeze = false;
   if (std::optional<std::string_view> f = target_.Query("freeze_tries")) {
     std::optional<bool> b = ParseBool(*f);
-    if (!b) return Fail(400, "invalid freeze_tries");
+    if (!b) return Fail(400, "invalid freeze_tries value");
     freeze = *b;
   }
   bool multi = tubes_.size() > 1;
@@ -688,7 +706,7 @@ void Call::PeekQueue() {
     JsonWriter w(&resp().body);
     if (WriteJob(s_, ns_, tube_, id, body, false, w)) return;
   }
-  Fail(404, "the queue is empty");
+  Fail(404, "job not found");
 }
 
 void Call::Size(bool dead) {
@@ -747,9 +765,8 @@ void Call::RespawnDeadLetter() {
   if (!limit || *limit <= 0) return Fail(400, "invalid limit");
   std::optional<std::string_view> t = target_.Query("ttl");
   std::optional<int64_t> ttl = t ? ParseInt64(*t) : std::optional<int64_t>(kDefaultTtlS);
-  if (!ttl || *ttl < 0) return Fail(400, "invalid ttl");
-  // Beyond the engine's TTL range (uint32 seconds, 136 years): no TTL.
-  uint32_t ttl_s = *ttl > UINT32_MAX ? 0 : static_cast<uint32_t>(*ttl);
+  if (!ttl || *ttl < 0 || *ttl > UINT32_MAX) return Fail(400, "invalid ttl");
+  uint32_t ttl_s = static_cast<uint32_t>(*ttl);
   auto task = std::make_unique<RespawnTask>(s_, tube_, *limit, ttl_s);
   if (!task->Step(&resp())) ex_.task = std::move(task);
 }
@@ -771,12 +788,22 @@ ApiService::ApiService(const Clock& clock, Access& access, ApiObserver* observer
 void ApiService::Handle(Exchange& ex) { Call(ex, access_, options_).Run(); }
 
 void ApiService::Answered(const Exchange& ex, Nanos done) {
+  // lmstfy's RemedyLimiter: a counted request that did not succeed is given back.
+  bool produce = ex.limited == Exchange::Limited::kProduce;
+  if (ex.limited != Exchange::Limited::kNo && ex.response.status != (produce ? 201 : 200)) {
+    access_.Refund(ex.limited_ns, ex.limited_token, produce, done);
+  }
   if (observer_) observer_->OnRequest(ex.route, ex.response.status, done - ex.now);
 }
 
 uint64_t ApiService::body_limit() const {
-  // A bulk publish carries up to 64 jobs in one JSON array.
-  return std::max<uint64_t>(options_.max_job_size, kLmstfyMaxBody) * (kMaxBulkJobs + 1);
+  return std::max<uint64_t>(options_.max_job_size, kLmstfyMaxBody);
+}
+
+uint64_t ApiService::bulk_body_limit() const {
+  // Up to 64 jobs in one JSON array, but no more than 16 MiB unless one job may be larger.
+  uint64_t l = body_limit();
+  return std::min<uint64_t>(l * kMaxBulkJobs, std::max<uint64_t>(l, uint64_t{16} << 20));
 }
 
 }  // namespace stalkd::http

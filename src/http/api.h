@@ -20,6 +20,9 @@ class Access {
   // Counts one produce (or consume) request of the token against its rate limit; false if
   // over it.
   virtual bool Allow(std::string_view ns, std::string_view token, bool produce, Nanos now) = 0;
+  // Gives back what Allow counted for a request that did not succeed (lmstfy's
+  // RemedyLimiter).
+  virtual void Refund(std::string_view ns, std::string_view token, bool produce, Nanos now) = 0;
 
  protected:
   ~Access() = default;
@@ -46,6 +49,7 @@ class ApiService final : public Service {
   void Answered(const Exchange& ex, Nanos done) override;
   const Clock& clock() const override { return clock_; }
   uint64_t body_limit() const override;
+  uint64_t bulk_body_limit() const override;
 
  private:
   const Clock& clock_;
