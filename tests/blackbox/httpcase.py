@@ -181,6 +181,21 @@ class HttpConn:
         self.send(self.build(method, target, body, headers, **kw))
         return self.read_response(head_request=(method == "HEAD"))
 
+    def no_data(self, wait):
+        """True if nothing arrives within `wait` seconds (what arrives is kept in self.buf);
+        raises ConnectionResetError if the peer closed."""
+        self.sock.settimeout(max(wait, 0.0001))
+        try:
+            chunk = self.sock.recv(65536)
+        except (socket.timeout, BlockingIOError):
+            return True
+        finally:
+            self.sock.settimeout(10)
+        if not chunk:
+            raise ConnectionResetError("closed by server")
+        self.buf += chunk
+        return False
+
     def closed_by_peer(self, wait=2.0):
         """True if the server closes the connection within `wait` seconds (bytes it sends
         first are kept in self.buf)."""
