@@ -89,6 +89,9 @@ class Session {
   virtual Result ListJobs(std::string_view tube, StateFilter state, uint64_t from,
                           uint32_t count) = 0;
   virtual Result TubeTries(std::string_view tube, uint32_t tries) = 0;  // kTubeTries
+  // lmstfy's dead-letter respawn: kicks up to `count` buried jobs of `tube`, each with one
+  // try and a TTL of ttl_s from now (0: none). kKicked (how many), kBadFormat.
+  virtual Result Respawn(std::string_view tube, uint32_t count, uint32_t ttl_s) = 0;
 
   // How far the store must be durable before this session's replies so far may be sent
   // (see Store::Covers). It only grows.

@@ -198,6 +198,7 @@ struct JobStats {
   std::string_view state;  // "ready", "delayed", "reserved", "buried"
   uint32_t pri = 0;
   int64_t age_s = 0;
+  int64_t age_ms = 0;  // the same, in milliseconds (lmstfy's elapsed_ms)
   uint32_t delay_s = 0;
   uint32_t ttr_s = 0;
   int64_t time_left_s = 0;

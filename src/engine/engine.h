@@ -162,6 +162,9 @@ class Engine {
   // Kick up to n buried jobs of t (oldest buried first), or n delayed ones (soonest first).
   uint32_t KickBuried(Tube* t, uint32_t n);
   uint32_t KickDelayed(Tube* t, uint32_t n);
+  // lmstfy's dead-letter respawn: kicks up to n buried jobs of t (oldest buried first),
+  // each with one try and a new TTL of ttl_s seconds from now (0: none).
+  uint32_t Respawn(Tube* t, uint32_t n, uint32_t ttl_s);
 
   // Deletes up to `budget` of t's jobs in the given states (buried, then delayed, then
   // ready for kAll); returns how many. t may be gone afterwards (FindTube again).

@@ -148,6 +148,30 @@ void Engine::ExpireDue(Nanos now, uint32_t budget, bool* more) {
   }
 }
 
+uint32_t Engine::Respawn(Tube* t, uint32_t n, uint32_t ttl_s) {
+  uint32_t i = 0;
+  for (; i < n && !t->buried.empty(); i++) {
+    Job* j = t->buried.front();
+    TakeOut(j);
+    JobExtra* x = j->extra();
+    if (x) {
+      Untrack(j);
+    } else {
+      x = GrowExtra(j, 0);
+    }
+    x->limited = true;
+    x->tries_left = 1;
+    x->bury_reason = BuryReason::kNone;
+    x->expires_at = ttl_s != 0 ? clock_.Now() + Seconds(ttl_s) : kForever;
+    Track(j);
+    ColdOf(j).counts.kicks++;
+    MakeReady(j);
+    Logged(j);
+    ProcessQueue();
+  }
+  return i;
+}
+
 // ---------------------------------------------------------------------------- batch reserve
 
 Job* Engine::BestReady(const Session* s) const {

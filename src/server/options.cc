@@ -36,6 +36,15 @@ void PrintUsage() {
           " --unix-mode OCTAL  permissions of the unix socket file (with -l unix:PATH)\n"
           " --stalled-client-timeout SECONDS  disconnect a client that has not read its\n"
           "          replies for this long while its output buffer is full (default 60)\n"
+          " --http ADDR:PORT  serve lmstfy's HTTP API (docs/HTTP.md) there; default: off\n"
+          " --admin-http ADDR:PORT  serve the admin API, /metrics, /healthz and /readyz\n"
+          "          there; default: off\n"
+          " --admin-accounts FILE  require HTTP basic auth on --admin-http, for the\n"
+          "          user:password lines of FILE\n"
+          " --metrics-max-tubes N  tubes with their own series in /metrics (default 1000);\n"
+          "          the rest are summed as tube=\"_other\"\n"
+          " --http-request-timeout SECONDS  close an HTTP client whose request has not\n"
+          "          fully arrived this long after it began (default 30)\n"
           " --binlog-skip-damaged  start even if the binlog has damaged records (they are\n"
           "          skipped and counted); by default start-up stops and names them\n"
           " -v       show version information\n"
@@ -73,6 +82,27 @@ bool ParseBytes(const char* s, uint64_t* out) {
   if (mult != 1) end++;
   if (*end != '\0' || v > UINT64_MAX / mult) return false;
   *out = v * mult;
+  return true;
+}
+
+// "ADDR:PORT" or "[V6ADDR]:PORT", as --http and --admin-http take it.
+bool ParseHostPort(const std::string& flag, const std::string& v, std::string* addr,
+                   std::string* port) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string::npos || colon + 1 == v.size()) {
+    fprintf(stderr, "stalkd: %s wants ADDR:PORT, not %s\n", flag.c_str(), v.c_str());
+    return false;
+  }
+  std::string a = v.substr(0, colon), p = v.substr(colon + 1);
+  if (a.size() >= 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+  char* end = nullptr;
+  long n = strtol(p.c_str(), &end, 10);
+  if (*end != '\0' || n < 0 || n > 65535 || a.empty()) {
+    fprintf(stderr, "stalkd: %s wants ADDR:PORT, not %s\n", flag.c_str(), v.c_str());
+    return false;
+  }
+  *addr = a;
+  *port = p;
   return true;
 }
 
@@ -127,6 +157,40 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
       o->allow.push_back(cidr);
       start = comma + 1;
     }
+    return true;
+  }
+  if (name == "--http") {
+    return take_value() && ParseHostPort(name, value, &o->http_address, &o->http_port);
+  }
+  if (name == "--admin-http") {
+    return take_value() && ParseHostPort(name, value, &o->admin_address, &o->admin_port);
+  }
+  if (name == "--admin-accounts") {
+    if (!take_value()) return false;
+    o->admin_accounts = value;
+    return true;
+  }
+  if (name == "--metrics-max-tubes") {
+    if (!take_value()) return false;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = strtoull(value.c_str(), &end, 10);
+    if (value.empty() || value[0] == '-' || *end != '\0' || errno != 0) {
+      fprintf(stderr, "stalkd: invalid count: %s\n", value.c_str());
+      return false;
+    }
+    o->metrics_max_tubes = n;
+    return true;
+  }
+  if (name == "--http-request-timeout") {
+    if (!take_value()) return false;
+    char* end = nullptr;
+    long long secs = strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || secs <= 0 || secs > 86400 * 365) {
+      fprintf(stderr, "stalkd: invalid seconds: %s\n", value.c_str());
+      return false;
+    }
+    o->http_request_timeout_s = secs;
     return true;
   }
   if (name == "--unix-mode") {

@@ -31,6 +31,17 @@ struct Options {
   // --stalled-client-timeout SECONDS: a client whose unread replies have filled its output
   // buffer and that reads nothing for this long is disconnected.
   int64_t stalled_client_timeout_s = 60;
+
+  // The HTTP front ends (docs/HTTP.md), each off unless given as ADDR:PORT.
+  std::string http_address, http_port;    // --http: lmstfy's API
+  std::string admin_address, admin_port;  // --admin-http: admin API, /metrics, health
+  std::string admin_accounts;             // --admin-accounts FILE: basic auth users
+  // --metrics-max-tubes N: tubes that get their own series in /metrics; the rest are
+  // summed under tube="_other".
+  uint64_t metrics_max_tubes = 1000;
+  // --http-request-timeout SECONDS: an HTTP request that has begun to arrive must be
+  // complete within this long, or it is answered 408 and the connection closed.
+  int64_t http_request_timeout_s = 30;
 };
 
 // The default for --max-memory: half of physical memory (or 1 GiB if it cannot be read).

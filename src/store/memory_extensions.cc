@@ -125,6 +125,14 @@ Result MemorySession::TubeTries(std::string_view tube, uint32_t tries) {
   return All(Outcome::kTubeTries, tries);
 }
 
+Result MemorySession::Respawn(std::string_view tube, uint32_t count, uint32_t ttl_s) {
+  store_.Count(Verb::kKick);
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  engine::Tube* t = store_.engine_.FindTube(tube);
+  // The caller asks for a slice at a time (ApiService's respawn: 1000 jobs).
+  return All(Outcome::kKicked, t ? store_.engine_.Respawn(t, count, ttl_s) : 0);
+}
+
 bool MemoryStore::PurgeStep(Purge& p) {
   engine::Tube* t = engine_.FindTube(p.tube);
   if (!t) return true;  // its last job went, and nobody uses or watches it

@@ -66,6 +66,7 @@ class MemorySession final : public command::Session, public engine::SessionOwner
   Result ListJobs(std::string_view tube, command::StateFilter state, uint64_t from,
                   uint32_t count) override;
   Result TubeTries(std::string_view tube, uint32_t tries) override;
+  Result Respawn(std::string_view tube, uint32_t count, uint32_t ttl_s) override;
   Result Purged(uint64_t n) { return All(Outcome::kPurged, n); }
 
   void OnEngineEvent(const engine::Event& ev) override;

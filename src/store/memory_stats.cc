@@ -72,6 +72,7 @@ const command::JobStats& MemoryStore::FillJobStats(const engine::Job& j) {
   s.state = engine::JobStateName(state);
   s.pri = j.pri;
   s.age_s = Secs(now - j.created());
+  s.age_ms = (now - j.created()) / 1000000;
   s.delay_s = j.delay_s();
   s.ttr_s = j.ttr_s;
   s.time_left_s = timed ? Secs(j.deadline() - now) : 0;

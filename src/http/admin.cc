@@ -1,0 +1,381 @@
+#include "http/admin.h"
+
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "http/json.h"
+#include "http/names.h"
+#include "http/response.h"
+#include "http/tokens.h"
+#include "http/url.h"
+
+namespace stalkd::http {
+namespace {
+
+// The limit JSON of lmstfy's throttler: {"read": N, "write": N, "interval": N}.
+void WriteLimit(const Limit& l, JsonWriter& w) {
+  w.StartObject();
+  w.Key("interval");
+  w.Int(l.interval_s);
+  w.Key("read");
+  w.Int(l.read);
+  w.Key("write");
+  w.Int(l.write);
+  w.EndObject();
+}
+
+// A JSON object whose read, write and interval, where present, are integers.
+bool ParseLimit(std::string_view body, Limit* l) {
+  rapidjson::Document doc;
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return false;
+  auto field = [&](const char* name, int64_t* out) {
+    auto it = doc.FindMember(name);
+    if (it == doc.MemberEnd()) return true;
+    if (!it->value.IsInt64()) return false;
+    *out = it->value.GetInt64();
+    return true;
+  };
+  return field("read", &l->read) && field("write", &l->write) && field("interval", &l->interval_s);
+}
+
+class AdminCall {
+ public:
+  AdminCall(Exchange& ex, TokenStore& tokens, AdminHost& host)
+      : ex_(ex), tokens_(tokens), host_(host) {}
+  void Run();
+
+ private:
+  Response& resp() { return ex_.response; }
+  void Fail(int status, std::string_view text) { Error(&resp(), status, text); }
+  void Route(std::string_view name) { ex_.route = name; }
+  void Tokens(const std::string& ns);
+  void TokenDelete(const std::string& ns, const std::string& token);
+  void TokenLimit(const std::string& ns, const std::string& token);
+  void Info();
+  void Limits();
+  void Status(int code, std::string_view status) {
+    resp().status = code;
+    JsonWriter w(&resp().body);
+    w.StartObject();
+    w.Key("status");
+    w.String(status);
+    w.EndObject();
+  }
+  // A `pool` query parameter other than empty or "default"; answered.
+  bool BadPool() {
+    std::optional<std::string_view> p = target_.Query("pool");
+    if (!p || p->empty() || *p == "default") return false;
+    Fail(400, kNoPool);
+    return true;
+  }
+  static constexpr std::string_view kNoPool = "the pool was not exists";
+
+  Exchange& ex_;
+  TokenStore& tokens_;
+  AdminHost& host_;
+  Target target_;
+};
+
+// lmstfy's tokens may carry a pool prefix, "pool:token"; stalkd has the one pool "default".
+bool StripPool(std::string_view raw, std::string_view* token) {
+  size_t colon = raw.find(':');
+  if (colon == std::string_view::npos) {
+    *token = raw;
+    return true;
+  }
+  *token = raw.substr(colon + 1);
+  return raw.substr(0, colon) == "default";
+}
+
+void AdminCall::Run() {
+  Method m = ex_.request.method;
+  if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  const std::vector<std::string>& seg = target_.segments();
+  bool get = m == Method::kGet || m == Method::kHead;
+  if (seg.size() == 1 && get) {
+    const std::string& s = seg[0];
+    if (s == "healthz") {
+      Route("healthz");
+      return Status(200, "ok");
+    }
+    if (s == "readyz") {
+      Route("readyz");
+      if (host_.ready()) return Status(200, "ready");
+      return Status(503, "draining");
+    }
+    if (s == "limits") {
+      Route("list_limits");
+      return Limits();
+    }
+    if (s == "version") {
+      Route("version");
+      resp().status = 200;
+      JsonWriter w(&resp().body);
+      w.StartObject();
+      w.Key("build_commit");
+      w.String("");
+      w.Key("build_date");
+      w.String("");
+      w.Key("version");
+      w.String(host_.version());
+      w.EndObject();
+      return;
+    }
+    if (s == "pools") {
+      Route("pools");
+      std::optional<std::string_view> kind = target_.Query("kind");
+      if (kind && *kind != "redis" && *kind != "memory") return Fail(400, "invalid kind");
+      resp().status = 200;
+      resp().body = "[\"default\"]";
+      return;
+    }
+    if (s == "info") {
+      Route("info");
+      return Info();
+    }
+    if (s == "metrics") {
+      Route("metrics");
+      ex_.task = host_.ScrapeMetrics(ex_.session, &resp());
+      return;
+    }
+  }
+  if (seg.size() >= 2 && seg[0] == "token") {
+    std::string ns = seg[1];
+    if (seg.size() == 2) return Tokens(ns);
+    if (seg.size() == 3 && m == Method::kDelete) return TokenDelete(ns, seg[2]);
+    if (seg.size() == 4 && seg[3] == "limit") return TokenLimit(ns, seg[2]);
+  }
+  Route("unknown");
+  Fail(404, "api not found");
+}
+
+void AdminCall::Tokens(const std::string& ns) {
+  Method m = ex_.request.method;
+  if (m == Method::kGet) {
+    Route("list_tokens");
+    if (BadPool()) return;
+    resp().status = 200;
+    JsonWriter w(&resp().body);
+    w.StartObject();
+    w.Key("tokens");
+    w.StartObject();
+    for (const TokenInfo& t : tokens_.List(ns)) {
+      w.Key(t.id);
+      w.String(t.description);
+    }
+    w.EndObject();
+    w.EndObject();
+    return;
+  }
+  if (m != Method::kPost) {
+    Route("unknown");
+    return Fail(404, "api not found");
+  }
+  Route("new_token");
+  // The description comes from the query or a form body, as Go's Request.Form.
+  Target form;
+  std::string_view description;
+  if (auto d = target_.Query("description")) {
+    description = *d;
+  } else if (form.Parse("/?" + ex_.request.body)) {
+    if (auto fd = form.Query("description")) description = *fd;
+  }
+  if (description.empty() || description.size() > 1024) {
+    return Fail(400, "invalid description");
+  }
+  if (ns.size() > kMaxNameLength) return Fail(400, "the namespace name was too long");
+  std::string tube;
+  if (const char* e = QueueTube(ns, "q", &tube)) {
+    return Fail(400, std::string_view(e).ends_with("too long")
+                         ? "the namespace name was too long"
+                         : "namespace name contains forbidden characters");
+  }
+  if (BadPool()) return;
+  std::string token, error;
+  TokenStore::Status st = tokens_.Create(ns, description, ex_.now / kSecond, &token, &error);
+  if (st != TokenStore::Status::kOk) return Fail(500, "cannot save the token: " + error);
+  resp().status = 201;
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key("token");
+  w.String(token);
+  w.EndObject();
+}
+
+void AdminCall::TokenDelete(const std::string& ns, const std::string& raw) {
+  Route("delete_token");
+  std::string_view token;
+  if (!StripPool(raw, &token) || BadPool()) return Fail(400, kNoPool);
+  std::string error;
+  TokenStore::Status st = tokens_.Delete(ns, token, &error);
+  if (st == TokenStore::Status::kFailed) return Fail(500, "cannot save the tokens: " + error);
+  // lmstfy's delete answers 204 whether or not the token existed.
+  resp().status = 204;
+}
+
+void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
+  Method m = ex_.request.method;
+  std::string_view token;
+  if (!StripPool(raw, &token) || BadPool()) return Fail(400, kNoPool);
+  std::string_view id = tokens_.Find(ns, token);
+  bool known = m == Method::kGet || m == Method::kDelete || m == Method::kPost || m == Method::kPut;
+  if (known && id.empty()) {
+    Route("limit");
+    return Fail(404, "token not found");
+  }
+  if (m == Method::kGet) {
+    Route("get_limit");
+    const Limit* l = tokens_.throttler().Get(ns, id);
+    if (!l) return Fail(404, "limit not found");
+    resp().status = 200;
+    JsonWriter w(&resp().body);
+    WriteLimit(*l, w);
+    return;
+  }
+  std::string error;
+  if (m == Method::kDelete) {
+    Route("delete_limit");
+    if (tokens_.RemoveLimit(ns, token, &error) == TokenStore::Status::kFailed) {
+      return Fail(500, "cannot save the limits: " + error);
+    }
+    return Message(&resp(), 200, "success");
+  }
+  if (m != Method::kPost && m != Method::kPut) {
+    Route("unknown");
+    return Fail(404, "api not found");
+  }
+  Route(m == Method::kPost ? "add_limit" : "set_limit");
+  Limit l;
+  if (!ParseLimit(ex_.request.body, &l) || l.read < 0 || l.write < 0) {
+    return Fail(400, "invalid limit");
+  }
+  if (l.read == 0 && l.write == 0) {
+    return Fail(400, "the read and write of limiter can't be 0 at the same time");
+  }
+  if (l.interval_s <= 0) return Fail(400, "interval should be > 0");
+  if (m == Method::kPost && tokens_.throttler().Get(ns, id)) {
+    return Fail(400, "the limit has already existed");
+  }
+  switch (tokens_.SetLimit(ns, token, l, &error)) {
+    case TokenStore::Status::kOk:
+      break;
+    case TokenStore::Status::kNotFound:
+      return Fail(404, "token not found");
+    case TokenStore::Status::kInvalid:
+      return Fail(400, "invalid limit");
+    case TokenStore::Status::kFailed:
+      return Fail(500, "cannot save the limits: " + error);
+  }
+  resp().status = m == Method::kPost ? 201 : 200;
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key("limiter");
+  WriteLimit(l, w);
+  w.EndObject();
+}
+
+void AdminCall::Info() {
+  // Every namespace with its queues: the tubes named "ns/queue".
+  command::Result r = ex_.session.ListTubes();
+  std::map<std::string, std::vector<std::string>, std::less<>> info;
+  if (r.outcome == command::Outcome::kTubeList) {
+    for (std::string_view t : *r.tubes) {
+      std::string_view ns, queue;
+      if (SplitTube(t, &ns, &queue)) info[std::string(ns)].emplace_back(queue);
+    }
+  }
+  resp().status = 200;
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  for (auto& [ns, queues] : info) {
+    std::sort(queues.begin(), queues.end());
+    w.Key(ns);
+    w.StartArray();
+    for (const std::string& q : queues) w.String(q);
+    w.EndArray();
+  }
+  w.EndObject();
+}
+
+void AdminCall::Limits() {
+  resp().status = 200;
+  JsonWriter w(&resp().body);
+  w.StartArray();
+  for (const LimitInfo& l : tokens_.throttler().List()) {
+    w.StartObject();
+    w.Key("limiter");
+    WriteLimit(l.limit, w);
+    w.Key("namespace");
+    w.String(l.ns);
+    w.Key("token");
+    w.String(l.token_id);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
+AdminService::AdminService(const Clock& clock, TokenStore& tokens, AdminHost& host)
+    : clock_(clock), tokens_(tokens), host_(host) {}
+
+bool AdminService::LoadAccounts(const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = "cannot read the accounts file " + path;
+    return false;
+  }
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    n++;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (line.find(':') == std::string::npos || line.front() == ':') {
+      *error = path + ":" + std::to_string(n) + ": not user:password";
+      return false;
+    }
+    accounts_.push_back(line);
+  }
+  if (accounts_.empty()) {
+    *error = "the accounts file " + path + " names no account";
+    return false;
+  }
+  return true;
+}
+
+bool AdminService::Authorized(const Request& r) const {
+  if (accounts_.empty()) return true;
+  std::string_view a = r.authorization;
+  constexpr std::string_view kBasic = "Basic ";
+  if (a.size() <= kBasic.size() || a.substr(0, kBasic.size()) != kBasic) return false;
+  std::string decoded;
+  if (!DecodeBase64(a.substr(kBasic.size()), &decoded)) return false;
+  for (const std::string& acc : accounts_) {
+    if (acc == decoded) return true;
+  }
+  return false;
+}
+
+void AdminService::Handle(Exchange& ex) {
+  // As lmstfy: the token and limit routes need an account; probes and scrapes do not.
+  std::string_view path = ex.request.target;
+  bool guarded = path.starts_with("/token/") || path == "/limits" || path.starts_with("/limits?");
+  if (guarded && !Authorized(ex.request)) {
+    ex.route = "unauthorized";
+    Error(&ex.response, 401, "unauthorized");
+    ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
+    return;
+  }
+  AdminCall(ex, tokens_, host_).Run();
+}
+
+void AdminService::Answered(const Exchange& ex, Nanos done) {
+  if (observer_) observer_->OnRequest(ex.route, ex.response.status, done - ex.now);
+}
+
+}  // namespace stalkd::http

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "http/api.h"
+#include "http/exchange.h"
+
+// The admin listener (docs/HTTP.md, "Admin API"): lmstfy's token and limit administration,
+// /info, /version, /pools and /metrics, plus /healthz and /readyz; optionally behind HTTP
+// basic auth.
+namespace stalkd::http {
+
+class TokenStore;
+
+// What the admin API asks of the server it runs in.
+class AdminHost {
+ public:
+  virtual std::string_view version() const = 0;
+  // Ready to serve: recovery is done (the listeners accept only after it) and the server
+  // is not draining.
+  virtual bool ready() const = 0;
+  // Starts a /metrics scrape answered into *resp, now or through the returned task.
+  virtual std::unique_ptr<Task> ScrapeMetrics(command::Session& s, Response* resp) = 0;
+
+ protected:
+  ~AdminHost() = default;
+};
+
+class AdminService final : public Service {
+ public:
+  AdminService(const Clock& clock, TokenStore& tokens, AdminHost& host);
+  // Loads `path`'s "user:password" lines; from then on every request needs one of them as
+  // HTTP basic auth. false: *error says why.
+  bool LoadAccounts(const std::string& path, std::string* error);
+
+  void Handle(Exchange& ex) override;
+  void Answered(const Exchange& ex, Nanos done) override;
+  const Clock& clock() const override { return clock_; }
+  uint64_t body_limit() const override { return 64 * 1024; }
+
+  // Observes answered requests (for /metrics).
+  void set_observer(ApiObserver* o) { observer_ = o; }
+
+ private:
+  bool Authorized(const Request& r) const;
+
+  const Clock& clock_;
+  TokenStore& tokens_;
+  AdminHost& host_;
+  ApiObserver* observer_ = nullptr;
+  std::vector<std::string> accounts_;  // "user:password"; empty: no auth
+};
+
+}  // namespace stalkd::http

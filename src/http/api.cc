@@ -1,0 +1,809 @@
+#include "http/api.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <algorithm>
+#include <charconv>
+#include <vector>
+
+#include "http/json.h"
+#include "http/names.h"
+#include "http/response.h"
+#include "http/url.h"
+
+namespace stalkd::http {
+
+using command::Outcome;
+using command::Result;
+using command::Session;
+
+namespace {
+
+// lmstfy's defaults (its server/handlers/setup.go) and limits (queue.go).
+constexpr uint32_t kDefaultTtlS = 86400;
+constexpr uint32_t kDefaultTtrS = 120;
+constexpr uint32_t kDefaultTries = 1;
+constexpr uint64_t kMaxConsumeCount = 100;
+constexpr size_t kMaxBulkJobs = 64;
+constexpr size_t kLmstfyMaxBody = 65535;  // "must be smaller than 64kB"
+// Jobs a dead-letter delete or respawn handles per step.
+constexpr uint32_t kSliceJobs = 1000;
+// A job put over HTTP also has a beanstalkd TTR, for a text client that reserves it;
+// lmstfy's consumers choose theirs at consume.
+constexpr uint32_t kPutTtrS = kDefaultTtrS;
+
+// Go's encoding/json writes a map's keys in sorted order, so lmstfy's gin.H replies have
+// them sorted; ours are written in the same order.
+
+std::string JobIdString(uint64_t id) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, id);
+  return std::string(buf, r.ptr);
+}
+
+std::optional<uint64_t> ParseJobId(std::string_view s) {
+  std::optional<uint64_t> id = ParseUint(s, 64);
+  if (!id || *id == 0) return std::nullopt;
+  return id;
+}
+
+// One job as lmstfy's consume and peek show it. Needs the job's stats; `body` must be
+// copied before the StatsJob call invalidates it.
+bool WriteJob(Session& s, std::string_view ns, std::string_view tube, uint64_t id,
+              std::string_view body, bool with_msg, JsonWriter& w) {
+  std::string data;
+  AppendBase64(body, &data);
+  Result st = s.StatsJob(id);
+  if (st.outcome != Outcome::kJobStats) return false;
+  const command::JobStats& js = *st.job_stats;
+  std::string_view job_ns, queue;
+  if (!SplitTube(js.tube, &job_ns, &queue) || job_ns != ns) return false;
+  if (!tube.empty() && js.tube != tube) return false;
+  const command::JobExtensionStats* x = js.extension;
+  w.StartObject();
+  w.Key("attributes");
+  if (x && !x->attributes.empty()) {
+    std::vector<command::Attribute> attrs(x->attributes.begin(), x->attributes.end());
+    std::sort(
+        attrs.begin(), attrs.end(),
+        [](const command::Attribute& a, const command::Attribute& b) { return a.name < b.name; });
+    w.StartObject();
+    for (const command::Attribute& a : attrs) {
+      w.Key(a.name);
+      w.String(a.value);
+    }
+    w.EndObject();
+  } else {
+    w.Null();
+  }
+  w.Key("data");
+  w.String(data);
+  w.Key("elapsed_ms");
+  w.Int(js.age_ms);
+  w.Key("job_id");
+  w.String(JobIdString(id));
+  if (with_msg) {
+    w.Key("msg");
+    w.String("new job");
+  }
+  w.Key("namespace");
+  w.String(ns);
+  w.Key("queue");
+  w.String(queue);
+  w.Key("remain_tries");
+  // A job with unlimited tries (put over the text protocol without tries) shows the most
+  // lmstfy's uint16 tries can say.
+  w.Uint(x && x->limited ? x->tries_left : 65535);
+  w.Key("ttl");
+  w.Int(x && x->has_ttl ? x->ttl_left_s : 0);
+  w.EndObject();
+  return true;
+}
+
+// Makes the session watch exactly `tubes` (a consume's queues).
+void WatchOnly(Session& s, const std::vector<std::string>& tubes) {
+  for (const std::string& t : tubes) s.Watch(t);
+  Result r = s.ListTubesWatched();
+  if (r.outcome != Outcome::kTubeList) return;
+  std::vector<std::string> drop;
+  for (std::string_view t : *r.tubes) {
+    if (std::find(tubes.begin(), tubes.end(), t) == tubes.end()) drop.emplace_back(t);
+  }
+  for (const std::string& t : drop) s.Ignore(t);
+}
+
+// What the reserve gave: the jobs' ids and bodies, copied out of the result.
+struct Reserved {
+  std::vector<std::pair<uint64_t, std::string>> jobs;
+  void Take(const Result& r) {
+    jobs.clear();
+    if (r.outcome != Outcome::kReservedMany) return;
+    for (const command::JobView& j : *r.jobs) jobs.emplace_back(j.id, std::string(j.body));
+  }
+};
+
+// The consume's answer from the jobs it reserved.
+void AnswerConsume(Session& s, std::string_view ns, const Reserved& got, bool batch,
+                   Response* resp) {
+  if (got.jobs.empty()) return Message(resp, 404, "no job available");
+  resp->status = 200;
+  resp->body.clear();
+  JsonWriter w(&resp->body);
+  if (batch) w.StartArray();
+  size_t written = 0;
+  for (const auto& [id, body] : got.jobs) {
+    if (WriteJob(s, ns, "", id, body, true, w)) written++;
+    if (!batch) break;
+  }
+  if (batch) w.EndArray();
+  if (written == 0) Message(resp, 404, "no job available");
+}
+
+// A consume that waits for a job (long poll).
+class ConsumeTask final : public Task {
+ public:
+  ConsumeTask(Session& s, std::string ns, bool batch) : s_(s), ns_(std::move(ns)), batch_(batch) {}
+
+  bool Step(Response* resp) override {
+    AnswerConsume(s_, ns_, got_, batch_, resp);
+    return true;
+  }
+  void OnResult(const Result& r) override {
+    got_.Take(r);
+    waiting_ = false;
+  }
+  bool waiting() const override { return waiting_; }
+  bool waits_for_client() const override { return true; }
+  void Abandon() override {
+    got_.Take(s_.AbandonReserve());
+    waiting_ = false;
+  }
+
+ private:
+  Session& s_;
+  std::string ns_;
+  bool batch_;
+  bool waiting_ = true;
+  Reserved got_;
+};
+
+// Waits for a store call's late result, then answers with a fixed response.
+class AwaitTask final : public Task {
+ public:
+  explicit AwaitTask(Response answer) : answer_(std::move(answer)) {}
+  bool Step(Response* resp) override {
+    *resp = std::move(answer_);
+    return true;
+  }
+  void OnResult(const Result&) override { waiting_ = false; }
+  bool waiting() const override { return waiting_; }
+
+ private:
+  Response answer_;
+  bool waiting_ = true;
+};
+
+// Deletes up to `limit` of a tube's dead letters, a slice per step.
+class DeleteDeadTask final : public Task {
+ public:
+  DeleteDeadTask(Session& s, std::string tube, int64_t limit)
+      : s_(s), tube_(std::move(tube)), left_(limit) {}
+
+  bool Step(Response* resp) override {
+    uint32_t n = static_cast<uint32_t>(std::min<int64_t>(left_, kSliceJobs));
+    Result r = s_.ListJobs(tube_, command::StateFilter::kBuried, from_, n);
+    if (r.outcome == Outcome::kJobList) {
+      std::vector<uint64_t> ids(r.ids->begin(), r.ids->end());
+      from_ = r.number;
+      Result d = s_.DeleteMany(ids);
+      if (d.outcome == Outcome::kDeletedMany) left_ -= static_cast<int64_t>(d.number);
+    } else {
+      from_ = 0;
+    }
+    if (from_ != 0 && left_ > 0) return false;
+    resp->status = 204;
+    return true;
+  }
+  void OnResult(const Result&) override {}
+  bool waiting() const override { return false; }
+
+ private:
+  Session& s_;
+  std::string tube_;
+  int64_t left_;
+  uint64_t from_ = 1;
+};
+
+// Respawns up to `limit` of a tube's dead letters, a slice per step.
+class RespawnTask final : public Task {
+ public:
+  RespawnTask(Session& s, std::string tube, int64_t limit, uint32_t ttl_s)
+      : s_(s), tube_(std::move(tube)), left_(limit), ttl_s_(ttl_s) {}
+
+  bool Step(Response* resp) override {
+    uint32_t n = static_cast<uint32_t>(std::min<int64_t>(left_, kSliceJobs));
+    Result r = s_.Respawn(tube_, n, ttl_s_);
+    uint64_t done = r.outcome == Outcome::kKicked ? r.number : 0;
+    count_ += done;
+    left_ -= static_cast<int64_t>(done);
+    if (done == n && left_ > 0) return false;
+    resp->status = 200;
+    resp->body.clear();
+    JsonWriter w(&resp->body);
+    w.StartObject();
+    w.Key("count");
+    w.Uint(count_);
+    w.Key("msg");
+    w.String("respawned");
+    w.EndObject();
+    return true;
+  }
+  void OnResult(const Result&) override {}
+  bool waiting() const override { return false; }
+
+ private:
+  Session& s_;
+  std::string tube_;
+  int64_t left_;
+  uint32_t ttl_s_;
+  uint64_t count_ = 0;
+};
+
+enum class Throttle : uint8_t { kNone, kProduce, kConsume };
+
+// One request on its way through lmstfy's middleware and handler.
+class Call {
+ public:
+  Call(Exchange& ex, Access& access, const ApiOptions& options)
+      : ex_(ex), s_(ex.session), access_(access), options_(options) {}
+
+  void Run();
+
+ private:
+  Response& resp() { return ex_.response; }
+  void Fail(int status, std::string_view text) { Error(&resp(), status, text); }
+  // The middleware: names, pool, token, rate limit. false: answered.
+  bool Admit(bool multi, bool token, Throttle throttle);
+  // A numeric query parameter as lmstfy parses it; false: answered 400 "invalid <name>".
+  bool Uint(std::string_view name, uint64_t def, int bits, uint64_t* out);
+
+  void Publish(bool republish);
+  void PublishBulk();
+  void Consume();
+  void Delete();
+  void PeekQueue();
+  void PeekJob();
+  void Size(bool dead);
+  void DestroyQueue();
+  void PeekDeadLetter();
+  void RespawnDeadLetter();
+  void DeleteDeadLetter();
+
+  // Puts one job into tube_; false: answered with the failure.
+  bool Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s, uint32_t tries,
+           std::span<const command::Attribute> attrs, uint64_t* id);
+  // Deletes job `id` if it is in tube_.
+  void DeleteInTube(uint64_t id);
+
+  Exchange& ex_;
+  Session& s_;
+  Access& access_;
+  const ApiOptions& options_;
+  Target target_;
+  std::string ns_, queue_, tube_;
+  std::vector<std::string> queues_, tubes_;  // a consume's
+};
+
+void Call::Run() {
+  Method m = ex_.request.method;
+  if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  const std::vector<std::string>& seg = target_.segments();
+  auto route = [&](std::string_view name) { ex_.route = name; };
+  if (seg.size() < 3 || seg[0] != "api") {
+    route("unknown");
+    return Fail(404, "api not found");
+  }
+  ns_ = seg[1];
+  queue_ = seg[2];
+  if (seg.size() == 3) {
+    if (m == Method::kPut) {
+      route("publish");
+      if (Admit(false, true, Throttle::kProduce)) Publish(false);
+      return;
+    }
+    if (m == Method::kGet) {
+      route("consume");
+      if (Admit(true, true, Throttle::kConsume)) Consume();
+      return;
+    }
+    if (m == Method::kDelete) {
+      route("destroy_queue");
+      if (Admit(false, true, Throttle::kNone)) DestroyQueue();
+      return;
+    }
+  } else if (seg.size() == 4) {
+    const std::string& what = seg[3];
+    if (what == "bulk" && m == Method::kPut) {
+      route("publish_bulk");
+      if (Admit(false, true, Throttle::kProduce)) PublishBulk();
+      return;
+    }
+    if (what == "peek" && m == Method::kGet) {
+      route("peek_queue");
+      if (Admit(false, true, Throttle::kNone)) PeekQueue();
+      return;
+    }
+    if (what == "size" && m == Method::kGet) {
+      route("size");
+      if (Admit(false, false, Throttle::kNone)) Size(false);
+      return;
+    }
+    if (what == "deadletter") {
+      if (m == Method::kGet) {
+        route("peek_deadletter");
+        if (Admit(false, true, Throttle::kNone)) PeekDeadLetter();
+        return;
+      }
+      if (m == Method::kPut) {
+        route("respawn_deadletter");
+        if (Admit(false, true, Throttle::kNone)) RespawnDeadLetter();
+        return;
+      }
+      if (m == Method::kDelete) {
+        route("delete_deadletter");
+        if (Admit(false, true, Throttle::kNone)) DeleteDeadLetter();
+        return;
+      }
+    }
+  } else if (seg.size() == 5) {
+    if (seg[3] == "job") {
+      if (m == Method::kPut) {
+        route("republish");
+        if (Admit(false, true, Throttle::kNone)) Publish(true);
+        return;
+      }
+      if (m == Method::kGet) {
+        route("peek_job");
+        if (Admit(false, true, Throttle::kNone)) PeekJob();
+        return;
+      }
+      if (m == Method::kDelete) {
+        route("delete");
+        if (Admit(false, true, Throttle::kNone)) Delete();
+        return;
+      }
+    }
+    if (seg[3] == "deadletter" && seg[4] == "size" && m == Method::kGet) {
+      route("deadletter_size");
+      if (Admit(false, false, Throttle::kNone)) Size(true);
+      return;
+    }
+  }
+  route("unknown");
+  Fail(404, "api not found");
+}
+
+bool Call::Admit(bool multi, bool token, Throttle throttle) {
+  if (multi) {
+    // ValidateMultiConsume: the names' characters; then each queue as a tube.
+    for (size_t at = 0; at <= queue_.size();) {
+      size_t comma = std::min(queue_.find(',', at), queue_.size());
+      std::string q = queue_.substr(at, comma - at);
+      at = comma + 1;
+      if (q.empty()) continue;
+      std::string tube;
+      if (const char* e = QueueTube(ns_, q, &tube)) {
+        Fail(400, e);
+        return false;
+      }
+      if (std::find(tubes_.begin(), tubes_.end(), tube) != tubes_.end()) continue;
+      queues_.push_back(std::move(q));
+      tubes_.push_back(std::move(tube));
+    }
+    if (queues_.empty()) {
+      std::string ignored;
+      if (const char* e = QueueTube(ns_, "q", &ignored)) {
+        Fail(400, e);
+      } else {
+        Fail(400, "invalid queue name(s)");
+      }
+      return false;
+    }
+    tube_ = tubes_[0];
+  } else if (const char* e = QueueTube(ns_, queue_, &tube_)) {
+    Fail(400, e);
+    return false;
+  }
+  // SetupQueueEngine: a token may name a pool, "pool:token"; stalkd has one, "default".
+  std::string_view raw = ex_.request.token;
+  if (raw.empty()) {
+    if (auto q = target_.Query("token")) raw = *q;
+  }
+  std::string_view tok = raw;
+  if (size_t colon = raw.find(':'); colon != std::string_view::npos) {
+    if (raw.substr(0, colon) != "default") {
+      Fail(404, "pool not found");
+      return false;
+    }
+    tok = raw.substr(colon + 1);
+  }
+  if (!token) return true;
+  if (tok.empty()) {
+    Fail(401, "token not found");
+    return false;
+  }
+  if (!access_.Valid(ns_, tok)) {
+    Fail(401, "invalid token");
+    return false;
+  }
+  if (throttle != Throttle::kNone) {
+    bool produce = throttle == Throttle::kProduce;
+    if (!access_.Allow(ns_, tok, produce, ex_.now)) {
+      resp().status = 429;
+      JsonWriter w(&resp().body);
+      w.StartObject();
+      w.Key("msg");
+      w.String("token(" + std::string(tok) + ") " + (produce ? "produce" : "consume") +
+               " reach the limit rate, please retry later");
+      w.EndObject();
+      return false;
+    }
+    ex_.limited = produce ? Exchange::Limited::kProduce : Exchange::Limited::kConsume;
+    ex_.limited_ns = ns_;
+    ex_.limited_token = tok;
+  }
+  return true;
+}
+
+bool Call::Uint(std::string_view name, uint64_t def, int bits, uint64_t* out) {
+  std::optional<std::string_view> v = target_.Query(name);
+  if (!v) {
+    *out = def;
+    return true;
+  }
+  std::optional<uint64_t> n = ParseUint(*v, bits);
+  if (!n) {
+    Fail(400, "invalid " + std::string(name));
+    return false;
+  }
+  *out = *n;
+  return true;
+}
+
+bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s,
+               uint32_t tries, std::span<const command::Attribute> attrs, uint64_t* id) {
+  if (Result u = s_.Use(tube_); u.outcome != Outcome::kUsing) {
+    Fail(400, "invalid queue name");
+    return false;
+  }
+  command::PutOptions opts;
+  opts.tries = tries;
+  opts.ttl_s = ttl_s;
+  opts.attributes = attrs;
+  command::PutArgs args;
+  args.pri = pri;
+  args.delay_s = delay_s;
+  args.ttr_s = kPutTtrS;
+  args.bytes = static_cast<uint32_t>(body.size());
+  args.verb = command::Verb::kPut;
+  args.options = &opts;
+  command::PutSlot slot = s_.BeginPut(args);
+  Outcome o = slot.refusal;
+  if (slot.data) {
+    std::copy(body.begin(), body.end(), slot.data);
+    slot.data[body.size()] = '\r';
+    slot.data[body.size() + 1] = '\n';
+    Result r = s_.CommitPut();
+    if (r.outcome == Outcome::kInserted) {
+      *id = r.number;
+      return true;
+    }
+    o = r.outcome;
+  }
+  switch (o) {
+    case Outcome::kJobTooBig:
+      Fail(413, "body too large");
+      break;
+    case Outcome::kDraining:
+      Fail(503, "server is draining");
+      break;
+    case Outcome::kOutOfMemory:
+      Fail(503, "out of memory");
+      break;
+    default:
+      Fail(500, "internal error");
+  }
+  return false;
+}
+
+// The attributes of Job-Attr-* headers, checked against the engine's limits
+// (docs/EXTENSIONS.md).
+const char* CheckAttributes(const Request& req, std::vector<command::Attribute>* out) {
+  if (req.attributes.size() > command::kMaxAttributes) {
+    return "too many attributes, cannot exceed 16";
+  }
+  for (const auto& [name, value] : req.attributes) {
+    if (name.size() > command::kMaxAttributeName) {
+      return "attribute name too long, cannot exceed 64";
+    }
+    for (char c : name) {
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_';
+      if (!ok) return "invalid attribute name";
+    }
+    if (value.size() > command::kMaxAttributeValue) {
+      return "attribute value too long, cannot exceed 255";
+    }
+    for (char c : value) {
+      if (c < 0x20 || c > 0x7e) return "invalid attribute value";
+    }
+    out->push_back({name, value});
+  }
+  return nullptr;
+}
+
+void Call::Publish(bool republish) {
+  std::optional<uint64_t> old_id;
+  if (republish) {
+    old_id = ParseJobId(target_.segments()[4]);
+    if (!old_id) return Fail(400, "invalid job id");
+  }
+  uint64_t delay, ttl, tries, priority;
+  if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) return;
+  if (ttl > 0 && ttl < delay) return Fail(400, "ttl is shorter than delay");
+  if (!Uint("tries", kDefaultTries, 16, &tries)) return;
+  if (tries == 0) return Fail(400, "tries shouldn't be zero");
+  if (!Uint("priority", 0, 8, &priority)) return;
+  const std::string& body = ex_.request.body;
+  if (body.size() > options_.max_job_size) return Fail(413, "body too large");
+  std::vector<command::Attribute> attrs;
+  if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
+  if (old_id) DeleteInTube(*old_id);
+  uint64_t id;
+  // lmstfy's priority: higher is consumed first; beanstalkd's: lower is.
+  uint32_t pri = static_cast<uint32_t>(255 - priority);
+  if (!Put(body, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
+           static_cast<uint32_t>(tries), attrs, &id)) {
+    return;
+  }
+  resp().status = 201;
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key("job_id");
+  w.String(JobIdString(id));
+  w.Key("msg");
+  w.String("published");
+  w.EndObject();
+}
+
+void Call::PublishBulk() {
+  uint64_t delay, ttl, tries, priority;
+  if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) return;
+  if (ttl > 0 && ttl < delay) return Fail(400, "ttl is shorter than delay");
+  if (!Uint("tries", kDefaultTries, 16, &tries)) return;
+  if (tries == 0) return Fail(400, "tries shouldn't be zero");
+  if (!Uint("priority", 0, 8, &priority)) return;
+  rapidjson::Document doc;
+  doc.Parse(ex_.request.body.data(), ex_.request.body.size());
+  if (doc.HasParseError() || !doc.IsArray()) {
+    return Fail(400, "request body should be an array of objects");
+  }
+  size_t count = doc.Size();
+  if (count == 0) return Fail(400, "no jobs");
+  if (count > kMaxBulkJobs) return Fail(400, "too many jobs");
+  // Each job is the raw JSON of an element, as lmstfy stores json.RawMessage.
+  std::vector<std::string> bodies;
+  bodies.reserve(count);
+  for (const rapidjson::Value& v : doc.GetArray()) {
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    v.Accept(w);
+    if (buf.GetSize() > options_.max_job_size) return Fail(413, "job too large");
+    bodies.emplace_back(buf.GetString(), buf.GetSize());
+  }
+  std::vector<command::Attribute> attrs;
+  if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
+  std::vector<uint64_t> ids;
+  uint32_t pri = static_cast<uint32_t>(255 - priority);
+  for (const std::string& b : bodies) {
+    uint64_t id;
+    if (!Put(b, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
+             static_cast<uint32_t>(tries), attrs, &id)) {
+      return;
+    }
+    ids.push_back(id);
+  }
+  resp().status = 201;
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key("job_ids");
+  w.StartArray();
+  for (uint64_t id : ids) w.String(JobIdString(id));
+  w.EndArray();
+  w.Key("msg");
+  w.String("published");
+  w.EndObject();
+}
+
+void Call::Consume() {
+  uint64_t ttr, timeout, count;
+  if (!Uint("ttr", kDefaultTtrS, 32, &ttr) || !Uint("timeout", 0, 32, &timeout)) return;
+  std::optional<std::string_view> c = target_.Query("count");
+  std::optional<uint64_t> n = c ? ParseUint(*c, 32) : std::optional<uint64_t>(1);
+  if (!n || *n == 0 || *n > kMaxConsumeCount) return Fail(400, "invalid count");
+  count = *n;
+  bool freeze = false;
+  if (std::optional<std::string_view> f = target_.Query("freeze_tries")) {
+    std::optional<bool> b = ParseBool(*f);
+    if (!b) return Fail(400, "invalid freeze_tries value");
+    freeze = *b;
+  }
+  bool multi = tubes_.size() > 1;
+  if (multi && timeout == 0) {
+    return Fail(400, "timeout must be provided to consume multiple queues");
+  }
+  bool batch = !multi && count > 1;
+  command::ReserveArgs args;
+  args.count = batch ? static_cast<uint32_t>(count) : 1;
+  args.ttr_s = static_cast<uint32_t>(ttr == 0 ? 1 : ttr);
+  args.freeze_tries = freeze;
+  args.detached = true;
+  Reserved got;
+  if (multi) {
+    // The queues' order is their priority: each is tried alone before waiting on all.
+    args.timeout = 0;
+    for (const std::string& t : tubes_) {
+      WatchOnly(s_, {t});
+      got.Take(s_.ReserveExt(args));
+      if (!got.jobs.empty()) return AnswerConsume(s_, ns_, got, false, &resp());
+    }
+  }
+  WatchOnly(s_, tubes_);
+  args.timeout = static_cast<Nanos>(timeout) * kSecond;
+  Result r = s_.ReserveExt(args);
+  if (r.outcome == Outcome::kPending) {
+    ex_.task = std::make_unique<ConsumeTask>(s_, ns_, batch);
+    return;
+  }
+  got.Take(r);
+  AnswerConsume(s_, ns_, got, batch, &resp());
+}
+
+void Call::DeleteInTube(uint64_t id) {
+  Result st = s_.StatsJob(id);
+  if (st.outcome != Outcome::kJobStats || st.job_stats->tube != tube_) return;
+  s_.Delete(id);
+}
+
+void Call::Delete() {
+  std::optional<uint64_t> id = ParseJobId(target_.segments()[4]);
+  if (!id) return Fail(400, "invalid job id");
+  DeleteInTube(*id);
+  resp().status = 204;
+}
+
+void Call::PeekJob() {
+  std::optional<uint64_t> id = ParseJobId(target_.segments()[4]);
+  if (!id) return Fail(400, "invalid job id");
+  Result r = s_.Peek(*id);
+  if (r.outcome == Outcome::kFound) {
+    std::string body(r.job.body);
+    resp().status = 200;
+    JsonWriter w(&resp().body);
+    if (WriteJob(s_, ns_, tube_, *id, body, false, w)) return;
+  }
+  Fail(404, "job not found");
+}
+
+void Call::PeekQueue() {
+  s_.Use(tube_);
+  Result r = s_.PeekReady();
+  if (r.outcome == Outcome::kFound) {
+    uint64_t id = r.job.id;
+    std::string body(r.job.body);
+    resp().status = 200;
+    JsonWriter w(&resp().body);
+    if (WriteJob(s_, ns_, tube_, id, body, false, w)) return;
+  }
+  Fail(404, "job not found");
+}
+
+void Call::Size(bool dead) {
+  Result r = s_.StatsTube(tube_);
+  uint64_t size = 0;
+  if (r.outcome == Outcome::kTubeStats) size = dead ? r.tube_stats->buried : r.tube_stats->ready;
+  resp().status = 200;
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key("namespace");
+  w.String(ns_);
+  w.Key("queue");
+  w.String(queue_);
+  w.Key("size");
+  w.Uint(size);
+  w.EndObject();
+}
+
+void Call::DestroyQueue() {
+  Response done;
+  done.status = 204;
+  Result r = s_.Purge(tube_, command::StateFilter::kReady);
+  if (r.outcome == Outcome::kPending) {
+    ex_.task = std::make_unique<AwaitTask>(std::move(done));
+    return;
+  }
+  resp() = std::move(done);
+}
+
+void Call::PeekDeadLetter() {
+  Result r = s_.StatsTube(tube_);
+  uint64_t size = r.outcome == Outcome::kTubeStats ? r.tube_stats->buried : 0;
+  std::string head;
+  if (size > 0) {
+    s_.Use(tube_);
+    Result b = s_.PeekBuried();
+    if (b.outcome == Outcome::kFound) head = JobIdString(b.job.id);
+  }
+  resp().status = 200;
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key("deadletter_head");
+  w.String(head);
+  w.Key("deadletter_size");
+  w.Uint(size);
+  w.Key("namespace");
+  w.String(ns_);
+  w.Key("queue");
+  w.String(queue_);
+  w.EndObject();
+}
+
+void Call::RespawnDeadLetter() {
+  std::optional<std::string_view> l = target_.Query("limit");
+  std::optional<int64_t> limit = l ? ParseInt64(*l) : std::optional<int64_t>(1);
+  if (!limit || *limit <= 0) return Fail(400, "invalid limit");
+  std::optional<std::string_view> t = target_.Query("ttl");
+  std::optional<int64_t> ttl = t ? ParseInt64(*t) : std::optional<int64_t>(kDefaultTtlS);
+  if (!ttl || *ttl < 0 || *ttl > UINT32_MAX) return Fail(400, "invalid ttl");
+  uint32_t ttl_s = static_cast<uint32_t>(*ttl);
+  auto task = std::make_unique<RespawnTask>(s_, tube_, *limit, ttl_s);
+  if (!task->Step(&resp())) ex_.task = std::move(task);
+}
+
+void Call::DeleteDeadLetter() {
+  std::optional<std::string_view> l = target_.Query("limit");
+  std::optional<int64_t> limit = l ? ParseInt64(*l) : std::optional<int64_t>(1);
+  if (!limit || *limit <= 0) return Fail(400, "invalid limit");
+  auto task = std::make_unique<DeleteDeadTask>(s_, tube_, *limit);
+  if (!task->Step(&resp())) ex_.task = std::move(task);
+}
+
+}  // namespace
+
+ApiService::ApiService(const Clock& clock, Access& access, ApiObserver* observer,
+                       ApiOptions options)
+    : clock_(clock), access_(access), observer_(observer), options_(options) {}
+
+void ApiService::Handle(Exchange& ex) { Call(ex, access_, options_).Run(); }
+
+void ApiService::Answered(const Exchange& ex, Nanos done) {
+  // lmstfy's RemedyLimiter: a counted request that did not succeed is given back.
+  bool produce = ex.limited == Exchange::Limited::kProduce;
+  if (ex.limited != Exchange::Limited::kNo && ex.response.status != (produce ? 201 : 200)) {
+    access_.Refund(ex.limited_ns, ex.limited_token, produce, done);
+  }
+  if (observer_) observer_->OnRequest(ex.route, ex.response.status, done - ex.now);
+}
+
+uint64_t ApiService::body_limit() const {
+  return std::max<uint64_t>(options_.max_job_size, kLmstfyMaxBody);
+}
+
+uint64_t ApiService::bulk_body_limit() const {
+  // Up to 64 jobs in one JSON array, but no more than 16 MiB unless one job may be larger.
+  uint64_t l = body_limit();
+  return std::min<uint64_t>(l * kMaxBulkJobs, std::max<uint64_t>(l, uint64_t{16} << 20));
+}
+
+}  // namespace stalkd::http

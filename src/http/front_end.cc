@@ -1,0 +1,150 @@
+#include "http/front_end.h"
+
+#include "base/check.h"
+#include "http/response.h"
+
+namespace stalkd::http {
+
+// Request line and headers: lmstfy's server (Go's net/http) allows 1 MiB; 8 KiB is what
+// proxies allow and far above what its clients send.
+constexpr uint32_t kHeaderLimit = 8192;
+
+HttpFrontEnd::HttpFrontEnd(Service& service, command::Store& store, command::Client& client)
+    : service_(service),
+      session_(store.Open(client)),
+      parser_(kHeaderLimit, service.body_limit(), service.bulk_body_limit()) {}
+
+HttpFrontEnd::~HttpFrontEnd() {
+  if (task_ && task_->waiting()) task_->Abandon();
+  task_.reset();
+  exchange_.reset();
+}
+
+char* HttpFrontEnd::PrepareInput(size_t n) {
+  if (in_begin_ == in_.size()) {
+    in_.clear();
+    in_begin_ = 0;
+  } else if (in_begin_ > 0 && in_begin_ >= in_.size() / 2) {
+    in_.erase(0, in_begin_);
+    in_begin_ = 0;
+  }
+  size_t at = in_.size();
+  in_.resize(at + n);
+  return in_.data() + at;
+}
+
+void HttpFrontEnd::CommitInput(size_t n) {
+  // PrepareInput grew the buffer by the n it was asked for; keep what was written.
+  (void)n;
+  needs_input_ = false;
+}
+
+bool HttpFrontEnd::runnable() const {
+  if (closing_) return false;
+  if (task_) return !task_->waiting();
+  return buffered_input() > 0 && !needs_input_;
+}
+
+bool HttpFrontEnd::Run(size_t max_steps) {
+  size_t steps = 0;
+  while (!closing_ && out_.size() < kOutputHighWater) {
+    if (task_) {
+      if (task_->waiting()) return false;
+      if (steps == max_steps) return true;
+      steps++;
+      if (task_->Step(&exchange_->response)) Finish();
+      continue;
+    }
+    if (buffered_input() == 0 || needs_input_) return false;
+    if (steps == max_steps) return true;
+    steps++;
+    if (!NextRequest()) return false;
+  }
+  return false;
+}
+
+bool HttpFrontEnd::NextRequest() {
+  RequestParser::Status st;
+  size_t n = parser_.Feed(std::string_view(in_).substr(in_begin_), &st);
+  in_begin_ += n;
+  if (in_begin_ == in_.size()) {
+    in_.clear();
+    in_begin_ = 0;
+  }
+  switch (st) {
+    case RequestParser::Status::kNeedMore:
+      needs_input_ = true;
+      if (request_started_ == 0 && parser_.started()) request_started_ = service_.clock().Now();
+      if (parser_.head_done() && parser_.request().expect_continue && !continue_sent_) {
+        out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+        continue_sent_ = true;
+      }
+      if (input_closed_) Refuse(400, "malformed request: the request was cut short");
+      return false;
+    case RequestParser::Status::kError:
+      Refuse(parser_.error_status(), parser_.error());
+      return false;
+    case RequestParser::Status::kDone:
+      break;
+  }
+  request_started_ = 0;
+  continue_sent_ = false;
+  exchange_.reset(new Exchange{parser_.request(),
+                               *session_,
+                               service_.clock().Now(),
+                               {},
+                               {},
+                               {},
+                               {},
+                               {},
+                               Exchange::Limited::kNo});
+  service_.Handle(*exchange_);
+  if (exchange_->task) {
+    task_ = std::move(exchange_->task);
+  } else {
+    Finish();
+  }
+  return true;
+}
+
+void HttpFrontEnd::Finish() {
+  Exchange& ex = *exchange_;
+  std::string id = NewRequestId();
+  bool close = !ex.request.keep_alive;
+  AppendResponse(ex.response, id, close, ex.request.method == Method::kHead, &out_);
+  service_.Answered(ex, service_.clock().Now());
+  task_.reset();
+  exchange_.reset();
+  parser_.Next();
+  if (close) closing_ = true;
+}
+
+void HttpFrontEnd::Refuse(int status, const std::string& why) {
+  Response r;
+  Error(&r, status, why);
+  AppendResponse(r, NewRequestId(), /*close=*/true, /*head=*/false, &out_);
+  closing_ = true;
+  in_.clear();
+  in_begin_ = 0;
+}
+
+void HttpFrontEnd::TimeOut() {
+  if (closing_ || request_started_ == 0) return;
+  Refuse(408, "request timeout");
+}
+
+void HttpFrontEnd::OnResult(const command::Result& r) {
+  STALKD_CHECK(task_ && task_->waiting());
+  task_->OnResult(r);
+}
+
+void HttpFrontEnd::OnInputClosed() {
+  input_closed_ = true;
+  if (task_ && task_->waiting() && task_->waits_for_client()) task_->Abandon();
+  if (!task_ && parser_.started() && buffered_input() == 0) {
+    // The peer closed in the middle of a request: nothing to answer it with.
+    closing_ = true;
+  }
+}
+
+}  // namespace stalkd::http

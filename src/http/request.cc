@@ -1,0 +1,217 @@
+#include "http/request.h"
+
+#include "base/check.h"
+
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
+
+namespace stalkd::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using boost::beast::error_code;
+
+namespace {
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); i++) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+constexpr std::string_view kAttrPrefix = "job-attr-";
+
+}  // namespace
+
+void Request::Clear() {
+  method = Method::kOther;
+  target.clear();
+  version = 11;
+  keep_alive = true;
+  token.clear();
+  authorization.clear();
+  request_id.clear();
+  expect_continue = false;
+  attributes.clear();
+  body.clear();
+}
+
+// Beast's parser calls these as the request's parts arrive; they copy out what the
+// handlers need into the Request.
+class RequestParser::Impl final : public bhttp::basic_parser<true> {
+ public:
+  explicit Impl(Request& r) : r_(r) {}
+
+ private:
+  void on_request_impl(bhttp::verb method, beast::string_view, beast::string_view target,
+                       int version, error_code&) override {
+    switch (method) {
+      case bhttp::verb::get:
+        r_.method = Method::kGet;
+        break;
+      case bhttp::verb::head:
+        r_.method = Method::kHead;
+        break;
+      case bhttp::verb::put:
+        r_.method = Method::kPut;
+        break;
+      case bhttp::verb::post:
+        r_.method = Method::kPost;
+        break;
+      case bhttp::verb::delete_:
+        r_.method = Method::kDelete;
+        break;
+      default:
+        r_.method = Method::kOther;
+    }
+    r_.target.assign(target.data(), target.size());
+    r_.version = version;
+  }
+  void on_response_impl(int, beast::string_view, int, error_code& ec) override {
+    ec = bhttp::error::bad_method;  // never called for a request parser
+  }
+  void on_field_impl(bhttp::field name, beast::string_view name_string, beast::string_view value,
+                     error_code&) override {
+    std::string_view v(value.data(), value.size());
+    if (name == bhttp::field::authorization) {
+      r_.authorization.assign(v);
+      return;
+    }
+    std::string_view n(name_string.data(), name_string.size());
+    if (EqualsNoCase(n, "x-token")) {
+      r_.token.assign(v);
+    } else if (EqualsNoCase(n, "x-request-id")) {
+      r_.request_id.assign(v);
+    } else if (EqualsNoCase(n, "expect")) {
+      r_.expect_continue = EqualsNoCase(v, "100-continue");
+    } else if (n.size() > kAttrPrefix.size() &&
+               EqualsNoCase(n.substr(0, kAttrPrefix.size()), kAttrPrefix)) {
+      AddAttribute(n.substr(kAttrPrefix.size()), v);
+    }
+  }
+  void on_header_impl(error_code&) override {
+    r_.keep_alive = keep_alive();
+    // The route's body limit: a bulk publish may carry many jobs.
+    std::string_view path = std::string_view(r_.target).substr(0, r_.target.find('?'));
+    route_limit_ = path.ends_with("/bulk") ? bulk_limit_ : limit_;
+  }
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code& ec) override {
+    if (length && *length > route_limit_) {
+      ec = bhttp::error::body_limit;
+      return;
+    }
+    if (length) r_.body.reserve(static_cast<size_t>(*length));
+  }
+  size_t on_body_impl(beast::string_view body, error_code& ec) override { return Append(body, ec); }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code& ec) override {
+    return Append(body, ec);
+  }
+
+  size_t Append(beast::string_view body, error_code& ec) {
+    if (r_.body.size() + body.size() > route_limit_) {
+      ec = bhttp::error::body_limit;
+      return 0;
+    }
+    r_.body.append(body.data(), body.size());
+    return body.size();
+  }
+
+  // Go's canonical header name for the attribute name (first letter and each letter after
+  // '-' upper case, the rest lower case), the value without surrounding blanks; an empty
+  // value is no attribute, and a repeated name keeps its first value.
+  void AddAttribute(std::string_view raw_name, std::string_view raw_value) {
+    size_t b = raw_value.find_first_not_of(" \t");
+    if (b == std::string_view::npos) return;
+    size_t e = raw_value.find_last_not_of(" \t");
+    std::string_view value = raw_value.substr(b, e - b + 1);
+    std::string name(raw_name);
+    bool upper = true;
+    for (char& c : name) {
+      if (upper && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+      if (!upper && c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      upper = c == '-';
+    }
+    for (const auto& a : r_.attributes) {
+      if (a.first == name) return;
+    }
+    r_.attributes.emplace_back(std::move(name), std::string(value));
+  }
+
+ public:
+  uint64_t limit_ = 0;       // a request's body
+  uint64_t bulk_limit_ = 0;  // a bulk publish's body
+
+ private:
+  uint64_t route_limit_ = 0;
+  void on_finish_impl(error_code&) override { r_.keep_alive = keep_alive(); }
+
+  Request& r_;
+};
+
+RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit)
+    : header_limit_(header_limit), body_limit_(body_limit), bulk_limit_(bulk_limit) {
+  Next();
+}
+
+RequestParser::~RequestParser() = default;
+
+void RequestParser::Next() {
+  request_.Clear();
+  impl_ = std::make_unique<Impl>(request_);
+  impl_->header_limit(header_limit_);
+  impl_->body_limit(bulk_limit_);
+  impl_->limit_ = body_limit_;
+  impl_->bulk_limit_ = bulk_limit_;
+  impl_->eager(true);
+}
+
+bool RequestParser::started() const { return impl_->got_some(); }
+
+bool RequestParser::head_done() const { return impl_->is_header_done(); }
+
+RequestParser::Status RequestParser::Fail(int status, std::string why) {
+  error_status_ = status;
+  error_ = std::move(why);
+  return Status::kError;
+}
+
+size_t RequestParser::Feed(std::string_view data, Status* status) {
+  STALKD_CHECK(!impl_->is_done());
+  size_t used = 0;
+  while (used < data.size() && !impl_->is_done()) {
+    error_code ec;
+    size_t n = impl_->put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
+    used += n;
+    if (ec == bhttp::error::need_more) break;
+    if (ec == bhttp::error::body_limit) {
+      *status = Fail(413, "body too large");
+      return used;
+    }
+    if (ec == bhttp::error::header_limit) {
+      *status = Fail(431, "request header fields too large");
+      return used;
+    }
+    if (ec) {
+      *status = Fail(400, "malformed request");
+      return used;
+    }
+    if (n == 0) break;
+  }
+  *status = impl_->is_done() ? Status::kDone : Status::kNeedMore;
+  return used;
+}
+
+RequestParser::Status RequestParser::FeedEof() {
+  error_code ec;
+  impl_->put_eof(ec);
+  if (ec) return Fail(400, "malformed request");
+  return impl_->is_done() ? Status::kDone : Status::kNeedMore;
+}
+
+}  // namespace stalkd::http
