@@ -42,10 +42,10 @@ std::string JobIdString(uint64_t id) {
   return std::string(buf, r.ptr);
 }
 
+// 1 to 20 digits; id 0 is valid and names no job.
 std::optional<uint64_t> ParseJobId(std::string_view s) {
-  std::optional<uint64_t> id = ParseUint(s, 64);
-  if (!id || *id == 0) return std::nullopt;
-  return id;
+  if (s.size() > 20) return std::nullopt;
+  return ParseUint(s, 64);
 }
 
 // One job as lmstfy's consume and peek show it. Needs the job's stats; `body` must be
@@ -138,6 +138,43 @@ void AnswerConsume(Session& s, std::string_view ns, const Reserved& got, bool ba
   }
   if (batch) w.EndArray();
   if (written == 0) Message(resp, 404, "no job available");
+}
+
+// The elements of a JSON array that RapidJSON has already found valid, as the text of
+// each: the array is walked by depth, skipping strings, and each element trimmed.
+std::vector<std::string_view> SplitJsonArray(std::string_view text) {
+  std::vector<std::string_view> out;
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t i = text.find('[');
+  if (i == std::string_view::npos) return out;
+  int depth = 0;
+  size_t start = i + 1;
+  auto add = [&](size_t end) {
+    std::string_view e = text.substr(start, end - start);
+    while (!e.empty() && blank(e.front())) e.remove_prefix(1);
+    while (!e.empty() && blank(e.back())) e.remove_suffix(1);
+    if (!e.empty()) out.push_back(e);
+  };
+  for (i = i + 1; i < text.size(); i++) {
+    char c = text[i];
+    if (c == '"') {
+      for (i++; i < text.size() && text[i] != '"'; i++) {
+        if (text[i] == '\\') i++;
+      }
+    } else if (c == '[' || c == '{') {
+      depth++;
+    } else if (c == ']' || c == '}') {
+      if (depth == 0) {
+        add(i);
+        break;
+      }
+      depth--;
+    } else if (c == ',' && depth == 0) {
+      add(i);
+      start = i + 1;
+    }
+  }
+  return out;
 }
 
 // A consume that waits for a job (long poll).
@@ -297,10 +334,15 @@ class Call {
 
 void Call::Run() {
   Method m = ex_.request.method;
-  if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  if (!target_.Parse(ex_.request.target)) {
+    ex_.request.keep_alive = false;  // a transport error: the connection closes after it
+    return Fail(400, "malformed request");
+  }
   const std::vector<std::string>& seg = target_.segments();
   auto route = [&](std::string_view name) { ex_.route = name; };
-  if (seg.size() < 3 || seg[0] != "api") {
+  bool empty_segment =
+      std::any_of(seg.begin(), seg.end(), [](const std::string& s) { return s.empty(); });
+  if (seg.size() < 3 || seg[0] != "api" || empty_segment) {
     route("unknown");
     return Fail(404, "api not found");
   }
@@ -422,7 +464,7 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
   }
   std::string_view tok = raw;
   if (size_t colon = raw.find(':'); colon != std::string_view::npos) {
-    if (raw.substr(0, colon) != "default") {
+    if (colon != 0 && raw.substr(0, colon) != "default") {
       Fail(404, "pool not found");
       return false;
     }
@@ -524,6 +566,7 @@ const char* CheckAttributes(const Request& req, std::vector<command::Attribute>*
     return "too many attributes, cannot exceed 16";
   }
   for (const auto& [name, value] : req.attributes) {
+    if (name.empty()) return "invalid attribute name";
     if (name.size() > command::kMaxAttributeName) {
       return "attribute name too long, cannot exceed 64";
     }
@@ -584,29 +627,26 @@ void Call::PublishBulk() {
   if (!Uint("tries", kDefaultTries, 16, &tries)) return;
   if (tries == 0) return Fail(400, "tries shouldn't be zero");
   if (!Uint("priority", 0, 8, &priority)) return;
+  const std::string& text = ex_.request.body;
   rapidjson::Document doc;
-  doc.Parse(ex_.request.body.data(), ex_.request.body.size());
-  if (doc.HasParseError() || !doc.IsArray()) {
+  doc.Parse(text.data(), text.size());
+  if (doc.HasParseError() || (!doc.IsArray() && !doc.IsNull())) {
     return Fail(400, "request body should be an array of objects");
   }
-  size_t count = doc.Size();
+  size_t count = doc.IsArray() ? doc.Size() : 0;  // Go reads null as an empty array
   if (count == 0) return Fail(400, "no jobs");
   if (count > kMaxBulkJobs) return Fail(400, "too many jobs");
-  // Each job is the raw JSON of an element, as lmstfy stores json.RawMessage.
-  std::vector<std::string> bodies;
-  bodies.reserve(count);
-  for (const rapidjson::Value& v : doc.GetArray()) {
-    rapidjson::StringBuffer buf;
-    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-    v.Accept(w);
-    if (buf.GetSize() > options_.max_job_size) return Fail(413, "job too large");
-    bodies.emplace_back(buf.GetString(), buf.GetSize());
+  // Each job is an element's JSON text as sent, as lmstfy stores json.RawMessage.
+  std::vector<std::string_view> bodies = SplitJsonArray(text);
+  if (bodies.size() != count) return Fail(400, "request body should be an array of objects");
+  for (std::string_view b : bodies) {
+    if (b.size() > options_.max_job_size) return Fail(413, "job too large");
   }
   std::vector<command::Attribute> attrs;
   if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
   std::vector<uint64_t> ids;
   uint32_t pri = static_cast<uint32_t>(255 - priority);
-  for (const std::string& b : bodies) {
+  for (std::string_view b : bodies) {
     uint64_t id;
     if (!Put(b, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
              static_cast<uint32_t>(tries), attrs, &id)) {
@@ -643,9 +683,9 @@ void Call::Consume() {
   if (multi && timeout == 0) {
     return Fail(400, "timeout must be provided to consume multiple queues");
   }
-  bool batch = !multi && count > 1;
+  bool batch = count > 1;
   command::ReserveArgs args;
-  args.count = batch ? static_cast<uint32_t>(count) : 1;
+  args.count = static_cast<uint32_t>(count);
   args.ttr_s = static_cast<uint32_t>(ttr == 0 ? 1 : ttr);
   args.freeze_tries = freeze;
   args.detached = true;
@@ -653,10 +693,11 @@ void Call::Consume() {
   if (multi) {
     // The queues' order is their priority: each is tried alone before waiting on all.
     args.timeout = 0;
+    args.count = static_cast<uint32_t>(count);
     for (const std::string& t : tubes_) {
       WatchOnly(s_, {t});
       got.Take(s_.ReserveExt(args));
-      if (!got.jobs.empty()) return AnswerConsume(s_, ns_, got, false, &resp());
+      if (!got.jobs.empty()) return AnswerConsume(s_, ns_, got, batch, &resp());
     }
   }
   WatchOnly(s_, tubes_);

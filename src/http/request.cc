@@ -76,7 +76,7 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
     ec = bhttp::error::bad_method;  // never called for a request parser
   }
   void on_field_impl(bhttp::field name, beast::string_view name_string, beast::string_view value,
-                     error_code&) override {
+                     error_code& ec) override {
     std::string_view v(value.data(), value.size());
     if (name == bhttp::field::authorization) {
       r_.authorization.assign(v);
@@ -89,16 +89,24 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       r_.request_id.assign(v);
     } else if (EqualsNoCase(n, "expect")) {
       r_.expect_continue = EqualsNoCase(v, "100-continue");
-    } else if (n.size() > kAttrPrefix.size() &&
+    } else if (EqualsNoCase(n, "transfer-encoding")) {
+      // Only chunked is understood; Beast would read any other coding as the body's end
+      // at the connection's close, which a request cannot have.
+      if (!EqualsNoCase(v, "chunked")) ec = bhttp::error::bad_transfer_encoding;
+    } else if (n.size() >= kAttrPrefix.size() &&
                EqualsNoCase(n.substr(0, kAttrPrefix.size()), kAttrPrefix)) {
       AddAttribute(n.substr(kAttrPrefix.size()), v);
     }
   }
-  void on_header_impl(error_code&) override {
+  void on_header_impl(error_code& ec) override {
     r_.keep_alive = keep_alive();
-    // The route's body limit: a bulk publish may carry many jobs.
+    // The route's body limit: a bulk publish may carry many jobs. A body announced larger
+    // is refused now, before it is sent (or, with 100-continue, asked for).
     std::string_view path = std::string_view(r_.target).substr(0, r_.target.find('?'));
     route_limit_ = path.ends_with("/bulk") ? bulk_limit_ : limit_;
+    if (boost::optional<std::uint64_t> n = content_length(); n && *n > route_limit_) {
+      ec = bhttp::error::body_limit;
+    }
   }
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code& ec) override {
     if (length && *length > route_limit_) {
@@ -186,6 +194,16 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
   size_t used = 0;
   while (used < data.size() && !impl_->is_done()) {
     error_code ec;
+    if (!impl_->is_header_done()) {
+      // The head is request line and headers up to the blank line: at most header_limit_.
+      std::string_view rest = data.substr(used);
+      size_t end = rest.find("\r\n\r\n");
+      size_t head = end == std::string_view::npos ? rest.size() : end + 4;
+      if (head > header_limit_) {
+        *status = Fail(431, "request header fields too large");
+        return used;
+      }
+    }
     size_t n = impl_->put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
     used += n;
     if (ec == bhttp::error::need_more) break;
