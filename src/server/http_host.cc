@@ -6,6 +6,7 @@
 #include "http/metrics.h"
 #include "server/connection.h"
 #include "server/server.h"
+#include "server/version.h"
 
 namespace stalkd::server {
 namespace {

@@ -19,6 +19,7 @@
 #include "base/check.h"
 #include "protocol/conversation.h"
 #include "server/http_host.h"
+#include "server/version.h"
 
 namespace stalkd::server {
 
@@ -153,7 +154,7 @@ Server::~Server() {
 bool Server::OpenBinlog(std::string* error, int* exit_code) {
   storage::BinlogOptions so;
   so.dir = options_.binlog_dir;
-  so.segment_size = std::max<int64_t>(options_.binlog_size, 4096);
+  so.segment_size = BinlogSegmentSize(options_);
   so.fsync_ms = options_.fsync_ms;
   so.fsync_never = options_.fsync_never;
   so.skip_damaged = options_.binlog_skip_damaged;
