@@ -212,6 +212,16 @@ class Engine {
   // --- durability ---
   // Reports every later change to `log` (nullptr: none). `log` must outlive the Engine.
   void set_log(JobLog* log) { log_ = log; }
+  // Told of first reservations and of deletes of reserved jobs, for metrics; may be null.
+  class Observer {
+   public:
+    virtual void OnFirstReserve(const Tube& t, Nanos waited) = 0;
+    virtual void OnRunDone(const Tube& t, Nanos ran) = 0;
+
+   protected:
+    ~Observer() = default;
+  };
+  void set_observer(Observer* o) { observer_ = o; }
   // Recreates a job from a store at start-up, without reporting it to the log. Later ids
   // continue above the highest restored id. Returns false if the id is 0, already exists, or
   // lies absurdly far from the other live ids (JobTable::Fits).
@@ -308,6 +318,7 @@ class Engine {
   const Clock& clock_;
   EngineOptions options_;
   JobLog* log_ = nullptr;
+  Observer* observer_ = nullptr;
   bool draining_ = false;
   uint64_t next_id_ = 1;
   size_t memory_used_ = 0;

@@ -120,6 +120,8 @@ std::unique_ptr<http::Task> HttpHost::ScrapeMetrics(command::Session& s, http::R
   return std::make_unique<ScrapeTask>(s, metrics_, server_.BinlogMetricsNow());
 }
 
+Nanos HttpHost::Now() const { return server_.clock().Now(); }
+
 std::string_view HttpHost::version() const { return kVersion; }
 
 bool HttpHost::ready() const { return !server_.draining(); }
