@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/indexed_heap.h"
+#include "base/string_map.h"
 #include "engine/job.h"
 #include "engine/job_log.h"
 #include "engine/job_table.h"
@@ -329,11 +330,7 @@ class Engine {
   size_t heap_bytes_ = 0;
 
   JobTable jobs_;
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  std::unordered_map<std::string, std::unique_ptr<Tube>, NameHash, std::equal_to<>> tubes_;
+  StringMap<std::unique_ptr<Tube>> tubes_;
   std::vector<Tube*> tube_list_;  // beanstalkd's order: appended, swap-removed
   Tube* default_tube_ = nullptr;
 
@@ -342,7 +339,7 @@ class Engine {
   IndexedHeap<Tube, TubePauseOrder> paused_;       // paused tubes, by unpause time
   IndexedHeap<Session, SessionWakeOrder> timers_;  // sessions with a TTR or reserve deadline
   IndexedHeap<Job, ExpiryOrder> expiries_{&heap_bytes_};  // jobs with a TTL, not reserved
-  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> tube_tries_;
+  StringMap<uint32_t> tube_tries_;
   Session* detached_ = nullptr;  // holds detached reservations; owned
 
   IntrusiveList<Session, SessionTag> sessions_;  // open sessions, owned

@@ -95,20 +95,19 @@ bool HttpHost::Open(std::string* error) {
   return true;
 }
 
-bool HttpHost::Valid(std::string_view ns, std::string_view token) const {
-  return tokens_.Valid(ns, token);
+bool HttpHost::Valid(std::string_view ns, std::string_view token, std::string* id) const {
+  std::string_view found;
+  if (!tokens_.Valid(ns, token, &found)) return false;
+  id->assign(found);
+  return true;
 }
 
-bool HttpHost::Allow(std::string_view ns, std::string_view token, bool produce, Nanos now) {
-  std::string_view id;
-  if (!tokens_.Valid(ns, token, &id)) return true;
+bool HttpHost::Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) {
   return tokens_.throttler().Allow(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume,
                                    now);
 }
 
-void HttpHost::Refund(std::string_view ns, std::string_view token, bool produce, Nanos now) {
-  std::string_view id;
-  if (!tokens_.Valid(ns, token, &id)) return;
+void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) {
   tokens_.throttler().Refund(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume, now);
 }
 

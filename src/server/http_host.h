@@ -35,9 +35,9 @@ class HttpHost final : public http::Access,
   http::Metrics& metrics() { return metrics_; }
 
   // Access.
-  bool Valid(std::string_view ns, std::string_view token) const override;
-  bool Allow(std::string_view ns, std::string_view token, bool produce, Nanos now) override;
-  void Refund(std::string_view ns, std::string_view token, bool produce, Nanos now) override;
+  bool Valid(std::string_view ns, std::string_view token, std::string* id) const override;
+  bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
+  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
   // ApiObserver.
   void OnRequest(std::string_view route, int status, Nanos latency) override;
   // command::Observer: the store's and the text protocol's measurements.
