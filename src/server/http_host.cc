@@ -13,8 +13,8 @@ namespace {
 
 // Tubes whose stats a scrape gathers per step, and lines it writes per step: a scrape of
 // 100,000 tubes is spread over many loop iterations instead of stalling the others.
-constexpr size_t kScrapeTubesPerStep = 1000;
-constexpr size_t kScrapeLinesPerStep = 20000;
+constexpr size_t kScrapeTubesPerStep = 250;
+constexpr size_t kScrapeLinesPerStep = 5000;
 
 // GET /metrics: the server's stats, then every tube's, then the text, a slice per step.
 class ScrapeTask final : public http::Task {
