@@ -81,7 +81,7 @@ bool HttpFrontEnd::NextRequest() {
         out_.append("HTTP/1.1 100 Continue\r\n\r\n");
         continue_sent_ = true;
       }
-      if (input_closed_) Refuse(400, "malformed request: the request was cut short");
+      if (input_closed_) Refuse(400, "malformed request");
       return false;
     case RequestParser::Status::kError:
       Refuse(parser_.error_status(), parser_.error());
