@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "http/dashboard.h"
 #include "http/json.h"
 #include "http/names.h"
 #include "http/response.h"
@@ -364,13 +365,16 @@ bool AdminService::Authorized(const Request& r) const {
 void AdminService::Handle(Exchange& ex) {
   // As lmstfy: the token and limit routes need an account; probes and scrapes do not.
   std::string_view path = ex.request.target;
-  bool guarded = path.starts_with("/token/") || path == "/limits" || path.starts_with("/limits?");
+  bool dashboard = dashboard_ && Dashboard::Serves(path);  // it can act on jobs
+  bool guarded =
+      dashboard || path.starts_with("/token/") || path == "/limits" || path.starts_with("/limits?");
   if (guarded && !Authorized(ex.request)) {
     ex.route = "unauthorized";
     Error(&ex.response, 401, "unauthorized");
     ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
     return;
   }
+  if (dashboard) return dashboard_->Handle(ex);
   AdminCall(ex, tokens_, host_).Run();
 }
 

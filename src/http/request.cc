@@ -36,6 +36,7 @@ void Request::Clear() {
   token.clear();
   authorization.clear();
   request_id.clear();
+  requested_with.clear();
   expect_continue = false;
   attributes.clear();
   body.clear();
@@ -87,6 +88,8 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       r_.token.assign(v);
     } else if (EqualsNoCase(n, "x-request-id")) {
       r_.request_id.assign(v);
+    } else if (EqualsNoCase(n, "x-requested-with")) {
+      r_.requested_with.assign(v);
     } else if (EqualsNoCase(n, "expect")) {
       r_.expect_continue = EqualsNoCase(v, "100-continue");
     } else if (EqualsNoCase(n, "transfer-encoding")) {
