@@ -897,7 +897,8 @@ function jobView(id) {
       ...field(j.state === 'delayed' ? 'Delay left' : 'TTR left', timed ? duration(j.time_left_s) : '–'),
       ...field('Tries left', j.tries_left === null ? 'unlimited' : num(j.tries_left)),
       ...field('TTL left', j.ttl_left_s === null ? 'none' : duration(j.ttl_left_s)),
-      ...(j.bury_reason ? field('Bury reason', j.bury_reason) : []),
+      // A job without the extensions is buried only by the bury command.
+      ...(j.state === 'buried' ? field('Bury reason', j.bury_reason || 'bury') : []),
       ...(j.key !== null ? field('Key', j.key) : []),
       ...field('Reserves', num(j.reserves)),
       ...field('Timeouts', num(j.timeouts)),

@@ -129,6 +129,7 @@ export function sparkline(series, { width = 120, height = 28, title = '' } = {})
     viewBox: `0 0 ${width} ${height}`,
     width,
     height,
+    preserveAspectRatio: 'none',
     role: 'img',
     'aria-label': title || 'history',
   });
