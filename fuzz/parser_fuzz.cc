@@ -158,6 +158,117 @@ Verb ExtensionVerb(std::string_view line, size_t* len) {
   return Verb::kUnknown;
 }
 
+// ------------------------------------------------- beanstalkd 1.13's numeric arguments
+// Written from prot.c, independently of parser.cc: read_u32/read_u64 skip spaces (only
+// spaces), need a digit, read decimal digits and fail on overflow; with no end pointer the
+// number must end the line. kick's count is strtoul()'s (any white space, a sign, the low
+// 32 bits); reserve-with-timeout's is read_u32 with an end pointer, at most INT_MAX.
+
+struct RefReader {
+  std::string_view s;
+  size_t i = 0;
+  bool Read(uint64_t max, bool last, uint64_t* out) {
+    while (i < s.size() && s[i] == ' ') i++;
+    if (i == s.size() || s[i] < '0' || s[i] > '9') return false;
+    uint64_t v = 0;
+    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; i++) {
+      uint64_t digit = static_cast<uint64_t>(s[i] - '0');
+      if (v > (max - digit) / 10) return false;
+      v = v * 10 + digit;
+    }
+    *out = v;
+    return !last || i == s.size();
+  }
+};
+
+bool RefStrtoul32(std::string_view s, uint32_t* out) {
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) i++;
+  bool minus = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) minus = s[i++] == '-';
+  RefReader r{s, i};
+  if (i == s.size() || s[i] < '0' || s[i] > '9') return false;
+  uint64_t v = 0;
+  if (!r.Read(UINT64_MAX, false, &v)) return false;
+  *out = static_cast<uint32_t>(minus ? 0 - v : v);
+  return true;
+}
+
+// Checks ParseCommand's answer to a line whose beanstalkd verb takes numbers.
+void CheckNumbers(std::string_view line, Verb verb, ParseStatus st, const Command& cmd) {
+  auto args = [&](std::string_view prefix) { return RefReader{line.substr(prefix.size())}; };
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  bool ok = false;
+  Command want;
+  want.verb = verb;
+  switch (verb) {
+    case Verb::kPut: {
+      RefReader r = args("put ");
+      ok = r.Read(UINT32_MAX, false, &a) && r.Read(UINT32_MAX, false, &b) &&
+           r.Read(UINT32_MAX, false, &c) && r.Read(UINT32_MAX, false, &d);
+      want.pri = static_cast<uint32_t>(a);
+      want.delay = static_cast<uint32_t>(b);
+      want.ttr = static_cast<uint32_t>(c);
+      want.bytes = static_cast<uint32_t>(d);
+      want.trailing_garbage = ok && r.i != r.s.size();
+      break;
+    }
+    case Verb::kPeek:
+    case Verb::kReserveJob:
+    case Verb::kDelete:
+    case Verb::kTouch:
+    case Verb::kKickJob:
+    case Verb::kStatsJob: {
+      RefReader r{line.substr(line.find(' ') + 1)};
+      ok = r.Read(UINT64_MAX, true, &a);
+      want.id = a;
+      break;
+    }
+    case Verb::kRelease: {
+      RefReader r = args("release ");
+      ok = r.Read(UINT64_MAX, false, &a) && r.Read(UINT32_MAX, false, &b) &&
+           r.Read(UINT32_MAX, true, &c);
+      want.id = a;
+      want.pri = static_cast<uint32_t>(b);
+      want.delay = static_cast<uint32_t>(c);
+      break;
+    }
+    case Verb::kBury: {
+      RefReader r = args("bury ");
+      ok = r.Read(UINT64_MAX, false, &a) && r.Read(UINT32_MAX, true, &b);
+      want.id = a;
+      want.pri = static_cast<uint32_t>(b);
+      break;
+    }
+    case Verb::kReserveWithTimeout: {
+      RefReader r = args("reserve-with-timeout ");
+      ok = r.Read(INT32_MAX, false, &a);
+      want.timeout = static_cast<uint32_t>(a);
+      break;
+    }
+    case Verb::kKick:
+      ok = RefStrtoul32(line.substr(5), &want.count);
+      break;
+    case Verb::kPauseTube: {  // read_tube_name, then the delay
+      size_t i = 10;
+      while (i < line.size() && line[i] == ' ') i++;
+      size_t start = i;
+      while (i < line.size() && IsTubeNameChar(line[i])) i++;
+      RefReader r{line, i};
+      ok = i > start && r.Read(UINT32_MAX, true, &a);
+      want.delay = static_cast<uint32_t>(a);
+      break;
+    }
+    default:
+      return;
+  }
+  STALKD_CHECK(st == (ok ? ParseStatus::kOk : ParseStatus::kBadFormat));
+  if (!ok) return;
+  STALKD_CHECK(cmd.id == want.id && cmd.pri == want.pri && cmd.delay == want.delay);
+  STALKD_CHECK(cmd.ttr == want.ttr && cmd.bytes == want.bytes && cmd.count == want.count);
+  STALKD_CHECK(cmd.timeout == want.timeout && cmd.trailing_garbage == want.trailing_garbage);
+}
+
 // ---------------------------------------------------------------- the extensions' grammar
 // Written from docs/EXTENSIONS.md, independently of extensions.cc.
 
@@ -510,6 +621,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Verb want = BeanstalkdVerb(line);
       STALKD_CHECK((st == ParseStatus::kUnknownCommand) == (want == Verb::kUnknown));
       if (want != Verb::kUnknown) STALKD_CHECK(cmd.verb == want);
+      CheckNumbers(line, want, st, cmd);
     }
   }
   // The conversation's answer to an extension line: the input up to its first CRLF, then

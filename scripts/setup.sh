@@ -5,7 +5,8 @@ need=()
 for pkg in g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev python3 beanstalkd \
            ruby ruby-beaneater \
            clang clang-format libclang-rt-14-dev \
-           libboost-dev rapidjson-dev libssl-dev prometheus; do
+           libboost-dev rapidjson-dev libssl-dev prometheus \
+           dpkg-dev lintian strace man-db systemd; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if ((${#need[@]})); then

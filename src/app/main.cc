@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "net/listener.h"
+#include "server/http_host.h"
 #include "server/options.h"
 #include "server/server.h"
 
@@ -76,6 +77,37 @@ int main(int argc, char** argv) {
   if (!server.AddListener(fd) || !server.HandleSignals()) {
     fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
     return 1;
+  }
+  // The HTTP listeners (docs/HTTP.md) open once the binlog is recovered, so a client that
+  // reaches them sees every restored job.
+  if (stalkd::server::HttpHost* http = server.http()) {
+    if (!http->Open(&error)) {
+      fprintf(stderr, "stalkd: %s\n", error.c_str());
+      return 1;
+    }
+    struct {
+      const std::string& address;
+      const std::string& port;
+      stalkd::server::ConnectionFactory make;
+      const char* flag;
+    } https[] = {
+        {opts.http_address, opts.http_port, &stalkd::server::MakeApiConnection, "--http"},
+        {opts.admin_address, opts.admin_port, &stalkd::server::MakeAdminConnection, "--admin-http"},
+    };
+    for (const auto& h : https) {
+      if (h.port.empty()) continue;
+      int hfd = stalkd::net::Listen(h.address, h.port, &error, -1);
+      if (hfd < 0) {
+        fprintf(stderr, "stalkd: %s: cannot listen on %s port %s: %s\n", h.flag, h.address.c_str(),
+                h.port.c_str(), error.c_str());
+        return kExitListen;
+      }
+      if (!server.AddListener(hfd, h.make)) {
+        fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
+        return 1;
+      }
+      if (opts.verbosity > 0) printf("%s %s\n", h.flag, stalkd::net::DescribeListener(hfd).c_str());
+    }
   }
   if (opts.verbosity > 0) {
     printf("pid %d\n", static_cast<int>(getpid()));

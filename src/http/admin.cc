@@ -2,6 +2,7 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -26,20 +27,15 @@ void WriteLimit(const Limit& l, JsonWriter& w) {
   w.EndObject();
 }
 
-bool ParseLimit(std::string_view body, Limit* l, std::string* error) {
+// A JSON object whose read, write and interval, where present, are integers.
+bool ParseLimit(std::string_view body, Limit* l) {
   rapidjson::Document doc;
   doc.Parse(body.data(), body.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
-    *error = "invalid limit: the body should be a JSON object";
-    return false;
-  }
+  if (doc.HasParseError() || !doc.IsObject()) return false;
   auto field = [&](const char* name, int64_t* out) {
     auto it = doc.FindMember(name);
     if (it == doc.MemberEnd()) return true;
-    if (!it->value.IsInt64()) {
-      *error = std::string("invalid limit: ") + name + " should be an integer";
-      return false;
-    }
+    if (!it->value.IsInt64()) return false;
     *out = it->value.GetInt64();
     return true;
   };
@@ -60,6 +56,23 @@ class AdminCall {
   void TokenDelete(const std::string& ns, const std::string& token);
   void TokenLimit(const std::string& ns, const std::string& token);
   void Info();
+  void Limits();
+  void Status(int code, std::string_view status) {
+    resp().status = code;
+    JsonWriter w(&resp().body);
+    w.StartObject();
+    w.Key("status");
+    w.String(status);
+    w.EndObject();
+  }
+  // A `pool` query parameter other than empty or "default"; answered.
+  bool BadPool() {
+    std::optional<std::string_view> p = target_.Query("pool");
+    if (!p || p->empty() || *p == "default") return false;
+    Fail(400, kNoPool);
+    return true;
+  }
+  static constexpr std::string_view kNoPool = "the pool was not exists";
 
   Exchange& ex_;
   TokenStore& tokens_;
@@ -87,12 +100,16 @@ void AdminCall::Run() {
     const std::string& s = seg[0];
     if (s == "healthz") {
       Route("healthz");
-      return Message(&resp(), 200, "ok");
+      return Status(200, "ok");
     }
     if (s == "readyz") {
       Route("readyz");
-      if (host_.ready()) return Message(&resp(), 200, "ready");
-      return Error(&resp(), 503, "not ready: draining");
+      if (host_.ready()) return Status(200, "ready");
+      return Status(503, "draining");
+    }
+    if (s == "limits") {
+      Route("list_limits");
+      return Limits();
     }
     if (s == "version") {
       Route("version");
@@ -140,10 +157,7 @@ void AdminCall::Tokens(const std::string& ns) {
   Method m = ex_.request.method;
   if (m == Method::kGet) {
     Route("list_tokens");
-    if (std::optional<std::string_view> p = target_.Query("pool"); p && !p->empty() &&
-                                                                   *p != "default") {
-      return Fail(400, "the pool does not exist");
-    }
+    if (BadPool()) return;
     resp().status = 200;
     JsonWriter w(&resp().body);
     w.StartObject();
@@ -170,18 +184,19 @@ void AdminCall::Tokens(const std::string& ns) {
   } else if (form.Parse("/?" + ex_.request.body)) {
     if (auto fd = form.Query("description")) description = *fd;
   }
-  if (description.empty()) return Fail(400, "invalid description");
+  if (description.empty() || description.size() > 1024) {
+    return Fail(400, "invalid description");
+  }
   if (ns.size() > kMaxNameLength) return Fail(400, "the namespace name was too long");
   std::string tube;
   if (const char* e = QueueTube(ns, "q", &tube)) {
-    return Fail(400, "namespace name contains forbidden characters");
+    return Fail(400, std::string_view(e).ends_with("too long")
+                         ? "the namespace name was too long"
+                         : "namespace name contains forbidden characters");
   }
-  if (auto p = target_.Query("pool"); p && !p->empty() && *p != "default") {
-    return Fail(400, "the pool does not exist");
-  }
+  if (BadPool()) return;
   std::string token, error;
-  TokenStore::Status st =
-      tokens_.Create(ns, description, ex_.now / kSecond, &token, &error);
+  TokenStore::Status st = tokens_.Create(ns, description, ex_.now / kSecond, &token, &error);
   if (st != TokenStore::Status::kOk) return Fail(500, "cannot save the token: " + error);
   resp().status = 201;
   JsonWriter w(&resp().body);
@@ -194,7 +209,7 @@ void AdminCall::Tokens(const std::string& ns) {
 void AdminCall::TokenDelete(const std::string& ns, const std::string& raw) {
   Route("delete_token");
   std::string_view token;
-  if (!StripPool(raw, &token)) return Fail(400, "the pool does not exist");
+  if (!StripPool(raw, &token) || BadPool()) return Fail(400, kNoPool);
   std::string error;
   TokenStore::Status st = tokens_.Delete(ns, token, &error);
   if (st == TokenStore::Status::kFailed) return Fail(500, "cannot save the tokens: " + error);
@@ -205,16 +220,17 @@ void AdminCall::TokenDelete(const std::string& ns, const std::string& raw) {
 void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
   Method m = ex_.request.method;
   std::string_view token;
-  if (!StripPool(raw, &token)) return Fail(400, "the pool does not exist");
+  if (!StripPool(raw, &token) || BadPool()) return Fail(400, kNoPool);
   std::string_view id = tokens_.Find(ns, token);
+  bool known = m == Method::kGet || m == Method::kDelete || m == Method::kPost || m == Method::kPut;
+  if (known && id.empty()) {
+    Route("limit");
+    return Fail(404, "token not found");
+  }
   if (m == Method::kGet) {
     Route("get_limit");
-    const Limit* l = id.empty() ? nullptr : tokens_.throttler().Get(ns, id);
-    if (!l) {
-      resp().status = 404;
-      resp().body = "null";
-      return;
-    }
+    const Limit* l = tokens_.throttler().Get(ns, id);
+    if (!l) return Fail(404, "limit not found");
     resp().status = 200;
     JsonWriter w(&resp().body);
     WriteLimit(*l, w);
@@ -234,17 +250,16 @@ void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
   }
   Route(m == Method::kPost ? "add_limit" : "set_limit");
   Limit l;
-  if (!ParseLimit(ex_.request.body, &l, &error)) return Fail(400, error);
+  if (!ParseLimit(ex_.request.body, &l) || l.read < 0 || l.write < 0) {
+    return Fail(400, "invalid limit");
+  }
   if (l.read == 0 && l.write == 0) {
-    resp().status = 400;
-    JsonWriter w(&resp().body);
-    w.StartObject();
-    w.Key("limiter");
-    WriteLimit(l, w);
-    w.EndObject();
-    return;
+    return Fail(400, "the read and write of limiter can't be 0 at the same time");
   }
   if (l.interval_s <= 0) return Fail(400, "interval should be > 0");
+  if (m == Method::kPost && tokens_.throttler().Get(ns, id)) {
+    return Fail(400, "the limit has already existed");
+  }
   switch (tokens_.SetLimit(ns, token, l, &error)) {
     case TokenStore::Status::kOk:
       break;
@@ -276,16 +291,31 @@ void AdminCall::Info() {
   resp().status = 200;
   JsonWriter w(&resp().body);
   w.StartObject();
-  w.Key("default");
-  w.StartObject();
-  for (const auto& [ns, queues] : info) {
+  for (auto& [ns, queues] : info) {
+    std::sort(queues.begin(), queues.end());
     w.Key(ns);
     w.StartArray();
     for (const std::string& q : queues) w.String(q);
     w.EndArray();
   }
   w.EndObject();
-  w.EndObject();
+}
+
+void AdminCall::Limits() {
+  resp().status = 200;
+  JsonWriter w(&resp().body);
+  w.StartArray();
+  for (const LimitInfo& l : tokens_.throttler().List()) {
+    w.StartObject();
+    w.Key("limiter");
+    WriteLimit(l.limit, w);
+    w.Key("namespace");
+    w.String(l.ns);
+    w.Key("token");
+    w.String(l.token_id);
+    w.EndObject();
+  }
+  w.EndArray();
 }
 
 }  // namespace
@@ -332,10 +362,13 @@ bool AdminService::Authorized(const Request& r) const {
 }
 
 void AdminService::Handle(Exchange& ex) {
-  if (!Authorized(ex.request)) {
+  // As lmstfy: the token and limit routes need an account; probes and scrapes do not.
+  std::string_view path = ex.request.target;
+  bool guarded = path.starts_with("/token/") || path == "/limits" || path.starts_with("/limits?");
+  if (guarded && !Authorized(ex.request)) {
     ex.route = "unauthorized";
     Error(&ex.response, 401, "unauthorized");
-    ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"stalkd\"\r\n";
+    ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
     return;
   }
   AdminCall(ex, tokens_, host_).Run();

@@ -42,10 +42,10 @@ std::string JobIdString(uint64_t id) {
   return std::string(buf, r.ptr);
 }
 
+// 1 to 20 digits; id 0 is valid and names no job.
 std::optional<uint64_t> ParseJobId(std::string_view s) {
-  std::optional<uint64_t> id = ParseUint(s, 64);
-  if (!id || *id == 0) return std::nullopt;
-  return id;
+  if (s.size() > 20) return std::nullopt;
+  return ParseUint(s, 64);
 }
 
 // One job as lmstfy's consume and peek show it. Needs the job's stats; `body` must be
@@ -62,14 +62,20 @@ bool WriteJob(Session& s, std::string_view ns, std::string_view tube, uint64_t i
   if (!tube.empty() && js.tube != tube) return false;
   const command::JobExtensionStats* x = js.extension;
   w.StartObject();
+  w.Key("attributes");
   if (x && !x->attributes.empty()) {
-    w.Key("attributes");
+    std::vector<command::Attribute> attrs(x->attributes.begin(), x->attributes.end());
+    std::sort(
+        attrs.begin(), attrs.end(),
+        [](const command::Attribute& a, const command::Attribute& b) { return a.name < b.name; });
     w.StartObject();
-    for (const command::Attribute& a : x->attributes) {
+    for (const command::Attribute& a : attrs) {
       w.Key(a.name);
       w.String(a.value);
     }
     w.EndObject();
+  } else {
+    w.Null();
   }
   w.Key("data");
   w.String(data);
@@ -134,11 +140,47 @@ void AnswerConsume(Session& s, std::string_view ns, const Reserved& got, bool ba
   if (written == 0) Message(resp, 404, "no job available");
 }
 
+// The elements of a JSON array that RapidJSON has already found valid, as the text of
+// each: the array is walked by depth, skipping strings, and each element trimmed.
+std::vector<std::string_view> SplitJsonArray(std::string_view text) {
+  std::vector<std::string_view> out;
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t i = text.find('[');
+  if (i == std::string_view::npos) return out;
+  int depth = 0;
+  size_t start = i + 1;
+  auto add = [&](size_t end) {
+    std::string_view e = text.substr(start, end - start);
+    while (!e.empty() && blank(e.front())) e.remove_prefix(1);
+    while (!e.empty() && blank(e.back())) e.remove_suffix(1);
+    if (!e.empty()) out.push_back(e);
+  };
+  for (i = i + 1; i < text.size(); i++) {
+    char c = text[i];
+    if (c == '"') {
+      for (i++; i < text.size() && text[i] != '"'; i++) {
+        if (text[i] == '\\') i++;
+      }
+    } else if (c == '[' || c == '{') {
+      depth++;
+    } else if (c == ']' || c == '}') {
+      if (depth == 0) {
+        add(i);
+        break;
+      }
+      depth--;
+    } else if (c == ',' && depth == 0) {
+      add(i);
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
 // A consume that waits for a job (long poll).
 class ConsumeTask final : public Task {
  public:
-  ConsumeTask(Session& s, std::string ns, bool batch)
-      : s_(s), ns_(std::move(ns)), batch_(batch) {}
+  ConsumeTask(Session& s, std::string ns, bool batch) : s_(s), ns_(std::move(ns)), batch_(batch) {}
 
   bool Step(Response* resp) override {
     AnswerConsume(s_, ns_, got_, batch_, resp);
@@ -276,8 +318,8 @@ class Call {
   void DeleteDeadLetter();
 
   // Puts one job into tube_; false: answered with the failure.
-  bool Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s,
-           uint32_t tries, std::span<const command::Attribute> attrs, uint64_t* id);
+  bool Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s, uint32_t tries,
+           std::span<const command::Attribute> attrs, uint64_t* id);
   // Deletes job `id` if it is in tube_.
   void DeleteInTube(uint64_t id);
 
@@ -292,10 +334,15 @@ class Call {
 
 void Call::Run() {
   Method m = ex_.request.method;
-  if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  if (!target_.Parse(ex_.request.target)) {
+    ex_.request.keep_alive = false;  // a transport error: the connection closes after it
+    return Fail(400, "malformed request");
+  }
   const std::vector<std::string>& seg = target_.segments();
   auto route = [&](std::string_view name) { ex_.route = name; };
-  if (seg.size() < 3 || seg[0] != "api") {
+  bool empty_segment =
+      std::any_of(seg.begin(), seg.end(), [](const std::string& s) { return s.empty(); });
+  if (seg.size() < 3 || seg[0] != "api" || empty_segment) {
     route("unknown");
     return Fail(404, "api not found");
   }
@@ -417,7 +464,7 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
   }
   std::string_view tok = raw;
   if (size_t colon = raw.find(':'); colon != std::string_view::npos) {
-    if (raw.substr(0, colon) != "default") {
+    if (colon != 0 && raw.substr(0, colon) != "default") {
       Fail(404, "pool not found");
       return false;
     }
@@ -428,14 +475,26 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
     Fail(401, "token not found");
     return false;
   }
-  if (!access_.Valid(ns_, tok)) {
+  std::string id;
+  if (!access_.Valid(ns_, tok, &id)) {
     Fail(401, "invalid token");
     return false;
   }
-  if (throttle != Throttle::kNone &&
-      !access_.Allow(ns_, tok, throttle == Throttle::kProduce, ex_.now)) {
-    Fail(429, "too many requests");
-    return false;
+  if (throttle != Throttle::kNone) {
+    bool produce = throttle == Throttle::kProduce;
+    if (!access_.Allow(ns_, id, produce, ex_.now)) {
+      resp().status = 429;
+      JsonWriter w(&resp().body);
+      w.StartObject();
+      w.Key("msg");
+      w.String("token(" + std::string(tok) + ") " + (produce ? "produce" : "consume") +
+               " reach the limit rate, please retry later");
+      w.EndObject();
+      return false;
+    }
+    ex_.limited = produce ? Exchange::Limited::kProduce : Exchange::Limited::kConsume;
+    ex_.limited_ns = ns_;
+    ex_.limited_token = id;
   }
   return true;
 }
@@ -490,13 +549,13 @@ bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t t
       Fail(413, "body too large");
       break;
     case Outcome::kDraining:
-      Fail(503, "draining: the server takes no new jobs");
+      Fail(503, "server is draining");
       break;
-    case Outcome::kBadFormat:
-      Fail(400, "invalid job options");
+    case Outcome::kOutOfMemory:
+      Fail(503, "out of memory");
       break;
     default:
-      Fail(500, "out of memory");
+      Fail(500, "internal error");
   }
   return false;
 }
@@ -504,22 +563,24 @@ bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t t
 // The attributes of Job-Attr-* headers, checked against the engine's limits
 // (docs/EXTENSIONS.md).
 const char* CheckAttributes(const Request& req, std::vector<command::Attribute>* out) {
-  if (req.attributes.size() > command::kMaxAttributes) return "too many job attributes";
+  if (req.attributes.size() > command::kMaxAttributes) {
+    return "too many attributes, cannot exceed 16";
+  }
   for (const auto& [name, value] : req.attributes) {
-    if (name.empty() || name.size() > command::kMaxAttributeName) {
-      return "invalid job attribute name";
+    if (name.empty()) return "invalid attribute name";
+    if (name.size() > command::kMaxAttributeName) {
+      return "attribute name too long, cannot exceed 64";
     }
     for (char c : name) {
       bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                 c == '-' || c == '_';
-      if (!ok) return "invalid job attribute name";
+      if (!ok) return "invalid attribute name";
     }
-    if (value.size() > command::kMaxAttributeValue) return "job attribute value too long";
+    if (value.size() > command::kMaxAttributeValue) {
+      return "attribute value too long, cannot exceed 255";
+    }
     for (char c : value) {
-      if (c < 0x21 || c > 0x7e) return "invalid job attribute value";
-    }
-    for (const command::Attribute& a : *out) {
-      if (a.name == name) return "duplicate job attribute";
+      if (c < 0x20 || c > 0x7e) return "invalid attribute value";
     }
     out->push_back({name, value});
   }
@@ -527,10 +588,10 @@ const char* CheckAttributes(const Request& req, std::vector<command::Attribute>*
 }
 
 void Call::Publish(bool republish) {
+  std::optional<uint64_t> old_id;
   if (republish) {
-    std::optional<uint64_t> id = ParseJobId(target_.segments()[4]);
-    if (!id) return Fail(400, "invalid job id");
-    DeleteInTube(*id);
+    old_id = ParseJobId(target_.segments()[4]);
+    if (!old_id) return Fail(400, "invalid job id");
   }
   uint64_t delay, ttl, tries, priority;
   if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) return;
@@ -542,6 +603,7 @@ void Call::Publish(bool republish) {
   if (body.size() > options_.max_job_size) return Fail(413, "body too large");
   std::vector<command::Attribute> attrs;
   if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
+  if (old_id) DeleteInTube(*old_id);
   uint64_t id;
   // lmstfy's priority: higher is consumed first; beanstalkd's: lower is.
   uint32_t pri = static_cast<uint32_t>(255 - priority);
@@ -566,29 +628,26 @@ void Call::PublishBulk() {
   if (!Uint("tries", kDefaultTries, 16, &tries)) return;
   if (tries == 0) return Fail(400, "tries shouldn't be zero");
   if (!Uint("priority", 0, 8, &priority)) return;
+  const std::string& text = ex_.request.body;
   rapidjson::Document doc;
-  doc.Parse(ex_.request.body.data(), ex_.request.body.size());
-  if (doc.HasParseError() || !doc.IsArray()) {
+  doc.Parse(text.data(), text.size());
+  if (doc.HasParseError() || (!doc.IsArray() && !doc.IsNull())) {
     return Fail(400, "request body should be an array of objects");
   }
-  size_t count = doc.Size();
+  size_t count = doc.IsArray() ? doc.Size() : 0;  // Go reads null as an empty array
   if (count == 0) return Fail(400, "no jobs");
   if (count > kMaxBulkJobs) return Fail(400, "too many jobs");
-  // Each job is the raw JSON of an element, as lmstfy stores json.RawMessage.
-  std::vector<std::string> bodies;
-  bodies.reserve(count);
-  for (const rapidjson::Value& v : doc.GetArray()) {
-    rapidjson::StringBuffer buf;
-    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-    v.Accept(w);
-    if (buf.GetSize() > options_.max_job_size) return Fail(413, "job too large");
-    bodies.emplace_back(buf.GetString(), buf.GetSize());
+  // Each job is an element's JSON text as sent, as lmstfy stores json.RawMessage.
+  std::vector<std::string_view> bodies = SplitJsonArray(text);
+  if (bodies.size() != count) return Fail(400, "request body should be an array of objects");
+  for (std::string_view b : bodies) {
+    if (b.size() > options_.max_job_size) return Fail(413, "job too large");
   }
   std::vector<command::Attribute> attrs;
   if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
   std::vector<uint64_t> ids;
   uint32_t pri = static_cast<uint32_t>(255 - priority);
-  for (const std::string& b : bodies) {
+  for (std::string_view b : bodies) {
     uint64_t id;
     if (!Put(b, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
              static_cast<uint32_t>(tries), attrs, &id)) {
@@ -618,16 +677,16 @@ void Call::Consume() {
   bool freeze = false;
   if (std::optional<std::string_view> f = target_.Query("freeze_tries")) {
     std::optional<bool> b = ParseBool(*f);
-    if (!b) return Fail(400, "invalid freeze_tries");
+    if (!b) return Fail(400, "invalid freeze_tries value");
     freeze = *b;
   }
   bool multi = tubes_.size() > 1;
   if (multi && timeout == 0) {
     return Fail(400, "timeout must be provided to consume multiple queues");
   }
-  bool batch = !multi && count > 1;
+  bool batch = count > 1;
   command::ReserveArgs args;
-  args.count = batch ? static_cast<uint32_t>(count) : 1;
+  args.count = static_cast<uint32_t>(count);
   args.ttr_s = static_cast<uint32_t>(ttr == 0 ? 1 : ttr);
   args.freeze_tries = freeze;
   args.detached = true;
@@ -635,10 +694,11 @@ void Call::Consume() {
   if (multi) {
     // The queues' order is their priority: each is tried alone before waiting on all.
     args.timeout = 0;
+    args.count = static_cast<uint32_t>(count);
     for (const std::string& t : tubes_) {
       WatchOnly(s_, {t});
       got.Take(s_.ReserveExt(args));
-      if (!got.jobs.empty()) return AnswerConsume(s_, ns_, got, false, &resp());
+      if (!got.jobs.empty()) return AnswerConsume(s_, ns_, got, batch, &resp());
     }
   }
   WatchOnly(s_, tubes_);
@@ -688,7 +748,7 @@ void Call::PeekQueue() {
     JsonWriter w(&resp().body);
     if (WriteJob(s_, ns_, tube_, id, body, false, w)) return;
   }
-  Fail(404, "the queue is empty");
+  Fail(404, "job not found");
 }
 
 void Call::Size(bool dead) {
@@ -747,9 +807,8 @@ void Call::RespawnDeadLetter() {
   if (!limit || *limit <= 0) return Fail(400, "invalid limit");
   std::optional<std::string_view> t = target_.Query("ttl");
   std::optional<int64_t> ttl = t ? ParseInt64(*t) : std::optional<int64_t>(kDefaultTtlS);
-  if (!ttl || *ttl < 0) return Fail(400, "invalid ttl");
-  // Beyond the engine's TTL range (uint32 seconds, 136 years): no TTL.
-  uint32_t ttl_s = *ttl > UINT32_MAX ? 0 : static_cast<uint32_t>(*ttl);
+  if (!ttl || *ttl < 0 || *ttl > UINT32_MAX) return Fail(400, "invalid ttl");
+  uint32_t ttl_s = static_cast<uint32_t>(*ttl);
   auto task = std::make_unique<RespawnTask>(s_, tube_, *limit, ttl_s);
   if (!task->Step(&resp())) ex_.task = std::move(task);
 }
@@ -771,12 +830,22 @@ ApiService::ApiService(const Clock& clock, Access& access, ApiObserver* observer
 void ApiService::Handle(Exchange& ex) { Call(ex, access_, options_).Run(); }
 
 void ApiService::Answered(const Exchange& ex, Nanos done) {
+  // lmstfy's RemedyLimiter: a counted request that did not succeed is given back.
+  bool produce = ex.limited == Exchange::Limited::kProduce;
+  if (ex.limited != Exchange::Limited::kNo && ex.response.status != (produce ? 201 : 200)) {
+    access_.Refund(ex.limited_ns, ex.limited_token, produce, done);
+  }
   if (observer_) observer_->OnRequest(ex.route, ex.response.status, done - ex.now);
 }
 
 uint64_t ApiService::body_limit() const {
-  // A bulk publish carries up to 64 jobs in one JSON array.
-  return std::max<uint64_t>(options_.max_job_size, kLmstfyMaxBody) * (kMaxBulkJobs + 1);
+  return std::max<uint64_t>(options_.max_job_size, kLmstfyMaxBody);
+}
+
+uint64_t ApiService::bulk_body_limit() const {
+  // Up to 64 jobs in one JSON array, but no more than 16 MiB unless one job may be larger.
+  uint64_t l = body_limit();
+  return std::min<uint64_t>(l * kMaxBulkJobs, std::max<uint64_t>(l, uint64_t{16} << 20));
 }
 
 }  // namespace stalkd::http

@@ -47,6 +47,10 @@ struct Exchange {
   Response response;
   std::unique_ptr<Task> task;  // set by a handler that has not answered yet
   std::string_view route;      // the route's name for metrics ("" until routed)
+  // A request the rate limit counted (lmstfy's throttler): whose, and which kind, so that
+  // one that does not succeed is given back.
+  std::string limited_ns, limited_token;
+  enum class Limited : uint8_t { kNo, kProduce, kConsume } limited = Limited::kNo;
 };
 
 // What a listener serves: the lmstfy API or the admin API.
@@ -58,8 +62,9 @@ class Service {
   // A request is answered (for metrics and logs).
   virtual void Answered(const Exchange& ex, Nanos done) = 0;
   virtual const Clock& clock() const = 0;
-  // Limits of the requests it accepts.
+  // Limits of the requests it accepts: any body, and a bulk publish's.
   virtual uint64_t body_limit() const = 0;
+  virtual uint64_t bulk_body_limit() const { return body_limit(); }
 };
 
 }  // namespace stalkd::http

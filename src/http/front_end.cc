@@ -12,7 +12,7 @@ constexpr uint32_t kHeaderLimit = 8192;
 HttpFrontEnd::HttpFrontEnd(Service& service, command::Store& store, command::Client& client)
     : service_(service),
       session_(store.Open(client)),
-      parser_(kHeaderLimit, service.body_limit()) {}
+      parser_(kHeaderLimit, service.body_limit(), service.bulk_body_limit()) {}
 
 HttpFrontEnd::~HttpFrontEnd() {
   if (task_ && task_->waiting()) task_->Abandon();
@@ -52,7 +52,9 @@ bool HttpFrontEnd::Run(size_t max_steps) {
       if (task_->waiting()) return false;
       if (steps == max_steps) return true;
       steps++;
-      if (task_->Step(&exchange_->response)) Finish();
+      // A slice of long work is a loop iteration's share: the other connections go next.
+      if (!task_->Step(&exchange_->response)) return !task_->waiting();
+      Finish();
       continue;
     }
     if (buffered_input() == 0 || needs_input_) return false;
@@ -74,7 +76,12 @@ bool HttpFrontEnd::NextRequest() {
   switch (st) {
     case RequestParser::Status::kNeedMore:
       needs_input_ = true;
-      if (input_closed_) Refuse(400, "malformed request: the request was cut short");
+      if (request_started_ == 0 && parser_.started()) request_started_ = service_.clock().Now();
+      if (parser_.head_done() && parser_.request().expect_continue && !continue_sent_) {
+        out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+        continue_sent_ = true;
+      }
+      if (input_closed_) Refuse(400, "malformed request");
       return false;
     case RequestParser::Status::kError:
       Refuse(parser_.error_status(), parser_.error());
@@ -82,7 +89,17 @@ bool HttpFrontEnd::NextRequest() {
     case RequestParser::Status::kDone:
       break;
   }
-  exchange_.reset(new Exchange{parser_.request(), *session_, service_.clock().Now(), {}, {}, {}});
+  request_started_ = 0;
+  continue_sent_ = false;
+  exchange_.reset(new Exchange{parser_.request(),
+                               *session_,
+                               service_.clock().Now(),
+                               {},
+                               {},
+                               {},
+                               {},
+                               {},
+                               Exchange::Limited::kNo});
   service_.Handle(*exchange_);
   if (exchange_->task) {
     task_ = std::move(exchange_->task);
@@ -94,7 +111,7 @@ bool HttpFrontEnd::NextRequest() {
 
 void HttpFrontEnd::Finish() {
   Exchange& ex = *exchange_;
-  std::string id = ex.request.request_id.empty() ? NewRequestId() : ex.request.request_id;
+  std::string id = NewRequestId();
   bool close = !ex.request.keep_alive;
   AppendResponse(ex.response, id, close, ex.request.method == Method::kHead, &out_);
   service_.Answered(ex, service_.clock().Now());
@@ -114,7 +131,7 @@ void HttpFrontEnd::Refuse(int status, const std::string& why) {
 }
 
 void HttpFrontEnd::TimeOut() {
-  if (closing_ || !mid_request()) return;
+  if (closing_ || request_started_ == 0) return;
   Refuse(408, "request timeout");
 }
 

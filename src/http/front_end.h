@@ -41,8 +41,8 @@ class HttpFrontEnd final : public command::FrontEnd {
   size_t buffered_input() const override { return in_.size() - in_begin_; }
   const command::Session& session() const override { return *session_; }
 
-  // A request has begun to arrive and is not complete yet (for the slow-client timeout).
-  bool mid_request() const { return !task_ && parser_.started(); }
+  // When the request now arriving began to (for the slow-client timeout); 0: none is.
+  Nanos request_started() const { return closing_ ? 0 : request_started_; }
   // Answers 408 and closes: the request took too long to arrive.
   void TimeOut();
 
@@ -60,6 +60,8 @@ class HttpFrontEnd final : public command::FrontEnd {
   bool needs_input_ = false;  // the buffered input holds no complete request
   bool input_closed_ = false;
   bool closing_ = false;
+  Nanos request_started_ = 0;
+  bool continue_sent_ = false;          // "100 Continue" went out for the request now arriving
   std::unique_ptr<Exchange> exchange_;  // the request being answered
   std::unique_ptr<Task> task_;          // its unfinished part
   std::string out_;

@@ -38,9 +38,7 @@ class JsonWriter {
   void Bool(bool v) { w_.Bool(v); }
   void Null() { w_.Null(); }
   // A value already encoded as JSON (e.g. a base64 string built in place).
-  void Raw(std::string_view json) {
-    w_.RawValue(json.data(), json.size(), rapidjson::kStringType);
-  }
+  void Raw(std::string_view json) { w_.RawValue(json.data(), json.size(), rapidjson::kStringType); }
 
  private:
   StringSink sink_;

@@ -1,9 +1,9 @@
 #include "http/request.h"
 
+#include "base/check.h"
+
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
-
-#include "base/check.h"
 
 namespace stalkd::http {
 
@@ -36,6 +36,7 @@ void Request::Clear() {
   token.clear();
   authorization.clear();
   request_id.clear();
+  expect_continue = false;
   attributes.clear();
   body.clear();
 }
@@ -74,8 +75,8 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
   void on_response_impl(int, beast::string_view, int, error_code& ec) override {
     ec = bhttp::error::bad_method;  // never called for a request parser
   }
-  void on_field_impl(bhttp::field name, beast::string_view name_string,
-                     beast::string_view value, error_code&) override {
+  void on_field_impl(bhttp::field name, beast::string_view name_string, beast::string_view value,
+                     error_code& ec) override {
     std::string_view v(value.data(), value.size());
     if (name == bhttp::field::authorization) {
       r_.authorization.assign(v);
@@ -86,31 +87,83 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       r_.token.assign(v);
     } else if (EqualsNoCase(n, "x-request-id")) {
       r_.request_id.assign(v);
-    } else if (n.size() > kAttrPrefix.size() &&
+    } else if (EqualsNoCase(n, "expect")) {
+      r_.expect_continue = EqualsNoCase(v, "100-continue");
+    } else if (EqualsNoCase(n, "transfer-encoding")) {
+      // Only chunked is understood; Beast would read any other coding as the body's end
+      // at the connection's close, which a request cannot have.
+      if (!EqualsNoCase(v, "chunked")) ec = bhttp::error::bad_transfer_encoding;
+    } else if (n.size() >= kAttrPrefix.size() &&
                EqualsNoCase(n.substr(0, kAttrPrefix.size()), kAttrPrefix)) {
-      r_.attributes.emplace_back(std::string(n.substr(kAttrPrefix.size())), std::string(v));
+      AddAttribute(n.substr(kAttrPrefix.size()), v);
     }
   }
-  void on_header_impl(error_code&) override { r_.keep_alive = keep_alive(); }
-  void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {
+  void on_header_impl(error_code& ec) override {
+    r_.keep_alive = keep_alive();
+    // The route's body limit: a bulk publish may carry many jobs. A body announced larger
+    // is refused now, before it is sent (or, with 100-continue, asked for).
+    std::string_view path = std::string_view(r_.target).substr(0, r_.target.find('?'));
+    route_limit_ = path.ends_with("/bulk") ? bulk_limit_ : limit_;
+    if (boost::optional<std::uint64_t> n = content_length(); n && *n > route_limit_) {
+      ec = bhttp::error::body_limit;
+    }
+  }
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code& ec) override {
+    if (length && *length > route_limit_) {
+      ec = bhttp::error::body_limit;
+      return;
+    }
     if (length) r_.body.reserve(static_cast<size_t>(*length));
   }
-  size_t on_body_impl(beast::string_view body, error_code&) override {
-    r_.body.append(body.data(), body.size());
-    return body.size();
-  }
+  size_t on_body_impl(beast::string_view body, error_code& ec) override { return Append(body, ec); }
   void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
-  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code&) override {
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code& ec) override {
+    return Append(body, ec);
+  }
+
+  size_t Append(beast::string_view body, error_code& ec) {
+    if (r_.body.size() + body.size() > route_limit_) {
+      ec = bhttp::error::body_limit;
+      return 0;
+    }
     r_.body.append(body.data(), body.size());
     return body.size();
   }
+
+  // Go's canonical header name for the attribute name (first letter and each letter after
+  // '-' upper case, the rest lower case), the value without surrounding blanks; an empty
+  // value is no attribute, and a repeated name keeps its first value.
+  void AddAttribute(std::string_view raw_name, std::string_view raw_value) {
+    size_t b = raw_value.find_first_not_of(" \t");
+    if (b == std::string_view::npos) return;
+    size_t e = raw_value.find_last_not_of(" \t");
+    std::string_view value = raw_value.substr(b, e - b + 1);
+    std::string name(raw_name);
+    bool upper = true;
+    for (char& c : name) {
+      if (upper && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+      if (!upper && c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      upper = c == '-';
+    }
+    for (const auto& a : r_.attributes) {
+      if (a.first == name) return;
+    }
+    r_.attributes.emplace_back(std::move(name), std::string(value));
+  }
+
+ public:
+  uint64_t limit_ = 0;       // a request's body
+  uint64_t bulk_limit_ = 0;  // a bulk publish's body
+
+ private:
+  uint64_t route_limit_ = 0;
   void on_finish_impl(error_code&) override { r_.keep_alive = keep_alive(); }
 
   Request& r_;
 };
 
-RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit)
-    : header_limit_(header_limit), body_limit_(body_limit) {
+RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit)
+    : header_limit_(header_limit), body_limit_(body_limit), bulk_limit_(bulk_limit) {
   Next();
 }
 
@@ -120,11 +173,15 @@ void RequestParser::Next() {
   request_.Clear();
   impl_ = std::make_unique<Impl>(request_);
   impl_->header_limit(header_limit_);
-  impl_->body_limit(body_limit_);
+  impl_->body_limit(bulk_limit_);
+  impl_->limit_ = body_limit_;
+  impl_->bulk_limit_ = bulk_limit_;
   impl_->eager(true);
 }
 
 bool RequestParser::started() const { return impl_->got_some(); }
+
+bool RequestParser::head_done() const { return impl_->is_header_done(); }
 
 RequestParser::Status RequestParser::Fail(int status, std::string why) {
   error_status_ = status;
@@ -137,6 +194,16 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
   size_t used = 0;
   while (used < data.size() && !impl_->is_done()) {
     error_code ec;
+    if (!impl_->is_header_done()) {
+      // The head is request line and headers up to the blank line: at most header_limit_.
+      std::string_view rest = data.substr(used);
+      size_t end = rest.find("\r\n\r\n");
+      size_t head = end == std::string_view::npos ? rest.size() : end + 4;
+      if (head > header_limit_) {
+        *status = Fail(431, "request header fields too large");
+        return used;
+      }
+    }
     size_t n = impl_->put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
     used += n;
     if (ec == bhttp::error::need_more) break;
@@ -145,11 +212,11 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
       return used;
     }
     if (ec == bhttp::error::header_limit) {
-      *status = Fail(431, "request header too large");
+      *status = Fail(431, "request header fields too large");
       return used;
     }
     if (ec) {
-      *status = Fail(400, "malformed request: " + ec.message());
+      *status = Fail(400, "malformed request");
       return used;
     }
     if (n == 0) break;
@@ -158,11 +225,5 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
   return used;
 }
 
-RequestParser::Status RequestParser::FeedEof() {
-  error_code ec;
-  impl_->put_eof(ec);
-  if (ec) return Fail(400, "malformed request: " + ec.message());
-  return impl_->is_done() ? Status::kDone : Status::kNeedMore;
-}
 
 }  // namespace stalkd::http

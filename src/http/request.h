@@ -21,9 +21,10 @@ struct Request {
   int version = 11;    // 10 or 11
   bool keep_alive = true;
   // The header fields the handlers read; the others are parsed and dropped.
-  std::string token;          // X-Token
-  std::string authorization;  // Authorization
-  std::string request_id;     // X-Request-ID, if the client sent one
+  std::string token;             // X-Token
+  std::string authorization;     // Authorization
+  std::string request_id;        // X-Request-ID, if the client sent one
+  bool expect_continue = false;  // Expect: 100-continue
   std::vector<std::pair<std::string, std::string>> attributes;  // Job-Attr-<name>: value
   std::string body;
 
@@ -37,7 +38,9 @@ class RequestParser {
  public:
   enum class Status : uint8_t { kNeedMore, kDone, kError };
 
-  RequestParser(uint32_t header_limit, uint64_t body_limit);
+  // body_limit: a request's body; bulk_limit: the body of a bulk publish (a target whose
+  // path ends in "/bulk"). Over either: kError with status 413.
+  RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit);
   ~RequestParser();
   RequestParser(const RequestParser&) = delete;
   RequestParser& operator=(const RequestParser&) = delete;
@@ -45,12 +48,12 @@ class RequestParser {
   // Parses from `data`; returns how many bytes it consumed. kError: `error_status()` is the
   // HTTP status to answer (400, 413, 431) and `error()` says why.
   size_t Feed(std::string_view data, Status* status);
-  // The peer closed its side: a request cut short is an error.
-  Status FeedEof();
   // Starts on the next request (after kDone or before the first).
   void Next();
   // Whether any byte of the current request has arrived.
   bool started() const;
+  // The request line and headers have been parsed; the body may still be arriving.
+  bool head_done() const;
 
   Request& request() { return request_; }
   int error_status() const { return error_status_; }
@@ -62,6 +65,7 @@ class RequestParser {
 
   uint32_t header_limit_;
   uint64_t body_limit_;
+  uint64_t bulk_limit_;
   std::unique_ptr<Impl> impl_;
   Request request_;
   int error_status_ = 400;

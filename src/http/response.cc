@@ -73,7 +73,7 @@ void AppendResponse(const Response& r, std::string_view request_id, bool close, 
     AppendNumber(r.body.size(), out);
     out->append("\r\n");
   }
-  out->append("X-Request-Id: ");
+  out->append("X-Request-ID: ");
   out->append(request_id);
   out->append("\r\n");
   out->append(r.extra_headers);
@@ -94,7 +94,8 @@ std::string NewRequestId() {
     for (size_t i = 0; i < sizeof bytes; i++) snprintf(prefix + 2 * i, 3, "%02x", bytes[i]);
   }
   char buf[40];
-  int n = snprintf(buf, sizeof buf, "%s-%llu", prefix, static_cast<unsigned long long>(++counter));
+  int n =
+      snprintf(buf, sizeof buf, "%s%016llx", prefix, static_cast<unsigned long long>(++counter));
   return std::string(buf, static_cast<size_t>(n));
 }
 

@@ -15,8 +15,8 @@ namespace stalkd::http {
 void AppendResponse(const Response& r, std::string_view request_id, bool close, bool head,
                     std::string* out);
 
-// A new request id: unique in this process and, with a random prefix drawn at start, across
-// restarts.
+// A new request id, 32 hex digits: a random prefix drawn at start and a counter, so unique
+// in this process and across its restarts.
 std::string NewRequestId();
 
 // {"error":"<text>"} with the given status, as lmstfy answers failures.

@@ -59,8 +59,9 @@ bool Target::Parse(std::string_view target) {
     if (part.empty()) continue;
     size_t eq = part.find('=');
     std::string k, v;
-    if (!Decode(part.substr(0, eq), true, &k)) return false;
-    if (eq != std::string_view::npos && !Decode(part.substr(eq + 1), true, &v)) return false;
+    // As Go's url.ParseQuery: a pair with a malformed escape is dropped.
+    if (!Decode(part.substr(0, eq), true, &k)) continue;
+    if (eq != std::string_view::npos && !Decode(part.substr(eq + 1), true, &v)) continue;
     query_.emplace_back(std::move(k), std::move(v));
   }
   return true;

@@ -40,9 +40,13 @@ inline bool IsExtension(Verb v) {
 
 enum class ParseStatus : uint8_t { kOk, kBadFormat, kUnknownCommand };
 
-// Parses one command line, without its CRLF, exactly as beanstalkd does: verbs are matched
-// by prefix in beanstalkd's order, numbers may be preceded by spaces, u32/u64 overflow and
-// stray characters are BAD_FORMAT, a NUL byte anywhere is BAD_FORMAT.
+// Parses one command line, without its CRLF, exactly as beanstalkd 1.13 does: verbs are
+// matched by prefix in beanstalkd's order; a number is optional spaces then decimal digits
+// (no sign), and u32/u64 overflow is BAD_FORMAT; a NUL byte anywhere is BAD_FORMAT. What may
+// follow the last number is beanstalkd's: nothing for peek, reserve-job, delete, release,
+// bury, touch, kick-job, stats-job and pause-tube; anything for reserve-with-timeout (whose
+// timeout is at most 2147483647) and for kick (read as strtoul() reads it); for put, the
+// conversation refuses it after the size check (trailing_garbage).
 ParseStatus ParseCommand(std::string_view line, Command* cmd);
 
 using command::IsValidTubeName;

@@ -48,6 +48,9 @@ bool ReadKickCount(std::string_view s, uint32_t* out) {
   return true;
 }
 
+// reserve-with-timeout's largest timeout: beanstalkd 1.13 keeps it in an int.
+constexpr uint32_t kMaxReserveTimeout = INT32_MAX;
+
 struct VerbPrefix {
   std::string_view prefix;
   Verb verb;
@@ -182,7 +185,11 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
     case Verb::kStatsJob:
       return ReadU64(&args, true, &cmd->id) ? ParseStatus::kOk : kBad;
     case Verb::kReserveWithTimeout:
-      return ReadU32(&args, true, &cmd->timeout) ? ParseStatus::kOk : kBad;
+      // beanstalkd 1.13: read_u32 with an end pointer (what follows the number is ignored),
+      // then the timeout must fit its int.
+      return ReadU32(&args, false, &cmd->timeout) && cmd->timeout <= kMaxReserveTimeout
+                 ? ParseStatus::kOk
+                 : kBad;
     case Verb::kRelease:
       return ReadU64(&args, false, &cmd->id) && ReadU32(&args, false, &cmd->pri) &&
                      ReadU32(&args, true, &cmd->delay)

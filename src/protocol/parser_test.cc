@@ -1,4 +1,5 @@
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -153,15 +154,39 @@ std::vector<Case> Cases() {
     c.line = "reserve-with-timeout   0";
     c.timeout = 0;
     v.push_back(c);
-    c.line = "reserve-with-timeout 4294967295";
-    c.timeout = UINT32_MAX;
+    c.line = "reserve-with-timeout 2147483647";  // INT_MAX: 1.13 keeps it in an int
+    c.timeout = INT32_MAX;
+    v.push_back(c);
+    // 1.13 reads the timeout with an end pointer: whatever follows the digits is ignored.
+    c.line = "reserve-with-timeout 0x";
+    c.timeout = 0;
+    v.push_back(c);
+    c.line = "reserve-with-timeout 0 5";
+    v.push_back(c);
+    c.line = "reserve-with-timeout 0 ";
+    v.push_back(c);
+    c.line = "reserve-with-timeout 0x10";
+    v.push_back(c);
+    c.line = "reserve-with-timeout 00\t";
+    v.push_back(c);
+    c.line = "reserve-with-timeout 7-1";
+    c.timeout = 7;
+    v.push_back(c);
+    c.line = "reserve-with-timeout 12.5";
+    c.timeout = 12;
     v.push_back(c);
   }
   v.push_back(Bad("reserve-with-timeout -1"));
+  v.push_back(Bad("reserve-with-timeout -0"));
+  v.push_back(Bad("reserve-with-timeout +1"));
+  v.push_back(Bad("reserve-with-timeout \t1"));  // only spaces are skipped
+  v.push_back(Bad("reserve-with-timeout 2147483648"));
+  v.push_back(Bad("reserve-with-timeout 4294967295"));
   v.push_back(Bad("reserve-with-timeout 4294967296"));
+  v.push_back(Bad("reserve-with-timeout 18446744073709551616 x"));
   v.push_back(Bad("reserve-with-timeout "));
-  v.push_back(Bad("reserve-with-timeout 1 "));
   v.push_back(Bad("reserve-with-timeout x"));
+  v.push_back(Bad("reserve-with-timeout x0"));
   v.push_back(WithId(Ok("reserve-job 3", Verb::kReserveJob), 3));
   v.push_back(Bad("reserve-job "));
   v.push_back(Bad("reserve-job 3 4"));
@@ -323,6 +348,34 @@ std::vector<Case> Cases() {
   v.push_back(WithTube(Ok("pause-tube -foo 0", Verb::kPauseTube), "-foo"));
   v.push_back(WithTube(Ok("pause-tube " + std::string(201, 'p') + " 0", Verb::kPauseTube),
                        std::string(201, 'p')));
+  // ---- every numeric argument, as 1.13's read_u32/read_u64 read it: spaces (not tabs)
+  // before it, no sign, decimal digits; for these commands nothing may follow the last one.
+  const std::pair<std::string, Verb> kIdVerbs[] = {
+      {"peek", Verb::kPeek},   {"reserve-job", Verb::kReserveJob}, {"delete", Verb::kDelete},
+      {"touch", Verb::kTouch}, {"kick-job", Verb::kKickJob},       {"stats-job", Verb::kStatsJob},
+  };
+  for (const auto& [verb, code] : kIdVerbs) {
+    v.push_back(WithId(Ok(verb + "  7", code), 7));
+    for (const char* arg : {"+7", "-7", "\t7", "7x", "7 ", "7 7", "0x7", "18446744073709551616"}) {
+      v.push_back(Bad(verb + " " + arg));
+    }
+  }
+  for (std::string bad : {"+1", "-1", "\t1", "1x", "4294967296", "0x1"}) {
+    v.push_back(Bad("release 1 " + bad + " 0"));
+    v.push_back(Bad("release 1 0 " + bad));
+    v.push_back(Bad("bury 1 " + bad));
+    v.push_back(Bad("pause-tube foo " + bad));
+  }
+  v.push_back(Bad("release 1 0 1 "));
+  v.push_back(Bad("bury 1 1 "));
+  for (std::string bad : {"+1", "-1", "\t1", "1x", "4294967296", "x"}) {
+    v.push_back(Bad("put " + bad + " 0 0 0"));
+    v.push_back(Bad("put 0 " + bad + " 0 0"));
+    v.push_back(Bad("put 0 0 " + bad + " 0"));
+  }
+  v.push_back(Bad("put 0 0 0 +1"));
+  v.push_back(Bad("put 0 0 0 \t1"));
+  v.push_back(Put("put 0 0 0 1\t", 0, 0, 0, 1, true));  // after the size: the conversation's
   // ---- NUL bytes, empty line, unknown verbs
   v.push_back(Bad(std::string("peek 1\0", 7)));
   v.push_back(

@@ -71,13 +71,14 @@ class Connection : public net::EventLoop::Handler,
   command::FrontEnd* front_end_ = nullptr;
 };
 
-// A connection speaking protocol P (a command::FrontEnd constructed from the store and the
-// Client its session reports to), in one allocation with it.
+// A connection speaking protocol P (a command::FrontEnd constructed from `args`, e.g. the
+// store, then the Client its session reports to), in one allocation with it.
 template <class P>
 class ConnectionOf final : public Connection {
  public:
-  ConnectionOf(Server& server, int fd, command::Store& store)
-      : Connection(server, fd), front_end_(store, *this) {
+  template <class... Args>
+  ConnectionOf(Server& server, int fd, Args&... args)
+      : Connection(server, fd), front_end_(args..., *this) {
     Attach(&front_end_);
   }
 

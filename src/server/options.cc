@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "net/access_list.h"
+#include "server/version.h"
 
 namespace stalkd::server {
 
@@ -47,11 +49,13 @@ void PrintUsage() {
           "          fully arrived this long after it began (default 30)\n"
           " --binlog-skip-damaged  start even if the binlog has damaged records (they are\n"
           "          skipped and counted); by default start-up stops and names them\n"
-          " -v       show version information\n"
+          " -v, --version  show version information\n"
           " -V       increase verbosity\n"
           " -h       show this help\n",
           kMaxJobSizeLimit);
 }
+
+void PrintVersion() { printf("stalkd %s\n", kVersion); }
 
 namespace {
 
@@ -223,6 +227,12 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
 
 }  // namespace
 
+int64_t BinlogSegmentSize(const Options& opts) {
+  constexpr int64_t kPage = 4096;
+  int64_t size = std::clamp<int64_t>(opts.binlog_size, kPage, INT64_MAX / kPage * kPage);
+  return (size + kPage - 1) / kPage * kPage;
+}
+
 uint64_t DefaultMaxMemory() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGESIZE);
@@ -233,6 +243,10 @@ uint64_t DefaultMaxMemory() {
 ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; i++) {
     const char* arg = argv[i];
+    if (strcmp(arg, "--version") == 0) {
+      PrintVersion();
+      return ParseOutcome::kExitOk;
+    }
     if (arg[0] == '-' && arg[1] == '-') {
       if (!ParseLongOption(argc, argv, &i, o)) {
         PrintUsage();
@@ -300,7 +314,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
             PrintUsage();
             return ParseOutcome::kExitUsage;
           }
-          o->binlog_size = static_cast<int64_t>((n + 4095) / 4096 * 4096);
+          o->binlog_size = static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX));
           break;
         case 'f':
           if (!(v = value())) return ParseOutcome::kExitUsage;
@@ -322,7 +336,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
           o->verbosity++;
           break;
         case 'v':
-          printf("stalkd %s\n", kVersion);
+          PrintVersion();
           return ParseOutcome::kExitOk;
         case 'h':
           PrintUsage();

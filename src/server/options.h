@@ -7,8 +7,6 @@
 
 namespace stalkd::server {
 
-inline constexpr const char* kVersion = "1.13";
-
 // beanstalkd's command-line flags, with its defaults.
 struct Options {
   std::string address = "0.0.0.0";   // -l; "unix:/path" for a unix socket
@@ -18,7 +16,7 @@ struct Options {
   int64_t fsync_ms = 50;             // -f
   bool fsync_never = false;          // -F
   size_t max_job_size = 65535;       // -z
-  int64_t binlog_size = 10485760;    // -s, rounded up to 4096
+  int64_t binlog_size = 10485760;    // -s as given (stats shows it, as beanstalkd does)
   int verbosity = 0;                 // -V (repeatable)
   bool binlog_skip_damaged = false;  // --binlog-skip-damaged
   // --max-memory: cap on the bytes held by jobs and their index; 0 means the default,
@@ -44,6 +42,12 @@ struct Options {
   int64_t http_request_timeout_s = 30;
 };
 
+// The size of each binlog file: -s rounded up to a multiple of 4096, at least 4096.
+int64_t BinlogSegmentSize(const Options& opts);
+
+// Prints "stalkd <version>" on stdout, as beanstalkd's -v prints "beanstalkd 1.13".
+void PrintVersion();
+
 // The default for --max-memory: half of physical memory (or 1 GiB if it cannot be read).
 uint64_t DefaultMaxMemory();
 
@@ -53,7 +57,8 @@ enum class ParseOutcome { kRun, kExitOk, kExitUsage };
 
 // Parses argv as beanstalkd does ("-p 11300", "-p11300", "-VV"), plus stalkd's long options
 // ("--max-memory 512M" or "--max-memory=512M"). Messages and usage go to
-// stderr (version to stdout). kExitOk: -v or -h given; kExitUsage: a bad flag (exit code 5).
+// stderr (version to stdout). kExitOk: -v, --version or -h given; kExitUsage: a bad flag
+// (exit code 5).
 ParseOutcome ParseOptions(int argc, char** argv, Options* opts);
 
 void PrintUsage();

@@ -18,6 +18,8 @@
 
 #include "base/check.h"
 #include "protocol/conversation.h"
+#include "server/http_host.h"
+#include "server/version.h"
 
 namespace stalkd::server {
 
@@ -92,6 +94,7 @@ class Server::SignalHandler final : public net::EventLoop::Handler {
     while (read(fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
       if (si.ssi_signo == SIGUSR1) {
         server_.store().SetDraining(true);
+        server_.draining_ = true;
       } else {
         server_.Stop();
       }
@@ -123,6 +126,11 @@ Server::Server(const Options& options, const Clock& clock)
     STALKD_CHECK(access_.Add(cidr, &error));  // validated by ParseOptions
   }
   instance_id_ = RandomHexId();
+  if (!options_.http_port.empty() || !options_.admin_port.empty()) {
+    http_ = std::make_unique<HttpHost>(*this, options_);
+    // Command, queue and run-time latencies are measured only for /metrics.
+    if (!options_.admin_port.empty()) store_->SetObserver(http_.get());
+  }
   utsname u;
   if (uname(&u) == 0) {
     hostname_ = u.nodename;
@@ -135,6 +143,7 @@ Server::~Server() {
   // Connections first: their conversations close engine sessions.
   while (Connection* c = connections_.front()) {
     connections_.Remove(c);
+    if (http_) http_->Closed(c);
     delete c;
   }
   if (binlog_) {
@@ -147,7 +156,7 @@ Server::~Server() {
 bool Server::OpenBinlog(std::string* error, int* exit_code) {
   storage::BinlogOptions so;
   so.dir = options_.binlog_dir;
-  so.segment_size = std::max<int64_t>(options_.binlog_size, 4096);
+  so.segment_size = BinlogSegmentSize(options_);
   so.fsync_ms = options_.fsync_ms;
   so.fsync_never = options_.fsync_never;
   so.skip_damaged = options_.binlog_skip_damaged;
@@ -299,8 +308,12 @@ Nanos Server::TrimWhenIdle(Nanos poll_timeout) {
 }
 
 void Server::OnStoreSynced() {
+  uint64_t syncs = binlog_->syncs();
   binlog_->OnSyncDone();  // this iteration's Flush starts the next sync
   if (binlog_->failed()) return HandleStoreFailure();
+  if (http_ && binlog_->syncs() != syncs) {
+    http_->metrics().ObserveBinlogSync(binlog_->last_sync_duration());
+  }
   ReleaseHeld();
 }
 
@@ -351,6 +364,7 @@ Nanos Server::PollTimeout() {
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
   next = std::min(next, binlog_deadline_);
   if (!blocked_.empty()) next = std::min(next, now + kSecond);  // CheckBlocked's period
+  if (http_ && http_->has_connections()) next = std::min(next, http_->next_check());
   if (next == kForever) return -1;
   if (next <= now) return 0;
   // A timer due sooner than this waits this long, so a steady stream of deadlines (delayed
@@ -416,9 +430,12 @@ void Server::RunOnce() {
 
   if (!blocked_.empty()) CheckBlocked();
 
+  if (http_) http_->CheckRequestTimeouts(clock_.Now());
+
   std::vector<Connection*> gone;
   gone.swap(closed_);
   for (Connection* c : gone) {
+    if (http_) http_->Closed(c);
     if (c->on_runnable) std::erase(runnable_, c);
     if (c->on_dirty) std::erase(dirty_, c);
     if (c->on_blocked) std::erase(blocked_, c);
@@ -439,6 +456,18 @@ void Server::Run() {
       ReleaseHeld();
     }
   }
+}
+
+http::BinlogMetrics Server::BinlogMetricsNow() const {
+  http::BinlogMetrics m;
+  if (!binlog_) return m;
+  storage::Binlog::Stats st = binlog_->stats();
+  m.segments = st.segments;
+  m.live_bytes = st.live_bytes;
+  m.dead_bytes = st.placed_bytes - st.live_bytes;
+  m.dropped_updates = st.dropped_updates;
+  m.failed = st.failed;
+  return m;
 }
 
 command::HostStats Server::CurrentStats() const {

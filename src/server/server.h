@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/intrusive_list.h"
 #include "command/store.h"
+#include "http/metrics.h"
 #include "net/access_list.h"
 #include "net/event_loop.h"
 #include "server/connection.h"
@@ -17,6 +18,7 @@
 namespace stalkd::server {
 
 class Server;
+class HttpHost;
 // Makes a connection on an accepted socket: the protocol a listener speaks.
 using ConnectionFactory = Connection* (*)(Server& server, int fd);
 // The beanstalkd text protocol.
@@ -52,6 +54,11 @@ class Server final : public command::Host {
   bool HandleSignals();
 
   command::Store& store() { return *store_; }
+  // The HTTP front ends' state (with --http or --admin-http), else null.
+  HttpHost* http() { return http_.get(); }
+  bool draining() const { return draining_; }
+  // The binlog's figures for /metrics (zeros without -b).
+  http::BinlogMetrics BinlogMetricsNow() const;
   command::HostStats CurrentStats() const override;
 
   // Called by connections.
@@ -110,6 +117,9 @@ class Server final : public command::Host {
   std::vector<Connection*> blocked_;  // output full, not read by the peer
   std::vector<Connection*> held_;     // replies waiting for a binlog sync (-f 0)
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
+
+  std::unique_ptr<HttpHost> http_;
+  bool draining_ = false;  // SIGUSR1
 
   std::string instance_id_;
   std::string hostname_, os_, platform_;

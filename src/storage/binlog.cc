@@ -464,6 +464,8 @@ bool Binlog::TakeSyncResult(const Syncer::Result& r) {
 void Binlog::OnSyncDone() {
   Syncer::Result r;
   if (!syncer_ || !syncer_->Collect(&r) || !TakeSyncResult(r)) return;
+  last_sync_duration_ = clock_.Now() - last_sync_;
+  syncs_++;
   CloseFinished();
   CollectGarbage();
 }
@@ -488,6 +490,8 @@ Binlog::Stats Binlog::stats() const {
   s.segments = segs_.size();
   s.dropped_updates = dropped_updates_;
   s.failed = failed_;
+  s.live_bytes = live_bytes_;
+  for (const auto& seg : segs_) s.placed_bytes += seg->end;
   return s;
 }
 

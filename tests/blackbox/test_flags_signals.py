@@ -3,6 +3,7 @@
 Run: python3 -m unittest -v tests/blackbox/test_flags_signals.py
 """
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,20 @@ class TestInformationalFlags(unittest.TestCase):
         p = run(["-v"])
         self.assertEqual(p.returncode, 0)
         self.assertRegex(p.stdout.decode(), r"^\S+ \d+\.\d+\S*\n$")
+
+    def test_version_is_cmakes_project_version(self):
+        # beanstalkd 1.13 prints "beanstalkd 1.13"; stalkd its name and the version that
+        # CMakeLists.txt's project() gives, for -v and --version alike
+        if is_beanstalkd():
+            self.skipTest("stalkd's version and --version")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(root, "CMakeLists.txt"), encoding="utf-8") as f:
+            m = re.search(r"^project\(stalkd VERSION (\S+)", f.read(), re.M)
+        self.assertIsNotNone(m)
+        for flag in ("-v", "--version"):
+            p = run([flag])
+            self.assertEqual((p.returncode, p.stdout, p.stderr),
+                             (0, ("stalkd %s\n" % m.group(1)).encode(), b""), flag)
 
     def test_help(self):
         p = run(["-h"])

@@ -292,6 +292,23 @@ class TestNumbers(ServerCase):
                          b"INSERTED 1\r\n")
         self.assertInSync(c)
 
+    def test_reserve_with_timeout_reads_its_number_as_1_13(self):
+        # 1.13's read_u32 with an end pointer: spaces, digits, and whatever follows them is
+        # ignored; no digits, a sign, a tab or more than INT_MAX is BAD_FORMAT (uncounted)
+        c = self.client()
+        timed_out = ("0x", "0 5", "0 ", "  0", "00", "0x10", "0\t", "0-1", "0.9", "0abc def")
+        for arg in timed_out:
+            self.assertEqual(c.cmd("reserve-with-timeout " + arg), b"TIMED_OUT\r\n", arg)
+        for arg in ("-1", "-0", "+0", "x", "x0", "", " ", "\t0", "2147483648", "4294967295",
+                    "4294967296", "18446744073709551616"):
+            self.assertEqual(c.cmd("reserve-with-timeout " + arg), BAD, arg)
+        self.assertEqual(self.stats(c)["cmd-reserve-with-timeout"], str(len(timed_out)))
+        c.put("x")
+        self.assertEqual(c.cmd("reserve-with-timeout 2147483647 garbage"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(c.cmd("release 1 0 0"), b"RELEASED\r\n")
+        self.assertEqual(c.cmd("reserve-with-timeout 5x"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertInSync(c)
+
     def test_kick_count_is_read_like_strtoul(self):
         # as beanstalkd: leading sign and trailing junk accepted, low 32 bits kept, so
         # "kick -1" kicks everything; a count beyond u64 is BAD_FORMAT

@@ -4,7 +4,9 @@ Run: python3 -m unittest -v tests/blackbox/test_stats.py
 """
 import os
 import re
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
@@ -163,6 +165,32 @@ class TestStatsValues(ServerCase):
         c = self.client()
         version = self.stats(c)["version"].strip('"')
         self.assertTrue(out.strip().endswith(" " + version), (out, version))
+
+
+class TestBinlogMaxSize(unittest.TestCase):
+    """binlog-max-size is -s as given, as beanstalkd shows it; the files are that size
+    rounded up to a multiple of 4096."""
+
+    def check(self, size, file_size, with_binlog):
+        d = tempfile.mkdtemp(prefix="stalkd_stats_")
+        self.addCleanup(shutil.rmtree, d, True)
+        args = ("-s", str(size)) + (("-b", d) if with_binlog else ())
+        srv = beanstalk.Server(args=args)
+        self.addCleanup(srv.stop)
+        c = srv.connect()
+        self.addCleanup(c.close)
+        self.assertEqual(beanstalk.stats_of(c, "stats")["binlog-max-size"], str(size))
+        if with_binlog:
+            files = [f for f in os.listdir(d) if f.startswith("binlog.")]
+            self.assertEqual(len(files), 1, files)
+            self.assertEqual(os.path.getsize(os.path.join(d, files[0])), file_size)
+
+    def test_value_given_not_rounded(self):
+        self.check(123456, 126976, True)
+        self.check(123456, None, False)
+        self.check(1, 4096, True)
+        self.check(4096, 4096, True)
+        self.check(8193, 12288, True)
 
 
 class TestCommandCounters(ServerCase):

@@ -610,7 +610,8 @@ class Generator:
         return Step(slot, "cmd", self.maybe_split(data), "put", "put_crlf", dict(expect="EXPECTED_CRLF"))
 
     def reserve_timeout_text(self):
-        return self.rng.choice(["0", "0", "0", "00"])
+        # 1.12 (strtol) and 1.13 (read_u32 with an end pointer) both ignore what follows
+        return self.rng.choice(["0", "0", "0", "00", "0x", "0 5", "  0", "0 ", "0x10", "0\t"])
 
     def g_reserve0(self, slot):
         return self.cmd(slot, "reserve-with-timeout " + self.reserve_timeout_text(),
@@ -621,7 +622,8 @@ class Generator:
         if j is None:
             return None     # would block: never sent
         line = self.rng.choice(["reserve", "reserve-with-timeout 1", "reserve-with-timeout 1000",
-                                "reserve-with-timeout 4294967"])
+                                "reserve-with-timeout 4294967", "reserve-with-timeout 1000 x",
+                                "reserve-with-timeout 2147483647x"])
         return self.cmd(slot, line, "reserve", "reserve_block", predict=True)
 
     def g_reserve_wait(self, slot):

@@ -1,0 +1,151 @@
+#include "server/http_host.h"
+
+#include <sys/stat.h>
+
+#include "http/front_end.h"
+#include "http/metrics.h"
+#include "server/connection.h"
+#include "server/server.h"
+#include "server/version.h"
+
+namespace stalkd::server {
+namespace {
+
+// Tubes whose stats a scrape gathers per step, and lines it writes per step: a scrape of
+// 100,000 tubes is spread over many loop iterations instead of stalling the others.
+constexpr size_t kScrapeTubesPerStep = 250;
+constexpr size_t kScrapeLinesPerStep = 5000;
+
+// GET /metrics: the server's stats, then every tube's, then the text, a slice per step.
+class ScrapeTask final : public http::Task {
+ public:
+  ScrapeTask(command::Session& s, const http::Metrics& m, const http::BinlogMetrics& b)
+      : s_(s), writer_(&m), binlog_(b) {}
+
+  bool Step(http::Response* resp) override {
+    if (!begun_) {
+      begun_ = true;
+      command::Result st = s_.Stats();
+      if (st.outcome == command::Outcome::kStats) writer_.Begin(*st.stats, binlog_);
+      command::Result list = s_.ListTubes();
+      if (list.outcome == command::Outcome::kTubeList) {
+        tubes_.assign(list.tubes->begin(), list.tubes->end());
+      }
+      return false;
+    }
+    if (next_tube_ < tubes_.size()) {
+      size_t end = std::min(tubes_.size(), next_tube_ + kScrapeTubesPerStep);
+      for (; next_tube_ < end; next_tube_++) {
+        command::Result r = s_.StatsTube(tubes_[next_tube_]);
+        if (r.outcome == command::Outcome::kTubeStats) writer_.AddTube(*r.tube_stats);
+      }
+      if (next_tube_ == tubes_.size()) std::vector<std::string>().swap(tubes_);
+      return false;
+    }
+    if (writer_.WriteSome(&resp->body, kScrapeLinesPerStep)) return false;
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return true;
+  }
+  void OnResult(const command::Result&) override {}
+  bool waiting() const override { return false; }
+
+ private:
+  command::Session& s_;
+  http::MetricsWriter writer_;
+  http::BinlogMetrics binlog_;
+  bool begun_ = false;
+  std::vector<std::string> tubes_;
+  size_t next_tube_ = 0;
+};
+
+http::ApiOptions ApiOptionsFor(const Options& o) {
+  http::ApiOptions a;
+  a.max_job_size = o.max_job_size;
+  return a;
+}
+
+template <class Service>
+Connection* MakeHttpConnection(Server& server, int fd, Service& service) {
+  auto* c = new ConnectionOf<http::HttpFrontEnd>(server, fd, service, server.store());
+  server.http()->Opened(c);
+  return c;
+}
+
+}  // namespace
+
+HttpHost::HttpHost(Server& server, const Options& options)
+    : server_(server),
+      options_(options),
+      api_(server.clock(), *this, this, ApiOptionsFor(options)),
+      admin_(server.clock(), tokens_, *this),
+      metrics_(options.metrics_max_tubes) {
+  admin_.set_observer(this);
+}
+
+HttpHost::~HttpHost() = default;
+
+bool HttpHost::Open(std::string* error) {
+  std::string path;
+  if (!options_.binlog_dir.empty()) path = options_.binlog_dir + "/tokens";
+  if (!tokens_.Open(path, error)) return false;
+  if (!options_.admin_accounts.empty() && !admin_.LoadAccounts(options_.admin_accounts, error)) {
+    return false;
+  }
+  return true;
+}
+
+bool HttpHost::Valid(std::string_view ns, std::string_view token, std::string* id) const {
+  std::string_view found;
+  if (!tokens_.Valid(ns, token, &found)) return false;
+  id->assign(found);
+  return true;
+}
+
+bool HttpHost::Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) {
+  return tokens_.throttler().Allow(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume,
+                                   now);
+}
+
+void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) {
+  tokens_.throttler().Refund(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume, now);
+}
+
+void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
+  metrics_.ObserveHttp(route, status, latency);
+}
+
+std::unique_ptr<http::Task> HttpHost::ScrapeMetrics(command::Session& s, http::Response*) {
+  return std::make_unique<ScrapeTask>(s, metrics_, server_.BinlogMetricsNow());
+}
+
+Nanos HttpHost::Now() const { return server_.clock().Now(); }
+
+std::string_view HttpHost::version() const { return kVersion; }
+
+bool HttpHost::ready() const { return !server_.draining(); }
+
+Nanos HttpHost::CheckRequestTimeouts(Nanos now) {
+  Nanos limit = options_.http_request_timeout_s * kSecond;
+  if (now < next_check_) return next_check_;
+  next_check_ = now + kSecond;
+  for (Connection* c : connections_) {
+    auto& f = static_cast<http::HttpFrontEnd&>(c->front_end());
+    Nanos started = f.request_started();
+    if (started != 0 && now - started >= limit && !c->dead()) {
+      f.TimeOut();
+      server_.MarkDirty(c);
+    }
+  }
+  return next_check_;
+}
+
+Connection* MakeApiConnection(Server& server, int fd) {
+  return MakeHttpConnection(server, fd, server.http()->api());
+}
+
+Connection* MakeAdminConnection(Server& server, int fd) {
+  return MakeHttpConnection(server, fd, server.http()->admin());
+}
+
+}  // namespace stalkd::server

@@ -1,0 +1,391 @@
+"""Package test: the Debian package built by `cpack -G DEB` from the build of $STALKD_BIN.
+
+It builds the .deb into a scratch directory, checks its control fields and files, installs
+it into a scratch root with `dpkg -x` and runs the installed binary (--version, then a server
+on a free loopback port), checks that stalkd(8) documents every flag of `stalkd -h` with the
+words of -h, verifies the systemd units with `systemd-analyze verify`, checks that the
+service's system call filter allows every call stalkd makes (strace), and runs lintian
+(no errors allowed; warnings and notes are listed). A tool that is missing, or that cannot
+run in this container, skips its check with a message.
+
+Run:  STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/package/test_package.py
+"""
+import glob
+import gzip
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+import beanstalk  # noqa: E402
+from beanstalk import STALKD_BIN, Client, free_port  # noqa: E402
+
+BUILD_DIR = os.path.dirname(os.path.abspath(STALKD_BIN))
+DEB_DIR = os.path.join(REPO, "packaging", "debian")
+UNITS = ("lib/systemd/system/stalkd.socket", "lib/systemd/system/stalkd.service")
+FILES = ("usr/bin/stalkd", "etc/default/stalkd", "usr/share/man/man8/stalkd.8.gz",
+         "usr/share/doc/stalkd/copyright", "usr/share/doc/stalkd/changelog.gz") + UNITS
+
+
+def project_version():
+    with open(os.path.join(REPO, "CMakeLists.txt"), encoding="utf-8") as f:
+        return re.search(r"^project\(stalkd VERSION (\S+)", f.read(), re.M).group(1)
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=kw.pop("timeout", 300), **kw)
+
+
+def sanitized(binary):
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def help_entries(usage):
+    """The flags of `stalkd -h`: each entry (its first line and the indented lines under it)
+    as one line of words."""
+    entries = []
+    for line in usage.splitlines():
+        if re.match(r"^ -", line):
+            entries.append(line.strip())
+        elif entries and re.match(r"^ {5,}\S", line):
+            entries[-1] += " " + line.strip()
+    return [" ".join(e.split()) for e in entries]
+
+
+def roff_text(source):
+    """The words of a man page's roff source: font macros resolved (.BI a " b" is "a b"),
+    comments and layout requests dropped, \\- made a hyphen. Returns (text, the first line
+    of each .TP paragraph)."""
+    words, tags, after_tp = [], [], False
+    for line in source.splitlines():
+        if line.startswith(('.\\"', "'\\\"")):
+            continue
+        if line.startswith("."):
+            name, _, rest = line[1:].partition(" ")
+            args = shlex.split(rest.replace("\\-", "-")) if rest else []
+            if name in ("B", "I", "SM", "SB"):
+                text = " ".join(args)
+            elif name in ("BI", "IB", "BR", "RB", "IR", "RI"):
+                text = "".join(args)
+            elif name == "TP":
+                after_tp = True
+                continue
+            else:
+                after_tp = False
+                continue
+        else:
+            text = line.replace("\\-", "-").replace("\\(aq", "'").replace("\\e", "\\")
+        if after_tp:
+            tags.append(" ".join(text.split()))
+            after_tp = False
+        words.append(text)
+    return " ".join(" ".join(words).split()), tags
+
+
+class PackageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(os.path.join(BUILD_DIR, "CPackConfig.cmake")):
+            raise unittest.SkipTest("no CPackConfig.cmake next to %s (not a CMake build)"
+                                    % STALKD_BIN)
+        if sanitized(STALKD_BIN):
+            raise unittest.SkipTest("the package is made from an optimised build, not %s"
+                                    % STALKD_BIN)
+        for tool in ("cpack", "dpkg-deb"):
+            if not shutil.which(tool):
+                raise unittest.SkipTest("%s is missing (scripts/setup.sh installs it)" % tool)
+        cls.tmp = tempfile.mkdtemp(prefix="stalkd_package_")
+        t0 = time.monotonic()
+        p = run(["cpack", "--config", os.path.join(BUILD_DIR, "CPackConfig.cmake"), "-G", "DEB",
+                 "-B", os.path.join(cls.tmp, "out")])
+        if p.returncode != 0:
+            shutil.rmtree(cls.tmp, True)
+            raise AssertionError("cpack failed:\n%s%s" % (p.stdout, p.stderr))
+        debs = glob.glob(os.path.join(cls.tmp, "out", "*.deb"))
+        assert len(debs) == 1, debs
+        cls.deb = debs[0]
+        sys.stderr.write("\ncpack made %s in %.1f s\n" % (os.path.basename(cls.deb),
+                                                          time.monotonic() - t0))
+        cls.root = os.path.join(cls.tmp, "root")
+        p = run(["dpkg-deb", "-x", cls.deb, cls.root])
+        assert p.returncode == 0, p.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, True)
+
+    def field(self, name):
+        p = run(["dpkg-deb", "-f", self.deb, name])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.strip()
+
+    def control_file(self, name):
+        d = os.path.join(self.tmp, "control")
+        if not os.path.isdir(d):
+            p = run(["dpkg-deb", "-e", self.deb, d])
+            self.assertEqual(p.returncode, 0, p.stderr)
+        return os.path.join(d, name)
+
+    # ---- what the package holds
+
+    def test_control_fields(self):
+        self.assertEqual(self.field("Package"), "stalkd")
+        self.assertEqual(self.field("Version"), project_version())
+        self.assertEqual(self.field("Section"), "net")
+        depends = self.field("Depends")
+        self.assertIn("adduser", depends)           # the postinst's adduser
+        self.assertRegex(depends, r"\blibc6 \(>= ")  # from dpkg-shlibdeps
+        self.assertTrue(self.field("Maintainer"))
+        self.assertEqual(self.deb.rsplit("/", 1)[1],
+                         "stalkd_%s_%s.deb" % (project_version(), self.field("Architecture")))
+
+    def test_files(self):
+        for f in FILES:
+            self.assertTrue(os.path.isfile(os.path.join(self.root, f)), f)
+        self.assertTrue(os.access(os.path.join(self.root, "usr/bin/stalkd"), os.X_OK))
+        # the CLI is packaged once the build has one
+        has_cli = os.path.exists(os.path.join(BUILD_DIR, "stalk"))
+        self.assertEqual(os.path.exists(os.path.join(self.root, "usr/bin/stalk")), has_cli)
+        with open(self.control_file("conffiles")) as f:
+            self.assertEqual(f.read().split(), ["/etc/default/stalkd"])
+        for script in ("postinst", "prerm", "postrm"):
+            path = self.control_file(script)
+            self.assertTrue(os.access(path, os.X_OK), script)
+            p = run(["sh", "-n", path])
+            self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.control_file("postinst")) as f:
+            self.assertIn("adduser --quiet --system --group", f.read())
+
+    def test_maintainer_scripts(self):
+        # postinst and prerm run with every command they call replaced by a stub that logs
+        # its arguments (getent finds no stalkd user); nothing on this system is touched.
+        stubs = os.path.join(self.tmp, "stubs")
+        os.makedirs(stubs, exist_ok=True)
+        calls = os.path.join(self.tmp, "calls.log")
+        for name in ("getent", "adduser", "deluser", "delgroup", "deb-systemd-helper",
+                     "deb-systemd-invoke", "systemctl"):
+            # getent: no such user; deb-systemd-helper was-enabled: no (a first install)
+            status = {"getent": "exit 2",
+                      "deb-systemd-helper": '[ "$2" = was-enabled ] && exit 1'}.get(name, "")
+            with open(os.path.join(stubs, name), "w") as f:
+                f.write('#!/bin/sh\necho "%s $*" >> "%s"\n%s\nexit 0\n' % (name, calls, status))
+            os.chmod(os.path.join(stubs, name), 0o755)
+        env = dict(os.environ, PATH=stubs + ":/usr/bin:/bin")
+
+        def script(name, *args):
+            open(calls, "w").close()
+            p = run(["sh", "-e", self.control_file(name)] + list(args), env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(calls) as f:
+                return f.read().splitlines()
+
+        log = script("postinst", "configure")
+        self.assertIn("getent passwd stalkd", log)
+        self.assertIn("adduser --quiet --system --group --home /var/lib/stalkd "
+                      "--no-create-home --gecos stalkd work queue stalkd", log)
+        for unit in ("stalkd.socket", "stalkd.service"):
+            # a first install: was-enabled fails, so the units are brought up to date
+            self.assertIn("deb-systemd-helper --quiet was-enabled " + unit, log)
+            self.assertIn("deb-systemd-helper update-state " + unit, log)
+        if not os.path.isdir("/run/systemd/system"):
+            self.assertFalse([c for c in log if c.startswith(("systemctl", "deb-systemd-invoke"))])
+        self.assertEqual(run(["sh", self.control_file("postinst"), "bogus"], env=env).returncode, 1)
+        self.assertEqual(script("prerm", "upgrade"), [])
+
+    def test_changelog_is_debians_and_names_the_version(self):
+        with gzip.open(os.path.join(self.root, "usr/share/doc/stalkd/changelog.gz"), "rt") as f:
+            first = f.readline()
+        self.assertEqual(first.split()[:2], ["stalkd", "(%s)" % project_version()])
+        # gzip -9n: no file name or time stamp in the header (reproducible, as lintian wants)
+        with open(os.path.join(self.root, "usr/share/doc/stalkd/changelog.gz"), "rb") as f:
+            head = f.read(10)
+        self.assertEqual(head[3] & 0x08, 0)       # FNAME flag clear
+        self.assertEqual(head[4:8], b"\0\0\0\0")  # MTIME zero
+        if shutil.which("dpkg-parsechangelog"):
+            p = run(["dpkg-parsechangelog", "-l", os.path.join(DEB_DIR, "changelog"),
+                     "-S", "Version"])
+            self.assertEqual(p.stdout.strip(), project_version(), p.stderr)
+
+    # ---- the installed binary
+
+    def test_installed_binary_runs_and_serves(self):
+        binary = os.path.join(self.root, "usr/bin/stalkd")
+        for flag in ("--version", "-v"):
+            p = run([binary, flag], timeout=10)
+            self.assertEqual((p.returncode, p.stdout), (0, "stalkd %s\n" % project_version()))
+        binlog = os.path.join(self.tmp, "binlog")
+        os.mkdir(binlog)
+        srv = beanstalk.Server(binary=binary, args=("-b", binlog))
+        self.addCleanup(srv.stop)
+        c = Client(srv.address())
+        self.addCleanup(c.close)
+        self.assertEqual(c.put("packaged"), b"INSERTED 1\r\n")
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED 1 8\r\npackaged\r\n")
+        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        stats = beanstalk.stats_of(c, "stats")
+        self.assertEqual(stats["version"], '"%s"' % project_version())
+        self.assertTrue(glob.glob(os.path.join(binlog, "binlog.*")))
+
+    # ---- the man page
+
+    def man_source(self):
+        with gzip.open(os.path.join(self.root, "usr/share/man/man8/stalkd.8.gz"), "rt") as f:
+            return f.read()
+
+    def test_man_page_documents_every_flag_of_help(self):
+        p = run([os.path.join(self.root, "usr/bin/stalkd"), "-h"], timeout=10)
+        entries = help_entries(p.stderr)
+        self.assertGreater(len(entries), 15, p.stderr)
+        text, tags = roff_text(self.man_source())
+        for entry in entries:
+            self.assertIn(entry, text, "stalkd -h's entry is not in stalkd.8 in these words")
+        # and the man page lists no flag that -h does not
+        flags_in_help = {w for e in entries for w in re.findall(r"(?<!\S)--?[A-Za-z][\w-]*", e)}
+        for tag in tags:
+            if tag.startswith("-"):
+                for flag in re.findall(r"(?<!\S)--?[A-Za-z][\w-]*", tag.replace(",", " ")):
+                    self.assertIn(flag, flags_in_help, "stalkd.8 documents %s" % flag)
+
+    def test_man_page_renders_without_warnings(self):
+        if not shutil.which("man"):
+            self.skipTest("man is missing")
+        page = os.path.join(self.root, "usr/share/man/man8/stalkd.8.gz")
+        p = run(["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z", page],
+                env=dict(os.environ, MANWIDTH="80"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+
+    # ---- the systemd units
+
+    def test_units_verify(self):
+        tool = shutil.which("systemd-analyze")
+        if not tool:
+            self.skipTest("systemd-analyze is missing: units not verified")
+        unit_dir = os.path.join(self.root, "lib/systemd/system")
+        # The units' targets (sockets.target, multi-user.target, ...) from this system, so
+        # that the scratch root is a complete one for --root.
+        for target in glob.glob("/lib/systemd/system/*.target"):
+            dest = os.path.join(unit_dir, os.path.basename(target))
+            if not os.path.exists(dest):
+                shutil.copy(target, dest)
+        # A unit known to be good first: if that fails, systemd-analyze cannot run here.
+        probe = os.path.join(unit_dir, "stalkd-probe.service")
+        with open(probe, "w") as f:
+            f.write("[Service]\nExecStart=/usr/bin/stalkd -v\n")
+        argv = [tool, "verify", "--man=no", "--root=" + self.root]
+        p = run(argv + [probe])
+        os.unlink(probe)
+        if p.returncode != 0:
+            self.skipTest("systemd-analyze verify cannot run in this environment: %s"
+                          % (p.stderr.strip() or p.returncode))
+        p = run(argv + [os.path.join(self.root, u) for u in UNITS])
+        problems = [line for line in p.stderr.splitlines() if "stalkd." in line]
+        sys.stderr.write("\nsystemd-analyze verify: exit %d, %d remark(s) on stalkd's units\n"
+                         % (p.returncode, len(problems)))
+        self.assertEqual((p.returncode, problems), (0, []), p.stderr)
+
+    def test_service_syscall_filter_allows_what_stalkd_calls(self):
+        # The unit's SystemCallFilter= (@system-service less @privileged) must allow every
+        # system call stalkd makes, binlog and fsync included: traced here, since systemd
+        # itself does not run in the test.
+        for tool in ("strace", "systemd-analyze"):
+            if not shutil.which(tool):
+                self.skipTest("%s is missing: the system call filter is not checked" % tool)
+        with open(os.path.join(self.root, UNITS[1])) as f:
+            filters = re.findall(r"^SystemCallFilter=(.*)$", f.read(), re.M)
+        self.assertEqual(filters, ["@system-service", "~@privileged"])
+        cache = {}
+
+        def expand(group):
+            if group not in cache:
+                out = run(["systemd-analyze", "syscall-filter", group]).stdout
+                names = set()
+                for line in out.splitlines()[1:]:
+                    t = line.strip()
+                    if t and not t.startswith("#"):
+                        names |= expand(t) if t.startswith("@") else {t}
+                cache[group] = names
+            return cache[group]
+
+        allowed = expand("@system-service") - expand("@privileged")
+        if not allowed:
+            self.skipTest("systemd-analyze syscall-filter gave nothing")
+        log = os.path.join(self.tmp, "strace.log")
+        binlog = os.path.join(self.tmp, "binlog-strace")
+        os.mkdir(binlog)
+        port = free_port()
+        err = open(os.path.join(self.tmp, "strace.err"), "w+")
+        self.addCleanup(err.close)
+        proc = subprocess.Popen(["strace", "-f", "-qq", "-o", log, os.path.join(
+            self.root, "usr/bin/stalkd"), "-l", "127.0.0.1", "-p", str(port), "-b", binlog,
+            "-f", "0"], stdout=subprocess.DEVNULL, stderr=err)
+        c = None
+        try:
+            deadline = time.monotonic() + 20
+            while c is None:
+                try:
+                    c = Client(("127.0.0.1", port))
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        err.seek(0)
+                        self.skipTest("stalkd does not run under strace here: %s"
+                                      % err.read()[-300:])
+                    time.sleep(0.05)
+            self.assertEqual(c.put("x", delay=1), b"INSERTED 1\r\n")
+            self.assertEqual(c.cmd("reserve-with-timeout 3"), b"RESERVED 1 1\r\nx\r\n")
+            self.assertEqual(c.cmd("release 1 0 0"), b"RELEASED\r\n")
+            c.cmd("reserve")
+            self.assertEqual(c.cmd("bury 1 0"), b"BURIED\r\n")
+            self.assertEqual(c.cmd("kick 1"), b"KICKED 1\r\n")
+            self.assertTrue(c.cmd("stats").startswith(b"OK "))
+            self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        finally:
+            if c is not None:
+                c.close()
+            # SIGTERM to stalkd itself (the first pid in the trace): it stops cleanly, and
+            # strace exits with it.
+            with open(log) as f:
+                first = f.readline().split()
+            if first and first[0].isdigit():
+                os.kill(int(first[0]), signal.SIGTERM)
+            else:
+                proc.kill()
+            proc.wait(timeout=20)
+        used = set()
+        with open(log) as f:
+            for line in f:
+                m = re.match(r"^\d+\s+([a-z0-9_]+)\(", line)
+                if m:
+                    used.add(m.group(1))
+        used.discard("execve")  # strace's own exec of stalkd, before any filter applies
+        self.assertGreater(len(used), 20)
+        self.assertEqual(sorted(used - allowed), [])
+
+    # ---- lintian
+
+    def test_lintian(self):
+        if not shutil.which("lintian"):
+            self.skipTest("lintian is missing (scripts/setup.sh installs it)")
+        p = run(["lintian", "--pedantic", "--display-info", self.deb])
+        tags = [line for line in p.stdout.splitlines() if re.match(r"^[EWIPXO]: ", line)]
+        errors = [t for t in tags if t.startswith("E: ")]
+        sys.stderr.write("\nlintian: %d error(s), %d warning(s), %d note(s)\n%s\n"
+                         % (len(errors), sum(t.startswith("W: ") for t in tags),
+                            sum(not t.startswith(("E: ", "W: ")) for t in tags),
+                            "\n".join(tags)))
+        self.assertEqual(errors, [], p.stdout + p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
