@@ -263,9 +263,10 @@ class InfoTest(HttpCase):
             self.assertIsInstance(v, str)
 
     def test_pools(self):
-        for params in (None, {"kind": "redis"}, {"kind": "whatever"}):
+        for params in (None, {"kind": "redis"}, {"kind": "memory"}):
             r = self.adm("GET", "/pools", params=params)
             self.assertEqual((r.status, r.json()), (200, ["default"]))
+        self.assertError(self.adm("GET", "/pools", params={"kind": "whatever"}), 400, "invalid kind")
 
     def test_unknown_admin_routes(self):
         for method, path in (("GET", "/"), ("GET", "/api/ns/q/size"), ("GET", "/token"),
@@ -368,7 +369,7 @@ class MetricsTest(HttpCase):
             self.publish(q)
             self.publish(q)
         self.consume_job("q1")
-        self.api("GET", "/api/ns/q1?ttl=x")
+        self.assertEqual(self.api("GET", "/api/ns/q1?ttr=x").status, 400)
         self.api("GET", "/nowhere")
         t = self.text()
         for i in range(6):
@@ -387,7 +388,7 @@ class MetricsTest(HttpCase):
     def test_names_and_tube_cap(self):
         self.work()
         text = self.scrape()
-        for name in ("stalkd_current_jobs_ready", "stalkd_cmd_put_total", "stalkd_jobs_total",
+        for name in ("stalkd_current_jobs_ready", "stalkd_cmd_put_total", "stalkd_total_jobs_total",
                      "stalkd_http_requests_total"):
             self.assertRegex(text, r"(?m)^%s(\{[^}]*\})? \S+$" % name, name)
         tubes = set(re.findall(r'(?m)^stalkd_tube_current_jobs_ready\{[^}]*tube="([^"]*)"', text))
