@@ -225,5 +225,4 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
   return used;
 }
 
-
 }  // namespace stalkd::http

@@ -45,8 +45,9 @@ struct BinlogOptions {
 //
 // Space: every segment is preallocated. A put is admitted only if its kFull record fits and
 // room stays reserved for one later state change and the delete of every live job, so
-// those never fail for lack of space. Compaction moves the few live jobs of the oldest
-// segment forward so the head segments can be unlinked; it only uses unreserved space.
+// those never fail for lack of space. A job larger than a segment of -s is admitted too:
+// the current segment grows by its size to hold it. Compaction moves the few live jobs of the
+// oldest segment forward so the head segments can be unlinked; it only uses unreserved space.
 //
 // Errors: a failed write, sync or preallocation is logged; after a failed write or sync the
 // binlog refuses every put (Admit is false) and writes nothing more, and the server keeps
@@ -162,6 +163,10 @@ class Binlog final : public engine::JobLog {
   // Makes UsableAfter(record_size) cover the reservations plus `keep`, preallocating
   // segments as needed; false if it cannot.
   bool MakeRoom(size_t record_size, int64_t keep);
+  // MakeRoom for any record: one larger than a segment of -s first grows the current
+  // segment by its size (GrowCurrent), so that it goes there.
+  bool RoomFor(size_t record_size, int64_t keep);
+  bool GrowCurrent(size_t record_size);
   int CreateSegmentFile(uint32_t seq);
   bool AddFutureSegment();
   template <typename Encode>
