@@ -275,9 +275,6 @@ TEST_F(TokenStoreTest, LimitsBelongToTokensAndGoWithThem) {
   EXPECT_EQ(again.throttler().size(), 0u);
 }
 
-}  // namespace
-}  // namespace stalkd::http
-
 TEST_F(TokenStoreTest, ChosenTokensArePerNamespaceAndSurviveReload) {
   std::string error;
   {
@@ -303,3 +300,6 @@ TEST_F(TokenStoreTest, ChosenTokensArePerNamespaceAndSurviveReload) {
   EXPECT_TRUE(reloaded.Valid("other", "lmstfy-token-0123456789"));
   EXPECT_FALSE(reloaded.Valid("ns", "lmstfy-token-0123456789"));
 }
+
+}  // namespace
+}  // namespace stalkd::http
