@@ -94,6 +94,12 @@ bool StripPool(std::string_view raw, std::string_view* token) {
 void AdminCall::Run() {
   Method m = ex_.request.method;
   if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  bool probe = target_.segments().size() == 1 &&
+               (target_.segments()[0] == "healthz" || target_.segments()[0] == "readyz");
+  if (host_.recovering() && !probe) {
+    Route("recovering");
+    return Fail(503, "recovering");
+  }
   const std::vector<std::string>& seg = target_.segments();
   bool get = m == Method::kGet || m == Method::kHead;
   if (seg.size() == 1 && get) {
@@ -104,6 +110,7 @@ void AdminCall::Run() {
     }
     if (s == "readyz") {
       Route("readyz");
+      if (host_.recovering()) return Status(503, "recovering");
       if (host_.ready()) return Status(200, "ready");
       return Status(503, "draining");
     }
