@@ -407,6 +407,10 @@ void AdminService::Handle(Exchange& ex) {
     ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
     return;
   }
+  if (dashboard && host_.recovering()) {  // the jobs are not all back yet
+    ex.route = "recovering";
+    return Error(&ex.response, 503, "recovering");
+  }
   if (dashboard) return dashboard_->Handle(ex);
   AdminCall(ex, tokens_, host_).Run();
 }

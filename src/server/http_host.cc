@@ -132,7 +132,7 @@ bool HttpHost::ready() const { return !server_.draining() && !server_.recovering
 bool HttpHost::recovering() const { return server_.recovering(); }
 
 Nanos HttpHost::CheckRequestTimeouts(Nanos now) {
-  dashboard_.Tick(now);
+  if (!server_.recovering()) dashboard_.Tick(now);
   Nanos limit = options_.http_request_timeout_s * kSecond;
   if (now < next_check_) return next_check_;
   next_check_ = now + kSecond;
