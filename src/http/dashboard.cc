@@ -39,8 +39,8 @@ constexpr std::string_view kPageHeaders =
 constexpr uint32_t kDefaultPage = 50;
 constexpr uint32_t kMaxPage = 200;           // tubes or jobs in one page
 constexpr uint64_t kMaxOffset = 1000000;     // how deep the tube list pages
-constexpr size_t kScanSlice = 5000;          // tube names a search looks at per step
-constexpr size_t kStatsSlice = 500;          // stats-tube calls of a sorted search per step
+constexpr size_t kScanSlice = 2500;          // tube names a search looks at per step
+constexpr size_t kStatsSlice = 250;          // stats-tube calls of a sorted search per step
 constexpr uint32_t kMaxListCalls = 256;      // list-jobs calls of one browse (65536 ids each)
 constexpr size_t kRowPreview = 48;           // body bytes of a job in a list
 constexpr size_t kDetailPreview = 65536;     // body bytes of a job's detail
@@ -457,19 +457,20 @@ class TubesTask final : public SlicedTask {
   }
 
   void Page(Response* resp) {
-    std::vector<Entry> order;
-    order.reserve(heap_.size());
-    while (!heap_.empty()) {
-      order.push_back(std::move(const_cast<Entry&>(heap_.top())));
+    // The page is the worst kept: those past the offset. Only they are taken out, so a
+    // deep page costs limit heap pops, not a sort of everything kept.
+    std::vector<Entry> page;
+    while (heap_.size() > q_.offset) {
+      page.push_back(std::move(const_cast<Entry&>(heap_.top())));
       heap_.pop();
     }
-    std::reverse(order.begin(), order.end());
+    std::reverse(page.begin(), page.end());
     std::vector<TubeRow> rows;
     std::unordered_set<std::string_view> seen;
-    for (size_t i = q_.offset; i < order.size() && rows.size() < q_.limit; i++) {
-      if (!seen.insert(order[i].name).second) continue;
+    for (const Entry& e : page) {
+      if (!seen.insert(e.name).second) continue;
       TubeRow row;
-      if (!ReadTube(s_, order[i].name, &row)) continue;
+      if (!ReadTube(s_, e.name, &row)) continue;
       ReadNextReady(s_, &row);
       d_.history().Track(row.name, now_);
       rows.push_back(std::move(row));

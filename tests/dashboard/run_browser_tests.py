@@ -66,7 +66,6 @@ def main():
                                env=env, timeout=600)
         finally:
             code = server.stop()
-            err = server.proc.stderr
         print("screenshots: %s" % shots)
         if code not in (0, None):
             print("stalkd exited with %s" % code)
