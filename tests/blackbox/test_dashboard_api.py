@@ -68,6 +68,12 @@ class DashboardCase(HttpCase):
         self.assertTrue(r.startswith(b"INSERTED "), r)
         return int(r.split()[1])
 
+    def fill(self, c, tube, n, body=b"x"):
+        """Puts n jobs into tube in one pipelined write; their ids."""
+        c.cmd("use " + tube)
+        c.send(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body) * n)
+        return [int(c.read_line().split()[1]) for _ in range(n)]
+
     def bury(self, c, tube, n, body=b"dead"):
         """Puts n jobs into tube and buries them; their ids."""
         ids = [self.put(c, tube, body) for _ in range(n)]
@@ -431,11 +437,7 @@ class JobsTest(DashboardCase):
         # 70,000 jobs in another tube before the one job of this tube: list-jobs looks at
         # 65536 ids a call, so the page takes more than one step.
         c = self.text()
-        c.cmd("use filler")
-        n = 70000
-        c.send(b"put 0 0 60 1\r\nx\r\n" * n)
-        for _ in range(n):
-            c.read_line()
+        self.fill(c, "filler", 70000)
         target = self.put(c, "sparse", "found me")
         j = self.djson("GET", "tubes/sparse/jobs")
         self.assertEqual(([x["id"] for x in j["jobs"]], j["next"]), ([target], 0))
@@ -508,10 +510,8 @@ class ActionTest(DashboardCase):
 
     def test_kick_many_in_slices(self):
         c = self.text()
-        c.cmd("use many")
         n = 2500
-        c.send(b"put 0 0 60 1\r\nx\r\n" * n)
-        ids = [int(c.read_line().split()[1]) for _ in range(n)]
+        ids = self.fill(c, "many", n)
         c.cmd("watch many")
         c.send(b"".join(b"reserve-job %d\r\nbury %d 0\r\n" % (i, i) for i in ids))
         for _ in range(n):
@@ -562,11 +562,8 @@ class ActionTest(DashboardCase):
 
     def test_purge_many_in_slices(self):
         c = self.text()
-        c.cmd("use big")
         n = 5000
-        c.send(b"put 0 0 60 1\r\nx\r\n" * n)
-        for _ in range(n):
-            c.read_line()
+        self.fill(c, "big", n)
         self.assertEqual(self.djson("POST", "tubes/big/purge", {"state": "ready"}), {"purged": n})
 
     def test_pause_and_resume(self):
@@ -634,11 +631,8 @@ class ActionTest(DashboardCase):
 
     def test_move_many(self):
         c = self.text()
-        c.cmd("use src")
         n = 250
-        c.send(b"put 0 0 60 3\r\nabc\r\n" * n)
-        for _ in range(n):
-            c.read_line()
+        self.fill(c, "src", n, b"abc")
         self.bury(c, "src", 2)
         self.assertEqual(self.djson("POST", "tubes/src/move", {"state": "ready", "to": "dst",
                                                                "count": 10}),
