@@ -220,6 +220,18 @@ test('the tube list is searched and sorted on the server', async () => {
   await page.selectOption('#sort', 'name');
 });
 
+test('ready age: the next job, and the oldest when priorities differ', async () => {
+  await keeper.cmd('watch e2e-prio');
+  await bs.cmd('use e2e-prio');
+  const old = await bs.put('old and unimportant', { pri: 100 });
+  const urgent = await bs.put('new and urgent', { pri: 1 });
+  await page.goto(`${base}/#/tube/e2e-prio`);
+  await seeText('#tube-stats a[href="#/job/' + urgent + '"]', `next: job ${urgent}`);
+  await seeText('#oldest-ready', new RegExp(`^oldest: job ${old}, \\d+s$`));
+  await bs.cmd(`delete ${old}`);
+  await page.locator('#oldest-ready').waitFor({ state: 'detached' });
+});
+
 let buried;
 test('browse a buried job', async () => {
   await keeper.cmd('watch e2e-dead');

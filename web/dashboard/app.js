@@ -590,7 +590,7 @@ function tubeView(tube, params) {
     );
   }
 
-  function renderTube(t) {
+  function renderTube(t, oldest) {
     state.tube = t;
     badges.replaceChildren(
       t.paused ? h('span', { class: 'badge paused', id: 'paused-badge' }, `paused · ${duration(t.pause_left_s)} left`) : '',
@@ -604,8 +604,16 @@ function tubeView(tube, params) {
       card('Rates', h('span', {}, `${rate(t.put_rate)} put/s · ${rate(t.reserve_rate)} reserve/s`), h('div', { class: 'muted' }, `${num(t.total_jobs)} put · ${num(t.deletes)} deleted · ${num(t.expired)} expired`)),
       card(
         'Ready age',
-        h('span', {}, t.next_ready_age_s === null ? '–' : duration(t.next_ready_age_s)),
-        h('div', { class: 'muted' }, t.next_ready_id ? h('a', { href: `#/job/${t.next_ready_id}` }, `next: job ${t.next_ready_id}`) : 'nothing ready'),
+        h('span', { title: 'age of the next ready job, the one a reserve would take' }, t.next_ready_age_s === null ? '–' : duration(t.next_ready_age_s)),
+        h(
+          'div',
+          { class: 'muted' },
+          t.next_ready_id ? h('a', { href: `#/job/${t.next_ready_id}` }, `next: job ${t.next_ready_id}`) : 'nothing ready',
+          // The Ready tab from its start lists the oldest put first: the exact oldest.
+          oldest && oldest.id !== t.next_ready_id
+            ? [' · ', h('a', { href: `#/job/${oldest.id}`, id: 'oldest-ready' }, `oldest: job ${oldest.id}, ${duration(oldest.age_s)}`)]
+            : null,
+        ),
       ),
       card('Default tries', h('span', {}, t.default_tries ? num(t.default_tries) : 'unlimited')),
     );
@@ -753,7 +761,8 @@ function tubeView(tube, params) {
     ]);
     missing.hidden = true;
     body.hidden = false;
-    renderTube(t);
+    const oldest = list.state === 'ready' && state.from === 1 && list.jobs.length ? list.jobs[0] : null;
+    renderTube(t, oldest);
     renderJobs(list);
   }
 
