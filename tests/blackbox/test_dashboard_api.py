@@ -20,6 +20,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from httpcase import API_NOT_FOUND, HttpCase, HttpServer, stats_of, wait_until  # noqa: E402
+from beanstalk import is_sanitized  # noqa: E402
 
 API = "/dashboard/api/"
 XRW = [("X-Requested-With", "test")]
@@ -761,6 +762,8 @@ class HundredThousandTubesTest(DashboardCase):
             else:
                 self.assertTrue(all(r["ready"] == 1 for r in t["tubes"]), t)
             self.assertLess(took, 5.0, params)
+        # The sampler keeps history for at most 1000 tubes, those shown first.
+        self.assertLessEqual(self.djson("GET", "server")["sampling"]["tubes"], 1000)
         # The text client meanwhile, against scrapes by the same HTTP client.
         targets = [API + "tubes?" + "&".join("%s=%s" % kv for kv in p.items())
                    for p, _, _ in self.QUERIES]
@@ -771,13 +774,14 @@ class HundredThousandTubesTest(DashboardCase):
               "longest %.2f s): p99 %.2f ms, max %.2f ms (%d round trips)"
               % (control["p99_ms"], control["max_ms"], control["n"], during["requests"],
                  during["longest_s"], during["p99_ms"], during["max_ms"], during["n"]))
+        # An unoptimised sanitizer build is slower at everything, and unevenly so: the
+        # comparison holds for the optimised build only.
+        if is_sanitized(self.server.pid):
+            return
         self.assertLess(during["p99_ms"], control["p99_ms"] + 5.0, (control, during))
         # The maximum is the machine's more than ours (tens of ms when other work shares the
         # two cores): only a gross stall would show above this.
         self.assertLess(during["max_ms"], max(100.0, 3 * control["max_ms"]), (control, during))
-        # The sampler keeps history for at most 1000 tubes, those shown first.
-        s = self.djson("GET", "server")
-        self.assertLessEqual(s["sampling"]["tubes"], 1000)
 
 
 if __name__ == "__main__":
