@@ -683,12 +683,7 @@ function tubeView(tube, params) {
           type: 'button',
           class: 'small secondary',
           dataset: { action: 'kick' },
-          onclick: () =>
-            act(
-              { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
-              () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
-              () => `Kicked job ${j.id}`,
-            ),
+          onclick: () => kickJob(j),
         }, 'Kick'),
       );
     }
@@ -800,6 +795,14 @@ function tubeView(tube, params) {
 }
 
 // ---------------------------------------------------------------------------- job actions
+
+function kickJob(j) {
+  return act(
+    { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
+    () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
+    () => `Kicked job ${j.id}`,
+  );
+}
 
 function moveJob(j) {
   return act(
@@ -937,12 +940,7 @@ function jobView(id) {
           type: 'button',
           id: 'job-kick',
           class: 'secondary',
-          onclick: () =>
-            act(
-              { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
-              () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
-              () => `Kicked job ${j.id}`,
-            ),
+          onclick: () => kickJob(j),
         }, 'Kick'),
       );
     }
