@@ -1,0 +1,80 @@
+"""Black-box tests of bugs found reviewing (and fuzzing, fuzz/http_fuzz.cc) the HTTP front
+ends against docs/HTTP.md: each test names what was wrong.
+
+Run: python3 -m unittest -v tests/blackbox/test_http_review.py   (binary: $STALKD_BIN)
+"""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from httpcase import NS, HttpCase, HttpConn  # noqa: E402
+
+MALFORMED = {"error": "malformed request"}
+ADMIN_AUTH = "Basic YWRtaW46cHc="  # admin:pw
+
+
+class DeadLetterOrderTest(HttpCase):
+    """The dead letter's head is the job buried first (peek, respawn and delete all take it
+    from there); delete used to go by job id instead."""
+
+    def bury_in(self, t, order):
+        """Puts one job per entry of `order` into ns/q over the text protocol and buries them
+        in that order (indexes into the put order); returns the ids in put order."""
+        self.assertEqual(t.cmd("use ns/q"), b"USING ns/q\r\n")
+        ids = []
+        for i in range(len(order)):
+            r = t.cmd("put 0 0 60 1\r\n%d" % i)
+            self.assertTrue(r.startswith(b"INSERTED "), r)
+            ids.append(r.split()[1].decode())
+        for i in order:
+            self.assertTrue(t.cmd("reserve-job %s" % ids[i]).startswith(b"RESERVED"))
+            self.assertEqual(t.cmd("bury %s 0" % ids[i]), b"BURIED\r\n")
+        return ids
+
+    def head(self):
+        return self.api("GET", "/api/ns/q/deadletter").json()["deadletter_head"]
+
+    def test_delete_takes_the_head(self):
+        t = self.text()
+        ids = self.bury_in(t, [2, 0, 1])  # the newest job is buried first
+        self.assertEqual(self.head(), ids[2])
+        r = self.api("DELETE", "/api/ns/q/deadletter", params={"limit": 1})
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(t.cmd("stats-job %s" % ids[2]), b"NOT_FOUND\r\n")
+        self.assertEqual(self.head(), ids[0])
+        r = self.api("DELETE", "/api/ns/q/deadletter", params={"limit": 1})
+        self.assertEqual(t.cmd("stats-job %s" % ids[0]), b"NOT_FOUND\r\n")
+        self.assertEqual(self.head(), ids[1])
+
+    def test_delete_and_respawn_agree(self):
+        t = self.text()
+        ids = self.bury_in(t, [3, 1, 2, 0])
+        self.assertEqual(self.api("PUT", "/api/ns/q/deadletter").json()["count"], 1)
+        self.assertEqual(self.consume_job("q")["job_id"], ids[3])
+        self.assertEqual(self.api("DELETE", "/api/ns/q/deadletter", params={"limit": 2}).status, 204)
+        self.assertEqual(t.cmd("stats-job %s" % ids[1]), b"NOT_FOUND\r\n")
+        self.assertEqual(t.cmd("stats-job %s" % ids[2]), b"NOT_FOUND\r\n")
+        self.assertEqual(self.api("GET", "/api/ns/q/deadletter").json(),
+                         {"namespace": NS, "queue": "q", "deadletter_size": 1, "deadletter_head": ids[0]})
+
+    def test_delete_more_than_a_slice(self):
+        t = self.text()
+        self.assertEqual(t.cmd("use ns/q"), b"USING ns/q\r\n")
+        n = 2500
+        t.send(b"".join(b"put 0 0 60 1\r\nx\r\n" for _ in range(n)))
+        ids = [t.read_line().split()[1].decode() for _ in range(n)]
+        t.send(b"".join(b"reserve-job %s\r\n" % i.encode() for i in reversed(ids)))
+        for _ in range(n):
+            t.read_line(), t.read_line()  # RESERVED line and body
+        t.send(b"".join(b"bury %s 0\r\n" % i.encode() for i in reversed(ids)))
+        for _ in range(n):
+            self.assertEqual(t.read_line(), b"BURIED\r\n")
+        r = self.api("DELETE", "/api/ns/q/deadletter", params={"limit": 2200})
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(self.api("GET", "/api/ns/q/deadletter").json(),
+                         {"namespace": NS, "queue": "q", "deadletter_size": 300, "deadletter_head": ids[299]})
+
+if __name__ == "__main__":
+    unittest.main()
