@@ -362,9 +362,15 @@ bool AdminService::Authorized(const Request& r) const {
 }
 
 void AdminService::Handle(Exchange& ex) {
-  // As lmstfy: the token and limit routes need an account; probes and scrapes do not.
-  std::string_view path = ex.request.target;
-  bool guarded = path.starts_with("/token/") || path == "/limits" || path.starts_with("/limits?");
+  // As lmstfy: the token and limit routes need an account; probes and scrapes do not. Which
+  // route it is follows from the decoded path, as routing does ("/%74oken/ns" is a token
+  // route too).
+  Target target;
+  bool guarded = false;
+  if (!accounts_.empty() && target.Parse(ex.request.target)) {
+    const std::vector<std::string>& seg = target.segments();
+    guarded = (seg.size() >= 2 && seg[0] == "token") || (seg.size() == 1 && seg[0] == "limits");
+  }
   if (guarded && !Authorized(ex.request)) {
     ex.route = "unauthorized";
     Error(&ex.response, 401, "unauthorized");

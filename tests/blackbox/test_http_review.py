@@ -75,6 +75,39 @@ class DeadLetterOrderTest(HttpCase):
         self.assertEqual(r.status, 204, r)
         self.assertEqual(self.api("GET", "/api/ns/q/deadletter").json(),
                          {"namespace": NS, "queue": "q", "deadletter_size": 300, "deadletter_head": ids[299]})
+class AdminAuthPathTest(HttpCase):
+    """With --admin-accounts, the token and limit routes need an account whatever the spelling
+    of their path: "/%74oken/ns" is routed as "/token/ns", so it must be guarded as it."""
+
+    make_token = False
+
+    def setUp(self):
+        fd, self.accounts = tempfile.mkstemp(prefix="stalkd-accounts-")
+        os.write(fd, b"admin:pw\n")
+        os.close(fd)
+        self.addCleanup(os.unlink, self.accounts)
+        self.server_args = ("--admin-accounts", self.accounts)
+        super().setUp()
+
+    def test_encoded_paths_need_an_account(self):
+        for method, path in (("GET", "/%74oken/ns"), ("POST", "/%74oken/ns?description=x"),
+                             ("GET", "/%6Cimits"), ("GET", "/limits"), ("GET", "/token/n%73"),
+                             ("DELETE", "/toke%6E/ns/abcdefabcdef"),
+                             ("GET", "/%74oken/ns/abcdefabcdef/limit")):
+            r = self.adm(method, path)
+            self.assertError(r, 401, "unauthorized")
+            self.assertEqual(r.header("www-authenticate"), 'Basic realm="Authorization Required"')
+
+    def test_with_an_account(self):
+        auth = {"Authorization": ADMIN_AUTH}
+        r = self.adm("POST", "/%74oken/ns?description=x", headers=auth)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(self.adm("GET", "/%6Cimits", headers=auth).json(), [])
+        self.assertEqual(len(self.adm("GET", "/token/ns", headers=auth).json()["tokens"]), 1)
+
+    def test_probes_need_none(self):
+        self.assertEqual(self.adm("GET", "/%68ealthz").json(), {"status": "ok"})
+        self.assertEqual(self.adm("GET", "/info").status, 200)
 
 if __name__ == "__main__":
     unittest.main()
