@@ -93,7 +93,12 @@ bool StripPool(std::string_view raw, std::string_view* token) {
 
 void AdminCall::Run() {
   Method m = ex_.request.method;
-  if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  if (!target_.Parse(ex_.request.target)) {
+    // A transport error (docs/HTTP.md, section 2), as on the API listener.
+    Route("unknown");
+    ex_.request.keep_alive = false;
+    return Fail(400, "malformed request");
+  }
   const std::vector<std::string>& seg = target_.segments();
   bool get = m == Method::kGet || m == Method::kHead;
   if (seg.size() == 1 && get) {

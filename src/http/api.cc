@@ -332,6 +332,7 @@ class Call {
 void Call::Run() {
   Method m = ex_.request.method;
   if (!target_.Parse(ex_.request.target)) {
+    ex_.route = "unknown";
     ex_.request.keep_alive = false;  // a transport error: the connection closes after it
     return Fail(400, "malformed request");
   }

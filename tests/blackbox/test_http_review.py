@@ -108,6 +108,30 @@ class AdminAuthPathTest(HttpCase):
     def test_probes_need_none(self):
         self.assertEqual(self.adm("GET", "/%68ealthz").json(), {"status": "ok"})
         self.assertEqual(self.adm("GET", "/info").status, 200)
+class AdminMalformedTargetTest(HttpCase):
+    """A target with a malformed %-escape is a transport error on the admin listener too:
+    400 {"error":"malformed request"}, then the connection closes (docs/HTTP.md, section 2)."""
+
+    make_token = False
+
+    def test_bad_escape(self):
+        c = self.conn(admin=True)
+        c.send(HttpConn.build("GET", "/healthz") + HttpConn.build("GET", "/to%zzken/ns") +
+               HttpConn.build("GET", "/healthz"))
+        self.assertEqual(c.read_response().status, 200)
+        r = c.read_response()
+        self.assertEqual((r.status, r.json()), (400, MALFORMED))
+        self.assertEqual(r.header("connection"), "close")
+        self.assertTrue(c.closed_by_peer())
+        self.assertEqual(c.buf, b"")
+
+    def test_counted_under_a_route(self):
+        """Such requests, on either listener, were counted in /metrics under route=""."""
+        for conn in (self.conn(), self.conn(admin=True)):
+            self.assertEqual(conn.request("GET", "/api/n%zz/q").json(), MALFORMED)
+        text = self.adm("GET", "/metrics").body.decode()
+        self.assertNotIn('route=""', text)
+        self.assertIn('stalkd_http_requests_total{route="unknown",code="400"} 2', text)
 
 if __name__ == "__main__":
     unittest.main()
