@@ -30,7 +30,8 @@ void WriteLimit(const Limit& l, JsonWriter& w) {
 // A JSON object whose read, write and interval, where present, are integers.
 bool ParseLimit(std::string_view body, Limit* l) {
   rapidjson::Document doc;
-  doc.Parse(body.data(), body.size());
+  // Iterative: a recursive parse of a deeply nested body would overflow the stack.
+  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
   if (doc.HasParseError() || !doc.IsObject()) return false;
   auto field = [&](const char* name, int64_t* out) {
     auto it = doc.FindMember(name);

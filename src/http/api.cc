@@ -627,7 +627,8 @@ void Call::PublishBulk() {
   if (!Uint("priority", 0, 8, &priority)) return;
   const std::string& text = ex_.request.body;
   rapidjson::Document doc;
-  doc.Parse(text.data(), text.size());
+  // Iterative: a recursive parse of a deeply nested body would overflow the stack.
+  doc.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
   if (doc.HasParseError() || (!doc.IsArray() && !doc.IsNull())) {
     return Fail(400, "request body should be an array of objects");
   }

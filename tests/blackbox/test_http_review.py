@@ -132,6 +132,29 @@ class AdminMalformedTargetTest(HttpCase):
         text = self.adm("GET", "/metrics").body.decode()
         self.assertNotIn('route=""', text)
         self.assertIn('stalkd_http_requests_total{route="unknown",code="400"} 2', text)
+class DeepJsonTest(HttpCase):
+    """A bulk body or a limit nested deeper than the stack allows used to crash the server
+    (RapidJSON's parser is recursive unless told otherwise)."""
+
+    def test_deeply_nested_bulk(self):
+        for body in (b"[" * 3_000_000, b"[" * 200_000 + b"]" * 199_999):
+            r = self.api("PUT", "/api/ns/q/bulk", body)
+            self.assertError(r, 400, "request body should be an array of objects")
+        self.publish("q", b"alive")
+
+    def test_deeply_nested_bulk_element(self):
+        depth = 100_000
+        body = b"[" + b"[" * depth + b"]" * depth + b"]"
+        r = self.api("PUT", "/api/ns/q/bulk", body)
+        self.assertError(r, 413, "job too large")
+        self.assertEqual(self.api("GET", "/api/ns/q/size").json()["size"], 0)
+
+    def test_deeply_nested_limit(self):
+        tid = self.token.split(".")[0]
+        for body in (b"{\"read\":" + b"[" * 65000, b"[" * 65536):
+            r = self.adm("PUT", "/token/ns/%s/limit" % tid, body)
+            self.assertError(r, 400, "invalid limit")
+        self.assertEqual(self.adm("GET", "/healthz").status, 200)
 
 if __name__ == "__main__":
     unittest.main()
