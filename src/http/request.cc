@@ -1,5 +1,7 @@
 #include "http/request.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 #include <boost/beast/http/basic_parser.hpp>
@@ -25,6 +27,11 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
 }
 
 constexpr std::string_view kAttrPrefix = "job-attr-";
+// A body's buffer: reserved up to this for an announced length (the rest grows as the bytes
+// arrive, so a client that announces a large body and sends nothing costs little), and
+// given back between requests when it grew beyond it (a kept-alive connection does not
+// hold a bulk publish's megabytes).
+constexpr size_t kBodyReserve = 64 * 1024;
 
 }  // namespace
 
@@ -38,7 +45,11 @@ void Request::Clear() {
   request_id.clear();
   expect_continue = false;
   attributes.clear();
-  body.clear();
+  if (body.capacity() > kBodyReserve) {
+    std::string().swap(body);
+  } else {
+    body.clear();
+  }
 }
 
 // Beast's parser calls these as the request's parts arrive; they copy out what the
@@ -88,7 +99,8 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
     } else if (EqualsNoCase(n, "x-request-id")) {
       r_.request_id.assign(v);
     } else if (EqualsNoCase(n, "expect")) {
-      r_.expect_continue = EqualsNoCase(v, "100-continue");
+      // An HTTP/1.0 client's expectation is ignored (RFC 9110, 10.1.1).
+      r_.expect_continue = r_.version >= 11 && EqualsNoCase(v, "100-continue");
     } else if (EqualsNoCase(n, "transfer-encoding")) {
       // Only chunked is understood; Beast would read any other coding as the body's end
       // at the connection's close, which a request cannot have.
@@ -113,7 +125,7 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       ec = bhttp::error::body_limit;
       return;
     }
-    if (length) r_.body.reserve(static_cast<size_t>(*length));
+    if (length) r_.body.reserve(static_cast<size_t>(std::min<uint64_t>(*length, kBodyReserve)));
   }
   size_t on_body_impl(beast::string_view body, error_code& ec) override { return Append(body, ec); }
   void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}

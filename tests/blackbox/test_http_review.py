@@ -155,6 +155,27 @@ class DeepJsonTest(HttpCase):
             r = self.adm("PUT", "/token/ns/%s/limit" % tid, body)
             self.assertError(r, 400, "invalid limit")
         self.assertEqual(self.adm("GET", "/healthz").status, 200)
+class ExpectContinueHttp10Test(HttpCase):
+    """An HTTP/1.0 client is never sent 100 Continue (RFC 9110, 10.1.1: a server MUST ignore
+    a 100-continue expectation in an HTTP/1.0 request)."""
+
+    def test_no_interim_response_for_http10(self):
+        c = self.conn()
+        c.send(b"PUT /api/ns/q HTTP/1.0\r\nX-Token: %s\r\nExpect: 100-continue\r\n"
+               b"Content-Length: 5\r\n\r\n" % self.token.encode())
+        self.assertTrue(c.no_data(0.3), c.buf)
+        c.send(b"hello")
+        r = c.read_response()
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(c.interim, [])
+
+    def test_http11_still_gets_it(self):
+        c = self.conn()
+        c.send(b"PUT /api/ns/q HTTP/1.1\r\nX-Token: %s\r\nExpect: 100-continue\r\n"
+               b"Content-Length: 5\r\n\r\n" % self.token.encode())
+        self.assertEqual(c.read_head()[1], 100)
+        c.send(b"hello")
+        self.assertEqual(c.read_response().status, 201)
 
 if __name__ == "__main__":
     unittest.main()
