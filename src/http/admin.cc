@@ -182,14 +182,14 @@ void AdminCall::Tokens(const std::string& ns) {
     return Fail(404, "api not found");
   }
   Route("new_token");
-  // The description comes from the query or a form body, as Go's Request.Form.
+  // The description comes from a form body or the query, the body's first, as Go's
+  // Request.Form.
   Target form;
   std::string_view description;
-  if (auto d = target_.Query("description")) {
-    description = *d;
-  } else if (form.Parse("/?" + ex_.request.body)) {
-    if (auto fd = form.Query("description")) description = *fd;
-  }
+  std::optional<std::string_view> d;
+  if (form.Parse("/?" + ex_.request.body)) d = form.Query("description");
+  if (!d) d = target_.Query("description");
+  if (d) description = *d;
   if (description.empty() || description.size() > 1024) {
     return Fail(400, "invalid description");
   }

@@ -75,6 +75,8 @@ class DeadLetterOrderTest(HttpCase):
         self.assertEqual(r.status, 204, r)
         self.assertEqual(self.api("GET", "/api/ns/q/deadletter").json(),
                          {"namespace": NS, "queue": "q", "deadletter_size": 300, "deadletter_head": ids[299]})
+
+
 class AdminAuthPathTest(HttpCase):
     """With --admin-accounts, the token and limit routes need an account whatever the spelling
     of their path: "/%74oken/ns" is routed as "/token/ns", so it must be guarded as it."""
@@ -108,6 +110,8 @@ class AdminAuthPathTest(HttpCase):
     def test_probes_need_none(self):
         self.assertEqual(self.adm("GET", "/%68ealthz").json(), {"status": "ok"})
         self.assertEqual(self.adm("GET", "/info").status, 200)
+
+
 class AdminMalformedTargetTest(HttpCase):
     """A target with a malformed %-escape is a transport error on the admin listener too:
     400 {"error":"malformed request"}, then the connection closes (docs/HTTP.md, section 2)."""
@@ -132,6 +136,8 @@ class AdminMalformedTargetTest(HttpCase):
         text = self.adm("GET", "/metrics").body.decode()
         self.assertNotIn('route=""', text)
         self.assertIn('stalkd_http_requests_total{route="unknown",code="400"} 2', text)
+
+
 class DeepJsonTest(HttpCase):
     """A bulk body or a limit nested deeper than the stack allows used to crash the server
     (RapidJSON's parser is recursive unless told otherwise)."""
@@ -155,6 +161,8 @@ class DeepJsonTest(HttpCase):
             r = self.adm("PUT", "/token/ns/%s/limit" % tid, body)
             self.assertError(r, 400, "invalid limit")
         self.assertEqual(self.adm("GET", "/healthz").status, 200)
+
+
 class ExpectContinueHttp10Test(HttpCase):
     """An HTTP/1.0 client is never sent 100 Continue (RFC 9110, 10.1.1: a server MUST ignore
     a 100-continue expectation in an HTTP/1.0 request)."""
@@ -176,6 +184,31 @@ class ExpectContinueHttp10Test(HttpCase):
         self.assertEqual(c.read_head()[1], 100)
         c.send(b"hello")
         self.assertEqual(c.read_response().status, 201)
+
+
+class TokenFormTest(HttpCase):
+    """POST /token/:ns takes its description from the form body before the query, as Go's
+    Request.Form (docs/HTTP.md: "the body's value wins")."""
+
+    make_token = False
+
+    def test_body_wins(self):
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        r = self.adm("POST", "/token/ns", b"description=from+body", headers=form,
+                     params={"description": "from-query"})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(list(self.adm("GET", "/token/ns").json()["tokens"].values()), ["from body"])
+
+    def test_empty_in_body_is_empty(self):
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        r = self.adm("POST", "/token/ns", b"description=", headers=form,
+                     params={"description": "from-query"})
+        self.assertError(r, 400, "invalid description")
+
+    def test_query_alone(self):
+        r = self.adm("POST", "/token/ns", b"other=1", params={"description": "q"})
+        self.assertEqual(r.status, 201, r)
+
 
 if __name__ == "__main__":
     unittest.main()
