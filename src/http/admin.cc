@@ -225,16 +225,28 @@ void AdminCall::TokenDelete(const std::string& ns, const std::string& raw) {
 
 void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
   Method m = ex_.request.method;
+  switch (m) {
+    case Method::kGet:
+      Route("get_limit");
+      break;
+    case Method::kDelete:
+      Route("delete_limit");
+      break;
+    case Method::kPost:
+      Route("add_limit");
+      break;
+    case Method::kPut:
+      Route("set_limit");
+      break;
+    default:
+      Route("unknown");
+      return Fail(404, "api not found");
+  }
   std::string_view token;
   if (!StripPool(raw, &token) || BadPool()) return Fail(400, kNoPool);
   std::string_view id = tokens_.Find(ns, token);
-  bool known = m == Method::kGet || m == Method::kDelete || m == Method::kPost || m == Method::kPut;
-  if (known && id.empty()) {
-    Route("limit");
-    return Fail(404, "token not found");
-  }
+  if (id.empty()) return Fail(404, "token not found");
   if (m == Method::kGet) {
-    Route("get_limit");
     const Limit* l = tokens_.throttler().Get(ns, id);
     if (!l) return Fail(404, "limit not found");
     resp().status = 200;
@@ -244,17 +256,11 @@ void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
   }
   std::string error;
   if (m == Method::kDelete) {
-    Route("delete_limit");
     if (tokens_.RemoveLimit(ns, token, &error) == TokenStore::Status::kFailed) {
       return Fail(500, "cannot save the limits: " + error);
     }
     return Message(&resp(), 200, "success");
   }
-  if (m != Method::kPost && m != Method::kPut) {
-    Route("unknown");
-    return Fail(404, "api not found");
-  }
-  Route(m == Method::kPost ? "add_limit" : "set_limit");
   Limit l;
   if (!ParseLimit(ex_.request.body, &l) || l.read < 0 || l.write < 0) {
     return Fail(400, "invalid limit");

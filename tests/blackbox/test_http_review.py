@@ -210,5 +210,29 @@ class TokenFormTest(HttpCase):
         self.assertEqual(r.status, 201, r)
 
 
+
+class AdminLimitRouteTest(HttpCase):
+    """The limit routes checked the pool before the method and named no route for a bad pool
+    or an unknown token: PATCH with a bad pool was 400, not 404, and /metrics counted those
+    answers under route=""."""
+
+    def test_unknown_method_first(self):
+        tid = self.token.split(".")[0]
+        for token in ("x:" + tid, tid, "nonexistent"):
+            self.assertError(self.adm("PATCH", "/token/ns/%s/limit" % token), 404, "api not found")
+
+    def test_every_answer_has_a_route(self):
+        tid = self.token.split(".")[0]
+        self.assertError(self.adm("GET", "/token/ns/x:%s/limit" % tid), 400, "the pool was not exists")
+        self.assertError(self.adm("PUT", "/token/ns/%s/limit" % tid, b"{}", params={"pool": "x"}),
+                         400, "the pool was not exists")
+        self.assertError(self.adm("DELETE", "/token/ns/nonexistent/limit"), 404, "token not found")
+        self.assertError(self.adm("GET", "/token/ns/%s/limit" % tid), 404, "limit not found")
+        text = self.adm("GET", "/metrics").body.decode()
+        self.assertNotIn('route=""', text)
+        for series in ('{route="get_limit",code="400"} 1', '{route="set_limit",code="400"} 1',
+                       '{route="delete_limit",code="404"} 1', '{route="get_limit",code="404"} 1'):
+            self.assertIn("stalkd_http_requests_total" + series, text)
+
 if __name__ == "__main__":
     unittest.main()
