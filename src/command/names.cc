@@ -1,4 +1,5 @@
 #include <cstring>
+#include <iterator>
 
 #include "command/values.h"
 
@@ -16,5 +17,49 @@ bool IsValidTubeName(std::string_view name) {
   }
   return true;
 }
+
+namespace {
+
+// Verbs as the protocol spells them, by Verb.
+constexpr std::string_view kVerbNames[] = {
+    "put",
+    "peek",
+    "peek-ready",
+    "peek-delayed",
+    "peek-buried",
+    "reserve",
+    "reserve-with-timeout",
+    "delete",
+    "release",
+    "use",
+    "watch",
+    "ignore",
+    "bury",
+    "kick",
+    "touch",
+    "stats",
+    "stats-job",
+    "stats-tube",
+    "list-tubes",
+    "list-tube-used",
+    "list-tubes-watched",
+    "pause-tube",
+    "reserve-job",
+    "kick-job",
+    "put-ext",
+    "put-many",
+    "reserve-ext",
+    "delete-many",
+    "purge",
+    "list-jobs",
+    "tube-tries",
+    "quit",
+    "unknown",
+};
+static_assert(std::size(kVerbNames) == command::kVerbCount);
+
+}  // namespace
+
+std::string_view VerbName(Verb v) { return kVerbNames[static_cast<size_t>(v)]; }
 
 }  // namespace stalkd::command

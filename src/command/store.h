@@ -106,6 +106,22 @@ class Session {
   int64_t need_mark_ = 0;
 };
 
+// Receives what front ends and stores measure, for /metrics. Set on a store by the server
+// (only when something reads it); front ends take it from the store they are opened on.
+class Observer {
+ public:
+  virtual Nanos Now() const = 0;
+  // A command's latency, from its request to its reply (a reserve's includes its wait).
+  virtual void OnCommand(Verb v, Nanos latency) = 0;
+  // A job's first reservation: how long it had been ready (queue latency).
+  virtual void OnFirstReserve(std::string_view tube, Nanos waited) = 0;
+  // A reserved job was deleted: how long since it was reserved (or last touched).
+  virtual void OnRunDone(std::string_view tube, Nanos ran) = 0;
+
+ protected:
+  ~Observer() = default;
+};
+
 // What a store asks of the process it runs in.
 class Host {
  public:
@@ -131,6 +147,12 @@ class Store {
   virtual bool Covers(int64_t mark) const = 0;
   // Drain mode: puts answer kDraining.
   virtual void SetDraining(bool on) = 0;
+  // Metrics: null (the default) measures nothing.
+  virtual void SetObserver(Observer* o) = 0;
+  Observer* observer() const { return observer_; }
+
+ protected:
+  Observer* observer_ = nullptr;
 };
 
 }  // namespace stalkd::command

@@ -281,6 +281,10 @@ struct PutSlot {
   Outcome refusal = Outcome::kOutOfMemory;
 };
 
+// A verb as the text protocol spells it ("put", "reserve-with-timeout", ...); "unknown" for
+// kUnknown. stats' cmd-* keys and /metrics' verb labels are made from it.
+std::string_view VerbName(Verb v);
+
 // Tube names: 1..200 bytes of [A-Za-z0-9-+/;.$_()], not starting with '-'.
 inline constexpr size_t kMaxTubeNameLength = 200;
 bool IsTubeNameChar(char c);

@@ -277,6 +277,14 @@ void Engine::TakeOut(Job* j) {
 
 void Engine::ReserveFor(Session* s, Job* j, const ReserveOptions& opts) {
   Session* holder = opts.detached ? detached_ : s;
+  if (observer_) {
+    // A job never reserved, kicked or released became ready when its delay ended.
+    JobCounts n = j->counts();
+    if (n.reserves == 0 && n.kicks == 0 && n.releases == 0) {
+      Nanos ready_at = j->created() + Seconds(j->delay_s());
+      observer_->OnFirstReserve(*j->tube, std::max<Nanos>(0, clock_.Now() - ready_at));
+    }
+  }
   if (opts.ttr_s != 0 && !j->has_extra()) GrowExtra(j, 0);
   JobCold& c = ColdOf(j);
   uint32_t ttr_s = j->ttr_s;
@@ -591,6 +599,12 @@ bool Engine::Delete(Session* s, uint64_t id) {
   if (j->state() == JobState::kReserved && j->cold->reserver != s &&
       j->cold->reserver != detached_) {
     return false;
+  }
+  if (observer_ && j->state() == JobState::kReserved) {
+    const JobExtra* x = j->extra();
+    uint32_t ttr_s = x && x->reserve_ttr_s != 0 ? x->reserve_ttr_s : j->ttr_s;
+    Nanos reserved_at = j->cold->deadline - Seconds(ttr_s);
+    observer_->OnRunDone(*j->tube, std::max<Nanos>(0, clock_.Now() - reserved_at));
   }
   TakeOut(j);
   j->tube->stat.deletes++;

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/indexed_heap.h"
+#include "base/string_map.h"
 #include "engine/job.h"
 #include "engine/job_log.h"
 #include "engine/job_table.h"
@@ -212,6 +213,16 @@ class Engine {
   // --- durability ---
   // Reports every later change to `log` (nullptr: none). `log` must outlive the Engine.
   void set_log(JobLog* log) { log_ = log; }
+  // Told of first reservations and of deletes of reserved jobs, for metrics; may be null.
+  class Observer {
+   public:
+    virtual void OnFirstReserve(const Tube& t, Nanos waited) = 0;
+    virtual void OnRunDone(const Tube& t, Nanos ran) = 0;
+
+   protected:
+    ~Observer() = default;
+  };
+  void set_observer(Observer* o) { observer_ = o; }
   // Recreates a job from a store at start-up, without reporting it to the log. Later ids
   // continue above the highest restored id. Returns false if the id is 0, already exists, or
   // lies absurdly far from the other live ids (JobTable::Fits).
@@ -308,6 +319,7 @@ class Engine {
   const Clock& clock_;
   EngineOptions options_;
   JobLog* log_ = nullptr;
+  Observer* observer_ = nullptr;
   bool draining_ = false;
   uint64_t next_id_ = 1;
   size_t memory_used_ = 0;
@@ -318,11 +330,7 @@ class Engine {
   size_t heap_bytes_ = 0;
 
   JobTable jobs_;
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  std::unordered_map<std::string, std::unique_ptr<Tube>, NameHash, std::equal_to<>> tubes_;
+  StringMap<std::unique_ptr<Tube>> tubes_;
   std::vector<Tube*> tube_list_;  // beanstalkd's order: appended, swap-removed
   Tube* default_tube_ = nullptr;
 
@@ -331,7 +339,7 @@ class Engine {
   IndexedHeap<Tube, TubePauseOrder> paused_;       // paused tubes, by unpause time
   IndexedHeap<Session, SessionWakeOrder> timers_;  // sessions with a TTR or reserve deadline
   IndexedHeap<Job, ExpiryOrder> expiries_{&heap_bytes_};  // jobs with a TTL, not reserved
-  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> tube_tries_;
+  StringMap<uint32_t> tube_tries_;
   Session* detached_ = nullptr;  // holds detached reservations; owned
 
   IntrusiveList<Session, SessionTag> sessions_;  // open sessions, owned

@@ -473,13 +473,14 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
     Fail(401, "token not found");
     return false;
   }
-  if (!access_.Valid(ns_, tok)) {
+  std::string id;
+  if (!access_.Valid(ns_, tok, &id)) {
     Fail(401, "invalid token");
     return false;
   }
   if (throttle != Throttle::kNone) {
     bool produce = throttle == Throttle::kProduce;
-    if (!access_.Allow(ns_, tok, produce, ex_.now)) {
+    if (!access_.Allow(ns_, id, produce, ex_.now)) {
       resp().status = 429;
       JsonWriter w(&resp().body);
       w.StartObject();
@@ -491,7 +492,7 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
     }
     ex_.limited = produce ? Exchange::Limited::kProduce : Exchange::Limited::kConsume;
     ex_.limited_ns = ns_;
-    ex_.limited_token = tok;
+    ex_.limited_token = id;
   }
   return true;
 }

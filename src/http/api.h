@@ -15,14 +15,14 @@ namespace stalkd::http {
 // Who may do what: tokens and their rate limits (the admin side keeps them).
 class Access {
  public:
-  // Whether `token` (without its pool prefix) belongs to namespace `ns`.
-  virtual bool Valid(std::string_view ns, std::string_view token) const = 0;
-  // Counts one produce (or consume) request of the token against its rate limit; false if
+  // Whether `token` (without its pool prefix) belongs to namespace `ns`; then *id names it.
+  virtual bool Valid(std::string_view ns, std::string_view token, std::string* id) const = 0;
+  // Counts one produce (or consume) request of token `id` against its rate limit; false if
   // over it.
-  virtual bool Allow(std::string_view ns, std::string_view token, bool produce, Nanos now) = 0;
+  virtual bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) = 0;
   // Gives back what Allow counted for a request that did not succeed (lmstfy's
   // RemedyLimiter).
-  virtual void Refund(std::string_view ns, std::string_view token, bool produce, Nanos now) = 0;
+  virtual void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) = 0;
 
  protected:
   ~Access() = default;

@@ -52,7 +52,9 @@ bool HttpFrontEnd::Run(size_t max_steps) {
       if (task_->waiting()) return false;
       if (steps == max_steps) return true;
       steps++;
-      if (task_->Step(&exchange_->response)) Finish();
+      // A slice of long work is a loop iteration's share: the other connections go next.
+      if (!task_->Step(&exchange_->response)) return !task_->waiting();
+      Finish();
       continue;
     }
     if (buffered_input() == 0 || needs_input_) return false;
@@ -79,7 +81,7 @@ bool HttpFrontEnd::NextRequest() {
         out_.append("HTTP/1.1 100 Continue\r\n\r\n");
         continue_sent_ = true;
       }
-      if (input_closed_) Refuse(400, "malformed request: the request was cut short");
+      if (input_closed_) Refuse(400, "malformed request");
       return false;
     case RequestParser::Status::kError:
       Refuse(parser_.error_status(), parser_.error());

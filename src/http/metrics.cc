@@ -17,44 +17,6 @@ constexpr const char* kGauge = "gauge";
 constexpr const char* kCounter = "counter";
 constexpr const char* kHistogram = "histogram";
 
-// Verbs as the protocol spells them, by Verb.
-constexpr const char* kVerbNames[] = {
-    "put",
-    "peek",
-    "peek-ready",
-    "peek-delayed",
-    "peek-buried",
-    "reserve",
-    "reserve-with-timeout",
-    "delete",
-    "release",
-    "use",
-    "watch",
-    "ignore",
-    "bury",
-    "kick",
-    "touch",
-    "stats",
-    "stats-job",
-    "stats-tube",
-    "list-tubes",
-    "list-tube-used",
-    "list-tubes-watched",
-    "pause-tube",
-    "reserve-job",
-    "kick-job",
-    "put-ext",
-    "put-many",
-    "reserve-ext",
-    "delete-many",
-    "purge",
-    "list-jobs",
-    "tube-tries",
-    "quit",
-    "unknown",
-};
-static_assert(std::size(kVerbNames) == command::kVerbCount);
-
 // Negative values (none expected) are written as 0.
 constexpr uint64_t NonNegative(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
 
@@ -435,7 +397,11 @@ size_t MetricsWriter::WriteItem(size_t family, size_t item, std::string* out) co
       return WriteServer(out);
     case kCommands: {
       const Histogram& h = metrics_->commands_[item];
-      return h.count() == 0 ? 0 : AppendHistogram(out, f->name, Label("verb", kVerbNames[item]), h);
+      return h.count() == 0
+                 ? 0
+                 : AppendHistogram(
+                       out, f->name,
+                       Label("verb", command::VerbName(static_cast<command::Verb>(item))), h);
     }
     case kHttpRequests: {
       const std::string route = Label("route", metrics_->routes_.label(item));
@@ -478,9 +444,11 @@ size_t MetricsWriter::WriteServer(std::string* out) const {
   // cmd-* in the order and with the keys of `stats`: beanstalkd's, then the extensions'.
   for (size_t i = 0; i < command::kEndExtensionVerb; i++) {
     if (i >= command::kShownVerbCount && i < command::kFirstExtensionVerb) continue;
-    std::string name = std::string("cmd_") + kVerbNames[i] + "_total";
+    std::string name =
+        "cmd_" + std::string(command::VerbName(static_cast<command::Verb>(i))) + "_total";
     std::replace(name.begin(), name.end(), '-', '_');
-    std::string help = std::string(kVerbNames[i]) + " commands received.";
+    std::string help =
+        std::string(command::VerbName(static_cast<command::Verb>(i))) + " commands received.";
     scalar(name, kCounter, help.c_str(), stats_.cmds[i]);
   }
   const command::HostStats& h = stats_.host;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/string_map.h"
 #include "command/values.h"
 
 // Prometheus metrics for GET /metrics, in the text exposition format 0.0.4
@@ -113,14 +114,10 @@ class CappedSeries {
   const T& value(size_t i) const { return series_[i].second; }
 
  private:
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
   size_t cap_;
   size_t own_ = 0;
   std::vector<std::pair<std::string, T>> series_;
-  std::unordered_map<std::string, size_t, StringHash, std::equal_to<>> index_;
+  StringMap<size_t> index_;
 };
 
 // The registry: what the server observes between scrapes. Every Observe is O(1) but for a

@@ -237,11 +237,4 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
   return used;
 }
 
-RequestParser::Status RequestParser::FeedEof() {
-  error_code ec;
-  impl_->put_eof(ec);
-  if (ec) return Fail(400, "malformed request");
-  return impl_->is_done() ? Status::kDone : Status::kNeedMore;
-}
-
 }  // namespace stalkd::http

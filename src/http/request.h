@@ -48,8 +48,6 @@ class RequestParser {
   // Parses from `data`; returns how many bytes it consumed. kError: `error_status()` is the
   // HTTP status to answer (400, 413, 431) and `error()` says why.
   size_t Feed(std::string_view data, Status* status);
-  // The peer closed its side: a request cut short is an error.
-  Status FeedEof();
   // Starts on the next request (after kDone or before the first).
   void Next();
   // Whether any byte of the current request has arrived.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/string_map.h"
 
 // Rate limits per token, as lmstfy's throttler (throttler/throttler.go and
 // server/handlers/throttler.go of bitleak/lmstfy) applies them:
@@ -75,12 +76,6 @@ class Throttler {
     Limit limit;
     Window windows[2];  // by Kind
   };
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  template <typename V>
-  using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
   const Entry* Find(std::string_view ns, std::string_view token_id) const;
   Entry* Find(std::string_view ns, std::string_view token_id);

@@ -25,7 +25,14 @@ const char* FindCrlf(const char* p, size_t n) {
 }  // namespace
 
 Conversation::Conversation(command::Store& store, command::Client& client)
-    : session_(store.Open(client)) {}
+    : session_(store.Open(client)), observer_(store.observer()) {}
+
+void Conversation::Timed() {
+  if (observer_ && started_ != 0) {
+    observer_->OnCommand(verb_, observer_->Now() - started_);
+    started_ = 0;
+  }
+}
 
 Conversation::~Conversation() = default;
 
@@ -192,6 +199,7 @@ void Conversation::Answer(const Result& r) {
     return;
   }
   AppendReply(r, &out_);
+  Timed();
 }
 
 // A reserve that waits ends when its client goes away; once it is answered, a client that
@@ -212,6 +220,7 @@ void Conversation::OnResult(const Result& r) {
   STALKD_CHECK(state_ == State::kWaiting && r.outcome != Outcome::kPending);
   state_ = State::kCommand;
   AppendReply(r, &out_);
+  Timed();
   if (std::exchange(pending_reserve_, false) && input_closed_) state_ = State::kClosing;
 }
 
@@ -265,6 +274,10 @@ void Conversation::Execute(std::string_view line) {
       return Reply(Outcome::kBadFormat);
     case ParseStatus::kUnknownCommand:
       return Reply(Outcome::kUnknownCommand);
+  }
+  if (observer_) {
+    verb_ = cmd.verb;
+    started_ = observer_->Now();
   }
   switch (cmd.verb) {
     case Verb::kPut:

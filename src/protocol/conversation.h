@@ -78,6 +78,8 @@ class Conversation final : public command::FrontEnd {
   void StartPutMany(std::string_view args);
   void FinishPutMany();
   void Reply(command::Outcome o);
+  // The command begun at started_ has its reply: its latency goes to observer_.
+  void Timed();
   void Skip(uint64_t bytes, command::Outcome reply_after);
   void Consume(size_t n) { in_begin_ += static_cast<uint32_t>(n); }
   void ReallocateInput(size_t capacity);
@@ -85,6 +87,8 @@ class Conversation final : public command::FrontEnd {
   // One per open connection, so kept small: 32-bit input offsets, flags packed beside them,
   // and one counter shared by the states that count bytes.
   std::unique_ptr<command::Session> session_;
+  command::Observer* observer_;  // the store's, for command latencies; null: not measured
+  Nanos started_ = 0;            // when the command being answered was read (with observer_)
 
   // Buffered input is in_[in_begin_, in_end_). Freed whenever Run() leaves it empty, so an
   // idle connection holds no input buffer.
@@ -94,6 +98,7 @@ class Conversation final : public command::FrontEnd {
   uint32_t in_end_ = 0;
 
   State state_ = State::kCommand;
+  command::Verb verb_ = command::Verb::kUnknown;  // the command being answered (observer_)
   bool input_closed_ = false;
   bool needs_input_ = false;      // Run() stopped because the buffered input is incomplete
   bool pending_reserve_ = false;  // kWaiting: the pending result is a reserve's

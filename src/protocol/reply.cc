@@ -204,6 +204,13 @@ void AppendReply(const command::Result& r, std::string* out) {
   STALKD_CHECK(false && "a pending result has no reply");
 }
 
+// One cmd-* line of stats.
+void AppendCmd(Verb v, const command::ServerStats& c, std::string* s) {
+  std::string_view name = command::VerbName(v);
+  Appendf(s, "cmd-%.*s: %" PRIu64 "\n", static_cast<int>(name.size()), name.data(),
+          c.cmds[static_cast<size_t>(v)]);
+}
+
 std::string FormatStats(const command::ServerStats& c) {
   const command::HostStats& h = c.host;
   std::string s;
@@ -220,36 +227,7 @@ std::string FormatStats(const command::ServerStats& c) {
           "\n"
           "current-jobs-buried: %" PRIu64 "\n",
           c.urgent, c.ready, c.reserved, c.delayed, c.buried);
-  static constexpr struct {
-    const char* key;
-    Verb verb;
-  } kCmds[] = {
-      {"cmd-put", Verb::kPut},
-      {"cmd-peek", Verb::kPeek},
-      {"cmd-peek-ready", Verb::kPeekReady},
-      {"cmd-peek-delayed", Verb::kPeekDelayed},
-      {"cmd-peek-buried", Verb::kPeekBuried},
-      {"cmd-reserve", Verb::kReserve},
-      {"cmd-reserve-with-timeout", Verb::kReserveWithTimeout},
-      {"cmd-delete", Verb::kDelete},
-      {"cmd-release", Verb::kRelease},
-      {"cmd-use", Verb::kUse},
-      {"cmd-watch", Verb::kWatch},
-      {"cmd-ignore", Verb::kIgnore},
-      {"cmd-bury", Verb::kBury},
-      {"cmd-kick", Verb::kKick},
-      {"cmd-touch", Verb::kTouch},
-      {"cmd-stats", Verb::kStats},
-      {"cmd-stats-job", Verb::kStatsJob},
-      {"cmd-stats-tube", Verb::kStatsTube},
-      {"cmd-list-tubes", Verb::kListTubes},
-      {"cmd-list-tube-used", Verb::kListTubeUsed},
-      {"cmd-list-tubes-watched", Verb::kListTubesWatched},
-      {"cmd-pause-tube", Verb::kPauseTube},
-  };
-  for (const auto& o : kCmds) {
-    Appendf(&s, "%s: %" PRIu64 "\n", o.key, c.cmds[static_cast<size_t>(o.verb)]);
-  }
+  for (size_t v = 0; v < command::kShownVerbCount; v++) AppendCmd(static_cast<Verb>(v), c, &s);
   Appendf(&s,
           "job-timeouts: %" PRIu64
           "\n"
@@ -300,20 +278,8 @@ std::string FormatStats(const command::ServerStats& c) {
           h.os.c_str(), h.platform.c_str(), c.memory_used, c.memory_limit);
   Appendf(&s, "total-expired-jobs: %" PRIu64 "\ntotal-tries-exhausted: %" PRIu64 "\n", c.expired,
           c.tries_exhausted);
-  static constexpr struct {
-    const char* key;
-    Verb verb;
-  } kExtensionCmds[] = {
-      {"cmd-put-ext", Verb::kPutExt},
-      {"cmd-put-many", Verb::kPutMany},
-      {"cmd-reserve-ext", Verb::kReserveExt},
-      {"cmd-delete-many", Verb::kDeleteMany},
-      {"cmd-purge", Verb::kPurge},
-      {"cmd-list-jobs", Verb::kListJobs},
-      {"cmd-tube-tries", Verb::kTubeTries},
-  };
-  for (const auto& o : kExtensionCmds) {
-    Appendf(&s, "%s: %" PRIu64 "\n", o.key, c.cmds[static_cast<size_t>(o.verb)]);
+  for (size_t v = command::kFirstExtensionVerb; v < command::kEndExtensionVerb; v++) {
+    AppendCmd(static_cast<Verb>(v), c, &s);
   }
   return s;
 }

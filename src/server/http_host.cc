@@ -13,8 +13,8 @@ namespace {
 
 // Tubes whose stats a scrape gathers per step, and lines it writes per step: a scrape of
 // 100,000 tubes is spread over many loop iterations instead of stalling the others.
-constexpr size_t kScrapeTubesPerStep = 1000;
-constexpr size_t kScrapeLinesPerStep = 20000;
+constexpr size_t kScrapeTubesPerStep = 250;
+constexpr size_t kScrapeLinesPerStep = 5000;
 
 // GET /metrics: the server's stats, then every tube's, then the text, a slice per step.
 class ScrapeTask final : public http::Task {
@@ -95,20 +95,19 @@ bool HttpHost::Open(std::string* error) {
   return true;
 }
 
-bool HttpHost::Valid(std::string_view ns, std::string_view token) const {
-  return tokens_.Valid(ns, token);
+bool HttpHost::Valid(std::string_view ns, std::string_view token, std::string* id) const {
+  std::string_view found;
+  if (!tokens_.Valid(ns, token, &found)) return false;
+  id->assign(found);
+  return true;
 }
 
-bool HttpHost::Allow(std::string_view ns, std::string_view token, bool produce, Nanos now) {
-  std::string_view id;
-  if (!tokens_.Valid(ns, token, &id)) return true;
+bool HttpHost::Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) {
   return tokens_.throttler().Allow(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume,
                                    now);
 }
 
-void HttpHost::Refund(std::string_view ns, std::string_view token, bool produce, Nanos now) {
-  std::string_view id;
-  if (!tokens_.Valid(ns, token, &id)) return;
+void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) {
   tokens_.throttler().Refund(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume, now);
 }
 
@@ -119,6 +118,8 @@ void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
 std::unique_ptr<http::Task> HttpHost::ScrapeMetrics(command::Session& s, http::Response*) {
   return std::make_unique<ScrapeTask>(s, metrics_, server_.BinlogMetricsNow());
 }
+
+Nanos HttpHost::Now() const { return server_.clock().Now(); }
 
 std::string_view HttpHost::version() const { return kVersion; }
 

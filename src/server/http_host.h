@@ -20,7 +20,10 @@ class Connection;
 // The HTTP side of a server (docs/HTTP.md): the tokens and their limits, the lmstfy API and
 // admin services its HTTP listeners serve, what those services ask of the server, and the
 // slow-client timeout of HTTP requests.
-class HttpHost final : public http::Access, public http::ApiObserver, public http::AdminHost {
+class HttpHost final : public http::Access,
+                       public http::ApiObserver,
+                       public http::AdminHost,
+                       public command::Observer {
  public:
   HttpHost(Server& server, const Options& options);
   ~HttpHost();
@@ -32,11 +35,18 @@ class HttpHost final : public http::Access, public http::ApiObserver, public htt
   http::Metrics& metrics() { return metrics_; }
 
   // Access.
-  bool Valid(std::string_view ns, std::string_view token) const override;
-  bool Allow(std::string_view ns, std::string_view token, bool produce, Nanos now) override;
-  void Refund(std::string_view ns, std::string_view token, bool produce, Nanos now) override;
+  bool Valid(std::string_view ns, std::string_view token, std::string* id) const override;
+  bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
+  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
   // ApiObserver.
   void OnRequest(std::string_view route, int status, Nanos latency) override;
+  // command::Observer: the store's and the text protocol's measurements.
+  Nanos Now() const override;
+  void OnCommand(command::Verb v, Nanos latency) override { metrics_.ObserveCommand(v, latency); }
+  void OnFirstReserve(std::string_view tube, Nanos waited) override {
+    metrics_.ObserveQueueLatency(tube, waited);
+  }
+  void OnRunDone(std::string_view tube, Nanos ran) override { metrics_.ObserveRunTime(tube, ran); }
   // AdminHost.
   std::string_view version() const override;
   bool ready() const override;

@@ -128,6 +128,8 @@ Server::Server(const Options& options, const Clock& clock)
   instance_id_ = RandomHexId();
   if (!options_.http_port.empty() || !options_.admin_port.empty()) {
     http_ = std::make_unique<HttpHost>(*this, options_);
+    // Command, queue and run-time latencies are measured only for /metrics.
+    if (!options_.admin_port.empty()) store_->SetObserver(http_.get());
   }
   utsname u;
   if (uname(&u) == 0) {
@@ -306,8 +308,12 @@ Nanos Server::TrimWhenIdle(Nanos poll_timeout) {
 }
 
 void Server::OnStoreSynced() {
+  uint64_t syncs = binlog_->syncs();
   binlog_->OnSyncDone();  // this iteration's Flush starts the next sync
   if (binlog_->failed()) return HandleStoreFailure();
+  if (http_ && binlog_->syncs() != syncs) {
+    http_->metrics().ObserveBinlogSync(binlog_->last_sync_duration());
+  }
   ReleaseHeld();
 }
 
@@ -457,6 +463,8 @@ http::BinlogMetrics Server::BinlogMetricsNow() const {
   if (!binlog_) return m;
   storage::Binlog::Stats st = binlog_->stats();
   m.segments = st.segments;
+  m.live_bytes = st.live_bytes;
+  m.dead_bytes = st.placed_bytes - st.live_bytes;
   m.dropped_updates = st.dropped_updates;
   m.failed = st.failed;
   return m;

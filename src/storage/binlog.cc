@@ -134,7 +134,7 @@ int64_t Binlog::UsableAfter(size_t record_size) const {
   const int64_t per_segment = s - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   const int64_t x = static_cast<int64_t>(record_size);
   const int64_t future = static_cast<int64_t>(segs_.size() - 1 - cur_);
-  const int64_t rem = s - Current()->end;
+  const int64_t rem = Current()->size - Current()->end;
   if (x <= rem)
     return std::max<int64_t>(0, rem - x - int64_t{kMaxSmallRecord}) + future * per_segment;
   if (future == 0) return -1;
@@ -145,6 +145,42 @@ int64_t Binlog::UsableAfter(size_t record_size) const {
 bool Binlog::MakeRoom(size_t record_size, int64_t keep) {
   while (UsableAfter(record_size) < reserved_ + keep) {
     if (!AddFutureSegment()) return false;
+  }
+  return true;
+}
+
+bool Binlog::RoomFor(size_t record_size, int64_t keep) {
+  const int64_t x = static_cast<int64_t>(record_size);
+  const Segment* s = Current();
+  if (x > options_.segment_size - int64_t{kSegmentHeaderSize} && x > s->size - s->end &&
+      !GrowCurrent(record_size)) {
+    return false;
+  }
+  return MakeRoom(record_size, keep);
+}
+
+// The current segment grows by the record's size (rounded up to 4096): the record goes
+// there, and the room after it, which the reservations count on, stays as it was.
+bool Binlog::GrowCurrent(size_t record_size) {
+  Segment* s = Current();
+  const int64_t grow = (static_cast<int64_t>(record_size) + 4095) / 4096 * 4096;
+  int err = file::Preallocate(s->fd, s->size + grow, s->size);
+  if (err != 0) {
+    if (!space_warned_) {
+      Log("cannot grow %s by %" PRId64
+          " bytes for a job larger than -s: %s; such puts get "
+          "OUT_OF_MEMORY until space is freed",
+          PathOf(s->seq).c_str(), grow, strerror(err));
+    }
+    space_warned_ = true;
+    return false;
+  }
+  s->size += grow;
+  if (space_warned_) Log("space available again (%s grown)", PathOf(s->seq).c_str());
+  space_warned_ = false;
+  if (options_.verbosity > 0) {
+    Log("%s grown to %" PRId64 " bytes for a record of %zu bytes", PathOf(s->seq).c_str(), s->size,
+        record_size);
   }
   return true;
 }
@@ -188,6 +224,7 @@ bool Binlog::AddFutureSegment() {
   auto seg = std::make_unique<Segment>();
   seg->seq = seq;
   seg->fd = fd;
+  seg->size = options_.segment_size;
   seg->end = seg->written = static_cast<int64_t>(kSegmentHeaderSize);
   seg->dirty = true;
   segs_.push_back(std::move(seg));
@@ -245,15 +282,7 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
 
 bool Binlog::Admit(const Job& j) {
   if (failed_) return false;
-  size_t size = FullSizeOf(j);
-  if (static_cast<int64_t>(size) > options_.segment_size - int64_t{kSegmentHeaderSize}) {
-    if (options_.verbosity > 0) {
-      Log("job of %u bytes does not fit in a segment of %" PRId64 " bytes (-s)", j.body_size,
-          options_.segment_size);
-    }
-    return false;
-  }
-  return MakeRoom(size, JobReserve(LoggedExtra(j) != nullptr));
+  return RoomFor(FullSizeOf(j), JobReserve(LoggedExtra(j) != nullptr));
 }
 
 void Binlog::Put(const Job& j) {
@@ -464,6 +493,8 @@ bool Binlog::TakeSyncResult(const Syncer::Result& r) {
 void Binlog::OnSyncDone() {
   Syncer::Result r;
   if (!syncer_ || !syncer_->Collect(&r) || !TakeSyncResult(r)) return;
+  last_sync_duration_ = clock_.Now() - last_sync_;
+  syncs_++;
   CloseFinished();
   CollectGarbage();
 }
@@ -488,6 +519,8 @@ Binlog::Stats Binlog::stats() const {
   s.segments = segs_.size();
   s.dropped_updates = dropped_updates_;
   s.failed = failed_;
+  s.live_bytes = live_bytes_;
+  for (const auto& seg : segs_) s.placed_bytes += seg->end;
   return s;
 }
 

@@ -45,8 +45,9 @@ struct BinlogOptions {
 //
 // Space: every segment is preallocated. A put is admitted only if its kFull record fits and
 // room stays reserved for one later state change and the delete of every live job, so
-// those never fail for lack of space. Compaction moves the few live jobs of the oldest
-// segment forward so the head segments can be unlinked; it only uses unreserved space.
+// those never fail for lack of space. A job larger than a segment of -s is admitted too:
+// the current segment grows by its size to hold it. Compaction moves the few live jobs of the
+// oldest segment forward so the head segments can be unlinked; it only uses unreserved space.
 //
 // Errors: a failed write, sync or preallocation is logged; after a failed write or sync the
 // binlog refuses every put (Admit is false) and writes nothing more, and the server keeps
@@ -122,8 +123,13 @@ class Binlog final : public engine::JobLog {
     size_t segments = 0;          // segment files on disk, including preallocated ones
     int64_t dropped_updates = 0;  // state or tube-tries changes not written: no space (logged)
     bool failed = false;          // a write or sync failed; puts are refused
+    int64_t live_bytes = 0;       // bytes of the records that still matter
+    int64_t placed_bytes = 0;     // bytes placed in the segments on disk (live or dead)
   };
   Stats stats() const;
+  // Background syncs completed, and how long the last took from its start.
+  uint64_t syncs() const { return syncs_; }
+  Nanos last_sync_duration() const { return last_sync_duration_; }
   // A write or sync has failed: nothing more is written and puts are refused.
   bool failed() const { return failed_; }
 
@@ -157,6 +163,10 @@ class Binlog final : public engine::JobLog {
   // Makes UsableAfter(record_size) cover the reservations plus `keep`, preallocating
   // segments as needed; false if it cannot.
   bool MakeRoom(size_t record_size, int64_t keep);
+  // MakeRoom for any record: one larger than a segment of -s first grows the current
+  // segment by its size (GrowCurrent), so that it goes there.
+  bool RoomFor(size_t record_size, int64_t keep);
+  bool GrowCurrent(size_t record_size);
   int CreateSegmentFile(uint32_t seq);
   bool AddFutureSegment();
   template <typename Encode>
@@ -231,8 +241,10 @@ class Binlog final : public engine::JobLog {
 
   std::unordered_map<uint64_t, JobMeta> jobs_;
   std::unordered_map<std::string, TubeTriesMeta> tube_tries_;
-  int64_t reserved_ = 0;    // sum of JobMeta::resv
-  int64_t live_bytes_ = 0;  // sum of JobMeta::full_size and TubeTriesMeta::size
+  int64_t reserved_ = 0;  // sum of JobMeta::resv
+  int64_t live_bytes_ = 0;
+  Nanos last_sync_duration_ = 0;  // of the last background sync, from Start to Collect
+  uint64_t syncs_ = 0;            // sum of JobMeta::full_size and TubeTriesMeta::size
   bool dir_dirty_ = false;
   bool unsynced_ = false;  // bytes written since the last sync started
   int64_t placed_ = 0;     // bytes of records placed so far (buffered or written)

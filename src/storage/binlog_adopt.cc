@@ -132,12 +132,7 @@ bool Binlog::WriteAdopted(const BeanstalkdReadResult& read, std::string* error) 
   for (const auto& [id, bj] : read.jobs) {
     const engine::Job* j = engine_->Find(id);
     size_t size = FullSizeOf(*j);
-    if (static_cast<int64_t>(size) > options_.segment_size - int64_t{kSegmentHeaderSize}) {
-      *error = "job " + std::to_string(id) + " of beanstalkd's binlog does not fit in a " +
-               "segment of " + std::to_string(options_.segment_size) + " bytes; raise -s";
-      return false;
-    }
-    if (!MakeRoom(size, JobReserve(false))) {
+    if (!RoomFor(size, JobReserve(false))) {
       *error = "not enough disk space to adopt beanstalkd's binlog";
       return false;
     }

@@ -63,14 +63,17 @@ void Binlog::Compact() {
   const int64_t s = options_.segment_size;
   Segment* head = segs_.front().get();
   if (cur_ == 0 || head->live == 0) return;  // nothing to move, or the head is dead already
-  // Keep the closed and current segments within twice the live data plus two segments.
-  if (static_cast<int64_t>(cur_ + 1) * s <= 2 * live_bytes_ + 2 * s) return;
+  // Keep the closed and current segments within twice the live data plus two segments (a
+  // segment grown for a job larger than -s counts with its size, as the job does).
+  int64_t used = 0;
+  for (size_t i = 0; i <= cur_; i++) used += segs_[i]->size;
+  if (used <= 2 * live_bytes_ + 2 * s) return;
   for (int budget = kMigrateBudget; budget > 0; budget--) {
     size_t size = 0;
     engine::Job* j = NextToMigrate(head, &size);
     if (!j) return MigrateTubeTries(head, budget);
     // Only free space: the reservations of live jobs stay untouched.
-    if (!MakeRoom(size, 0)) return;
+    if (!RoomFor(size, 0)) return;
     head->scan++;
     head->live--;
     WriteFull(*j, 0);
@@ -116,7 +119,7 @@ void Binlog::CollectGarbage() {
     Segment* s = segs_.front().get();
     if (s->fd >= 0) close(s->fd);
     std::string path = PathOf(s->seq);
-    int err = file::Unlink(path.c_str(), options_.segment_size);
+    int err = file::Unlink(path.c_str(), s->size);
     if (err != 0) Log("cannot remove %s: %s", path.c_str(), strerror(err));
     if (options_.verbosity > 1) Log("removed %s", path.c_str());
     segs_.pop_front();

@@ -63,6 +63,7 @@ struct Mapped {
 struct Binlog::Segment {
   uint32_t seq = 0;
   int fd = -1;          // open while written to or not yet synced
+  int64_t size = 0;     // bytes preallocated: -s, or more for a job larger than -s
   int64_t end = 0;      // bytes placed (header and records), written or not
   int64_t written = 0;  // bytes written to the file
   // Live jobs whose latest kFull record is here, and tube defaults (kTubeTries, tries not 0)
@@ -81,7 +82,7 @@ struct Binlog::Segment {
 template <typename Encode>
 bool Binlog::Place(size_t size, Encode encode) {
   Segment* s = Current();
-  bool next = static_cast<int64_t>(size) > options_.segment_size - s->end;
+  bool next = static_cast<int64_t>(size) > s->size - s->end;
   if (next && cur_ + 1 >= segs_.size()) return false;
   // The fill ahead of the records stops when they reach it, or when they move on (the file
   // is closed once its records are written and synced).

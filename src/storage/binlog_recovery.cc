@@ -331,7 +331,7 @@ std::unordered_map<uint32_t, Binlog::Segment*> Binlog::AddReplayedSegments(const
   for (const auto& m : replay.maps) {
     auto seg = std::make_unique<Segment>();
     seg->seq = m->seq;
-    seg->end = seg->written = static_cast<int64_t>(m->size);
+    seg->size = seg->end = seg->written = static_cast<int64_t>(m->size);
     by_seq[m->seq] = seg.get();
     segs_.push_back(std::move(seg));
   }
@@ -451,12 +451,12 @@ void Binlog::StartSyncer() {
   // start at once: it is filled first, from kFillLead bytes on, ahead of them.
   Segment* s = Current();
   int64_t from = (s->end + kFillLead + 4095) / 4096 * 4096;
-  if (syncer_ && from < options_.segment_size) {
+  if (syncer_ && from < s->size) {
     s->fill_from = from;
-    syncer_->Fill(s->fd, s->seq, from, options_.segment_size);
+    syncer_->Fill(s->fd, s->seq, from, s->size);
   }
   for (size_t i = cur_ + 1; syncer_ && i < segs_.size(); i++) {
-    syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, options_.segment_size);
+    syncer_->Fill(segs_[i]->fd, segs_[i]->seq, kSegmentHeaderSize, segs_[i]->size);
   }
 }
 

@@ -358,11 +358,61 @@ TEST_F(BinlogTest, BackgroundSyncRemovesASegmentOnlyOnceItsDeletesAreDurable) {
   EXPECT_GT(a.store->stats().oldest_index, 1u);
 }
 
-TEST_F(BinlogTest, JobLargerThanASegmentIsRefused) {
-  Instance a(clock_, dir_, 4096);
-  ASSERT_TRUE(a.ok);
-  EXPECT_EQ(a.Put(std::string(5000, 'b')), 0u);
-  EXPECT_NE(a.Put(std::string(3000, 'b')), 0u);
+// A job larger than a segment of -s goes into the current segment, grown by its size; it
+// comes back after a restart with its body and state, among smaller jobs on either side.
+TEST_F(BinlogTest, JobLargerThanASegmentIsKeptAndComesBack) {
+  std::string big(50000, 'b');
+  big[0] = 'B';
+  big[49999] = 'E';
+  {
+    Instance a(clock_, dir_, 4096);
+    ASSERT_TRUE(a.ok);
+    ASSERT_EQ(a.Put("small"), 1u);
+    ASSERT_EQ(a.Put(big), 2u);
+    ASSERT_EQ(a.Put(std::string(3000, 's')), 3u);
+    ASSERT_EQ(a.Put(big, 5), 4u);
+    a.Flush();
+    ASSERT_NE(a.engine->ReserveJob(a.session, 2), nullptr);
+    ASSERT_TRUE(a.engine->Bury(a.session, 2, 9));
+    ASSERT_TRUE(a.engine->Delete(a.session, 4));
+    a.Flush();
+  }
+  Instance b(clock_, dir_, 4096);
+  ASSERT_TRUE(b.ok) << b.error;
+  EXPECT_EQ(b.store->restored(), 3u);
+  const Job* j = b.engine->Find(2);
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(std::string(j->data(), j->body_size), big);
+  EXPECT_EQ(j->state(), engine::JobState::kBuried);
+  EXPECT_EQ(j->pri, 9u);
+  EXPECT_EQ(b.engine->Find(4), nullptr);
+  ASSERT_NE(b.engine->Find(3), nullptr);
+  EXPECT_EQ(b.engine->Find(3)->body_size, 3000u);
+}
+
+// Compaction moves a large job forward like any other (growing the current segment for it),
+// so the segments behind it go and their number stays bounded.
+TEST_F(BinlogTest, CompactionMovesAJobLargerThanASegment) {
+  std::string big(20000, 'g');
+  uint64_t id;
+  {
+    Instance a(clock_, dir_, 4096);
+    ASSERT_TRUE(a.ok);
+    id = a.Put(big);
+    ASSERT_NE(id, 0u);
+    for (int i = 0; i < 3000; i++) {
+      ASSERT_TRUE(a.PutAndDelete(100));
+      ASSERT_LE(Segments(dir_).size(), 8u) << "after " << i;
+    }
+    EXPECT_GT(a.store->stats().records_migrated, 0);
+    EXPECT_GT(a.store->stats().oldest_index, 1u);
+  }
+  Instance b(clock_, dir_, 4096);
+  ASSERT_TRUE(b.ok) << b.error;
+  EXPECT_EQ(b.store->restored(), 1u);
+  const Job* j = b.engine->Find(id);
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(std::string(j->data(), j->body_size), big);
 }
 
 TEST_F(BinlogTest, ManyUpdatesRotateSegmentsAndReplayInOrder) {

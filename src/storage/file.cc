@@ -33,11 +33,11 @@ TestFaults& Faults() {
 
 }  // namespace
 
-int Preallocate(int fd, int64_t size) {
+int Preallocate(int fd, int64_t size, int64_t had) {
   TestFaults& t = Faults();
-  if (t.disk_bytes >= 0 && t.allocated + size > t.disk_bytes) return ENOSPC;
+  if (t.disk_bytes >= 0 && t.allocated + size - had > t.disk_bytes) return ENOSPC;
   int r = posix_fallocate(fd, 0, size);
-  if (r == 0) t.allocated += size;
+  if (r == 0) t.allocated += size - had;
   return r;
 }
 

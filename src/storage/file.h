@@ -14,8 +14,9 @@
 
 namespace stalkd::storage::file {
 
-// Allocates [0, size) of fd so later writes there cannot fail for lack of space.
-int Preallocate(int fd, int64_t size);
+// Allocates [0, size) of fd so later writes there cannot fail for lack of space; `had`
+// bytes of it were allocated before (a file that grows).
+int Preallocate(int fd, int64_t size, int64_t had = 0);
 // Writes all n bytes at offset off.
 int WriteAt(int fd, const char* p, size_t n, int64_t off);
 int SyncData(int fd);

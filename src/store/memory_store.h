@@ -27,7 +27,7 @@ struct MemoryStoreOptions {
 // Results are immediate except a reserve that waits and a kick of more than kKickSlice
 // jobs; those complete from a later call (another session's put, Tick) through the
 // session's Client.
-class MemoryStore final : public command::Store {
+class MemoryStore final : public command::Store, private engine::Engine::Observer {
  public:
   // `clock` and `host` (may be null: no process stats) must outlive the store.
   MemoryStore(const Clock& clock, MemoryStoreOptions options, const command::Host* host);
@@ -43,6 +43,10 @@ class MemoryStore final : public command::Store {
   bool Busy() const override { return !kicking_.empty() || !purging_.empty() || timer_backlog_; }
   bool Covers(int64_t mark) const override { return engine_.LogCovers(mark); }
   void SetDraining(bool on) override { engine_.set_draining(on); }
+  void SetObserver(command::Observer* o) override {
+    observer_ = o;
+    engine_.set_observer(o ? this : nullptr);
+  }
 
   // For the binlog (recovery, compaction), memory trimming and tests.
   engine::Engine& engine() { return engine_; }
@@ -55,6 +59,12 @@ class MemoryStore final : public command::Store {
   static constexpr uint32_t kPurgeSlice = 1000;
 
  private:
+  // engine::Engine::Observer: passed on to the command::Observer, with the tube's name.
+  void OnFirstReserve(const engine::Tube& t, Nanos waited) override {
+    observer_->OnFirstReserve(t.name(), waited);
+  }
+  void OnRunDone(const engine::Tube& t, Nanos ran) override { observer_->OnRunDone(t.name(), ran); }
+
   friend class MemorySession;
 
   void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }

@@ -336,6 +336,71 @@ class BinlogTest(unittest.TestCase):
         self.assertTrue(c.cmd("peek 2").startswith(b"FOUND 2"))
         self.assertTrue(c.cmd("peek 3").startswith(b"FOUND 3"))
 
+    def test_job_larger_than_a_binlog_file_is_kept_through_kill9(self):
+        # -s 4096 -z 100000: a 50,000-byte job goes into a binlog file grown for it, and
+        # comes back after kill -9 in its state, as do the jobs around it
+        s = self.start("-s", "4096", "-z", "100000", "-f", "0")
+        c = s.connect()
+        big = bytes(random.Random(7).randrange(256) for _ in range(50000))
+        self.assertEqual(c.put(b"before"), b"INSERTED 1\r\n")
+        self.assertEqual(c.put(big, pri=3), b"INSERTED 2\r\n")
+        self.assertEqual(c.put(b"after"), b"INSERTED 3\r\n")
+        self.assertEqual(c.put(big, delay=600), b"INSERTED 4\r\n")
+        self.assertTrue(c.cmd("reserve-job 2").startswith(b"RESERVED 2 50000"))
+        self.assertEqual(c.cmd("bury 2 7"), b"BURIED\r\n")
+        self.assertEqual(parse_yaml(c.cmd("stats"))["binlog-max-size"], "4096")
+        kill9(s)
+        s = self.start("-s", "4096", "-z", "100000", "-f", "0")
+        c = s.connect()
+        self.assertEqual(c.cmd("peek 2"), b"FOUND 2 50000\r\n" + big + b"\r\n")
+        self.assertEqual(c.cmd("peek 4"), b"FOUND 4 50000\r\n" + big + b"\r\n")
+        st = parse_yaml(c.cmd("stats-job 2"))
+        self.assertEqual((st["state"], st["pri"], st["buries"]), ("buried", "7", "1"))
+        self.assertEqual(parse_yaml(c.cmd("stats-job 4"))["state"], "delayed")
+        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 6\r\nbefore\r\n")
+        self.assertEqual(c.cmd("peek 3"), b"FOUND 3 5\r\nafter\r\n")
+        # deleted, it stays deleted; and compaction can take the files behind it away
+        self.assertEqual(c.cmd("delete 4"), b"DELETED\r\n")
+        for _ in range(300):
+            self.assertTrue(c.put(b"z" * 500).startswith(b"INSERTED"))
+            jid = int(c.cmd("peek-ready").split()[1])
+            self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+        self.assertGreater(int(parse_yaml(c.cmd("stats"))["binlog-oldest-index"]), 1)
+        kill9(s)
+        s = self.start("-s", "4096", "-z", "100000")
+        c = s.connect()
+        self.assertEqual(c.cmd("peek 2"), b"FOUND 2 50000\r\n" + big + b"\r\n")
+        self.assertEqual(c.cmd("peek 4"), b"NOT_FOUND\r\n")
+        self.assertEqual(parse_yaml(c.cmd("stats"))["current-jobs-buried"], "1")
+
+    def test_job_larger_than_the_default_binlog_file(self):
+        # the case: -z 20000000 and a 15,000,000-byte put with the default -s (10 MB)
+        s = self.start("-z", "20000000")
+        c = s.connect(timeout=60)
+        body = b"0123456789abcdef" * (15000000 // 16)
+        self.assertEqual(c.put(body), b"INSERTED 1\r\n")
+        kill9(s)
+        s = self.start("-z", "20000000")
+        c = s.connect(timeout=60)
+        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 15000000\r\n" + body + b"\r\n")
+        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+
+    def test_full_disk_refuses_a_large_job_and_takes_small_ones(self):
+        size = 65536
+        s = self.start("-s", str(size), "-z", "1000000", "-f", "0",
+                       env={"STALKD_TEST_DISK_BYTES": str(4 * size)})
+        c = s.connect()
+        # no room to grow a file by 300 KB: OUT_OF_MEMORY, and nothing else is affected
+        self.assertEqual(c.put(b"L" * 300000), b"OUT_OF_MEMORY\r\n")
+        self.assertEqual(c.put(b"small"), b"INSERTED 2\r\n")  # the refused put spent id 1
+        self.assertEqual(c.put(b"M" * 100000), b"INSERTED 3\r\n")
+        kill9(s)
+        s = self.start("-s", str(size), "-z", "1000000")
+        c = s.connect()
+        self.assertEqual(c.cmd("peek 1"), b"NOT_FOUND\r\n")
+        self.assertEqual(c.cmd("peek 2"), b"FOUND 2 5\r\nsmall\r\n")
+        self.assertEqual(c.cmd("peek 3"), b"FOUND 3 100000\r\n" + b"M" * 100000 + b"\r\n")
+
     def test_full_disk_refuses_puts_but_accepted_jobs_keep_working(self):
         size = 65536
         s = self.start("-s", str(size), "-f", "0", env={"STALKD_TEST_DISK_BYTES": str(4 * size)})
@@ -522,6 +587,28 @@ class AdoptBeanstalkdTest(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_adopts_a_job_larger_than_a_binlog_file(self):
+        # beanstalkd keeps a 50,000-byte job with -s 4096; stalkd adopts it the same way
+        b = Server(binary=BEANSTALKD_BIN, args=["-b", self.dir, "-s", "4096", "-z", "100000"])
+        big = bytes(random.Random(3).randrange(256) for _ in range(50000))
+        try:
+            c = b.connect()
+            self.assertEqual(c.put(big), b"INSERTED 1\r\n")
+            self.assertEqual(c.put(b"abc"), b"INSERTED 2\r\n")
+        finally:
+            b.proc.kill()
+            b.proc.wait()
+            b.stop()
+        for _ in range(2):  # adopt, then restart on stalkd's own format
+            s = Server(args=["-b", self.dir, "-s", "4096", "-z", "100000"])
+            try:
+                c = s.connect()
+                self.assertEqual(c.cmd("peek 1"), b"FOUND 1 50000\r\n" + big + b"\r\n")
+                self.assertEqual(c.cmd("peek 2"), b"FOUND 2 3\r\nabc\r\n")
+                c.close()
+            finally:
+                s.stop()
 
     def test_adopts_every_state_tube_and_size(self):
         b = Server(binary=BEANSTALKD_BIN, args=["-b", self.dir, "-s", "40000"])
