@@ -185,36 +185,38 @@ class FuzzAccess final : public http::Access {
     l.write = h.write_limit();
     l.interval_s = 1;
     if (l.read > 0 || l.write > 0) {
-      for (const char* ns : {"ns", "n2"}) FUZZ_CHECK(limits_.Set(ns, "fuzz", l), "Set");
+      for (const char* ns : {"ns", "n2"}) FUZZ_CHECK(limits_.Set(ns, kTokenId, l), "Set");
     }
   }
-  bool Valid(std::string_view ns, std::string_view token) const override {
-    return token == kToken || tokens_.Valid(ns, token);
+  bool Valid(std::string_view ns, std::string_view token, std::string* id) const override {
+    std::string_view made;
+    if (token == kToken) {
+      *id = kTokenId;
+    } else if (tokens_.Valid(ns, token, &made)) {
+      *id = made;
+    } else {
+      return false;
+    }
+    return true;
   }
-  bool Allow(std::string_view ns, std::string_view token, bool produce, Nanos now) override {
-    bool ok = token == kToken ? limits_.Allow(ns, "fuzz", Kind(produce), now)
-                              : Throttled(ns, token, produce, now);
+  bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) override {
+    bool ok = Limits(id).Allow(ns, id, Kind(produce), now);
     if (ok) allowed_[produce]++;
     return ok;
   }
-  void Refund(std::string_view ns, std::string_view token, bool produce, Nanos now) override {
+  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) override {
     refunded_[produce]++;
     FUZZ_CHECK(refunded_[produce] <= allowed_[produce], "refunded more than allowed");
-    if (token == kToken) {
-      limits_.Refund(ns, "fuzz", Kind(produce), now);
-    } else if (std::string_view id; tokens_.Valid(ns, token, &id)) {
-      tokens_.throttler().Refund(ns, id, Kind(produce), now);
-    }
+    Limits(id).Refund(ns, id, Kind(produce), now);
   }
 
  private:
+  static constexpr std::string_view kTokenId = "fuzz";  // a made token's id is 12 hex digits
   static http::Kind Kind(bool produce) {
     return produce ? http::Kind::kProduce : http::Kind::kConsume;
   }
-  bool Throttled(std::string_view ns, std::string_view token, bool produce, Nanos now) {
-    std::string_view id;
-    if (!tokens_.Valid(ns, token, &id)) return true;
-    return tokens_.throttler().Allow(ns, id, Kind(produce), now);
+  http::Throttler& Limits(std::string_view id) {
+    return id == kTokenId ? limits_ : tokens_.throttler();
   }
 
   http::TokenStore& tokens_;
