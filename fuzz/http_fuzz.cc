@@ -677,8 +677,8 @@ void World::CheckFinal(Conn& c, int status, bool close, bool head, std::string_v
   FUZZ_CHECK(type == "application/json; charset=utf-8", "Content-Type %.*s", Len(type),
              type.data());
   rapidjson::Document d;
-  d.Parse(body.data(), body.size());
-  FUZZ_CHECK(!d.HasParseError(), "body is not JSON: '%.*s'", Len(body), body.data());
+  d.Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
+  FUZZ_CHECK(!d.HasParseError(), "body is not JSON (in UTF-8): '%.*s'", Len(body), body.data());
   if (status >= 400) {
     FUZZ_CHECK(d.IsObject() && d.MemberCount() == 1, "error body '%.*s'", Len(body), body.data());
     bool error = d.HasMember("error") && d["error"].IsString();
@@ -1236,7 +1236,7 @@ std::string AdminRequest(uint8_t which, uint8_t a, uint8_t b, uint8_t c, uint8_t
         r.has_body = true;
         r.headers.push_back("Content-Type: application/x-www-form-urlencoded");
       }
-      if (b & 0x40) AddParam(&q, "description", b & 0x80 ? "d%20x" : "");
+      if (b & 0x40) AddParam(&q, "description", b & 0x80 ? (a & 4 ? "d%FF%C3" : "d%20x") : "");
       break;
     case 8:
       r.target = (b & 0x10 ? "/token/" : "/%74oken/") + ns;

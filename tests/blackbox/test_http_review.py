@@ -3,6 +3,7 @@ ends against docs/HTTP.md: each test names what was wrong.
 
 Run: python3 -m unittest -v tests/blackbox/test_http_review.py   (binary: $STALKD_BIN)
 """
+import json
 import os
 import sys
 import tempfile
@@ -233,6 +234,19 @@ class AdminLimitRouteTest(HttpCase):
         for series in ('{route="get_limit",code="400"} 1', '{route="set_limit",code="400"} 1',
                        '{route="delete_limit",code="404"} 1', '{route="get_limit",code="404"} 1'):
             self.assertIn("stalkd_http_requests_total" + series, text)
+
+
+class JsonUtf8Test(HttpCase):
+    """A token's description may be any bytes (percent-encoded); the list showed them raw,
+    which is not JSON. As lmstfy's encoding/json, each invalid byte is now U+FFFD."""
+
+    make_token = False
+
+    def test_description_of_any_bytes(self):
+        r = self.adm("POST", "/token/ns", params={"description": "%FFok%C3%A9%ED%A0%80"})
+        self.assertEqual(r.status, 201, r)
+        tokens = json.loads(self.adm("GET", "/token/ns").body.decode("utf-8"))["tokens"]
+        self.assertEqual(list(tokens.values()), ["\ufffdok\u00e9\ufffd\ufffd\ufffd"])
 
 if __name__ == "__main__":
     unittest.main()
