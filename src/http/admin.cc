@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 #include <map>
 
@@ -202,7 +203,10 @@ void AdminCall::Tokens(const std::string& ns) {
   }
   if (BadPool()) return;
   std::string token, error;
-  TokenStore::Status st = tokens_.Create(ns, description, ex_.now / kSecond, &token, &error);
+  // The token file keeps when a token was made in unix seconds (ex_.now is monotonic: since
+  // boot, which a restart after a reboot would put before older tokens).
+  int64_t now_s = static_cast<int64_t>(std::time(nullptr));
+  TokenStore::Status st = tokens_.Create(ns, description, now_s, &token, &error);
   if (st != TokenStore::Status::kOk) return Fail(500, "cannot save the token: " + error);
   resp().status = 201;
   JsonWriter w(&resp().body);

@@ -5,8 +5,10 @@ Run: python3 -m unittest -v tests/blackbox/test_http_review.py   (binary: $STALK
 """
 import json
 import os
+import shutil
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -247,6 +249,28 @@ class JsonUtf8Test(HttpCase):
         self.assertEqual(r.status, 201, r)
         tokens = json.loads(self.adm("GET", "/token/ns").body.decode("utf-8"))["tokens"]
         self.assertEqual(list(tokens.values()), ["\ufffdok\u00e9\ufffd\ufffd\ufffd"])
+
+
+class TokenCreatedTimeTest(HttpCase):
+    """The token file keeps each token's creation time in unix seconds (tokens.h); it held
+    the monotonic clock's seconds (since boot), so tokens made after a reboot listed before
+    older ones."""
+
+    make_token = False
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="stalkd-tokens-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.server_args = ("-b", self.dir)
+        super().setUp()
+
+    def test_created_is_unix_time(self):
+        before = time.time()
+        self.assertEqual(self.adm("POST", "/token/ns", params={"description": "d"}).status, 201)
+        with open(os.path.join(self.dir, "tokens")) as f:
+            lines = [l.split() for l in f if l.startswith("token ")]
+        self.assertEqual(len(lines), 1)
+        self.assertLessEqual(abs(int(lines[0][2]) - before), 60, lines)
 
 if __name__ == "__main__":
     unittest.main()
