@@ -400,6 +400,7 @@ class World {
   }
 
   void TimeOut(int k) {
+    if (clients_[k]->dead) return;  // the server has closed it: it times nothing out
     clients_[k]->fe().TimeOut();
     Pump();
   }
