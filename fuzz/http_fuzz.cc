@@ -37,7 +37,8 @@
 //   6  a byte `what`: % 8 == 0 toggles draining; 1 floods (bytes which, count: Flood); 2
 //      buries a job by id over a text session (byte); 3 times the request out (408); 4 runs
 //      a front end that is not runnable and checks nothing happens; 5 reserves a job by id
-//      over the text session and keeps it; others: a Run of 1 step on every client
+//      over the text session and keeps it; 7 toggles recovery (the admin API answers
+//      only probes); 6: a Run of every client
 //   7  trickle: a chunk size byte, a length (Length), then bytes sent chunk by chunk
 #include <rapidjson/document.h>
 #include <unistd.h>
@@ -263,9 +264,11 @@ class ScrapeTask final : public http::Task {
 
 class FuzzAdminHost final : public http::AdminHost, public http::ApiObserver {
  public:
-  explicit FuzzAdminHost(const bool& draining) : draining_(draining), metrics_(4) {}
+  FuzzAdminHost(const bool& draining, const bool& recovering)
+      : draining_(draining), recovering_(recovering), metrics_(4) {}
   std::string_view version() const override { return "fuzz"; }
-  bool ready() const override { return !draining_; }
+  bool ready() const override { return !draining_ && !recovering_; }
+  bool recovering() const override { return recovering_; }
   std::unique_ptr<http::Task> ScrapeMetrics(Session& s, http::Response*) override {
     return std::make_unique<ScrapeTask>(s, metrics_);
   }
@@ -277,6 +280,7 @@ class FuzzAdminHost final : public http::AdminHost, public http::ApiObserver {
 
  private:
   const bool& draining_;
+  const bool& recovering_;
   http::Metrics metrics_;
 };
 
@@ -318,7 +322,7 @@ class World {
         store_(clock_, MemoryStoreOptions{opt, h.max_job_size()}, &host_),
         engine_(store_.engine()),
         access_(tokens_, h),
-        admin_host_(draining_),
+        admin_host_(draining_, recovering_),
         api_(clock_, access_, &admin_host_, ApiOptions(h)),
         admin_(clock_, tokens_, admin_host_),
         checked_api_(*this, api_),
@@ -417,6 +421,7 @@ class World {
                "Run of a front end that is not runnable did something");
   }
 
+  void toggle_recovering() { recovering_ = !recovering_; }
   void set_draining(bool on) {
     draining_ = on;
     store_.SetDraining(on);
@@ -505,6 +510,8 @@ class World {
   http::TokenStore tokens_;
   FuzzAccess access_;
   bool draining_ = false;
+  bool recovering_ =
+      false;  // the admin API answers only probes (an admin listener during recovery)
   FuzzAdminHost admin_host_;
   http::ApiService api_;
   http::AdminService admin_;
@@ -684,8 +691,8 @@ void World::CheckFinal(Conn& c, int status, bool close, bool head, std::string_v
     FUZZ_CHECK(d.IsObject() && d.MemberCount() == 1, "error body '%.*s'", Len(body), body.data());
     bool error = d.HasMember("error") && d["error"].IsString();
     bool msg = d.HasMember("msg") && d["msg"].IsString();
-    bool not_ready =
-        c.admin_ && status == 503 && d.HasMember("status") && d["status"] == "draining";
+    bool not_ready = c.admin_ && status == 503 && d.HasMember("status") &&
+                     (d["status"] == "draining" || d["status"] == "recovering");
     FUZZ_CHECK(error || (msg && (status == 404 || status == 429)) || not_ready, "error body '%.*s'",
                Len(body), body.data());
   }
@@ -1338,6 +1345,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             break;
           case 5:
             w.TextReserve(1 + in.Byte() % 16);
+            break;
+          case 7:
+            w.toggle_recovering();
             break;
           default:
             w.Pump();
