@@ -1245,6 +1245,13 @@ std::string AdminRequest(uint8_t which, uint8_t a, uint8_t b, uint8_t c, uint8_t
         r.headers.push_back("Content-Type: application/x-www-form-urlencoded");
       }
       if (b & 0x40) AddParam(&q, "description", b & 0x80 ? (a & 4 ? "d%FF%C3" : "d%20x") : "");
+      if (a & 8) {  // a token of the administrator's choosing
+        static const char* const kChosen[] = {"chosen-token.0123456789",
+                                              "default:chosen-token.0123456789", "short",
+                                              "x:chosen-token.0123456789"};
+        AddParam(&q, "token", kChosen[(a >> 4) % 4]);
+      }
+      if (a & 0x40) AddParam(&q, "pool", "default");
       break;
     case 8:
       r.target = (b & 0x10 ? "/token/" : "/%74oken/") + ns;
