@@ -740,8 +740,10 @@ def sc_http_cycle(srv, p):
         "http-cycle", srv, lambda s: loadgen(s, "cycle", **common),
         lambda s: loadgen(s, "http-cycle", port=s.http_port, token=http_token(s, p["ns"]),
                           ns=p["ns"], ttr=p["ttr"], **common))
+    # cpu_ratio: the throughput ratio the two would have if the server were the bottleneck
+    # (one core each), whatever limits the closed loop here
     m = {"ratio": _ratio(h.get("ops_per_s"), t.get("ops_per_s")),
-         "cpu_ratio": _ratio(h.get("server_cpu_us_per_op"), t.get("server_cpu_us_per_op")),
+         "cpu_ratio": _ratio(t.get("server_cpu_us_per_op"), h.get("server_cpu_us_per_op")),
          "http_first": int(first == "http")}
     for pre, r, verbs in (("text", t, ("put", "reserve", "delete")),
                           ("http", h, ("publish", "consume", "ack"))):
@@ -750,6 +752,8 @@ def sc_http_cycle(srv, p):
         m[f"{pre}_cpu_us"] = r.get("server_cpu_us_per_op")
         m[f"{pre}_srv_util"] = r.get("server_cpu_util")
         m[f"{pre}_lg_util"] = r.get("loadgen_cpu_util")
+        m[f"{pre}_lg_us"] = (r["loadgen_cpu_util"] / r["ops_per_s"] * 1e6
+                             if r.get("loadgen_cpu_util") and r.get("ops_per_s") else None)
         for v in verbs:
             for q in ("p50", "p99"):
                 m[f"{pre}_{v}_{q}"] = get(r, f"latency_us.{v}.{q}_us")
@@ -766,7 +770,10 @@ METRICS_HTTP_CYCLE = (
      ("http_cycles", "HTTP: cycles/s ↑"), ("text_cycles", "text: cycles/s ↑"),
      ("http_cpu_us", "HTTP: server CPU µs/request ↓"),
      ("text_cpu_us", "text: server CPU µs/command ↓"),
-     ("cpu_ratio", "server CPU per request ÷ per command ↓"),
+     ("cpu_ratio", "server CPU per command ÷ per request (the ratio if the server were the "
+      "bottleneck) ↑"),
+     ("http_lg_us", "HTTP: loadgen CPU µs/request ↓"),
+     ("text_lg_us", "text: loadgen CPU µs/command ↓"),
      ("http_srv_util", "HTTP: server CPU (cores)"), ("http_lg_util", "HTTP: loadgen CPU (cores)"),
      ("text_srv_util", "text: server CPU (cores)"), ("text_lg_util", "text: loadgen CPU (cores)")]
     + [(f"http_{v}_{q}", f"HTTP: {v} {q} µs ↓") for v in ("publish", "consume", "ack")
