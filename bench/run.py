@@ -77,6 +77,14 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime (fields 14, 15)
 
 
+def machine_busy_s():
+    """CPU seconds the whole machine has spent busy (all CPUs; /proc/stat's first line:
+    everything but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / CLK_TCK  # user nice system idle iowait irq softirq steal
+
+
 def proc_rss(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -214,12 +222,14 @@ def loadgen(server, scenario, timeout=300, loadgen_timeout=None, **opts):
     for k, v in opts.items():
         argv += ["--" + k.replace("_", "-"), str(v)]
     cpu0, t0 = server.cpu_s(), time.monotonic()
+    busy0, lg0 = machine_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                            preexec_fn=_child_setup("loadgen"))
     except subprocess.TimeoutExpired:
         raise LoadgenError(f"loadgen {scenario} timed out after {timeout} s")
     wall = time.monotonic() - t0
+    busy1, lg1 = machine_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
     alive = server.proc.poll() is None
     cpu1 = server.cpu_s() if alive else float("nan")
     try:
@@ -232,6 +242,11 @@ def loadgen(server, scenario, timeout=300, loadgen_timeout=None, **opts):
         raise LoadgenError(f"loadgen {scenario}: {out['error']}{extra}")
     out["run_wall_s"] = wall
     out["run_server_cpu_s"] = cpu1 - cpu0  # whole loadgen run, incl. set-up and warm-up
+    # The machine's load meanwhile: all CPUs' busy time, and what is left of it after the
+    # server and the loadgen (other processes, and kernel threads), in cores.
+    lg_cpu = (lg1.ru_utime + lg1.ru_stime) - (lg0.ru_utime + lg0.ru_stime)
+    out["run_machine_busy_cores"] = (busy1 - busy0) / wall
+    out["run_others_cores"] = max(0.0, (busy1 - busy0) - (cpu1 - cpu0) - lg_cpu) / wall
     return out
 
 
@@ -759,6 +774,7 @@ def sc_http_cycle(srv, p):
                 m[f"{pre}_{v}_{q}"] = get(r, f"latency_us.{v}.{q}_us")
         m[f"{pre}_max"] = max(get(r, f"latency_us.{v}.max_us", 0) for v in verbs)
     m["http_no_job"] = h.get("no_job")
+    m["http_others"], m["text_others"] = h.get("run_others_cores"), t.get("run_others_cores")
     m["errors"] = (t.get("errors") or 0) + (h.get("errors") or 0)
     return m, {"text": t, "http": h, "first": first}
 
@@ -782,8 +798,10 @@ METRICS_HTTP_CYCLE = (
     + [(f"text_{v}_{q}", f"text: {v} {q} µs ↓") for v in ("put", "reserve", "delete")
        for q in ("p50", "p99")]
     + [("text_max", "text: max latency µs ↓"),
-       ("http_no_job", "HTTP: consumes answered 404 ↓"), ("http_first", "HTTP ran first"),
-       ("errors", "errors")])
+       ("http_no_job", "HTTP: consumes answered 404 ↓"),
+       ("http_others", "HTTP: other processes' CPU meanwhile (cores)"),
+       ("text_others", "text: other processes' CPU meanwhile (cores)"),
+       ("http_first", "HTTP ran first"), ("errors", "errors")])
 
 
 def sc_http_longpoll(srv, p):
@@ -810,6 +828,7 @@ def sc_http_longpoll(srv, p):
         m[f"{pre}_served"] = r.get("consumers_served")
         m[f"{pre}_waiting_end"] = r.get("waiting_at_end")
         m[f"{pre}_timeouts"] = r.get("timeouts")
+        m[f"{pre}_others"] = r.get("run_others_cores")
     m["wake_ratio_p99"] = _ratio(m["http_wake_p99"], m["text_wake_p99"])
     m["errors"] = sum((r.get("errors") or 0) + (get(r, "probe.errors") or 0) for r in (t, h))
     return m, {"text": t, "http": h, "first": first}
@@ -836,7 +855,8 @@ def metrics_http_longpoll(p):
                 (f"{pre}_setup_s", f"{what}: s until all {n} wait ↓"),
                 (f"{pre}_served", f"{what}: distinct consumers served ({j} publishes)"),
                 (f"{pre}_waiting_end", f"{what}: current-waiting at the end (= {n})"),
-                (f"{pre}_timeouts", f"{what}: waits that timed out ↓")]
+                (f"{pre}_timeouts", f"{what}: waits that timed out ↓"),
+                (f"{pre}_others", f"{what}: other processes' CPU meanwhile (cores)")]
     return out + [("wake_ratio_p99", "wake-up p99 HTTP ÷ text ↓"),
                   ("http_first", "HTTP ran first"), ("errors", "errors")]
 
@@ -856,6 +876,7 @@ def sc_http_idle(srv, p):
          "text_idle_ctx": get(t, "idle.server_ctx_switches_per_s"),
          "http_open_s": h.get("open_s"), "text_open_s": t.get("open_s"),
          "http_first": int(first == "http"),
+         "http_others": h.get("run_others_cores"), "text_others": t.get("run_others_cores"),
          "errors": (t.get("errors") or 0) + (h.get("errors") or 0)}
     return m, {"text": t, "http": h, "first": first}
 
@@ -871,6 +892,8 @@ def metrics_http_idle(p):
             ("text_idle_ctx", "text: server context switches/s meanwhile ↓"),
             ("http_open_s", f"HTTP: s to open {n} and make a request on each ↓"),
             ("text_open_s", f"text: s to open {n} and make a request on each ↓"),
+            ("http_others", "HTTP: other processes' CPU meanwhile (cores)"),
+            ("text_others", "text: other processes' CPU meanwhile (cores)"),
             ("http_first", "HTTP ran first"), ("errors", "errors")]
 
 
