@@ -56,7 +56,8 @@ void Request::Clear() {
 // handlers need into the Request.
 class RequestParser::Impl final : public bhttp::basic_parser<true> {
  public:
-  explicit Impl(Request& r) : r_(r) {}
+  Impl() : r_(request) {}
+  Request request;
 
  private:
   void on_request_impl(bhttp::verb method, beast::string_view, beast::string_view target,
@@ -182,18 +183,26 @@ RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_
 RequestParser::~RequestParser() = default;
 
 void RequestParser::Next() {
-  request_.Clear();
-  impl_ = std::make_unique<Impl>(request_);
+  // An idle connection keeps no parser: the next request's first byte makes one.
+  impl_.reset();
+}
+
+RequestParser::Impl& RequestParser::impl() {
+  if (impl_) return *impl_;
+  impl_ = std::make_unique<Impl>();
   impl_->header_limit(header_limit_);
   impl_->body_limit(bulk_limit_);
   impl_->limit_ = body_limit_;
   impl_->bulk_limit_ = bulk_limit_;
   impl_->eager(true);
+  return *impl_;
 }
 
-bool RequestParser::started() const { return impl_->got_some(); }
+bool RequestParser::started() const { return impl_ && impl_->got_some(); }
 
-bool RequestParser::head_done() const { return impl_->is_header_done(); }
+bool RequestParser::head_done() const { return impl_ && impl_->is_header_done(); }
+
+Request& RequestParser::request() { return impl().request; }
 
 RequestParser::Status RequestParser::Fail(int status, std::string why) {
   error_status_ = status;
@@ -202,11 +211,12 @@ RequestParser::Status RequestParser::Fail(int status, std::string why) {
 }
 
 size_t RequestParser::Feed(std::string_view data, Status* status) {
-  STALKD_CHECK(!impl_->is_done());
+  Impl& p = impl();
+  STALKD_CHECK(!p.is_done());
   size_t used = 0;
-  while (used < data.size() && !impl_->is_done()) {
+  while (used < data.size() && !p.is_done()) {
     error_code ec;
-    if (!impl_->is_header_done()) {
+    if (!p.is_header_done()) {
       // The head is request line and headers up to the blank line: at most header_limit_.
       std::string_view rest = data.substr(used);
       size_t end = rest.find("\r\n\r\n");
@@ -216,7 +226,7 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
         return used;
       }
     }
-    size_t n = impl_->put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
+    size_t n = p.put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
     used += n;
     if (ec == bhttp::error::need_more) break;
     if (ec == bhttp::error::body_limit) {
@@ -233,7 +243,7 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
     }
     if (n == 0) break;
   }
-  *status = impl_->is_done() ? Status::kDone : Status::kNeedMore;
+  *status = p.is_done() ? Status::kDone : Status::kNeedMore;
   return used;
 }
 
