@@ -13,6 +13,8 @@ namespace {
 // Commands pipelined at a time: enough to hide the round trips, small enough to keep the
 // replies in memory.
 constexpr size_t kBatch = 256;
+// stats-job by id, pipelined at a time: most answers are a short NOT_FOUND.
+constexpr uint64_t kScanBatch = 4096;
 
 }  // namespace
 
@@ -129,8 +131,8 @@ void Client::FetchJobs(const std::vector<uint64_t>& ids,
 void Client::ScanJobs(uint64_t first, uint64_t last, const std::function<bool(const Dict&)>& want,
                       const std::function<void(JobRecord&&)>& fn,
                       const std::function<void(uint64_t)>& scanned) {
-  for (uint64_t lo = first; lo <= last && lo != 0; lo += kBatch) {
-    uint64_t hi = std::min<uint64_t>(last, lo + kBatch - 1);
+  for (uint64_t lo = first; lo <= last && lo != 0; lo += kScanBatch) {
+    uint64_t hi = std::min<uint64_t>(last, lo + kScanBatch - 1);
     for (uint64_t id = lo; id <= hi; id++) conn_.SendLine("stats-job " + std::to_string(id));
     std::vector<uint64_t> found;
     for (uint64_t id = lo; id <= hi; id++) {

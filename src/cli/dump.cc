@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/errors.h"
@@ -69,22 +70,41 @@ class Output {
   FILE* f_;
 };
 
-// stalkd: the ids of the tube's jobs in every state, by list-jobs, in id order.
-std::vector<uint64_t> ListIds(Client& c, const std::string& tube) {
-  std::vector<uint64_t> ids;
-  for (const char* state : kStates) {
-    uint64_t from = 1;
-    do {
-      Reply r = c.Expect("list-jobs " + tube + " " + state + " " + std::to_string(from) + " 1000",
-                         {"OK", "NOT_FOUND"});
-      if (r.Is("NOT_FOUND")) return {};  // the tube is gone
-      from = ParseDict(r.body).Number("next");
-      for (const std::string& id : ParseList(r.body)) ids.push_back(std::stoull(id));
-    } while (from != 0);
+// stalkd: the ids of each tube's jobs in every state (list-jobs), in id order. The first
+// list-jobs of every tube and state is pipelined; a tube with more jobs than one reply
+// holds is then followed up alone.
+std::vector<std::vector<uint64_t>> ListIds(Client& c, const std::vector<std::string>& tubes) {
+  auto ask = [&](const std::string& tube, const char* state, uint64_t from) {
+    c.conn().SendLine("list-jobs " + tube + " " + state + " " + std::to_string(from) + " 1000");
+  };
+  // Adds a reply's ids to `ids`; returns where to continue (0: done, or no such tube).
+  auto take = [&](const std::string& tube, std::vector<uint64_t>* ids) {
+    Reply r = c.conn().Read();
+    if (r.Is("NOT_FOUND")) return uint64_t{0};  // the tube is gone
+    if (!r.Is("OK")) Client::Unexpected("list-jobs " + tube, r);
+    for (const std::string& id : ParseList(r.body)) ids->push_back(std::stoull(id));
+    return ParseDict(r.body).Number("next");
+  };
+  std::vector<std::vector<uint64_t>> out(tubes.size());
+  for (const std::string& t : tubes) {
+    for (const char* state : kStates) ask(t, state, 1);
   }
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());  // a job that changed state
-  return ids;
+  std::vector<std::tuple<size_t, const char*, uint64_t>> more;
+  for (size_t i = 0; i < tubes.size(); i++) {
+    for (const char* state : kStates) {
+      if (uint64_t next = take(tubes[i], &out[i])) more.emplace_back(i, state, next);
+    }
+  }
+  for (auto [i, state, next] : more) {
+    do {
+      ask(tubes[i], state, next);
+    } while ((next = take(tubes[i], &out[i])) != 0);
+  }
+  for (std::vector<uint64_t>& ids : out) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());  // a job that changed state
+  }
+  return out;
 }
 
 }  // namespace
@@ -106,11 +126,17 @@ int Dump(Context& ctx, const DumpOptions& o) {
       for (const char* s : kStates) total += d ? d->Number(std::string("current-jobs-") + s) : 0;
     }
     Progress bar(ctx.ProgressWanted(), "dump", total);
-    for (const std::string& tube : tubes) {
-      c.FetchJobs(ListIds(c, tube), [&](JobRecord&& job) {
-        emit(std::move(job));
-        bar.Add();
-      });
+    constexpr size_t kTubes = 64;  // tubes whose ids are asked for at once
+    for (size_t i = 0; i < tubes.size(); i += kTubes) {
+      std::vector<std::string> some(
+          tubes.begin() + static_cast<ptrdiff_t>(i),
+          tubes.begin() + static_cast<ptrdiff_t>(std::min(tubes.size(), i + kTubes)));
+      for (const std::vector<uint64_t>& ids : ListIds(c, some)) {
+        c.FetchJobs(ids, [&](JobRecord&& job) {
+          emit(std::move(job));
+          bar.Add();
+        });
+      }
     }
   } else {
     // beanstalkd: stats-job for every id up to the highest, then peek for the jobs found.

@@ -50,7 +50,8 @@ void AddJobFormat(CLI::App* sub, JobFormat& f, bool raw) {
 }
 
 void Build(CLI::App& app, Context& ctx) {
-  app.set_version_flag("--version", "stalk " STALK_VERSION);
+  app.set_help_flag("-h,--help", "show this help and exit (every command has its own)");
+  app.set_version_flag("--version", "stalk " STALK_VERSION, "show the version and exit");
   app.require_subcommand(1);
   app.fallthrough();
   app.get_formatter()->column_width(28);
