@@ -44,35 +44,45 @@ class Shower {
   uint64_t shown_ = 0;
 };
 
-// stalkd: list-jobs for each state from where the last poll ended. Ids only grow, so a
-// job put after a poll of a state began has an id above every id that poll saw or skipped.
+// stalkd: list-jobs for each state, from where that state's last poll left off. Ids only
+// grow: a job put after a state's poll has an id above every id that poll or an earlier
+// state's poll saw, so the state's next poll starts above those. list-jobs's `next` may
+// point past the highest id when it is not 0, but the `from` of a call followed by another
+// one cannot (the last call looked at fewer than the 65536 ids a call covers, in the
+// table's last pages), so a poll starts there at the lowest: it costs two or three calls
+// per state, however many ids the server has handed out.
 int TailStalkd(Client& c, const TailOptions& o, bool json) {
   Shower show(o, json);
   std::array<uint64_t, 4> pos = {1, 1, 1, 1};
-  std::set<uint64_t> seen;  // ids shown or there at the start, above min(pos)
+  uint64_t baseline = 0;    // ids up to here were there when tail started
+  std::set<uint64_t> seen;  // ids above `baseline` shown, from min(pos) on
   for (bool first = true;; first = false) {
     std::vector<uint64_t> fresh;
+    uint64_t highest = 0;  // of the states polled so far
     for (size_t s = 0; s < pos.size(); s++) {
+      uint64_t from = pos[s], safe = pos[s];
       for (;;) {
         Reply r = c.Expect(
-            "list-jobs " + o.tube + " " + kStates[s] + " " + std::to_string(pos[s]) + " 1000",
+            "list-jobs " + o.tube + " " + kStates[s] + " " + std::to_string(from) + " 1000",
             {"OK", "NOT_FOUND"});
         if (r.Is("NOT_FOUND")) break;  // no such tube (yet)
         for (const std::string& text : ParseList(r.body)) {
           uint64_t id = std::stoull(text);
-          if (seen.insert(id).second) fresh.push_back(id);
-          pos[s] = std::max(pos[s], id + 1);
+          highest = std::max(highest, id);
+          bool wanted = first ? o.existing : id > baseline;
+          if (wanted && seen.insert(id).second) fresh.push_back(id);
         }
         uint64_t next = ParseDict(r.body).Number("next");
         if (next == 0) break;
-        pos[s] = std::max(pos[s], next);
+        safe = std::max(safe, from);
+        from = next;
       }
+      pos[s] = std::max(safe, highest + 1);
     }
+    if (first && !o.existing) baseline = highest;
     seen.erase(seen.begin(), seen.lower_bound(*std::min_element(pos.begin(), pos.end())));
-    if (!first || o.existing) {
-      std::sort(fresh.begin(), fresh.end());
-      c.FetchJobs(fresh, std::ref(show));
-    }
+    std::sort(fresh.begin(), fresh.end());
+    c.FetchJobs(fresh, std::ref(show));
     if (show.done()) return kExitOk;
     Sleep(o.interval);
   }

@@ -129,6 +129,33 @@ class TailTop:
         out, err = p.communicate(timeout=20)
         self.assertEqual(body_of(json.loads(out)), b"first", err)
 
+    def test_tail_on_a_server_past_many_ids(self):
+        # 70,000 ids handed out and gone: more than one list-jobs call covers (65,536)
+        c = self.client()
+        for first in range(0, 70000, 5000):
+            c.send(b"".join(b"put 0 0 60 1\r\nx\r\n" for _ in range(5000)))
+            ids = [int(c.read_line().split()[1]) for _ in range(5000)]
+            c.send(b"".join(b"delete %d\r\n" % i for i in ids))
+            for _ in ids:
+                self.assertEqual(c.read_line(), b"DELETED\r\n")
+        c.put("old", tube="far")
+        p = self.start_tail("--json", "far", "-n", "2")
+        c.put("new 1", tube="far")
+        time.sleep(0.3)  # a few polls in between
+        c.put("new 2", tube="far", delay=50)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual([body_of(json.loads(l)) for l in out.splitlines()],
+                         [b"new 1", b"new 2"], err)
+        if not self.on_beanstalkd():  # each poll is a few list-jobs, not a scan of every id
+            before = int(stats_of(c, "stats")["cmd-list-jobs"])
+            p = self.start_tail("far", "-n", "1", "-i", "0.05")
+            time.sleep(1)
+            polls = int(stats_of(c, "stats")["cmd-list-jobs"]) - before
+            c.put("last", tube="far")
+            p.communicate(timeout=20)
+            # one call per state and poll: at most 1 s / 0.05 s polls, and a few more
+            self.assertLessEqual(polls, 4 * 23, polls)
+
     # ---- top
 
     def test_top_screen_sorts_and_quits_on_q(self):
