@@ -1,6 +1,5 @@
 // dump and load: every job of a server as JSON lines, and back.
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>

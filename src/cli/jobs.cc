@@ -1,6 +1,4 @@
 // put, reserve, peek, delete, kick, bury.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 

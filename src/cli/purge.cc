@@ -1,4 +1,5 @@
 // purge: stalkd's `purge` when the server has it; on beanstalkd, the jobs deleted one by one.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
