@@ -8,6 +8,7 @@ Not a test module itself (CMake runs tests/cli/test_*.py only).
 import base64
 import json
 import os
+import pty
 import subprocess
 import sys
 import unittest
@@ -104,6 +105,29 @@ class StalkCase(unittest.TestCase):
         self.assertEqual(r.returncode, code, "stalk %s: out %r err %r"
                          % (" ".join(map(str, args)), r.stdout, r.stderr))
         return r.stderr.decode()
+
+    def stalk_on_terminal(self, *args, input=None, server=None):
+        """Runs stalk -s <server> ARGS with its stderr on a pseudo-terminal (stdin and
+        stdout stay pipes); returns (exit status, stdout, what the terminal got)."""
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.run([STALK_BIN, "-s", self.address(server or self.server)]
+                               + [str(a) for a in args], input=input,
+                               stdout=subprocess.PIPE, stderr=slave, timeout=120)
+        finally:
+            os.close(slave)
+        seen = b""
+        try:
+            while True:
+                chunk = os.read(master, 65536)
+                if not chunk:
+                    break
+                seen += chunk
+        except OSError:  # EIO: the terminal's other side is closed and all is read
+            pass
+        finally:
+            os.close(master)
+        return p.returncode, p.stdout, seen
 
     def json_lines(self, *args, **kw):
         """stalk --json ARGS (exit 0); each line of its output parsed."""

@@ -7,6 +7,7 @@ Run: STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/cli/test_comma
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -14,7 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clicase import (BEANSTALKD_BIN, CONNECTION, INPUT, NOT_FOUND, SERVER, STALK_BIN,  # noqa: E402
-                     USAGE, Server, StalkCase, body_of, parse_yaml, stats_of)
+                     USAGE, Server, StalkCase, body_of, stats_of)
 
 COMMANDS = ("put", "reserve", "peek", "delete", "kick", "bury", "stats", "stats-tube",
             "stats-job", "tubes", "pause", "purge", "tail", "top", "dump", "load")
@@ -265,7 +266,6 @@ class Commands:
 
 
 def subprocess_run(argv, env=None):
-    import subprocess
     return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30,
                           env=env)
 
@@ -302,6 +302,12 @@ class CommandsOnBeanstalkd(Commands, StalkCase):
         self.assertEqual(self.ok("purge", "pb"), "purged 250 jobs from pb\n")
         st = stats_of(c, "stats")
         self.assertEqual(st["cmd-delete"], "250")
+        # a progress bar on a terminal
+        for i in range(100):
+            c.put("x", tube="pb")
+        rc, out, err = self.stalk_on_terminal("purge", "pb")
+        self.assertEqual((rc, out), (0, b"purged 100 jobs from pb\n"), err)
+        self.assertIn(b"\r\x1b[Kpurge pb [", err)
 
 
 class ErrorsAndHelp(StalkCase):

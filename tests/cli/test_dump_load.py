@@ -10,15 +10,13 @@ Run: STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/cli/test_dump_
 """
 import json
 import os
-import pty
 import random
-import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clicase import (BEANSTALKD_BIN, STALK_BIN, STALKD_BIN, StalkCase, body_of,  # noqa: E402
-                     jobs_of, stats_of)
+from clicase import (BEANSTALKD_BIN, STALKD_BIN, StalkCase, body_of, jobs_of,  # noqa: E402
+                     stats_of)
 
 ALL_BYTES = bytes(range(256))
 DELAY_SLACK = 2  # seconds a remaining delay may differ by (whole seconds, plus the transit)
@@ -206,29 +204,21 @@ class FromBeanstalkd(DumpLoadCase):
         self.populate(self.server)
         r = self.stalk("dump")
         self.assertRegex(r.stderr.decode(), r"^stalk: dumped \d+ jobs \(.*\)\n$")
-        master, slave = pty.openpty()
-        try:
-            p = subprocess.run([STALK_BIN, "-s", self.address(self.server), "dump"],
-                               stdout=subprocess.PIPE, stderr=slave, timeout=60)
-            os.close(slave)
-            slave = None
-            err = b""
-            while True:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                err += chunk
-        finally:
-            if slave is not None:
-                os.close(slave)
-            os.close(master)
-        self.assertEqual(p.returncode, 0)
+        rc, out, err = self.stalk_on_terminal("dump")
+        self.assertEqual(rc, 0, err)
         self.assertIn(b"\r\x1b[Kdump (ids) [", err)
         self.assertIn(b"stalk: dumped", err)
-        self.assertEqual(p.stdout, r.stdout)
+        self.assertEqual(out, r.stdout)
+        # load, too; and --no-progress and -q turn it off
+        stalkd = self.start_server(binary=STALKD_BIN, args=())
+        rc, _, err = self.stalk_on_terminal("load", input=out, server=stalkd)
+        self.assertEqual(rc, 0, err)
+        self.assertIn(b"\r\x1b[Kload ", err)
+        rc, _, err = self.stalk_on_terminal("--no-progress", "dump")
+        self.assertEqual((rc, err.count(b"\x1b[K")), (0, 0), err)
+        self.assertIn(b"stalk: dumped", err)
+        rc, _, err = self.stalk_on_terminal("-q", "dump")
+        self.assertEqual((rc, err), (0, b""))
 
     def tmpdir(self):
         import shutil

@@ -180,8 +180,9 @@ class TailTop:
         n = t.out.count(b"sort: ready")
         self.assertTrue(t.read_until(lambda o: o.count(b"sort: ready") > n))
         t.keys(b"r")
-        self.assertTrue(t.read_until(lambda o: b"sort: ready (reversed)" in o.rsplit(b"\x1b[H", 1)[-1]
-                                     and o.count(b"(reversed)") >= 2))
+        self.assertTrue(t.read_until(
+            lambda o: b"sort: ready (reversed)" in o.rsplit(b"\x1b[H", 1)[-1]
+            and o.count(b"(reversed)") >= 2))
         frame = t.frame()
         self.assertLess(frame.index(b"aaa"), frame.index(b"zzz"))
         # puts show up as a rate
