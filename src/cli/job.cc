@@ -54,14 +54,20 @@ namespace {
 
 [[noreturn]] void Bad(const std::string& what) { throw Failure(kExitInput, what); }
 
+// The member `name` of the object, or nullptr. (Not FindMember: comparing its iterators is
+// ambiguous in C++20 to clang.)
+const rapidjson::Value* Field(const rapidjson::Value& doc, const char* name) {
+  return doc.HasMember(name) ? &doc[name] : nullptr;
+}
+
 uint64_t NumberField(const rapidjson::Value& doc, const char* name, uint64_t otherwise,
                      uint64_t max = 4294967295u) {
-  auto it = doc.FindMember(name);
-  if (it == doc.MemberEnd()) return otherwise;
-  if (!it->value.IsUint64() || it->value.GetUint64() > max) {
+  const rapidjson::Value* v = Field(doc, name);
+  if (!v) return otherwise;
+  if (!v->IsUint64() || v->GetUint64() > max) {
     Bad(std::string("\"") + name + "\" must be a whole number from 0 to " + std::to_string(max));
   }
-  return it->value.GetUint64();
+  return v->GetUint64();
 }
 
 std::string StringOf(const rapidjson::Value& v, const std::string& name) {
@@ -81,9 +87,9 @@ JobRecord JobFromJson(std::string_view line) {
   if (!doc.IsObject()) Bad("not a JSON object");
   JobRecord j;
   j.id = NumberField(doc, "id", 0, UINT64_MAX);
-  if (auto it = doc.FindMember("tube"); it != doc.MemberEnd()) j.tube = StringOf(it->value, "tube");
-  if (auto it = doc.FindMember("state"); it != doc.MemberEnd()) {
-    j.state = StringOf(it->value, "state");
+  if (const rapidjson::Value* v = Field(doc, "tube")) j.tube = StringOf(*v, "tube");
+  if (const rapidjson::Value* v = Field(doc, "state")) {
+    j.state = StringOf(*v, "state");
     if (j.state != "ready" && j.state != "delayed" && j.state != "reserved" &&
         j.state != "buried") {
       Bad("\"state\" must be ready, delayed, reserved or buried, not \"" + j.state + "\"");
@@ -92,25 +98,25 @@ JobRecord JobFromJson(std::string_view line) {
   j.pri = NumberField(doc, "pri", j.pri);
   j.ttr = NumberField(doc, "ttr", j.ttr);
   j.delay = NumberField(doc, "delay", 0);
-  if (doc.HasMember("tries")) j.tries = NumberField(doc, "tries", 0);
-  if (doc.HasMember("ttl")) j.ttl = NumberField(doc, "ttl", 0);
-  if (auto it = doc.FindMember("key"); it != doc.MemberEnd()) j.key = StringOf(it->value, "key");
-  if (auto it = doc.FindMember("attrs"); it != doc.MemberEnd()) {
-    if (!it->value.IsObject()) Bad("\"attrs\" must be an object of strings");
-    for (const auto& m : it->value.GetObject()) {
+  if (Field(doc, "tries")) j.tries = NumberField(doc, "tries", 0);
+  if (Field(doc, "ttl")) j.ttl = NumberField(doc, "ttl", 0);
+  if (const rapidjson::Value* v = Field(doc, "key")) j.key = StringOf(*v, "key");
+  if (const rapidjson::Value* v = Field(doc, "attrs")) {
+    if (!v->IsObject()) Bad("\"attrs\" must be an object of strings");
+    for (rapidjson::SizeType i = 0; i < v->MemberCount(); i++) {
+      const auto& m = v->MemberBegin()[i];
       std::string name(m.name.GetString(), m.name.GetStringLength());
       j.attrs.emplace_back(name, StringOf(m.value, "attrs." + name));
     }
   }
-  auto text = doc.FindMember("body");
-  auto b64 = doc.FindMember("body64");
-  if ((text == doc.MemberEnd()) == (b64 == doc.MemberEnd())) {
+  const rapidjson::Value* text = Field(doc, "body");
+  const rapidjson::Value* b64 = Field(doc, "body64");
+  if (!text == !b64)
     Bad("a job has either \"body\" (a string) or \"body64\" (base64), and only one");
-  }
-  if (text != doc.MemberEnd()) {
-    j.body = StringOf(text->value, "body");
+  if (text) {
+    j.body = StringOf(*text, "body");
   } else {
-    std::optional<std::string> body = Base64Decode(StringOf(b64->value, "body64"));
+    std::optional<std::string> body = Base64Decode(StringOf(*b64, "body64"));
     if (!body) Bad("\"body64\" is not base64");
     j.body = std::move(*body);
   }
