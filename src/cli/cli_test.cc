@@ -132,6 +132,8 @@ TEST(CliJobLine, TextBodiesAndDefaults) {
   EXPECT_EQ(d.pri, 1024u);
   EXPECT_EQ(d.ttr, 60u);
   EXPECT_FALSE(d.HasExtensions());
+  EXPECT_EQ(JobFromJson("{\"body\":\"x\",\"delay\":30}").state, "delayed");
+  EXPECT_EQ(JobFromJson("{\"body\":\"x\",\"delay\":30,\"state\":\"ready\"}").state, "ready");
 }
 
 TEST(CliJobLine, BadLinesSayWhy) {

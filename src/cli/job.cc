@@ -98,6 +98,7 @@ JobRecord JobFromJson(std::string_view line) {
   j.pri = NumberField(doc, "pri", j.pri);
   j.ttr = NumberField(doc, "ttr", j.ttr);
   j.delay = NumberField(doc, "delay", 0);
+  if (!Field(doc, "state") && j.delay > 0) j.state = "delayed";  // a hand-written delay
   if (Field(doc, "tries")) j.tries = NumberField(doc, "tries", 0);
   if (Field(doc, "ttl")) j.ttl = NumberField(doc, "ttl", 0);
   if (const rapidjson::Value* v = Field(doc, "key")) j.key = StringOf(*v, "key");

@@ -38,8 +38,8 @@ JobRecord JobFromStats(const Dict& stats, std::string body);
 std::string JobToJson(const JobRecord& job, bool text);
 
 // A line of JSON back into a job. Every field but the body has a default (tube "default",
-// state ready, pri 1024, ttr 60, delay 0); unknown fields are ignored. Throws
-// Failure(kExitInput) saying what is wrong.
+// state ready, or delayed when there is no state and a delay, pri 1024, ttr 60, delay 0);
+// unknown fields are ignored. Throws Failure(kExitInput) saying what is wrong.
 JobRecord JobFromJson(std::string_view line);
 
 }  // namespace stalkd::cli

@@ -245,6 +245,18 @@ class FromStalkd(DumpLoadCase):
         held = [jid for jid, j in after.items() if j["state"] == "reserved"][0]
         self.assertEqual(holder.cmd("touch %d" % held), b"TOUCHED\r\n")
 
+    def test_hand_written_lines(self):
+        lines = (b'{"body":"plain"}\n\n'
+                 b'{"tube":"hw","body":"later","delay":30,"pri":5}\n'
+                 b'{"tube":"hw","body64":"AP8=","state":"buried","ttr":9}\n')
+        self.assertEqual(self.load(self.server, lines),
+                         "loaded 3 jobs (1 ready, 1 delayed, 1 buried)\n")
+        got = sorted(self.truth(self.server).values(), key=lambda j: j["body"])
+        self.assertEqual([(j["tube"], j["state"], j["pri"], j["ttr"], j["body"]) for j in got],
+                         [("hw", "buried", "1024", "9", b"\x00\xff"),
+                          ("hw", "delayed", "5", "60", b"later"),
+                          ("default", "ready", "1024", "60", b"plain")])
+
     def test_extensions_survive_into_stalkd_and_are_dropped_into_beanstalkd(self):
         c = self.client()
 
