@@ -35,10 +35,12 @@ bool ParseLimit(std::string_view body, Limit* l) {
   doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
   if (doc.HasParseError() || !doc.IsObject()) return false;
   auto field = [&](const char* name, int64_t* out) {
-    auto it = doc.FindMember(name);
-    if (it == doc.MemberEnd()) return true;
-    if (!it->value.IsInt64()) return false;
-    *out = it->value.GetInt64();
+    // (HasMember, not FindMember: comparing RapidJSON 1.1's member iterators is ambiguous
+    // in C++20.)
+    if (!doc.HasMember(name)) return true;
+    const rapidjson::Value& v = doc[name];
+    if (!v.IsInt64()) return false;
+    *out = v.GetInt64();
     return true;
   };
   return field("read", &l->read) && field("write", &l->write) && field("interval", &l->interval_s);
