@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "http/dashboard.h"
 #include "http/json.h"
 #include "http/names.h"
 #include "http/response.h"
@@ -413,21 +414,28 @@ bool AdminService::Authorized(const Request& r) const {
 }
 
 void AdminService::Handle(Exchange& ex) {
-  // As lmstfy: the token and limit routes need an account; probes and scrapes do not. Which
-  // route it is follows from the decoded path, as routing does ("/%74oken/ns" is a token
-  // route too).
+  // As lmstfy: the token and limit routes need an account; probes and scrapes do not; the
+  // dashboard does (it can act on jobs). Which route it is follows from the decoded path,
+  // as routing does ("/%74oken/ns" is a token route too).
+  std::string_view path = ex.request.target;
   Target target;
-  bool guarded = false;
-  if (!accounts_.empty() && target.Parse(ex.request.target)) {
-    const std::vector<std::string>& seg = target.segments();
-    guarded = (seg.size() >= 2 && seg[0] == "token") || (seg.size() == 1 && seg[0] == "limits");
-  }
+  bool parsed = target.Parse(path);
+  const std::vector<std::string>& seg = target.segments();
+  bool dashboard =
+      dashboard_ && (Dashboard::Serves(path) || (parsed && !seg.empty() && seg[0] == "dashboard"));
+  bool guarded = dashboard || (parsed && ((seg.size() >= 2 && seg[0] == "token") ||
+                                          (seg.size() == 1 && seg[0] == "limits")));
   if (guarded && !Authorized(ex.request)) {
     ex.route = "unauthorized";
     Error(&ex.response, 401, "unauthorized");
     ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
     return;
   }
+  if (dashboard && host_.recovering()) {  // the jobs are not all back yet
+    ex.route = "recovering";
+    return Error(&ex.response, 503, "recovering");
+  }
+  if (dashboard) return dashboard_->Handle(ex);
   AdminCall(ex, tokens_, host_).Run();
 }
 

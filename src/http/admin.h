@@ -15,6 +15,7 @@
 namespace stalkd::http {
 
 class TokenStore;
+class Dashboard;
 
 // What the admin API asks of the server it runs in.
 class AdminHost {
@@ -46,6 +47,9 @@ class AdminService final : public Service {
 
   // Observes answered requests (for /metrics).
   void set_observer(ApiObserver* o) { observer_ = o; }
+  // Serves the web dashboard's paths (docs/DASHBOARD.md), behind the same basic auth as
+  // the token routes.
+  void set_dashboard(Dashboard* d) { dashboard_ = d; }
 
  private:
   bool Authorized(const Request& r) const;
@@ -54,6 +58,7 @@ class AdminService final : public Service {
   TokenStore& tokens_;
   AdminHost& host_;
   ApiObserver* observer_ = nullptr;
+  Dashboard* dashboard_ = nullptr;
   std::vector<std::string> accounts_;  // "user:password"; empty: no auth
 };
 

@@ -142,6 +142,7 @@ class Metrics {
   void ObserveRunTime(std::string_view tube, Nanos reserved_to_deleted);
 
   size_t max_tubes() const { return max_tubes_; }
+  const Histogram& binlog_sync() const { return binlog_sync_; }
 
  private:
   friend class MetricsWriter;

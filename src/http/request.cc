@@ -43,6 +43,7 @@ void Request::Clear() {
   token.clear();
   authorization.clear();
   request_id.clear();
+  requested_with.clear();
   expect_continue = false;
   attributes.clear();
   if (body.capacity() > kBodyReserve) {
@@ -99,6 +100,8 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       r_.token.assign(v);
     } else if (EqualsNoCase(n, "x-request-id")) {
       r_.request_id.assign(v);
+    } else if (EqualsNoCase(n, "x-requested-with")) {
+      r_.requested_with.assign(v);
     } else if (EqualsNoCase(n, "expect")) {
       // An HTTP/1.0 client's expectation is ignored (RFC 9110, 10.1.1).
       r_.expect_continue = r_.version >= 11 && EqualsNoCase(v, "100-continue");

@@ -24,6 +24,7 @@ struct Request {
   std::string token;             // X-Token
   std::string authorization;     // Authorization
   std::string request_id;        // X-Request-ID, if the client sent one
+  std::string requested_with;    // X-Requested-With (the dashboard's changing requests)
   bool expect_continue = false;  // Expect: 100-continue
   std::vector<std::pair<std::string, std::string>> attributes;  // Job-Attr-<name>: value
   std::string body;

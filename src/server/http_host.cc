@@ -79,8 +79,10 @@ HttpHost::HttpHost(Server& server, const Options& options)
       options_(options),
       api_(server.clock(), *this, this, ApiOptionsFor(options)),
       admin_(server.clock(), tokens_, *this),
-      metrics_(options.metrics_max_tubes) {
+      metrics_(options.metrics_max_tubes),
+      dashboard_(server.clock(), server.store(), *this) {
   admin_.set_observer(this);
+  admin_.set_dashboard(&dashboard_);
 }
 
 HttpHost::~HttpHost() = default;
@@ -119,6 +121,8 @@ std::unique_ptr<http::Task> HttpHost::ScrapeMetrics(command::Session& s, http::R
   return std::make_unique<ScrapeTask>(s, metrics_, server_.BinlogMetricsNow());
 }
 
+http::BinlogMetrics HttpHost::BinlogNow() const { return server_.BinlogMetricsNow(); }
+
 Nanos HttpHost::Now() const { return server_.clock().Now(); }
 
 std::string_view HttpHost::version() const { return kVersion; }
@@ -128,6 +132,7 @@ bool HttpHost::ready() const { return !server_.draining() && !server_.recovering
 bool HttpHost::recovering() const { return server_.recovering(); }
 
 Nanos HttpHost::CheckRequestTimeouts(Nanos now) {
+  if (!server_.recovering()) dashboard_.Tick(now);
   Nanos limit = options_.http_request_timeout_s * kSecond;
   if (now < next_check_) return next_check_;
   next_check_ = now + kSecond;

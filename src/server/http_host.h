@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include "base/clock.h"
 #include "http/admin.h"
 #include "http/api.h"
+#include "http/dashboard.h"
 #include "http/metrics.h"
 #include "http/tokens.h"
 #include "server/options.h"
@@ -18,11 +20,12 @@ class Server;
 class Connection;
 
 // The HTTP side of a server (docs/HTTP.md): the tokens and their limits, the lmstfy API and
-// admin services its HTTP listeners serve, what those services ask of the server, and the
-// slow-client timeout of HTTP requests.
+// admin services its HTTP listeners serve, the dashboard, what those ask of the server, and
+// the slow-client timeout of HTTP requests.
 class HttpHost final : public http::Access,
                        public http::ApiObserver,
                        public http::AdminHost,
+                       public http::DashboardHost,
                        public command::Observer {
  public:
   HttpHost(Server& server, const Options& options);
@@ -45,6 +48,7 @@ class HttpHost final : public http::Access,
   void OnCommand(command::Verb v, Nanos latency) override { metrics_.ObserveCommand(v, latency); }
   void OnFirstReserve(std::string_view tube, Nanos waited) override {
     metrics_.ObserveQueueLatency(tube, waited);
+    dashboard_.OnFirstReserve(tube);
   }
   void OnRunDone(std::string_view tube, Nanos ran) override { metrics_.ObserveRunTime(tube, ran); }
   // AdminHost.
@@ -52,15 +56,20 @@ class HttpHost final : public http::Access,
   bool ready() const override;
   bool recovering() const override;
   std::unique_ptr<http::Task> ScrapeMetrics(command::Session& s, http::Response* resp) override;
+  // DashboardHost.
+  http::BinlogMetrics BinlogNow() const override;
+  const http::Histogram& BinlogSyncs() const override { return metrics_.binlog_sync(); }
 
   // HTTP connections, for the request timeout.
   void Opened(Connection* c) { connections_.insert(c); }
   void Closed(Connection* c) { connections_.erase(c); }
-  // Answers 408 to requests that began arriving longer ago than --http-request-timeout;
-  // returns when it should next be called.
+  // Answers 408 to requests that began arriving longer ago than --http-request-timeout,
+  // and lets the dashboard sample; returns when it should next be called.
   Nanos CheckRequestTimeouts(Nanos now);
-  bool has_connections() const { return !connections_.empty(); }
-  Nanos next_check() const { return next_check_; }
+  // When CheckRequestTimeouts next has work (kForever: none).
+  Nanos next_check() const {
+    return std::min(connections_.empty() ? kForever : next_check_, dashboard_.next_tick());
+  }
 
  private:
   Server& server_;
@@ -69,6 +78,7 @@ class HttpHost final : public http::Access,
   http::ApiService api_;
   http::AdminService admin_;
   http::Metrics metrics_;
+  http::Dashboard dashboard_;
   std::unordered_set<Connection*> connections_;
   Nanos next_check_ = 0;
 };

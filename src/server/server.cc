@@ -369,7 +369,7 @@ Nanos Server::PollTimeout() {
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
   next = std::min(next, binlog_deadline_);
   if (!blocked_.empty()) next = std::min(next, now + kSecond);  // CheckBlocked's period
-  if (http_ && http_->has_connections()) next = std::min(next, http_->next_check());
+  if (http_) next = std::min(next, http_->next_check());
   if (next == kForever) return -1;
   if (next <= now) return 0;
   // A timer due sooner than this waits this long, so a steady stream of deadlines (delayed

@@ -1,0 +1,358 @@
+// End-to-end tests of stalkd's web dashboard (docs/DASHBOARD.md) in Debian's headless
+// chromium, driven by playwright-core. Started by run_browser_tests.py, which runs stalkd
+// (with --admin-http, --admin-accounts and -b) and passes in the environment:
+//   STALKD_ADMIN_URL   http://127.0.0.1:<admin port>
+//   STALKD_TEXT_PORT   the text protocol's port
+//   STALKD_USER, STALKD_PASSWORD   an account of the --admin-accounts file
+//   STALKD_SCREENSHOTS where the screenshots go (kept as test artifacts)
+//   CHROMIUM           the browser (default /usr/bin/chromium; nothing is ever downloaded)
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+
+const base = process.env.STALKD_ADMIN_URL;
+const textPort = Number(process.env.STALKD_TEXT_PORT);
+const user = process.env.STALKD_USER;
+const password = process.env.STALKD_PASSWORD;
+const shots = process.env.STALKD_SCREENSHOTS;
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+// The page polls every 2 s; a change shows within one poll, so this is generous.
+const SEEN_MS = 8000;
+
+// ---------------------------------------------------------------------------- a client
+
+// A beanstalkd text protocol client: one command at a time, replies parsed as they come.
+class Beanstalk {
+  static connect(port) {
+    return new Promise((resolve, reject) => {
+      const sock = net.createConnection({ host: '127.0.0.1', port }, () => resolve(new Beanstalk(sock)));
+      sock.once('error', reject);
+    });
+  }
+  constructor(sock) {
+    this.sock = sock;
+    this.buf = Buffer.alloc(0);
+    this.waiting = null;
+    sock.on('data', (d) => {
+      this.buf = Buffer.concat([this.buf, d]);
+      this.pump();
+    });
+  }
+  pump() {
+    if (!this.waiting) return;
+    const eol = this.buf.indexOf('\r\n');
+    if (eol < 0) return;
+    const line = this.buf.subarray(0, eol).toString('latin1');
+    const words = line.split(' ');
+    let end = eol + 2;
+    let body = null;
+    if (['OK', 'RESERVED', 'FOUND'].includes(words[0])) {
+      const n = Number(words[words.length - 1]);
+      if (this.buf.length < end + n + 2) return;
+      body = this.buf.subarray(end, end + n);
+      end += n + 2;
+    }
+    this.buf = this.buf.subarray(end);
+    const w = this.waiting;
+    this.waiting = null;
+    w({ line, words, body });
+  }
+  cmd(line, body) {
+    assert.equal(this.waiting, null, 'one command at a time');
+    return new Promise((resolve) => {
+      this.waiting = resolve;
+      const parts = [Buffer.from(line + '\r\n', 'latin1')];
+      if (body !== undefined) parts.push(Buffer.from(body), Buffer.from('\r\n'));
+      this.sock.write(Buffer.concat(parts));
+      this.pump();
+    });
+  }
+  async put(body, { pri = 0, delay = 0, ttr = 60 } = {}) {
+    const b = Buffer.from(body);
+    const r = await this.cmd(`put ${pri} ${delay} ${ttr} ${b.length}`, b);
+    assert.equal(r.words[0], 'INSERTED', r.line);
+    return Number(r.words[1]);
+  }
+  async stats(what) {
+    const r = await this.cmd(what);
+    assert.equal(r.words[0], 'OK', `${what}: ${r.line}`);
+    const out = {};
+    for (const l of r.body.toString().split('\n')) {
+      const m = /^([\w-]+): "?(.*?)"?$/.exec(l);
+      if (m) out[m[1]] = m[2];
+    }
+    return out;
+  }
+  close() {
+    this.sock.destroy();
+  }
+}
+
+// ---------------------------------------------------------------------------- the browser
+
+let userDir;
+let ctx;
+let page;
+let bs;
+let keeper;  // watches the tubes the tests purge, so they outlive their jobs
+const problems = [];
+
+async function shot(name) {
+  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+}
+
+// Waits until the locator's element shows exactly `text` (trimmed).
+async function seeText(selector, text, timeout = SEEN_MS) {
+  const want = text instanceof RegExp ? text : new RegExp(`^\\s*${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s*$`);
+  await page.locator(selector, { hasText: want }).first().waitFor({ timeout });
+}
+
+async function confirm(fields = {}) {
+  const dialog = page.locator('dialog#confirm');
+  await dialog.waitFor({ state: 'visible' });
+  for (const [name, value] of Object.entries(fields)) {
+    const el = dialog.locator(`[name="${name}"]`);
+    if ((await el.evaluate((e) => e.tagName)) === 'SELECT') await el.selectOption(value);
+    else await el.fill(String(value));
+  }
+  await dialog.locator('button[value="ok"]').click();
+  await dialog.waitFor({ state: 'hidden' });
+}
+
+async function waitFor(pred, timeout = SEEN_MS) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const v = await pred();
+    if (v) return v;
+    if (Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+before(async () => {
+  assert.ok(base && textPort && shots, 'run by run_browser_tests.py');
+  fs.mkdirSync(shots, { recursive: true });
+  userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'stalkd-chromium-'));
+  ctx = await chromium.launchPersistentContext(userDir, {
+    executablePath,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+    viewport: { width: 1280, height: 900 },
+    httpCredentials: { username: user, password },
+  });
+  page = ctx.pages()[0] || (await ctx.newPage());
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    // A failed request is reported below, with its address.
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) {
+      problems.push(`console error: ${m.text()}`);
+    }
+  });
+  page.on('response', (r) => {
+    if (r.status() >= 400) problems.push(`${r.status()} for ${r.request().method()} ${r.url()}`);
+  });
+  // Everything comes from the server itself: no CDN, no other origin.
+  page.on('request', (r) => {
+    if (!r.url().startsWith(base + '/')) problems.push(`request elsewhere: ${r.url()}`);
+  });
+  bs = await Beanstalk.connect(textPort);
+  keeper = await Beanstalk.connect(textPort);
+});
+
+after(async () => {
+  if (ctx) await ctx.close();
+  if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
+  if (bs) bs.close();
+  if (keeper) keeper.close();
+});
+
+// ---------------------------------------------------------------------------- scenarios
+
+test('the dashboard needs the admin account', async () => {
+  for (const p of ['/', '/dashboard/app.js', '/dashboard/api/server']) {
+    const res = await fetch(base + p);
+    assert.equal(res.status, 401, p);
+    assert.match(res.headers.get('www-authenticate') || '', /^Basic /);
+  }
+});
+
+test('the overview loads', async () => {
+  await page.goto(base + '/');
+  await seeText('#server .card-value', /stalkd 1\.13\./);
+  await page.locator('#tubes-table tr[data-tube="default"]').waitFor();
+  await seeText('#server .card', /Binlog/);
+  assert.match(await page.locator('#server').innerText(), /1 file/);
+  await shot('01-overview');
+});
+
+test('a job put over the text protocol appears', async () => {
+  await keeper.cmd('watch e2e-live');
+  await bs.cmd('use e2e-live');
+  await bs.put('hello from the text protocol');
+  await seeText('#tubes-table tr[data-tube="e2e-live"] td[data-col="ready"]', '1');
+  await bs.put('and another one');
+  await seeText('#tubes-table tr[data-tube="e2e-live"] td[data-col="ready"]', '2');
+  await shot('02-overview-text-put');
+});
+
+test('the tube list is searched and sorted on the server', async () => {
+  await page.fill('#search', 'E2E-LI');
+  await page.locator('#tubes-table tr[data-tube="default"]').waitFor({ state: 'detached' });
+  await page.locator('#tubes-table tr[data-tube="e2e-live"]').waitFor();
+  assert.equal(await page.locator('#tubes-table tbody tr').count(), 1);
+  await page.fill('#search', '');
+  await page.selectOption('#sort', 'ready');
+  await seeText('#tubes-table tbody tr:first-child th', 'e2e-live');
+  await page.selectOption('#sort', 'name');
+});
+
+test('ready age: the next job, and the oldest when priorities differ', async () => {
+  await keeper.cmd('watch e2e-prio');
+  await bs.cmd('use e2e-prio');
+  const old = await bs.put('old and unimportant', { pri: 100 });
+  const urgent = await bs.put('new and urgent', { pri: 1 });
+  await page.goto(`${base}/#/tube/e2e-prio`);
+  await seeText('#tube-stats a[href="#/job/' + urgent + '"]', `next: job ${urgent}`);
+  await seeText('#oldest-ready', new RegExp(`^oldest: job ${old}, \\d+s$`));
+  await bs.cmd(`delete ${old}`);
+  await page.locator('#oldest-ready').waitFor({ state: 'detached' });
+});
+
+let buried;
+test('browse a buried job', async () => {
+  await keeper.cmd('watch e2e-dead');
+  await bs.cmd('use e2e-dead');
+  buried = await bs.put(JSON.stringify({ order: 42, items: ['tea', 'cake'] }), { pri: 7 });
+  await bs.cmd('watch e2e-dead');
+  await bs.cmd('ignore default');
+  const r = await bs.cmd('reserve-with-timeout 0');
+  assert.match(r.line, new RegExp(`^RESERVED ${buried} `));
+  assert.equal((await bs.cmd(`bury ${buried} 7`)).line, 'BURIED');
+
+  await page.goto(base + '/');
+  await page.locator('#tubes-table tr[data-tube="e2e-dead"] a').click();
+  await seeText('h1', 'e2e-dead');
+  await seeText('[data-stat="buried"]', '1');
+  await page.locator('.tabs button[data-state="buried"]').click();
+  await page.locator(`#jobs-table tr[data-job="${buried}"]`).waitFor();
+  assert.match(await page.locator(`#jobs-table tr[data-job="${buried}"]`).innerText(), /"order":42/);
+  await shot('03-tube-buried');
+
+  await page.locator(`#jobs-table tr[data-job="${buried}"] a`).click();
+  await seeText('dd[data-field="State"]', 'buried');
+  await seeText('dd[data-field="Bury reason"]', 'bury');
+  await seeText('dd[data-field="Priority"]', '7');
+  await seeText('#job-body', /"order": 42,\n\s+"items": \[/);
+  await shot('04-job-buried');
+});
+
+test('kick it', async () => {
+  await page.locator('#job-kick').click();
+  await confirm();
+  await seeText('#toast', `Kicked job ${buried}`);
+  await seeText('dd[data-field="State"]', 'ready');
+  const st = await bs.stats(`stats-job ${buried}`);
+  assert.equal(st.state, 'ready');
+  assert.equal(st.kicks, '1');
+  await shot('05-job-kicked');
+});
+
+test('a binary body shows as hex', async () => {
+  await bs.cmd('use e2e-binary');
+  const id = await bs.put(Buffer.from([0, 1, 2, 0xff, 0xfe, 0x0a, 0x0d, 0x41]));
+  await page.goto(`${base}/#/job/${id}`);
+  await seeText('#job-body', /^00000000  00 01 02 ff fe 0a 0d 41\s+\|\.\.\.\.\.\.\.A\|$/);
+  assert.equal(await page.locator('.body-viewer button[data-mode="json"]').isDisabled(), true);
+  await page.locator('.body-viewer button[data-mode="text"]').click();
+  await seeText('#job-body', '\\x00\\x01\\x02\\xff\\xfe\n\\x0dA');
+  await shot('06-job-binary');
+});
+
+test('purge a tube', async () => {
+  await bs.cmd('use e2e-dead');
+  for (let i = 0; i < 3; i++) await bs.put(`ready ${i}`);
+  await bs.put('later', { delay: 3600 });
+  await page.goto(`${base}/#/tube/e2e-dead`);
+  await seeText('[data-stat="ready"]', '4');
+  await seeText('[data-stat="delayed"]', '1');
+  await page.locator('#purge').click();
+  await confirm({ state: 'all' });
+  await seeText('#toast', 'Purged 5 jobs');
+  await seeText('[data-stat="ready"]', '0');
+  await seeText('[data-stat="delayed"]', '0');
+  const st = await bs.stats('stats-tube e2e-dead');
+  assert.equal(st['current-jobs-ready'], '0');
+  assert.equal(st['current-jobs-delayed'], '0');
+  await shot('07-tube-purged');
+});
+
+test('pause and resume', async () => {
+  await page.goto(`${base}/#/tube/e2e-live`);
+  await seeText('[data-stat="ready"]', '2');
+  await page.locator('#pause').click();
+  await confirm({ seconds: 300 });
+  await page.locator('#paused-badge').waitFor();
+  assert.equal((await bs.stats('stats-tube e2e-live')).pause, '300');
+  await shot('08-tube-paused');
+  await page.goto(`${base}/#/`);
+  await seeText('#tubes-table tr[data-tube="e2e-live"] td[data-col="paused"]', /paused/);
+  await page.goto(`${base}/#/tube/e2e-live`);
+  await page.locator('#resume').click();
+  await confirm();
+  await page.locator('#paused-badge').waitFor({ state: 'detached' });
+  await page.locator('#pause').waitFor();
+  assert.equal((await bs.stats('stats-tube e2e-live')).pause, '0');
+  await shot('09-tube-resumed');
+});
+
+test('move and delete jobs', async () => {
+  await page.goto(`${base}/#/tube/e2e-live`);
+  const first = page.locator('#jobs-table tbody tr').first();
+  const id = Number(await first.getAttribute('data-job'));
+  await first.locator('button[data-action="move"]').click();
+  await confirm({ to: 'e2e-moved' });
+  await seeText('#toast', new RegExp(`Moved job ${id} to e2e-moved as job \\d+`));
+  await seeText('[data-stat="ready"]', '1');
+  assert.equal((await bs.stats('stats-tube e2e-moved'))['current-jobs-ready'], '1');
+  assert.equal((await bs.cmd(`stats-job ${id}`)).line, 'NOT_FOUND');
+
+  const other = Number(await page.locator('#jobs-table tbody tr').first().getAttribute('data-job'));
+  await page.locator(`#jobs-table tr[data-job="${other}"] button[data-action="delete"]`).click();
+  await confirm();
+  await seeText('#toast', `Deleted job ${other}`);
+  await seeText('[data-stat="ready"]', '0');
+  assert.equal((await bs.cmd(`stats-job ${other}`)).line, 'NOT_FOUND');
+});
+
+test('on a phone', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${base}/#/`);
+  await page.locator('#tubes-table tr[data-tube="e2e-moved"]').waitFor();
+  // The least needed columns give way; the table fits the screen.
+  assert.equal(await page.locator('#tubes-table th', { hasText: 'Put/s' }).isVisible(), false);
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 390, `the page is ${width} px wide`);
+  await shot('10-phone-overview');
+  await page.goto(`${base}/#/tube/e2e-moved`);
+  await seeText('[data-stat="ready"]', '1');
+  await shot('11-phone-tube');
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+test('nothing went wrong in the page', () => {
+  assert.deepEqual(problems, []);
+});
