@@ -613,29 +613,31 @@ bool Engine::Delete(Session* s, uint64_t id) {
   return true;
 }
 
-bool Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
+Engine::Changed Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
   Job* j = OwnReserved(s, id);
-  if (!j) return false;
+  if (!j) return {Changed::kNotFound};
+  if (!Recordable(*j)) return {Changed::kNoRoom};
   TakeOut(j);
   j->pri = pri;
   JobCold& c = ColdOf(j);  // it has one: it was reserved
   c.delay_s = delay_s;
   c.counts.releases++;
   Return(j, delay_s, BuryReason::kRelease);
-  return true;
+  return {Changed::kDone};
 }
 
-bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
+Engine::Changed Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
   Job* j = OwnReserved(s, id);
-  if (!j) return false;
+  if (!j) return {Changed::kNotFound};
+  if (!Recordable(*j)) return {Changed::kNoRoom};
   TakeOut(j);
   j->pri = pri;
   ColdOf(j).counts.buries++;
-  if (ExpireIfPending(j)) return true;
+  if (ExpireIfPending(j)) return {Changed::kDone};
   MakeBuried(j);
   if (JobExtra* x = j->extra()) x->bury_reason = BuryReason::kCommand;
   Logged(j);
-  return true;
+  return {Changed::kDone};
 }
 
 bool Engine::Touch(Session* s, uint64_t id) {
@@ -650,14 +652,16 @@ bool Engine::Touch(Session* s, uint64_t id) {
   return true;
 }
 
-bool Engine::KickJob(uint64_t id) {
+Engine::Changed Engine::KickJob(uint64_t id) {
   Job* j = jobs_.Find(id);
-  if (!j || (j->state() != JobState::kBuried && j->state() != JobState::kDelayed)) return false;
-  Kick(j);
-  return true;
+  if (!j || (j->state() != JobState::kBuried && j->state() != JobState::kDelayed)) {
+    return {Changed::kNotFound};
+  }
+  return {Kick(j) ? Changed::kDone : Changed::kNoRoom};
 }
 
-void Engine::Kick(Job* j) {
+bool Engine::Kick(Job* j) {
+  if (!Recordable(*j)) return false;
   TakeOut(j);
   ColdOf(j).counts.kicks++;
   if (JobExtra* x = j->extra()) {
@@ -667,17 +671,28 @@ void Engine::Kick(Job* j) {
   MakeReady(j);
   Logged(j);
   ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
+  return true;
 }
 
-uint32_t Engine::KickBuried(Tube* t, uint32_t n) {
+uint32_t Engine::KickBuried(Tube* t, uint32_t n, bool* no_room) {
   uint32_t i = 0;
-  for (; i < n && !t->buried.empty(); i++) Kick(t->buried.front());
+  for (; i < n && !t->buried.empty(); i++) {
+    if (!Kick(t->buried.front())) {
+      if (no_room) *no_room = true;
+      break;
+    }
+  }
   return i;
 }
 
-uint32_t Engine::KickDelayed(Tube* t, uint32_t n) {
+uint32_t Engine::KickDelayed(Tube* t, uint32_t n, bool* no_room) {
   uint32_t i = 0;
-  for (; i < n && !t->delayed.empty(); i++) Kick(t->delayed.top());
+  for (; i < n && !t->delayed.empty(); i++) {
+    if (!Kick(t->delayed.top())) {
+      if (no_room) *no_room = true;
+      break;
+    }
+  }
   return i;
 }
 

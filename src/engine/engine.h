@@ -154,17 +154,26 @@ class Engine {
   Job* ReserveJob(Session* s, uint64_t id);
 
   // --- commands on a job ---
-  // Each returns false for NOT_FOUND.
+  // Delete and Touch return false for NOT_FOUND.
   bool Delete(Session* s, uint64_t id);
-  bool Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s);
-  bool Bury(Session* s, uint64_t id, uint32_t pri);
   bool Touch(Session* s, uint64_t id);
-  bool KickJob(uint64_t id);
+  // What a command that changes a job did: true when done; else NOT_FOUND, or refused
+  // because the job log cannot record the change (JobLog::CanUpdate false: a full disk),
+  // which leaves the job as it was.
+  struct Changed {
+    enum Result : uint8_t { kDone, kNotFound, kNoRoom } result;
+    explicit operator bool() const { return result == kDone; }
+  };
+  Changed Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s);
+  Changed Bury(Session* s, uint64_t id, uint32_t pri);
+  Changed KickJob(uint64_t id);
   // Kick up to n buried jobs of t (oldest buried first), or n delayed ones (soonest first).
-  uint32_t KickBuried(Tube* t, uint32_t n);
-  uint32_t KickDelayed(Tube* t, uint32_t n);
+  // They stop early, with *no_room set, at a job whose change the log cannot record.
+  uint32_t KickBuried(Tube* t, uint32_t n, bool* no_room = nullptr);
+  uint32_t KickDelayed(Tube* t, uint32_t n, bool* no_room = nullptr);
   // lmstfy's dead-letter respawn: kicks up to n buried jobs of t (oldest buried first),
-  // each with one try and a new TTL of ttl_s seconds from now (0: none).
+  // each with one try and a new TTL of ttl_s seconds from now (0: none). Stops early at a
+  // job whose change the log cannot record.
   uint32_t Respawn(Tube* t, uint32_t n, uint32_t ttl_s);
 
   // Deletes up to `budget` of t's jobs in the given states (buried, then delayed, then
@@ -177,9 +186,10 @@ class Engine {
                     std::vector<uint64_t>* out) const;
   static constexpr uint64_t kListScan = 65536;
 
-  // A tube's default tries, kept by name apart from the tube (0: none). Set logs the change;
-  // Restore (at start-up) does not.
-  void SetTubeTries(std::string_view tube, uint32_t tries);
+  // A tube's default tries, kept by name apart from the tube (0: none). Set logs the change,
+  // or returns false and changes nothing if the log cannot record it (a full disk); Restore
+  // (at start-up) does not log.
+  bool SetTubeTries(std::string_view tube, uint32_t tries);
   void RestoreTubeTries(std::string_view tube, uint32_t tries);
   uint32_t TubeTries(std::string_view tube) const;
   template <typename Fn>
@@ -274,7 +284,8 @@ class Engine {
   void MakeBuried(Job* j);
   void TakeOut(Job* j);  // removes j from wherever it is and fixes the counters
   void ReserveFor(Session* s, Job* j, const ReserveOptions& opts);
-  void Kick(Job* j);            // a buried or delayed job to ready
+  // A buried or delayed job to ready; false (nothing done) if the log cannot record it.
+  bool Kick(Job* j);
   void MarkWorker(Session* s);  // counted in current-workers from its first reserve
   // j's cold part, allocated (and accounted in memory_used_) on first use.
   JobCold& ColdOf(Job* j);
@@ -314,6 +325,12 @@ class Engine {
 
   void Logged(const Job* j) {
     if (log_) log_->Update(*j);
+  }
+  // Whether a command may change j: the log can record it (JobLog::CanUpdate), or j is
+  // deleted instead (its TTL passed while it was reserved), which the log always records.
+  bool Recordable(const Job& j) const {
+    const JobExtra* x = j.extra();
+    return !log_ || (x && x->expire_pending) || log_->CanUpdate(j);
   }
 
   const Clock& clock_;
