@@ -63,10 +63,39 @@ int main(int argc, char** argv) {
             opts.port.c_str(), error.c_str());
     return kExitListen;
   }
+  // The HTTP listeners (docs/HTTP.md) are bound now, so a taken port stops start-up before
+  // recovery.
+  int api_fd = -1, admin_fd = -1;
+  struct {
+    const std::string& address;
+    const std::string& port;
+    int* fd;
+    const char* flag;
+  } https[] = {
+      {opts.http_address, opts.http_port, &api_fd, "--http"},
+      {opts.admin_address, opts.admin_port, &admin_fd, "--admin-http"},
+  };
+  for (const auto& h : https) {
+    if (h.port.empty()) continue;
+    *h.fd = stalkd::net::Listen(h.address, h.port, &error, -1);
+    if (*h.fd < 0) {
+      fprintf(stderr, "stalkd: %s: cannot listen on %s port %s: %s\n", h.flag, h.address.c_str(),
+              h.port.c_str(), error.c_str());
+      return kExitListen;
+    }
+  }
   if (!opts.user.empty() && !BecomeUser(opts.user)) return kExitUser;
 
   stalkd::SystemClock clock;
   stalkd::server::Server server(opts, clock);
+  auto add = [&](int lfd, stalkd::server::ConnectionFactory make) {
+    if (server.AddListener(lfd, make)) return true;
+    fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
+    return false;
+  };
+  // The admin listener serves from the start: while the binlog is replayed it answers
+  // /healthz, and /readyz with 503 "recovering". The others open once every job is back.
+  if (admin_fd >= 0 && !add(admin_fd, &stalkd::server::MakeAdminConnection)) return 1;
   if (!opts.binlog_dir.empty()) {
     int code = 1;
     if (!server.OpenBinlog(&error, &code)) {
@@ -74,44 +103,22 @@ int main(int argc, char** argv) {
       return code;
     }
   }
-  if (!server.AddListener(fd) || !server.HandleSignals()) {
-    fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
+  if (stalkd::server::HttpHost* http = server.http(); http && !http->Open(&error)) {
+    fprintf(stderr, "stalkd: %s\n", error.c_str());
     return 1;
   }
-  // The HTTP listeners (docs/HTTP.md) open once the binlog is recovered, so a client that
-  // reaches them sees every restored job.
-  if (stalkd::server::HttpHost* http = server.http()) {
-    if (!http->Open(&error)) {
-      fprintf(stderr, "stalkd: %s\n", error.c_str());
-      return 1;
-    }
-    struct {
-      const std::string& address;
-      const std::string& port;
-      stalkd::server::ConnectionFactory make;
-      const char* flag;
-    } https[] = {
-        {opts.http_address, opts.http_port, &stalkd::server::MakeApiConnection, "--http"},
-        {opts.admin_address, opts.admin_port, &stalkd::server::MakeAdminConnection, "--admin-http"},
-    };
-    for (const auto& h : https) {
-      if (h.port.empty()) continue;
-      int hfd = stalkd::net::Listen(h.address, h.port, &error, -1);
-      if (hfd < 0) {
-        fprintf(stderr, "stalkd: %s: cannot listen on %s port %s: %s\n", h.flag, h.address.c_str(),
-                h.port.c_str(), error.c_str());
-        return kExitListen;
-      }
-      if (!server.AddListener(hfd, h.make)) {
-        fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
-        return 1;
-      }
-      if (opts.verbosity > 0) printf("%s %s\n", h.flag, stalkd::net::DescribeListener(hfd).c_str());
-    }
+  if (!add(fd, &stalkd::server::MakeTextConnection)) return 1;
+  if (api_fd >= 0 && !add(api_fd, &stalkd::server::MakeApiConnection)) return 1;
+  if (!server.HandleSignals()) {
+    fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
+    return 1;
   }
   if (opts.verbosity > 0) {
     printf("pid %d\n", static_cast<int>(getpid()));
     printf("bind %d %s\n", fd, stalkd::net::DescribeListener(fd).c_str());
+    for (const auto& h : https) {
+      if (*h.fd >= 0) printf("%s %s\n", h.flag, stalkd::net::DescribeListener(*h.fd).c_str());
+    }
   }
   server.Run();
   return 0;

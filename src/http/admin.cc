@@ -94,6 +94,12 @@ bool StripPool(std::string_view raw, std::string_view* token) {
 void AdminCall::Run() {
   Method m = ex_.request.method;
   if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  bool probe = target_.segments().size() == 1 &&
+               (target_.segments()[0] == "healthz" || target_.segments()[0] == "readyz");
+  if (host_.recovering() && !probe) {
+    Route("recovering");
+    return Fail(503, "recovering");
+  }
   const std::vector<std::string>& seg = target_.segments();
   bool get = m == Method::kGet || m == Method::kHead;
   if (seg.size() == 1 && get) {
@@ -104,6 +110,7 @@ void AdminCall::Run() {
     }
     if (s == "readyz") {
       Route("readyz");
+      if (host_.recovering()) return Status(503, "recovering");
       if (host_.ready()) return Status(200, "ready");
       return Status(503, "draining");
     }
@@ -176,16 +183,32 @@ void AdminCall::Tokens(const std::string& ns) {
     return Fail(404, "api not found");
   }
   Route("new_token");
-  // The description comes from the query or a form body, as Go's Request.Form.
+  // Parameters come from a form body or the query, as Go's Request.Form (the body's
+  // value wins).
   Target form;
-  std::string_view description;
-  if (auto d = target_.Query("description")) {
-    description = *d;
-  } else if (form.Parse("/?" + ex_.request.body)) {
-    if (auto fd = form.Query("description")) description = *fd;
-  }
+  if (!form.Parse("/?" + ex_.request.body)) form.Parse("/");
+  auto param = [&](std::string_view name) -> std::string_view {
+    if (auto v = form.Query(name)) return *v;
+    if (auto v = target_.Query(name)) return *v;
+    return {};
+  };
+  std::string_view description = param("description");
+  std::string_view chosen = param("token");
+  std::string_view pool = param("pool");
   if (description.empty() || description.size() > 1024) {
     return Fail(400, "invalid description");
+  }
+  if (!chosen.empty()) {
+    if (size_t colon = chosen.find(':'); colon != std::string_view::npos) {
+      pool = chosen.substr(0, colon);
+      chosen = chosen.substr(colon + 1);
+    }
+    if (chosen.size() < 20) return Fail(400, "the user token was too short");
+    bool ok = chosen.size() <= 128 && std::all_of(chosen.begin(), chosen.end(), [](char c) {
+                return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_' || c == '.';
+              });
+    if (!ok) return Fail(400, "invalid user token");
   }
   if (ns.size() > kMaxNameLength) return Fail(400, "the namespace name was too long");
   std::string tube;
@@ -194,10 +217,19 @@ void AdminCall::Tokens(const std::string& ns) {
                          ? "the namespace name was too long"
                          : "namespace name contains forbidden characters");
   }
-  if (BadPool()) return;
+  if (!pool.empty() && pool != "default") return Fail(400, kNoPool);
   std::string token, error;
-  TokenStore::Status st = tokens_.Create(ns, description, ex_.now / kSecond, &token, &error);
+  TokenStore::Status st;
+  if (chosen.empty()) {
+    st = tokens_.Create(ns, description, ex_.now / kSecond, &token, &error);
+  } else {
+    token = chosen;
+    st = tokens_.CreateChosen(ns, description, ex_.now / kSecond, chosen, &error);
+  }
+  if (st == TokenStore::Status::kExists) return Fail(400, "the token has already existed");
   if (st != TokenStore::Status::kOk) return Fail(500, "cannot save the token: " + error);
+  // As lmstfy: a token made for a pool named in the request carries it as a prefix.
+  if (pool == "default") token = "default:" + token;
   resp().status = 201;
   JsonWriter w(&resp().body);
   w.StartObject();
@@ -266,6 +298,7 @@ void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
     case TokenStore::Status::kNotFound:
       return Fail(404, "token not found");
     case TokenStore::Status::kInvalid:
+    case TokenStore::Status::kExists:
       return Fail(400, "invalid limit");
     case TokenStore::Status::kFailed:
       return Fail(500, "cannot save the limits: " + error);

@@ -23,6 +23,8 @@ class AdminHost {
   // Ready to serve: recovery is done (the listeners accept only after it) and the server
   // is not draining.
   virtual bool ready() const = 0;
+  // The binlog is being replayed: only /healthz and /readyz are answered.
+  virtual bool recovering() const = 0;
   // Starts a /metrics scrape answered into *resp, now or through the returned task.
   virtual std::unique_ptr<Task> ScrapeMetrics(command::Session& s, Response* resp) = 0;
 

@@ -200,7 +200,7 @@ TokenStore::Status TokenStore::Create(std::string_view ns, std::string_view desc
     id = Hex(id_bytes, sizeof id_bytes);
   } while (tables_.by_id.contains(id));
   std::string t = id + "." + Hex(secret, sizeof secret);
-  Hash h = HashOf(t);
+  Hash h = HashOf(ns, t);
   Tables next = tables_;
   bool fresh =
       next.by_hash.emplace(h, Token{std::string(ns), id, std::string(description), now_s}).second;
@@ -209,6 +209,18 @@ TokenStore::Status TokenStore::Create(std::string_view ns, std::string_view desc
   Status s = Commit(std::move(next), error);
   if (s == Status::kOk) *token = std::move(t);
   return s;
+}
+
+TokenStore::Status TokenStore::CreateChosen(std::string_view ns, std::string_view description,
+                                            int64_t now_s, std::string_view token,
+                                            std::string* error) {
+  Hash h = HashOf(ns, token);
+  std::string id = Hex(h.data(), kIdBytes);
+  if (tables_.by_hash.contains(h) || tables_.by_id.contains(id)) return Status::kExists;
+  Tables next = tables_;
+  next.by_hash.emplace(h, Token{std::string(ns), id, std::string(description), now_s});
+  next.by_id.emplace(id, h);
+  return Commit(std::move(next), error);
 }
 
 TokenStore::Status TokenStore::Delete(std::string_view ns, std::string_view token_or_id,
@@ -224,7 +236,7 @@ TokenStore::Status TokenStore::Delete(std::string_view ns, std::string_view toke
 }
 
 bool TokenStore::Valid(std::string_view ns, std::string_view token, std::string_view* id) const {
-  auto it = tables_.by_hash.find(HashOf(token));
+  auto it = tables_.by_hash.find(HashOf(ns, token));
   if (it == tables_.by_hash.end() || it->second.ns != ns) return false;
   if (id) *id = it->second.id;
   return true;
@@ -269,25 +281,30 @@ TokenStore::Status TokenStore::RemoveLimit(std::string_view ns, std::string_view
   return Commit(std::move(next), error);
 }
 
-TokenStore::Hash TokenStore::HashOf(std::string_view token) {
+TokenStore::Hash TokenStore::HashOf(std::string_view ns, std::string_view token) {
   // Fetched once: EVP_sha256() makes every digest look the implementation up again (260 ns
   // a digest instead of 90).
   static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   STALKD_CHECK(sha256 != nullptr);
+  // The namespace is hashed with the token (a newline cannot be in a namespace), so the
+  // same token in two namespaces is two tokens, as in lmstfy.
+  std::string text;
+  text.reserve(ns.size() + 1 + token.size());
+  text.append(ns).push_back('\n');
+  text.append(token);
   Hash h;
-  STALKD_CHECK(EVP_Digest(token.data(), token.size(), h.data(), nullptr, sha256, nullptr) == 1);
+  STALKD_CHECK(EVP_Digest(text.data(), text.size(), h.data(), nullptr, sha256, nullptr) == 1);
   return h;
 }
 
 const TokenStore::Token* TokenStore::Lookup(const Tables& t, std::string_view ns,
                                             std::string_view token_or_id) {
   const Token* found = nullptr;
-  if (token_or_id.find('.') == std::string_view::npos) {
-    auto id = t.by_id.find(std::string(token_or_id));
-    if (id != t.by_id.end()) found = &t.by_hash.at(id->second);
-  } else {
-    auto it = t.by_hash.find(HashOf(token_or_id));
-    if (it != t.by_hash.end()) found = &it->second;
+  auto id = t.by_id.find(std::string(token_or_id));
+  if (id != t.by_id.end()) found = &t.by_hash.at(id->second);
+  if (!found || found->ns != ns) {
+    auto it = t.by_hash.find(HashOf(ns, token_or_id));
+    found = it != t.by_hash.end() ? &it->second : nullptr;
   }
   return found && found->ns == ns ? found : nullptr;
 }

@@ -15,7 +15,7 @@
 //
 // A token belongs to one namespace and reads "<id>.<secret>": the id is 12 hex digits
 // (48 random bits) that name the token in lists and deletes, the secret 32 hex digits (128
-// random bits), both from OpenSSL's RAND_bytes. Only the SHA-256 of the whole token is
+// random bits), both from OpenSSL's RAND_bytes. Only the SHA-256 of "<namespace>\n<token>" is
 // kept, never the token: Create returns it once. Checking a token is O(1): its hash is
 // looked up. Clients treat it as opaque, as lmstfy's; lmstfy's optional "pool:" prefix is
 // the front end's to strip.
@@ -48,6 +48,7 @@ class TokenStore {
     kOk,
     kNotFound,  // no token of the namespace is named so
     kInvalid,   // SetLimit: Throttler::Validate refuses the limit
+    kExists,    // CreateChosen: the token (or its id) is taken
     kFailed,    // the file could not be written (*error says why); nothing changed
   };
 
@@ -63,6 +64,11 @@ class TokenStore {
   // Makes a token of `ns` and sets *token to it.
   Status Create(std::string_view ns, std::string_view description, int64_t now_s,
                 std::string* token, std::string* error);
+  // Keeps `token`, chosen by an administrator (lmstfy's `token` parameter: how tokens move
+  // over from lmstfy), as a token of `ns`. Its id is the first 12 hex digits of its
+  // SHA-256 (with the namespace). The caller checks its form.
+  Status CreateChosen(std::string_view ns, std::string_view description, int64_t now_s,
+                      std::string_view token, std::string* error);
   // Deletes the token of `ns` that `token_or_id` names (the token or its id), and its limit.
   Status Delete(std::string_view ns, std::string_view token_or_id, std::string* error);
   // True if `token` (the whole token, not an id) is a token of `ns`; then *id, if given, is
@@ -107,7 +113,7 @@ class TokenStore {
     Throttler limits;
   };
 
-  static Hash HashOf(std::string_view token);
+  static Hash HashOf(std::string_view ns, std::string_view token);
   // The token of `ns` that `token_or_id` names, in `t`, or nullptr.
   static const Token* Lookup(const Tables& t, std::string_view ns, std::string_view token_or_id);
   // Writes `next` to the file and, if that works (or there is no file), makes it current.

@@ -275,5 +275,31 @@ TEST_F(TokenStoreTest, LimitsBelongToTokensAndGoWithThem) {
   EXPECT_EQ(again.throttler().size(), 0u);
 }
 
+TEST_F(TokenStoreTest, ChosenTokensArePerNamespaceAndSurviveReload) {
+  std::string error;
+  {
+    TokenStore store;
+    ASSERT_TRUE(store.Open(path_, &error)) << error;
+    const std::string mine = "lmstfy-token-0123456789";
+    ASSERT_EQ(store.CreateChosen("ns", "d", 1, mine, &error), Status::kOk) << error;
+    EXPECT_EQ(store.CreateChosen("ns", "d", 1, mine, &error), Status::kExists);
+    // The same token in another namespace is another token, with another id.
+    ASSERT_EQ(store.CreateChosen("other", "d", 1, mine, &error), Status::kOk) << error;
+    std::string_view id_ns, id_other;
+    ASSERT_TRUE(store.Valid("ns", mine, &id_ns));
+    ASSERT_TRUE(store.Valid("other", mine, &id_other));
+    EXPECT_NE(id_ns, id_other);
+    EXPECT_EQ(store.Find("ns", mine), id_ns);
+    // Deleted by the token itself (it has no "<id>." form).
+    EXPECT_EQ(store.Delete("ns", mine, &error), Status::kOk) << error;
+    EXPECT_FALSE(store.Valid("ns", mine));
+    EXPECT_TRUE(store.Valid("other", mine));
+  }
+  TokenStore reloaded;
+  ASSERT_TRUE(reloaded.Open(path_, &error)) << error;
+  EXPECT_TRUE(reloaded.Valid("other", "lmstfy-token-0123456789"));
+  EXPECT_FALSE(reloaded.Valid("ns", "lmstfy-token-0123456789"));
+}
+
 }  // namespace
 }  // namespace stalkd::http

@@ -123,7 +123,9 @@ Nanos HttpHost::Now() const { return server_.clock().Now(); }
 
 std::string_view HttpHost::version() const { return kVersion; }
 
-bool HttpHost::ready() const { return !server_.draining(); }
+bool HttpHost::ready() const { return !server_.draining() && !server_.recovering(); }
+
+bool HttpHost::recovering() const { return server_.recovering(); }
 
 Nanos HttpHost::CheckRequestTimeouts(Nanos now) {
   Nanos limit = options_.http_request_timeout_s * kSecond;

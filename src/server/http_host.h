@@ -50,6 +50,7 @@ class HttpHost final : public http::Access,
   // AdminHost.
   std::string_view version() const override;
   bool ready() const override;
+  bool recovering() const override;
   std::unique_ptr<http::Task> ScrapeMetrics(command::Session& s, http::Response* resp) override;
 
   // HTTP connections, for the request timeout.

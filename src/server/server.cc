@@ -162,12 +162,17 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   so.skip_damaged = options_.binlog_skip_damaged;
   so.verbosity = options_.verbosity;
   so.background_sync = true;
+  // While the jobs come back, the admin listener (if any) answers its health probes.
+  so.progress = [this] { ServeWhileRecovering(); };
   auto binlog = std::make_unique<storage::Binlog>(so, clock_);
   if (!binlog->Lock(error)) {
     *exit_code = 10;
     return false;
   }
-  if (!binlog->Recover(&memory_->engine(), error)) {
+  recovering_ = true;
+  bool recovered = binlog->Recover(&memory_->engine(), error);
+  recovering_ = false;
+  if (!recovered) {
     *exit_code = 1;
     return false;
   }
@@ -372,8 +377,18 @@ Nanos Server::PollTimeout() {
   return std::max(next - now, kMinTimerWait);
 }
 
-void Server::RunOnce() {
-  int polled = loop_.Poll(TrimWhenIdle(PollTimeout()));
+void Server::ServeWhileRecovering() {
+  // At most every 10 ms: the probes need answers, recovery needs the CPU.
+  Nanos now = clock_.Now();
+  if (now < next_recovery_serve_) return;
+  next_recovery_serve_ = now + 10'000'000;
+  RunIteration(0);
+}
+
+void Server::RunOnce() { RunIteration(TrimWhenIdle(PollTimeout())); }
+
+void Server::RunIteration(Nanos poll_timeout) {
+  int polled = loop_.Poll(poll_timeout);
 
   if (accept_paused_until_ > 0 && clock_.Now() >= accept_paused_until_) {
     accept_paused_until_ = 0;
@@ -401,7 +416,8 @@ void Server::RunOnce() {
     }
   }
 
-  store_->Tick();
+  // While the binlog is replayed the engine is not whole: its timers wait.
+  if (!recovering_) store_->Tick();
 
   // Group commit: the records of this iteration (and of connections closed at the end of
   // the last one) are written together. Under -f 0 the replies that depend on them wait

@@ -49,6 +49,10 @@ class Server final : public command::Host {
   // front ends that have input, tick the store, write replies, close finished
   // connections.
   void RunOnce();
+  // Recovery's progress hook: now and then, one iteration that polls without waiting and
+  // does no timer work, so the admin listener answers /healthz and /readyz ("recovering").
+  void ServeWhileRecovering();
+  bool recovering() const { return recovering_; }
   void Stop() { stopping_ = true; }
   // Routes SIGTERM/SIGINT (stop) and SIGUSR1 (drain mode) through the loop.
   bool HandleSignals();
@@ -76,6 +80,8 @@ class Server final : public command::Host {
   class SyncHandler;
 
   void Accept(int fd, ConnectionFactory make);
+  // RunOnce's work with the given poll timeout.
+  void RunIteration(Nanos poll_timeout);
   // How long the next poll may wait: 0 if there is work, -1 for ever.
   Nanos PollTimeout();
   void CheckBlocked();
@@ -119,7 +125,9 @@ class Server final : public command::Host {
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
 
   std::unique_ptr<HttpHost> http_;
-  bool draining_ = false;  // SIGUSR1
+  bool draining_ = false;    // SIGUSR1
+  bool recovering_ = false;  // the binlog is being replayed
+  Nanos next_recovery_serve_ = 0;
 
   std::string instance_id_;
   std::string hostname_, os_, platform_;

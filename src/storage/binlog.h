@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@ struct BinlogOptions {
   // becomes readable when it has finished. Otherwise Flush syncs before it returns.
   bool background_sync = false;
   int verbosity = 0;
+  // Called now and then while Recover replays and restores (between segments, every few
+  // thousand jobs), so the server can answer health probes meanwhile; may be empty.
+  std::function<void()> progress;
 };
 
 // The durable binlog (-b DIR): a write-ahead log of segments binlog.N in stalkd's format

@@ -246,6 +246,7 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   if (!MapSegments(seqs, &replay, error)) return false;
   for (size_t i = 0; i < replay.maps.size(); i++) {
     if (!ReplaySegment(i, &replay, error)) return false;
+    if (options_.progress) options_.progress();
   }
   if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
   if (!RestoreReplayed(replay, error)) return false;
@@ -431,6 +432,7 @@ bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
     reserved_ += resv;
     live_bytes_ += r->full_size;
     restored_++;
+    if (restored_ % 16384 == 0 && options_.progress) options_.progress();
   }
   RestoreTubeTries(replay, by_seq);
   return true;

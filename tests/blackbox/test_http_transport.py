@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpcase import REQUEST_ID, HttpCase, HttpConn, unb64, wait_until  # noqa: E402
+from httpcase import REQUEST_ID, HttpCase, HttpConn, parse_yaml, unb64, wait_until  # noqa: E402
 
 MALFORMED = {"error": "malformed request"}
 
@@ -129,6 +129,35 @@ class RequestIdTest(HttpCase):
         self.assertIsNone(r.header("content-type"))
 
 
+class HeadTest(HttpCase):
+    def test_head(self):
+        c = self.conn()
+        r = c.request("HEAD", "/api/ns/q/size")
+        self.assertEqual((r.status, r.body), (404, b""))
+        a = self.conn(admin=True)
+        for path in ("/healthz", "/readyz", "/version", "/metrics"):
+            r = a.request("HEAD", path)
+            self.assertEqual((r.status, r.body), (200, b""), path)
+        # the connections are still in step
+        self.assertEqual(c.request("GET", "/api/ns/q/size").status, 200)
+        self.assertEqual(a.request("GET", "/healthz").json(), {"status": "ok"})
+
+
+class RestartRequestIdTest(HttpCase):
+    make_token = False
+
+    def test_request_ids_differ_across_restarts(self):
+        first = {self.adm("GET", "/healthz").header("x-request-id") for _ in range(5)}
+        self.server.stop()
+        self._close_conns()
+        self._adm = None
+        from httpcase import HttpServer
+        self.server = HttpServer()
+        self.addCleanup(self.server.stop)
+        second = {self.adm("GET", "/healthz").header("x-request-id") for _ in range(5)}
+        self.assertEqual(len(first | second), 10)
+
+
 class LimitsTest(HttpCase):
     def test_head_of_8_kib_fits_and_larger_is_431(self):
         c = self.conn()
@@ -241,6 +270,57 @@ class BigJobTest(HttpCase):
         r = self.api("PUT", "/api/ns/q/bulk", body)
         self.assertEqual(r.status, 201, r)
         self.assertEqual(len(r.json()["job_ids"]), 3)
+
+
+class OutOfMemoryTest(HttpCase):
+    server_args = ("--max-memory", "200K")
+
+    def test_publish_answers_503(self):
+        body = b"m" * 60000
+        codes = [self.api("PUT", "/api/ns/q", body) for _ in range(6)]
+        self.assertEqual(codes[0].status, 201)
+        self.assertError(codes[-1], 503, "out of memory")
+        self.assertError(self.api("PUT", "/api/ns/q/bulk", b'["%s"]' % (b"m" * 60000)), 503, "out of memory")
+        # a consume and a delete free memory: publishing works again
+        jid = self.consume_job("q")["job_id"]
+        self.assertEqual(self.api("DELETE", "/api/ns/q/job/" + jid).status, 204)
+        self.assertEqual(self.api("PUT", "/api/ns/q", body).status, 201)
+
+
+class AllowTest(HttpCase):
+    server_args = ("--allow", "10.0.0.0/8")
+    make_token = False
+
+    def test_allow_applies_to_http_listeners(self):
+        for admin in (False, True):
+            c = self.conn(admin=admin)
+            try:
+                c.send(HttpConn.build("GET", "/healthz"))
+            except (BrokenPipeError, ConnectionResetError):
+                continue
+            self.assertTrue(c.closed_by_peer(2))
+            self.assertEqual(c.buf, b"")
+
+
+class StalledReaderTest(HttpCase):
+    server_args = ("--stalled-client-timeout", "1")
+
+    def test_client_that_never_reads_is_cut(self):
+        jid = self.publish("q", b"s" * 60000)
+        t = self.text()
+        before = int(parse_yaml(t.cmd("stats"))["current-connections"])
+        c = self.conn()
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        req = HttpConn.build("GET", "/api/ns/q/job/" + jid, headers={"X-Token": self.token})
+        try:
+            for _ in range(400):
+                c.sock.settimeout(2)
+                c.send(req)
+        except (socket.timeout, BrokenPipeError, ConnectionResetError):
+            pass
+        self.assertTrue(wait_until(lambda: int(parse_yaml(t.cmd("stats"))["current-connections"]) < before + 1,
+                                   timeout=6, interval=0.2), "the stalled HTTP client was not cut")
+        self.assertEqual(self.api("GET", "/api/ns/q/size").json()["size"], 1)
 
 
 class MalformedTest(HttpCase):
