@@ -547,28 +547,35 @@ void Engine::ProcessQueue() {
   }
 }
 
-void Engine::RefreshEligible(Tube* t) {
-  bool want = !t->waiters.empty() && !t->ready.empty() && !t->paused();
-  bool in = eligible_.Contains(t);
+namespace {
+
+// x belongs in `heap` or not (`want`); if it stays, its key may have changed.
+template <typename Heap, typename T>
+void Keep(Heap& heap, T* x, bool want) {
+  bool in = heap.Contains(x);
   if (want && !in) {
-    eligible_.Push(t);
+    heap.Push(x);
   } else if (!want && in) {
-    eligible_.Remove(t);
+    heap.Remove(x);
   } else if (want) {
-    eligible_.Update(t);
+    heap.Update(x);
   }
 }
 
+}  // namespace
+
+void Engine::RefreshEligible(Tube* t) {
+  Keep(eligible_, t, !t->waiters.empty() && !t->ready.empty() && !t->paused());
+  RefreshAwaited(t);  // its waiters or its pause changed, or its jobs
+}
+
 void Engine::RefreshDelayed(Tube* t) {
-  bool want = !t->delayed.empty();
-  bool in = delay_tubes_.Contains(t);
-  if (want && !in) {
-    delay_tubes_.Push(t);
-  } else if (!want && in) {
-    delay_tubes_.Remove(t);
-  } else if (want) {
-    delay_tubes_.Update(t);
-  }
+  Keep(delay_tubes_, t, !t->delayed.empty());
+  RefreshAwaited(t);
+}
+
+void Engine::RefreshAwaited(Tube* t) {
+  Keep(awaited_, t, !t->delayed.empty() && !t->waiters.empty() && !t->paused());
 }
 
 // A session's timer fires at its soonest TTR expiry, or, while it waits in reserve, one
@@ -579,16 +586,8 @@ void Engine::RefreshTimer(Session* s) {
     wake = s->waiting_ ? j->deadline() - kSecond : j->deadline();
   }
   if (s->waiting_) wake = std::min(wake, s->wait_until_);
-  bool want = wake != kForever && !s->closed_;
-  bool in = timers_.Contains(s);
   s->wake_at_ = wake;
-  if (want && !in) {
-    timers_.Push(s);
-  } else if (!want && in) {
-    timers_.Remove(s);
-  } else if (want) {
-    timers_.Update(s);
-  }
+  Keep(timers_, s, wake != kForever && !s->closed_);
 }
 
 // ---------------------------------------------------------------------------- job commands

@@ -41,6 +41,9 @@ struct TubeDelayOrder {  // by the soonest delayed job
   }
   static uint32_t& Slot(Tube* t) { return t->delay_slot; }
 };
+struct TubeAwaitedOrder : TubeDelayOrder {  // the same order, in a heap of its own
+  static uint32_t& Slot(Tube* t) { return t->awaited_slot; }
+};
 struct TubePauseOrder {
   static bool Less(const Tube* a, const Tube* b) { return a->unpause_at < b->unpause_at; }
   static uint32_t& Slot(Tube* t) { return t->pause_slot; }
@@ -83,6 +86,12 @@ struct EngineOptions {
   uint32_t tick_budget = 1000;
   // Cap on the bytes held by jobs and their indexes; a put that would exceed it is refused.
   size_t max_memory = SIZE_MAX;
+  // Tick reports the deadlines that nobody waits for (delayed jobs of tubes no session waits
+  // on, TTL expiries) no sooner than this after it ran, so a steady stream of them (a
+  // million delayed jobs falling due over 10 s) is handled in batches, not one wake-up each.
+  // The others (delayed jobs of tubes a session waits on, reserve timeouts, TTRs, pauses)
+  // it reports exactly.
+  Nanos batch_wait = 0;
 };
 
 // The beanstalk state machine: jobs, tubes, sessions, timers and counters. It does no I/O
@@ -318,6 +327,8 @@ class Engine {
   void ProcessQueue();
   void RefreshEligible(Tube* t);
   void RefreshDelayed(Tube* t);
+  void RefreshAwaited(Tube* t);
+  void Promote(Job* j);  // a due delayed job to ready, offered to waiters at once
   void RefreshTimer(Session* s);
   uint32_t ExpireSession(Session* s, Nanos now, uint32_t budget);
   uint32_t ReleaseClosed(uint32_t budget);
@@ -353,8 +364,11 @@ class Engine {
 
   IndexedHeap<Tube, TubeEligibleOrder> eligible_;  // tubes with waiters, ready jobs, no pause
   IndexedHeap<Tube, TubeDelayOrder> delay_tubes_;  // tubes with delayed jobs, by soonest
-  IndexedHeap<Tube, TubePauseOrder> paused_;       // paused tubes, by unpause time
-  IndexedHeap<Session, SessionWakeOrder> timers_;  // sessions with a TTR or reserve deadline
+  // The delay tubes that a session waits on (not paused): their due jobs are promoted first,
+  // so a backlog of due jobs in tubes nobody waits on never delays a waiting consumer.
+  IndexedHeap<Tube, TubeAwaitedOrder> awaited_;
+  IndexedHeap<Tube, TubePauseOrder> paused_;              // paused tubes, by unpause time
+  IndexedHeap<Session, SessionWakeOrder> timers_;         // sessions with a TTR or reserve deadline
   IndexedHeap<Job, ExpiryOrder> expiries_{&heap_bytes_};  // jobs with a TTL, not reserved
   StringMap<uint32_t> tube_tries_;
   Session* detached_ = nullptr;  // holds detached reservations; owned
