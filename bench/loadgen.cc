@@ -18,7 +18,9 @@
 //   tubes      for each level L: grow to L tubes each holding a ready and a delayed job, then cycle
 //   conns      throughput of a few active connections without / with N idle connections
 //   delayed    N delayed jobs falling due spread over W s; consumers with many reserves pipelined;
-//              lateness per job against its deadline + latency of a stats probe
+//              lateness per job against its deadline + latency of a stats probe; with
+//              --consumed-every M, 1 job in M goes to tube "consumed", which the consumers
+//              watch, and the rest to tube "bulk", which nobody consumes
 //   mass       kick of N buried jobs, then close of a connection holding N reserved jobs,
 //              while a probe connection measures the latency of stats
 //   grow       N puts (pipelined, no deletes) into an ever larger server: put latency per
@@ -331,6 +333,7 @@ struct Opts {
   double delay = 0;    // delayed: 0 = ceil(--spread) + 3 s, so the puts end before the first deadline
   double spread = 0;   // delayed: seconds over which the puts (and so the deadlines) are spread
   u64 reserves = 256;  // delayed: reserve commands outstanding per consumer connection
+  u64 consumed_every = 0;  // delayed: 0 = every job consumed; M = 1 in M, the rest in "bulk"
   double timeout = 120;
   int ttr = 120;
   double probe_ms = 1;
@@ -363,7 +366,8 @@ Opts parse_opts(int argc, char** argv) {
                    "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
                    "  [--mode pdr|put (pipeline), ttl|delete (expire), purge|delete (purge)] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
                    "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
-                   "  [--delay S] [--spread S] [--reserves K] [--ttr S] [--probe-ms MS]\n"
+                   "  [--delay S] [--spread S] [--reserves K] [--consumed-every M] [--ttr S]\n"
+                   "  [--probe-ms MS]\n"
                    "  [--timeout S] [--stall S]\n"
                    "  [--segments N]\n"
                    "  [--proto http|text] [--token T] [--ns NS] [--queue Q] [--text-port P]\n"
@@ -396,6 +400,7 @@ Opts parse_opts(int argc, char** argv) {
     else if (k == "--delay") o.delay = d();
     else if (k == "--spread") o.spread = d();
     else if (k == "--reserves") o.reserves = n();
+    else if (k == "--consumed-every") o.consumed_every = n();
     else if (k == "--timeout") o.timeout = d();
     else if (k == "--ttr") o.ttr = static_cast<int>(n());
     else if (k == "--probe-ms") o.probe_ms = d();
@@ -1484,6 +1489,9 @@ void scen_delayed(const Opts& o) {
   u64 K = std::max<u64>(1, o.reserves);
   u64 put_window = static_cast<u64>(C) * static_cast<u64>(o.depth);
   double rate = static_cast<double>(N) / W;
+  // --consumed-every M: job i goes to tube "consumed" if i % M == 0, else to "bulk"
+  const u64 M = o.consumed_every;
+  const u64 n_consumed = M ? (N + M - 1) / M : N;
   Probe probe(L, o.probe_ms);
   probe.field = "current-jobs-delayed";
   probe.start();
@@ -1498,7 +1506,7 @@ void scen_delayed(const Opts& o) {
   u64 expected = 0;  // jobs inserted (stamped + filler) that a reserve must take
   u64 reserved = 0, stamped = 0, fillers = 0, early = 0, deleted = 0, del_answered = 0;
   u64 res_sent = 0, t_first_res = 0, t_last = 0;
-  const u64 res_cap = N;  // one reserve per job: every reserve sent is eventually answered
+  const u64 res_cap = n_consumed;  // one reserve per consumed job: each is eventually answered
   u64 first_dl = 0, last_dl = 0;
   // consumers
   FnHandler cons([&](Conn& c, Cmd cmd, u64, u64 tn, sv line, sv body) {
@@ -1551,13 +1559,18 @@ void scen_delayed(const Opts& o) {
   });
   for (int i = 0; i < Q; ++i) {
     Conn& c = L.connect(&cons, true);
+    if (M) {
+      L.send(c, Cmd::Other, "watch consumed\r\n");
+      L.send(c, Cmd::Other, "ignore default\r\n");
+    }
     for (u64 k = 0; k < K && res_sent < res_cap; ++k, ++res_sent) L.send(c, Cmd::Reserve, "reserve\r\n");
   }
   // producers: open loop at `rate`, at most put_window outstanding
   std::string put = make_put(1024, delay_s, o.ttr, static_cast<std::size_t>(o.size));
   std::size_t off = put.find("\r\n") + 2;
   std::vector<Conn*> prod;
-  u64 sent = 0, ok = 0, failed = 0, outstanding = 0, t0 = 0, lag_max = 0;
+  Conn* cprod = nullptr;  // with M: the producer of the consumed tube
+  u64 sent = 0, ok = 0, failed = 0, failed_consumed = 0, outstanding = 0, t0 = 0, lag_max = 0;
   std::size_t rr = 0;
   auto pump = [&](u64 t) {
     if (!t0 || sent >= N) return;
@@ -1570,7 +1583,8 @@ void scen_delayed(const Opts& o) {
       if (!first_dl) first_dl = dl;
       last_dl = dl;
       write_stamp(put.data() + off, dl);
-      L.send(*prod[rr++ % prod.size()], Cmd::Put, put, ts);
+      Conn* to = M && sent % M == 0 ? cprod : prod[rr++ % prod.size()];
+      L.send(*to, Cmd::Put, put, ts);
       ++sent;
       ++outstanding;
     }
@@ -1579,9 +1593,10 @@ void scen_delayed(const Opts& o) {
     if (cmd != Cmd::Put) return;
     --outstanding;
     u64 id = 0;
+    bool consumed = !M || &c == cprod;
     if (starts(line, "INSERTED ") && parse_u64(word(line, 1), id)) {
       ++ok;
-      ++expected;
+      if (consumed) ++expected;
       put_lat.add(tn - ts);
       if (id <= 4 * N + 1024) {
         if (id >= acked_at.size()) acked_at.resize(id + 1, 0);
@@ -1591,11 +1606,19 @@ void scen_delayed(const Opts& o) {
       }
     } else {
       ++failed;
+      if (consumed) ++failed_consumed;
       err.add(line);
     }
     pump(tn);
   });
-  for (int i = 0; i < C; ++i) prod.push_back(&L.connect(&ph, true));
+  for (int i = 0; i < C; ++i) {
+    prod.push_back(&L.connect(&ph, true));
+    if (M) L.send(*prod.back(), Cmd::Other, "use bulk\r\n");
+  }
+  if (M) {
+    cprod = &L.connect(&ph, true);
+    L.send(*cprod, Cmd::Other, "use consumed\r\n");
+  }
   // CPU of both sides from the first deadline to the end
   double srv_cpu0 = std::nan(""), self_cpu0 = std::nan("");
   auto tick = [&](u64 t) {
@@ -1612,16 +1635,18 @@ void scen_delayed(const Opts& o) {
     die("timeout putting delayed jobs (" + std::to_string(ok) + " inserted)");
   u64 t_put_done = now_ns();
   // a put that failed leaves a reserve without a job: put a ready filler job (stamp 0) for it
-  if (failed) {
+  if (failed_consumed) {
     std::string filler = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
     write_stamp(filler.data() + filler.find("\r\n") + 2, 0);
-    u64 want = failed, got = 0;
-    FnHandler fh([&](Conn&, Cmd, u64, u64, sv line, sv) {
+    u64 want = failed_consumed, got = 0;
+    FnHandler fh([&](Conn&, Cmd cmd, u64, u64, sv line, sv) {
+      if (cmd != Cmd::Put) return;
       ++got;
       if (starts(line, "INSERTED ")) ++expected;
       else err.add(line);
     });
     Conn& fc = L.connect(&fh);
+    if (M) L.send(fc, Cmd::Other, "use consumed\r\n");
     for (u64 i = 0; i < want; ++i) L.send(fc, Cmd::Put, filler);
     if (!L.run_until([&] { return got >= want; }, now_ns() + secs_to_ns(o.timeout), tick))
       die("timeout putting filler jobs");
@@ -1646,6 +1671,7 @@ void scen_delayed(const Opts& o) {
   j.str("scenario", "delayed").integer("jobs", static_cast<long long>(N)).integer("delay_s", static_cast<long long>(delay_s));
   j.num("spread_s", W).num("put_rate", rate).integer("put_conns", C).integer("put_depth", o.depth);
   j.integer("consumers", Q).integer("reserves_per_consumer", static_cast<long long>(K));
+  j.integer("consumed_every", static_cast<long long>(M));
   j.num("put_s", static_cast<double>(t_put_done - t0) / 1e9);
   j.num("puts_per_s", static_cast<double>(ok + failed) / (static_cast<double>(t_put_done - t0) / 1e9));
   j.num("put_lag_max_ms", static_cast<double>(lag_max) / 1e6);

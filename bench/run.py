@@ -478,10 +478,11 @@ def metrics_conns(p):
 
 
 def sc_delayed(srv, p):
+    extra = {k: p[k] for k in ("consumed_every", "probe_ms") if p.get(k)}
     r = loadgen(srv, "delayed", jobs=p["jobs"], spread=p["spread"], delay=p["delay"],
                 conns=p["conns"], depth=p["depth"], consumers=p["consumers"],
                 reserves=p["reserves"], size=p["size"], timeout=p["timeout"],
-                loadgen_timeout=p["loadgen_timeout"])
+                loadgen_timeout=p["loadgen_timeout"], **extra)
     m = {
         "late_p50_ms": ms(get(r, "lateness_us.p50_us")),
         "late_p99_ms": ms(get(r, "lateness_us.p99_us")),
@@ -951,6 +952,28 @@ SCENARIOS = [
                   reserves=256, size=100, timeout=180, loadgen_timeout=60),
              dict(jobs=20_000, spread=1, delay=2, conns=4, depth=100, consumers=4,
                   reserves=256, size=100, timeout=60, loadgen_timeout=20)),
+    # The same with a consumed tube beside a bulk tube: 1 job in {consumed_every} goes to the
+    # tube that {consumers} consumers wait on (one reserve each), the rest to one nobody
+    # consumes; lateness is that of the consumed jobs.
+    Scenario("delayed-mix", "delayed, consumed tube beside a bulk tube: {jobs} jobs falling due over "
+             "{spread} s (delay {delay} s), 1 in {consumed_every} in the tube that {consumers} "
+             "consumers wait on with {reserves} reserve each, the rest in a tube nobody consumes",
+             sc_delayed, metrics_delayed,
+             dict(jobs=1_000_000, spread=10, delay=14, conns=4, depth=100, consumers=2,
+                  reserves=1, consumed_every=100, size=100, timeout=180, loadgen_timeout=60),
+             dict(jobs=20_000, spread=1, delay=2, conns=4, depth=100, consumers=2,
+                  reserves=1, consumed_every=100, size=100, timeout=60, loadgen_timeout=20)),
+    # Opt-in (20 s a run): one job at a time, put with a delay while a consumer waits, as a
+    # user tries it; what the server's sleep until a far deadline costs.
+    Scenario("delayed-one", "delayed, one at a time: {jobs} jobs put over {spread} s (one every "
+             "1.5 s, between deadlines) with delay {delay} s while {consumers} consumer waits "
+             "with {reserves} reserve; no stats probe (its requests would wake the server)",
+             sc_delayed, metrics_delayed,
+             dict(jobs=20, spread=30, delay=1, conns=1, depth=1, consumers=1, reserves=1,
+                  size=100, probe_ms=600_000, timeout=60, loadgen_timeout=50),
+             dict(jobs=4, spread=6, delay=1, conns=1, depth=1, consumers=1, reserves=1,
+                  size=100, probe_ms=600_000, timeout=30, loadgen_timeout=20),
+             default=False),
     Scenario("mass", "mass events: kick of {jobs} buried jobs; close of a connection holding "
              "{jobs} reserved jobs; stats probe every 1 ms",
              sc_mass, metrics_mass,
