@@ -18,7 +18,9 @@
 //   tubes      for each level L: grow to L tubes each holding a ready and a delayed job, then cycle
 //   conns      throughput of a few active connections without / with N idle connections
 //   delayed    N delayed jobs falling due spread over W s; consumers with many reserves pipelined;
-//              lateness per job against its deadline + latency of a stats probe
+//              lateness per job against its deadline + latency of a stats probe; with
+//              --consumed-every M, 1 job in M goes to tube "consumed", which the consumers
+//              watch, and the rest to tube "bulk", which nobody consumes
 //   mass       kick of N buried jobs, then close of a connection holding N reserved jobs,
 //              while a probe connection measures the latency of stats
 //   grow       N puts (pipelined, no deletes) into an ever larger server: put latency per
@@ -28,8 +30,18 @@
 //   purge      N jobs put, then "purge <tube> ready"; the probe's stats latency meanwhile
 //              (both: --mode delete instead deletes the N jobs by id from one pipelining
 //              connection, for servers without TTLs or purge, such as beanstalkd)
+//
+// HTTP (stalkd's lmstfy API, docs/HTTP.md; --port is then the --http port, --token a token of
+// --ns, and --text-port the text port where a scenario also needs `stats`):
+//   http-cycle C keep-alive connections each looping publish -> consume -> ack
+//   longpoll   C consumers waiting in a long poll (--proto http: GET ?timeout=T; text:
+//              reserve-with-timeout T); server CPU while all wait, then N publishes one at a
+//              time, each timed until a waiting consumer has the job
+//   idle       C connections that each made one request (http: a consume answered 404; text:
+//              list-tube-used) and then stay open: RSS per connection, server CPU while idle
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -321,11 +333,21 @@ struct Opts {
   double delay = 0;    // delayed: 0 = ceil(--spread) + 3 s, so the puts end before the first deadline
   double spread = 0;   // delayed: seconds over which the puts (and so the deadlines) are spread
   u64 reserves = 256;  // delayed: reserve commands outstanding per consumer connection
+  u64 consumed_every = 0;  // delayed: 0 = every job consumed; M = 1 in M, the rest in "bulk"
   double timeout = 120;
   int ttr = 120;
   double probe_ms = 1;
   double stall = 10;  // die when no reply arrives for this long while commands are pending
   u64 segments = 10;  // grow: latency is reported per segment of jobs / segments puts
+  // HTTP
+  std::string proto = "http";  // longpoll, idle: http or text
+  std::string token;           // X-Token for /api requests
+  std::string ns = "bench";    // lmstfy namespace
+  std::string queue = "q";     // lmstfy queue (the tube is ns/queue)
+  int text_port = 0;           // the server's text port, for stats (longpoll); 0: --port
+  double idle_s = 3;           // longpoll, idle: seconds of the idle window
+  double gap_ms = 2;           // longpoll: pause between one publish's end and the next
+  int lp_timeout = 30;         // longpoll: the consumers' wait in seconds
 };
 
 int conns_or(const Opts& o, int dflt) { return o.conns > 0 ? o.conns : dflt; }
@@ -338,14 +360,18 @@ Opts parse_opts(int argc, char** argv) {
     if (k == "-h" || k == "--help") {
       std::fprintf(stderr,
                    "usage: stalkd_loadgen --scenario "
-                   "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass|grow|expire|purge\n"
+                   "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass|grow|expire|purge|\n"
+                   "  http-cycle|longpoll|idle\n"
                    "  [--host H] [--port P] [--pid SERVER_PID] [--conns C] [--duration S]\n"
                    "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
                    "  [--mode pdr|put (pipeline), ttl|delete (expire), purge|delete (purge)] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
                    "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
-                   "  [--delay S] [--spread S] [--reserves K] [--ttr S] [--probe-ms MS]\n"
+                   "  [--delay S] [--spread S] [--reserves K] [--consumed-every M] [--ttr S]\n"
+                   "  [--probe-ms MS]\n"
                    "  [--timeout S] [--stall S]\n"
-                   "  [--segments N]\n");
+                   "  [--segments N]\n"
+                   "  [--proto http|text] [--token T] [--ns NS] [--queue Q] [--text-port P]\n"
+                   "  [--idle-s S] [--gap-ms MS] [--lp-timeout S]\n");
       std::exit(0);
     }
     if (i + 1 >= argc) die("missing value for " + k);
@@ -374,11 +400,20 @@ Opts parse_opts(int argc, char** argv) {
     else if (k == "--delay") o.delay = d();
     else if (k == "--spread") o.spread = d();
     else if (k == "--reserves") o.reserves = n();
+    else if (k == "--consumed-every") o.consumed_every = n();
     else if (k == "--timeout") o.timeout = d();
     else if (k == "--ttr") o.ttr = static_cast<int>(n());
     else if (k == "--probe-ms") o.probe_ms = d();
     else if (k == "--stall") o.stall = d();
     else if (k == "--segments") o.segments = n();
+    else if (k == "--proto") o.proto = v;
+    else if (k == "--token") o.token = v;
+    else if (k == "--ns") o.ns = v;
+    else if (k == "--queue") o.queue = v;
+    else if (k == "--text-port") o.text_port = static_cast<int>(n());
+    else if (k == "--idle-s") o.idle_s = d();
+    else if (k == "--gap-ms") o.gap_ms = d();
+    else if (k == "--lp-timeout") o.lp_timeout = static_cast<int>(n());
     else die("unknown option " + k);
   }
   if (o.size < 24) o.size = 24;  // room for a timestamp in prodcons / delayed bodies
@@ -405,6 +440,7 @@ class Handler {
  public:
   virtual ~Handler() = default;
   // line: the reply line without CRLF; body: the data block of RESERVED/FOUND/OK replies.
+  // On an HTTP connection: line is the status line, body the response body.
   // Both views are valid only during the call.
   virtual void on_reply(Conn& c, Cmd cmd, u64 t_sent, u64 t_now, sv line, sv body) = 0;
 };
@@ -421,6 +457,7 @@ struct Conn {
   bool want_out = true;  // registered with EPOLLOUT (connect in progress)
   bool dirty = false;
   bool closed = false;
+  bool http = false;  // replies are HTTP/1.1 responses (status line, headers, body)
   // scratch state for scenarios
   int role = 0;
   int phase = 0;
@@ -482,20 +519,25 @@ class Loop {
     ::close(ep_);
   }
 
-  Conn& connect(Handler* h, bool rx_stamps = false) {
+  // http: the connection speaks HTTP/1.1 (see parse_http); port: another port of the same
+  // host than --port (0: --port).
+  Conn& connect(Handler* h, bool rx_stamps = false, bool http = false, int port = 0) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die(errno_str("socket"));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (rx_stamps && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) < 0)
       die(errno_str("SO_TIMESTAMPNS"));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_) < 0 && errno != EINPROGRESS)
+    sockaddr_in to = addr_;
+    if (port > 0) to.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0 && errno != EINPROGRESS)
       die(errno_str("connect"));
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->slot = conns_.size();
     c->h = h;
     c->rx_stamps = rx_stamps;
+    c->http = http;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
     ev.data.u64 = c->slot;
@@ -659,24 +701,74 @@ class Loop {
     return r;
   }
 
+  // One beanstalkd reply at the start of avail: false if it is not complete yet.
+  static bool frame_text(sv avail, sv& line, sv& body, std::size_t& total) {
+    std::size_t eol = avail.find("\r\n");
+    if (eol == sv::npos) {
+      if (avail.size() > 4096) die("reply line too long");
+      return false;
+    }
+    line = avail.substr(0, eol);
+    body = {};
+    total = eol + 2;
+    if (has_body(line)) {
+      sv last = line.substr(line.rfind(' ') + 1);
+      u64 n = 0;
+      if (!parse_u64(last, n)) die("bad reply: " + std::string(line));
+      if (avail.size() < eol + 2 + n + 2) return false;
+      body = avail.substr(eol + 2, n);
+      total = eol + 2 + n + 2;
+    }
+    return true;
+  }
+
+  // One HTTP/1.1 response at the start of avail, parsed as little as a client can: the
+  // status line, Content-Length (no chunked bodies: stalkd sends none), the body. false if
+  // it is not complete yet. 1xx responses are framed like any other (the caller skips them).
+  static bool frame_http(sv avail, sv& line, sv& body, std::size_t& total) {
+    std::size_t eoh = avail.find("\r\n\r\n");
+    if (eoh == sv::npos) {
+      if (avail.size() > 16384) die("response head too long");
+      return false;
+    }
+    sv head = avail.substr(0, eoh);
+    std::size_t eol = head.find("\r\n");
+    line = head.substr(0, eol);
+    if (line.size() < 12 || !starts(line, "HTTP/1.")) die("bad response: " + std::string(line.substr(0, 200)));
+    u64 len = 0;
+    for (std::size_t pos = eol; pos != sv::npos && pos < head.size();) {
+      pos += 2;
+      std::size_t end = head.find("\r\n", pos);
+      sv h = head.substr(pos, end == sv::npos ? sv::npos : end - pos);
+      constexpr sv kLen = "content-length:";
+      if (h.size() > kLen.size() && (h[0] == 'C' || h[0] == 'c')) {
+        bool match = true;
+        for (std::size_t i = 0; i < kLen.size() && match; ++i)
+          match = (h[i] | 0x20) == kLen[i];
+        if (match) {
+          sv v = h.substr(kLen.size());
+          while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+          while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+          if (!parse_u64(v, len)) die("bad Content-Length: " + std::string(h));
+        }
+      }
+      pos = end;
+    }
+    if (avail.size() < eoh + 4 + len) return false;
+    body = avail.substr(eoh + 4, len);
+    total = eoh + 4 + len;
+    return true;
+  }
+
   void parse(Conn& c) {
     while (!c.closed) {
       sv avail(c.in.data() + c.in_off, c.in.size() - c.in_off);
-      std::size_t eol = avail.find("\r\n");
-      if (eol == sv::npos) {
-        if (avail.size() > 4096) die("reply line too long");
-        break;
-      }
-      sv line = avail.substr(0, eol);
-      sv body;
-      std::size_t total = eol + 2;
-      if (has_body(line)) {
-        sv last = line.substr(line.rfind(' ') + 1);
-        u64 n = 0;
-        if (!parse_u64(last, n)) die("bad reply: " + std::string(line));
-        if (avail.size() < eol + 2 + n + 2) break;
-        body = avail.substr(eol + 2, n);
-        total = eol + 2 + n + 2;
+      sv line, body;
+      std::size_t total = 0;
+      if (!(c.http ? frame_http(avail, line, body, total) : frame_text(avail, line, body, total))) break;
+      if (c.http && line[9] == '1') {  // 100 Continue: not the response to the request
+        c.in_off += total;
+        continue;
       }
       if (c.pend.empty()) die("unexpected reply: " + std::string(line));
       Pending p = c.pend.front();
@@ -800,7 +892,7 @@ class Probe : public Handler {
     u64 tx, rx;  // the request's send() and the reply's kernel receive stamp (0: unknown)
   };
   Probe(Loop& L, double interval_ms) : L_(L), interval_(static_cast<u64>(interval_ms * 1e6)) {}
-  void start() { c_ = &L_.connect(this, true); }
+  void start(int port = 0) { c_ = &L_.connect(this, true, false, port); }
   void tick(u64 t) {
     if (c_ && !inflight_ && t >= next_) {
       L_.send(*c_, Cmd::Stats, "stats\r\n", t);
@@ -1397,6 +1489,9 @@ void scen_delayed(const Opts& o) {
   u64 K = std::max<u64>(1, o.reserves);
   u64 put_window = static_cast<u64>(C) * static_cast<u64>(o.depth);
   double rate = static_cast<double>(N) / W;
+  // --consumed-every M: job i goes to tube "consumed" if i % M == 0, else to "bulk"
+  const u64 M = o.consumed_every;
+  const u64 n_consumed = M ? (N + M - 1) / M : N;
   Probe probe(L, o.probe_ms);
   probe.field = "current-jobs-delayed";
   probe.start();
@@ -1411,7 +1506,7 @@ void scen_delayed(const Opts& o) {
   u64 expected = 0;  // jobs inserted (stamped + filler) that a reserve must take
   u64 reserved = 0, stamped = 0, fillers = 0, early = 0, deleted = 0, del_answered = 0;
   u64 res_sent = 0, t_first_res = 0, t_last = 0;
-  const u64 res_cap = N;  // one reserve per job: every reserve sent is eventually answered
+  const u64 res_cap = n_consumed;  // one reserve per consumed job: each is eventually answered
   u64 first_dl = 0, last_dl = 0;
   // consumers
   FnHandler cons([&](Conn& c, Cmd cmd, u64, u64 tn, sv line, sv body) {
@@ -1464,13 +1559,18 @@ void scen_delayed(const Opts& o) {
   });
   for (int i = 0; i < Q; ++i) {
     Conn& c = L.connect(&cons, true);
+    if (M) {
+      L.send(c, Cmd::Other, "watch consumed\r\n");
+      L.send(c, Cmd::Other, "ignore default\r\n");
+    }
     for (u64 k = 0; k < K && res_sent < res_cap; ++k, ++res_sent) L.send(c, Cmd::Reserve, "reserve\r\n");
   }
   // producers: open loop at `rate`, at most put_window outstanding
   std::string put = make_put(1024, delay_s, o.ttr, static_cast<std::size_t>(o.size));
   std::size_t off = put.find("\r\n") + 2;
   std::vector<Conn*> prod;
-  u64 sent = 0, ok = 0, failed = 0, outstanding = 0, t0 = 0, lag_max = 0;
+  Conn* cprod = nullptr;  // with M: the producer of the consumed tube
+  u64 sent = 0, ok = 0, failed = 0, failed_consumed = 0, outstanding = 0, t0 = 0, lag_max = 0;
   std::size_t rr = 0;
   auto pump = [&](u64 t) {
     if (!t0 || sent >= N) return;
@@ -1483,7 +1583,8 @@ void scen_delayed(const Opts& o) {
       if (!first_dl) first_dl = dl;
       last_dl = dl;
       write_stamp(put.data() + off, dl);
-      L.send(*prod[rr++ % prod.size()], Cmd::Put, put, ts);
+      Conn* to = M && sent % M == 0 ? cprod : prod[rr++ % prod.size()];
+      L.send(*to, Cmd::Put, put, ts);
       ++sent;
       ++outstanding;
     }
@@ -1492,9 +1593,10 @@ void scen_delayed(const Opts& o) {
     if (cmd != Cmd::Put) return;
     --outstanding;
     u64 id = 0;
+    bool consumed = !M || &c == cprod;
     if (starts(line, "INSERTED ") && parse_u64(word(line, 1), id)) {
       ++ok;
-      ++expected;
+      if (consumed) ++expected;
       put_lat.add(tn - ts);
       if (id <= 4 * N + 1024) {
         if (id >= acked_at.size()) acked_at.resize(id + 1, 0);
@@ -1504,11 +1606,19 @@ void scen_delayed(const Opts& o) {
       }
     } else {
       ++failed;
+      if (consumed) ++failed_consumed;
       err.add(line);
     }
     pump(tn);
   });
-  for (int i = 0; i < C; ++i) prod.push_back(&L.connect(&ph, true));
+  for (int i = 0; i < C; ++i) {
+    prod.push_back(&L.connect(&ph, true));
+    if (M) L.send(*prod.back(), Cmd::Other, "use bulk\r\n");
+  }
+  if (M) {
+    cprod = &L.connect(&ph, true);
+    L.send(*cprod, Cmd::Other, "use consumed\r\n");
+  }
   // CPU of both sides from the first deadline to the end
   double srv_cpu0 = std::nan(""), self_cpu0 = std::nan("");
   auto tick = [&](u64 t) {
@@ -1525,16 +1635,18 @@ void scen_delayed(const Opts& o) {
     die("timeout putting delayed jobs (" + std::to_string(ok) + " inserted)");
   u64 t_put_done = now_ns();
   // a put that failed leaves a reserve without a job: put a ready filler job (stamp 0) for it
-  if (failed) {
+  if (failed_consumed) {
     std::string filler = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
     write_stamp(filler.data() + filler.find("\r\n") + 2, 0);
-    u64 want = failed, got = 0;
-    FnHandler fh([&](Conn&, Cmd, u64, u64, sv line, sv) {
+    u64 want = failed_consumed, got = 0;
+    FnHandler fh([&](Conn&, Cmd cmd, u64, u64, sv line, sv) {
+      if (cmd != Cmd::Put) return;
       ++got;
       if (starts(line, "INSERTED ")) ++expected;
       else err.add(line);
     });
     Conn& fc = L.connect(&fh);
+    if (M) L.send(fc, Cmd::Other, "use consumed\r\n");
     for (u64 i = 0; i < want; ++i) L.send(fc, Cmd::Put, filler);
     if (!L.run_until([&] { return got >= want; }, now_ns() + secs_to_ns(o.timeout), tick))
       die("timeout putting filler jobs");
@@ -1559,6 +1671,7 @@ void scen_delayed(const Opts& o) {
   j.str("scenario", "delayed").integer("jobs", static_cast<long long>(N)).integer("delay_s", static_cast<long long>(delay_s));
   j.num("spread_s", W).num("put_rate", rate).integer("put_conns", C).integer("put_depth", o.depth);
   j.integer("consumers", Q).integer("reserves_per_consumer", static_cast<long long>(K));
+  j.integer("consumed_every", static_cast<long long>(M));
   j.num("put_s", static_cast<double>(t_put_done - t0) / 1e9);
   j.num("puts_per_s", static_cast<double>(ok + failed) / (static_cast<double>(t_put_done - t0) / 1e9));
   j.num("put_lag_max_ms", static_cast<double>(lag_max) / 1e6);
@@ -2032,6 +2145,414 @@ void scen_lifecycle(const Opts& o) {
   std::printf("%s\n", j.finish().c_str());
 }
 
+// ---------------------------------------------------------------------------------------------
+// HTTP: stalkd's lmstfy API (docs/HTTP.md)
+
+// Requests on one namespace and queue, with the headers every lmstfy client sends (Host, and
+// the token as X-Token); the tube is ns/queue.
+class HttpApi {
+ public:
+  explicit HttpApi(const Opts& o) : path_("/api/" + o.ns + "/" + o.queue) {
+    if (o.token.empty()) die("--token is needed for the HTTP scenarios (create one on --admin-http)");
+    hdr_ = "Host: " + o.host + ":" + std::to_string(o.port) + "\r\nX-Token: " + o.token + "\r\n";
+  }
+  std::string publish(std::size_t size, sv query = {}) const {
+    std::string s = "PUT " + path_ + std::string(query) + " HTTP/1.1\r\n" + hdr_ +
+                    "Content-Length: " + std::to_string(size) + "\r\n\r\n";
+    s.append(size, 'x');
+    return s;
+  }
+  std::string consume(sv query) const { return "GET " + path_ + std::string(query) + " HTTP/1.1\r\n" + hdr_ + "\r\n"; }
+  // DELETE .../job/<id> (ack), queued on c.
+  void ack(Loop& L, Conn& c, sv id) {
+    scratch_.assign("DELETE ").append(path_).append("/job/").append(id).append(" HTTP/1.1\r\n").append(hdr_).append("\r\n");
+    L.send(c, Cmd::Delete, scratch_);
+  }
+
+ private:
+  std::string path_, hdr_, scratch_;
+};
+
+// The status code of an HTTP status line ("HTTP/1.1 201 Created"); frame_http checked its length.
+int http_status(sv line) {
+  auto d = [&](std::size_t i) { return line[i] >= '0' && line[i] <= '9' ? line[i] - '0' : 0; };
+  return d(9) * 100 + d(10) * 10 + d(11);
+}
+
+// The job id of a publish or consume answer: {"job_id":"42",...}; empty if there is none.
+sv json_job_id(sv body) {
+  constexpr sv kKey = "\"job_id\":\"";
+  std::size_t p = body.find(kKey);
+  if (p == sv::npos) return {};
+  p += kKey.size();
+  std::size_t e = body.find('"', p);
+  return e == sv::npos ? sv{} : body.substr(p, e - p);
+}
+
+std::string http_err(sv line, sv body) {
+  return std::string(line) + " " + std::string(body.substr(0, 120));
+}
+
+// publish -> consume -> ack loop on every connection (HTTP/1.1 keep-alive, one request in
+// flight per connection). The consume has no timeout: every connection publishes before it
+// consumes, so a job is always ready when its consume is served (a 404 is counted anyway).
+class HttpCycle : public Handler {
+ public:
+  HttpCycle(Loop& L, const Opts& o)
+      : L_(L), api_(o), publish_(api_.publish(static_cast<std::size_t>(o.size))),
+        consume_(api_.consume("?ttr=" + std::to_string(o.ttr))) {}
+  void start(Conn& c) { L_.send(c, Cmd::Put, publish_); }
+  void on_reply(Conn& c, Cmd cmd, u64 ts, u64 tn, sv line, sv body) override {
+    int st = http_status(line);
+    if (measuring) {
+      lat[static_cast<std::size_t>(cmd)].add(tn - ts);
+      ++ops;
+    }
+    switch (cmd) {
+      case Cmd::Put:
+        if (st != 201) {
+          err.add(http_err(line, body));
+          L_.send(c, Cmd::Put, publish_);
+          return;
+        }
+        L_.send(c, Cmd::Reserve, consume_);
+        return;
+      case Cmd::Reserve: {
+        sv id = json_job_id(body);
+        if (st != 200 || id.empty()) {
+          if (st == 404) ++no_job;
+          else err.add(http_err(line, body));
+          L_.send(c, Cmd::Reserve, consume_);
+          return;
+        }
+        api_.ack(L_, c, id);
+        return;
+      }
+      default:
+        if (st != 204) err.add(http_err(line, body));
+        if (measuring) ++cycles;
+        L_.send(c, Cmd::Put, publish_);
+        return;
+    }
+  }
+  void reset() {
+    for (auto& h : lat) h.reset();
+    ops = cycles = no_job = 0;
+  }
+  void put_latency(Json& j) const {
+    j.open("latency_us");
+    put_hist(j, "publish", lat[static_cast<std::size_t>(Cmd::Put)]);
+    put_hist(j, "consume", lat[static_cast<std::size_t>(Cmd::Reserve)]);
+    put_hist(j, "ack", lat[static_cast<std::size_t>(Cmd::Delete)]);
+    j.close();
+  }
+  bool measuring = false;
+  std::array<Hist, kCmds> lat;
+  u64 ops = 0, cycles = 0, no_job = 0;
+  Errors err;
+
+ private:
+  Loop& L_;
+  HttpApi api_;
+  std::string publish_, consume_;
+};
+
+void scen_http_cycle(const Opts& o) {
+  Loop L(o);
+  HttpCycle h(L, o);
+  int C = conns_or(o, 50);
+  for (int i = 0; i < C; ++i) h.start(L.connect(&h, false, true));
+  Meter m = run_window(L, o, o.warmup, o.duration, [&](bool on) {
+    if (on) h.reset();
+    h.measuring = on;
+  });
+  Json j;
+  j.str("scenario", "http-cycle").integer("conns", C).integer("size", o.size);
+  put_meter(j, m, h.ops);  // ops: requests
+  j.num("cycles_per_s", static_cast<double>(h.cycles) / m.wall);
+  j.integer("no_job", static_cast<long long>(h.no_job));
+  h.err.put(j);
+  h.put_latency(j);
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// Context switches of all of a process's threads (voluntary: it slept; involuntary: it was
+// preempted), from /proc/PID/task/*/status; -1 if unknown.
+long long ctx_switches(int pid) {
+  if (pid <= 0) return -1;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  long long n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/status");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0 || line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
+        n += std::atoll(line.c_str() + line.find(':') + 1);
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+// CPU time of all of a process's threads in seconds, to the nanosecond (the scheduler's
+// sum_exec_runtime, /proc/PID/task/*/schedstat), where proc_cpu_s counts 10 ms ticks: for
+// the small amounts an idle server spends. NaN if unknown.
+double proc_cpu_precise_s(int pid) {
+  if (pid <= 0) return std::nan("");
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return std::nan("");
+  double ns = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/schedstat");
+    unsigned long long run = 0;
+    if (f >> run) ns += static_cast<double>(run);
+  }
+  closedir(d);
+  return ns / 1e9;
+}
+
+struct IdleWindow {
+  double wall = 0, srv_cpu = 0, self_cpu = 0;
+  long long ctx = -1;
+  void put(Json& j, sv name) const {
+    j.open(name);
+    // server CPU from the scheduler's nanosecond count, not from ticks
+    j.num("wall_s", wall).num("server_cpu_s", srv_cpu).num("server_cpu_util", srv_cpu / wall);
+    j.num("loadgen_cpu_util", self_cpu / wall);
+    j.num("server_ctx_switches_per_s", ctx < 0 ? std::nan("") : static_cast<double>(ctx) / wall);
+    j.close();
+  }
+};
+
+// Lets the loop sit (no tick: the load generator sleeps in epoll_wait) for `seconds` and
+// measures the server meanwhile.
+IdleWindow idle_window(Loop& L, const Opts& o, double seconds) {
+  double c0 = proc_cpu_precise_s(o.pid), s0 = self_cpu_s();
+  long long x0 = ctx_switches(o.pid);
+  u64 t0 = now_ns();
+  L.run_for(seconds);
+  IdleWindow w;
+  w.wall = static_cast<double>(now_ns() - t0) / 1e9;
+  w.srv_cpu = proc_cpu_precise_s(o.pid) - c0;
+  w.self_cpu = self_cpu_s() - s0;
+  long long x1 = ctx_switches(o.pid);
+  if (x0 >= 0 && x1 >= 0) w.ctx = x1 - x0;
+  return w;
+}
+
+// C consumers wait (--proto http: GET ?timeout=T&ttr=30; text: reserve-with-timeout T on the
+// default tube); a stats probe on --text-port paces the opening (at most 256 connections
+// ahead of the server's current-waiting) and shows when all C wait. Then: the server's CPU
+// over --idle-s while nothing happens; then N publishes (PUT / put of --size bytes) from
+// another connection, one at a time: each is timed from its send until a consumer has parsed
+// the job (and, with the kernel's receive stamp, until the job reached the consumer's
+// socket). The consumer acks it (DELETE / delete) and waits again,
+// pipelined; the next publish goes --gap-ms after the job was delivered, the publish answered
+// and the ack answered, so every publish meets C waiting consumers and a quiet server.
+void scen_longpoll(const Opts& opts) {
+  Opts o = opts;
+  o.stall = std::max(o.stall, o.lp_timeout + 10.0);  // the waits are pending on purpose
+  const bool http = o.proto == "http";
+  if (!http && o.proto != "text") die("--proto must be http or text");
+  Loop L(o);
+  const u64 N = static_cast<u64>(conns_or(o, 10000));
+  const u64 J = jobs_or(o, 1000);
+  std::unique_ptr<HttpApi> api;
+  if (http) api = std::make_unique<HttpApi>(o);
+  const std::string T = std::to_string(o.lp_timeout);
+  const std::string poll = http ? api->consume("?timeout=" + T + "&ttr=30") : "reserve-with-timeout " + T + "\r\n";
+  const std::string pub_req =
+      http ? api->publish(static_cast<std::size_t>(o.size)) : make_put(1024, 0, 30, static_cast<std::size_t>(o.size));
+  Probe probe(L, 1);
+  probe.field = "current-waiting";
+  probe.start(o.text_port);
+  Errors err;
+  u64 timeouts = 0;
+  Hist wake, wake_k, pub_lat, ack_lat;
+  bool inflight = false, delivered = false, pub_done = false, acked = false;
+  u64 t_pub = 0;
+  Conn* pub = nullptr;  // the publisher's connection
+  std::vector<u64> deliveries_per_conn;
+  FnHandler consumer([&](Conn& c, Cmd cmd, u64 ts, u64 tn, sv line, sv body) {
+    if (cmd == Cmd::Delete) {
+      if (http ? http_status(line) != 204 : line != "DELETED") err.add(http ? http_err(line, body) : std::string(line));
+      ack_lat.add(tn - ts);
+      acked = true;
+      return;
+    }
+    std::string id;
+    if (http) {
+      int st = http_status(line);
+      if (st == 200) id = std::string(json_job_id(body));
+      else if (st == 404) ++timeouts;
+      else err.add(http_err(line, body));
+    } else if (starts(line, "RESERVED ")) {
+      id = std::string(word(line, 1));
+    } else if (line == "TIMED_OUT") {
+      ++timeouts;
+    } else {
+      err.add(line);
+    }
+    if (id.empty()) {  // the wait ended without a job: wait again
+      L.send(c, Cmd::Reserve, poll);
+      return;
+    }
+    if (!inflight || delivered) {
+      err.add("a job arrived that was not published now: " + id);
+    } else {
+      delivered = true;
+      wake.add(tn - t_pub);
+      // The kernel's stamp of the job's arrival at the consumer's socket, against the send
+      // of the publish (t_pub is taken just before its send()): without this thread's delays
+      // in reading and parsing the job. (Not against send() returning: on loopback the
+      // sender's send() also does the receiving side's TCP work and returns 40-50 us later,
+      // often after the server has already handed the job over.)
+      if (c.rx_ns) wake_k.add(c.rx_ns > t_pub ? c.rx_ns - t_pub : 0);
+      ++deliveries_per_conn[c.slot];
+    }
+    if (http) {
+      api->ack(L, c, id);
+    } else {
+      L.send(c, Cmd::Delete, "delete " + id + "\r\n");
+    }
+    L.send(c, Cmd::Reserve, poll);
+  });
+  FnHandler publisher([&](Conn&, Cmd, u64 ts, u64 tn, sv line, sv body) {
+    if (http ? http_status(line) != 201 : !starts(line, "INSERTED ")) err.add(http ? http_err(line, body) : std::string(line));
+    pub_lat.add(tn - ts);
+    pub_done = true;
+  });
+
+  // 1. open the consumers
+  L.run_for(0.05, [&](u64 t) { probe.tick(t); });
+  long long rss0 = rss_bytes(o.pid);
+  u64 opened = 0, t_last_open = 0;
+  auto waiting = [&]() -> long long { return probe.samples.empty() ? -1 : probe.samples.back().field; };
+  u64 t0 = now_ns();
+  bool ok = L.run_until(
+      [&] {
+        return opened == N && !probe.samples.empty() && probe.samples.back().sent > t_last_open &&
+               waiting() >= static_cast<long long>(N);
+      },
+      t0 + secs_to_ns(o.timeout), [&](u64 t) {
+        probe.tick(t);
+        long long w = std::max<long long>(0, waiting());
+        while (opened < N && opened < static_cast<u64>(w) + 256) {
+          Conn& c = L.connect(&consumer, true, http);
+          L.send(c, Cmd::Reserve, poll);
+          ++opened;
+          t_last_open = now_ns();
+        }
+      });
+  if (!ok) die("timeout opening " + std::to_string(N) + " waiting consumers (" + std::to_string(waiting()) + " waiting)");
+  double setup_s = static_cast<double>(now_ns() - t0) / 1e9;
+  deliveries_per_conn.assign(L.open_count() + 8, 0);
+  pub = &L.connect(&publisher, false, http);
+  L.run_for(0.3);  // the publisher's connection is accepted; the opening's work is over
+  long long rss1 = rss_bytes(o.pid);
+
+  // 2. all wait: what does the server spend?
+  IdleWindow idle = idle_window(L, o, o.idle_s);
+
+  // 3. publishes, one at a time
+  u64 done = 0, next_at = 0;
+  const u64 gap = static_cast<u64>(o.gap_ms * 1e6);
+  double c0 = proc_cpu_precise_s(o.pid), s0 = self_cpu_s();
+  u64 tp0 = now_ns();
+  ok = L.run_until([&] { return done >= J; }, tp0 + secs_to_ns(o.timeout), [&](u64 t) {
+    if (inflight && delivered && pub_done && acked) {
+      inflight = false;
+      ++done;
+      next_at = t + gap;
+    }
+    if (!inflight && done < J && t >= next_at) {
+      inflight = true;
+      delivered = pub_done = acked = false;
+      t_pub = now_ns();
+      L.send(*pub, Cmd::Put, pub_req, t_pub);
+    }
+  });
+  u64 tp1 = now_ns();
+  double c1 = proc_cpu_precise_s(o.pid), s1 = self_cpu_s();
+  if (!ok) err.add("timeout: " + std::to_string(done) + " of " + std::to_string(J) + " publishes done");
+  // the waiting count after the publishes (each consumer that got a job waits again)
+  u64 t_end = now_ns();
+  L.run_until([&] { return !probe.samples.empty() && probe.samples.back().sent > t_end; }, t_end + 5 * kNs,
+              [&](u64 t) { probe.tick(t); });
+  u64 distinct = 0;
+  for (u64 d : deliveries_per_conn) distinct += d > 0;
+
+  double wall = static_cast<double>(tp1 - tp0) / 1e9;
+  Json j;
+  j.str("scenario", "longpoll").str("proto", o.proto).integer("consumers", static_cast<long long>(N));
+  j.integer("publishes", static_cast<long long>(J)).integer("size", o.size).integer("lp_timeout_s", o.lp_timeout);
+  j.num("setup_s", setup_s);
+  j.integer("rss_before", rss0).integer("rss_waiting", rss1);
+  if (rss0 >= 0) j.num("bytes_per_waiting_consumer", static_cast<double>(rss1 - rss0) / static_cast<double>(N));
+  idle.put(j, "idle");
+  j.integer("done", static_cast<long long>(done)).num("publish_wall_s", wall);
+  j.num("server_cpu_us_per_publish", done ? (c1 - c0) * 1e6 / static_cast<double>(done) : std::nan(""));
+  j.num("server_cpu_util_publishing", (c1 - c0) / wall).num("loadgen_cpu_util_publishing", (s1 - s0) / wall);
+  j.integer("consumers_served", static_cast<long long>(distinct));
+  j.integer("waiting_at_end", waiting());
+  j.integer("timeouts", static_cast<long long>(timeouts));
+  put_hist(j, "wake_us", wake);
+  put_hist(j, "wake_kernel_us", wake_k);
+  put_hist(j, "publish_us", pub_lat);
+  put_hist(j, "ack_us", ack_lat);
+  err.put(j);
+  probe.errors.put(j.open("probe"));
+  j.close();
+  std::printf("%s\n", j.finish().c_str());
+}
+
+// C connections, each making one request (--proto http: a consume of the empty queue, answered
+// 404; text: list-tube-used) and then staying open, idle; at most 256 requests in flight while
+// they open. RSS of the server before and after (bytes per idle connection), then its CPU
+// while they all sit for --idle-s.
+void scen_idle(const Opts& o) {
+  const bool http = o.proto == "http";
+  if (!http && o.proto != "text") die("--proto must be http or text");
+  Loop L(o);
+  const u64 N = static_cast<u64>(conns_or(o, 10000));
+  std::unique_ptr<HttpApi> api;
+  if (http) api = std::make_unique<HttpApi>(o);
+  const std::string req = http ? api->consume("?ttr=30") : "list-tube-used\r\n";
+  u64 opened = 0, ready = 0;
+  Errors err;
+  FnHandler h([&](Conn&, Cmd, u64, u64, sv line, sv body) {
+    if (http ? http_status(line) != 404 : !starts(line, "USING ")) err.add(http ? http_err(line, body) : std::string(line));
+    ++ready;
+  });
+  L.run_for(0.1);
+  long long rss0 = rss_bytes(o.pid);
+  u64 t0 = now_ns();
+  bool ok = L.run_until([&] { return ready >= N; }, t0 + secs_to_ns(o.timeout), [&](u64) {
+    while (opened < N && opened < ready + 256) {
+      Conn& c = L.connect(&h, false, http);
+      L.send(c, Cmd::Other, req);
+      ++opened;
+    }
+  });
+  if (!ok) die("timeout opening idle connections (" + std::to_string(ready) + " ready)");
+  double open_s = static_cast<double>(now_ns() - t0) / 1e9;
+  L.run_for(0.3);
+  long long rss1 = rss_bytes(o.pid);
+  IdleWindow idle = idle_window(L, o, o.idle_s);
+  Json j;
+  j.str("scenario", "idle").str("proto", o.proto).integer("conns", static_cast<long long>(N));
+  j.num("open_s", open_s).integer("rss_before", rss0).integer("rss_idle", rss1);
+  if (rss0 >= 0) j.num("bytes_per_conn", static_cast<double>(rss1 - rss0) / static_cast<double>(N));
+  idle.put(j, "idle");
+  err.put(j);
+  std::printf("%s\n", j.finish().c_str());
+}
+
 void raise_nofile() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
@@ -2062,6 +2583,9 @@ int main(int argc, char** argv) {
   else if (s == "mass") scen_mass(o);
   else if (s == "grow") scen_grow(o);
   else if (s == "expire" || s == "purge") scen_lifecycle(o);
+  else if (s == "http-cycle") scen_http_cycle(o);
+  else if (s == "longpoll") scen_longpoll(o);
+  else if (s == "idle") scen_idle(o);
   else die("unknown --scenario '" + s + "' (try --help)");
   std::fflush(stdout);
   return 0;

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -76,6 +77,14 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime (fields 14, 15)
 
 
+def machine_busy_s():
+    """CPU seconds the whole machine has spent busy (all CPUs; /proc/stat's first line:
+    everything but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / CLK_TCK  # user nice system idle iowait irq softirq steal
+
+
 def proc_rss(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -91,7 +100,9 @@ class Server:
     """One server process on 127.0.0.1:<free port>.
 
     args may contain '{tmpdir}', replaced by a per-server temporary directory that survives
-    restart() (extension point for durable -b runs and recovery scenarios)."""
+    restart() (extension point for durable -b runs and recovery scenarios), and
+    '{http_port}' / '{admin_port}', replaced at each start by free ports (stalkd's --http and
+    --admin-http; then http_port / admin_port hold them, and start() waits for them too)."""
 
     def __init__(self, kind, binary, args=(), label=None):
         self.kind = kind
@@ -102,6 +113,8 @@ class Server:
         self.args = [a.replace("{tmpdir}", self.tmpdir or "") for a in args]
         self.proc = None
         self.port = None
+        self.http_port = None
+        self.admin_port = None
         self.log = None
 
     @property
@@ -110,17 +123,33 @@ class Server:
 
     def start(self):
         self.port = free_port()
+        ports = [self.port]
+
+        def another():
+            while True:
+                p = free_port()
+                if p not in ports:
+                    ports.append(p)
+                    return p
+        args = list(self.args)
+        self.http_port = another() if any("{http_port}" in a for a in args) else None
+        self.admin_port = another() if any("{admin_port}" in a for a in args) else None
+        args = [a.replace("{http_port}", str(self.http_port))
+                 .replace("{admin_port}", str(self.admin_port)) for a in args]
         self.log = tempfile.TemporaryFile()
-        argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + self.args
+        argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + args
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=self.log, preexec_fn=_child_setup("server"))
         LIVE.append(self)
         deadline = time.monotonic() + 10
+        pending = list(ports)  # the text port first, then the HTTP listeners
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.label} exited at start-up: {self.log_tail()}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                while pending:
+                    socket.create_connection(("127.0.0.1", pending[0]), timeout=0.5).close()
+                    pending.pop(0)
                 return self
             except OSError:
                 time.sleep(0.02)
@@ -183,20 +212,24 @@ def loadgen(server, scenario, timeout=300, loadgen_timeout=None, **opts):
     """Runs one loadgen scenario against server; returns its JSON plus run-level server CPU.
 
     timeout bounds the subprocess; loadgen_timeout, when given, is passed as the loadgen's own
-    --timeout (which otherwise defaults to 120 s)."""
-    argv = [CFG.loadgen, "--scenario", scenario, "--host", "127.0.0.1", "--port", str(server.port),
+    --timeout (which otherwise defaults to 120 s). port: another of the server's ports than the
+    text one (its http_port)."""
+    port = opts.pop("port", None) or server.port
+    argv = [CFG.loadgen, "--scenario", scenario, "--host", "127.0.0.1", "--port", str(port),
             "--pid", str(server.pid)]
     if loadgen_timeout is not None:
         argv += ["--timeout", str(loadgen_timeout)]
     for k, v in opts.items():
         argv += ["--" + k.replace("_", "-"), str(v)]
     cpu0, t0 = server.cpu_s(), time.monotonic()
+    busy0, lg0 = machine_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                            preexec_fn=_child_setup("loadgen"))
     except subprocess.TimeoutExpired:
         raise LoadgenError(f"loadgen {scenario} timed out after {timeout} s")
     wall = time.monotonic() - t0
+    busy1, lg1 = machine_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
     alive = server.proc.poll() is None
     cpu1 = server.cpu_s() if alive else float("nan")
     try:
@@ -209,6 +242,11 @@ def loadgen(server, scenario, timeout=300, loadgen_timeout=None, **opts):
         raise LoadgenError(f"loadgen {scenario}: {out['error']}{extra}")
     out["run_wall_s"] = wall
     out["run_server_cpu_s"] = cpu1 - cpu0  # whole loadgen run, incl. set-up and warm-up
+    # The machine's load meanwhile: all CPUs' busy time, and what is left of it after the
+    # server and the loadgen (other processes, and kernel threads), in cores.
+    lg_cpu = (lg1.ru_utime + lg1.ru_stime) - (lg0.ru_utime + lg0.ru_stime)
+    out["run_machine_busy_cores"] = (busy1 - busy0) / wall
+    out["run_others_cores"] = max(0.0, (busy1 - busy0) - (cpu1 - cpu0) - lg_cpu) / wall
     return out
 
 
@@ -440,10 +478,11 @@ def metrics_conns(p):
 
 
 def sc_delayed(srv, p):
+    extra = {k: p[k] for k in ("consumed_every", "probe_ms") if p.get(k)}
     r = loadgen(srv, "delayed", jobs=p["jobs"], spread=p["spread"], delay=p["delay"],
                 conns=p["conns"], depth=p["depth"], consumers=p["consumers"],
                 reserves=p["reserves"], size=p["size"], timeout=p["timeout"],
-                loadgen_timeout=p["loadgen_timeout"])
+                loadgen_timeout=p["loadgen_timeout"], **extra)
     m = {
         "late_p50_ms": ms(get(r, "lateness_us.p50_us")),
         "late_p99_ms": ms(get(r, "lateness_us.p99_us")),
@@ -673,6 +712,192 @@ def metrics_grow(p):
         ("timed_out", f"timed out ({p['timeout']} s)"), ("errors", "errors")]
 
 
+# ------------------------------------------------------------------------------------------------
+# HTTP (issue 13): stalkd's lmstfy API against its own text protocol, on the same build and in
+# the same run. Each run does both, each on a fresh server, in alternating order (text first
+# in the first pair, HTTP first in the next, ...), so that a drift of the machine's load
+# falls on both.
+
+HTTP_ARGS = {"stalkd": ["--http", "127.0.0.1:{http_port}", "--admin-http", "127.0.0.1:{admin_port}"]}
+_HTTP_ORDER = {}  # scenario name -> runs so far (which protocol goes first)
+
+
+def http_token(srv, ns):
+    """A token of namespace ns, from the admin listener (POST /token/:ns)."""
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{srv.admin_port}/token/{ns}?description=bench", method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["token"]
+
+
+def text_and_http(name, srv, text_fn, http_fn):
+    """Runs text_fn(srv) and http_fn(srv) on fresh servers, in alternating order; returns
+    (text result, HTTP result, which went first)."""
+    if CFG.standin:
+        raise RuntimeError("needs stalkd (beanstalkd has no HTTP API)")
+    n = _HTTP_ORDER.get(name, 0)
+    _HTTP_ORDER[name] = n + 1
+    order = ("text", "http") if n % 2 == 0 else ("http", "text")
+    out = {}
+    for i, which in enumerate(order):
+        if i:
+            srv.restart()
+        out[which] = text_fn(srv) if which == "text" else http_fn(srv)
+    return out["text"], out["http"], order[0]
+
+
+def _ratio(a, b):
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+
+def sc_http_cycle(srv, p):
+    common = dict(conns=p["conns"], duration=p["duration"], warmup=p["warmup"], size=p["size"])
+    t, h, first = text_and_http(
+        "http-cycle", srv, lambda s: loadgen(s, "cycle", **common),
+        lambda s: loadgen(s, "http-cycle", port=s.http_port, token=http_token(s, p["ns"]),
+                          ns=p["ns"], ttr=p["ttr"], **common))
+    # cpu_ratio: the throughput ratio the two would have if the server were the bottleneck
+    # (one core each), whatever limits the closed loop here
+    m = {"ratio": _ratio(h.get("ops_per_s"), t.get("ops_per_s")),
+         "cpu_ratio": _ratio(t.get("server_cpu_us_per_op"), h.get("server_cpu_us_per_op")),
+         "http_first": int(first == "http")}
+    for pre, r, verbs in (("text", t, ("put", "reserve", "delete")),
+                          ("http", h, ("publish", "consume", "ack"))):
+        m[f"{pre}_ops"] = r.get("ops_per_s")
+        m[f"{pre}_cycles"] = r.get("cycles_per_s")
+        m[f"{pre}_cpu_us"] = r.get("server_cpu_us_per_op")
+        m[f"{pre}_srv_util"] = r.get("server_cpu_util")
+        m[f"{pre}_lg_util"] = r.get("loadgen_cpu_util")
+        m[f"{pre}_lg_us"] = (r["loadgen_cpu_util"] / r["ops_per_s"] * 1e6
+                             if r.get("loadgen_cpu_util") and r.get("ops_per_s") else None)
+        for v in verbs:
+            for q in ("p50", "p99"):
+                m[f"{pre}_{v}_{q}"] = get(r, f"latency_us.{v}.{q}_us")
+        m[f"{pre}_max"] = max(get(r, f"latency_us.{v}.max_us", 0) for v in verbs)
+    m["http_no_job"] = h.get("no_job")
+    m["http_others"], m["text_others"] = h.get("run_others_cores"), t.get("run_others_cores")
+    m["errors"] = (t.get("errors") or 0) + (h.get("errors") or 0)
+    return m, {"text": t, "http": h, "first": first}
+
+
+METRICS_HTTP_CYCLE = (
+    [("http_ops", "HTTP: requests/s (publish, consume, ack) ↑"),
+     ("text_ops", "text: commands/s (put, reserve, delete) ↑"),
+     ("ratio", "HTTP requests/s ÷ text commands/s ↑ (target ≥ 0.5)"),
+     ("http_cycles", "HTTP: cycles/s ↑"), ("text_cycles", "text: cycles/s ↑"),
+     ("http_cpu_us", "HTTP: server CPU µs/request ↓"),
+     ("text_cpu_us", "text: server CPU µs/command ↓"),
+     ("cpu_ratio", "server CPU per command ÷ per request (the ratio if the server were the "
+      "bottleneck) ↑"),
+     ("http_lg_us", "HTTP: loadgen CPU µs/request ↓"),
+     ("text_lg_us", "text: loadgen CPU µs/command ↓"),
+     ("http_srv_util", "HTTP: server CPU (cores)"), ("http_lg_util", "HTTP: loadgen CPU (cores)"),
+     ("text_srv_util", "text: server CPU (cores)"), ("text_lg_util", "text: loadgen CPU (cores)")]
+    + [(f"http_{v}_{q}", f"HTTP: {v} {q} µs ↓") for v in ("publish", "consume", "ack")
+       for q in ("p50", "p99")]
+    + [("http_max", "HTTP: max latency µs ↓")]
+    + [(f"text_{v}_{q}", f"text: {v} {q} µs ↓") for v in ("put", "reserve", "delete")
+       for q in ("p50", "p99")]
+    + [("text_max", "text: max latency µs ↓"),
+       ("http_no_job", "HTTP: consumes answered 404 ↓"),
+       ("http_others", "HTTP: other processes' CPU meanwhile (cores)"),
+       ("text_others", "text: other processes' CPU meanwhile (cores)"),
+       ("http_first", "HTTP ran first"), ("errors", "errors")])
+
+
+def sc_http_longpoll(srv, p):
+    common = dict(conns=p["conns"], jobs=p["jobs"], idle_s=p["idle_s"], gap_ms=p["gap_ms"],
+                  lp_timeout=p["lp_timeout"], size=p["size"], loadgen_timeout=p["timeout"],
+                  timeout=p["timeout"] * 2 + 30)
+    t, h, first = text_and_http(
+        "http-longpoll", srv,
+        lambda s: loadgen(s, "longpoll", proto="text", text_port=s.port, **common),
+        lambda s: loadgen(s, "longpoll", proto="http", port=s.http_port, text_port=s.port,
+                          token=http_token(s, p["ns"]), ns=p["ns"], **common))
+    m = {"http_first": int(first == "http")}
+    for pre, r in (("http", h), ("text", t)):
+        m[f"{pre}_idle_cpu_ms"] = (get(r, "idle.server_cpu_util") or 0) * 1e3 \
+            if get(r, "idle.server_cpu_util") is not None else None
+        m[f"{pre}_idle_ctx"] = get(r, "idle.server_ctx_switches_per_s")
+        for q in ("p50", "p99", "max"):
+            m[f"{pre}_wake_{q}"] = get(r, f"wake_us.{q}_us")
+            m[f"{pre}_wake_k_{q}"] = get(r, f"wake_kernel_us.{q}_us")
+        m[f"{pre}_pub_p99"] = get(r, "publish_us.p99_us")
+        m[f"{pre}_cpu_pub"] = r.get("server_cpu_us_per_publish")
+        m[f"{pre}_bytes"] = r.get("bytes_per_waiting_consumer")
+        m[f"{pre}_setup_s"] = r.get("setup_s")
+        m[f"{pre}_served"] = r.get("consumers_served")
+        m[f"{pre}_waiting_end"] = r.get("waiting_at_end")
+        m[f"{pre}_timeouts"] = r.get("timeouts")
+        m[f"{pre}_others"] = r.get("run_others_cores")
+    m["wake_ratio_p99"] = _ratio(m["http_wake_p99"], m["text_wake_p99"])
+    m["errors"] = sum((r.get("errors") or 0) + (get(r, "probe.errors") or 0) for r in (t, h))
+    return m, {"text": t, "http": h, "first": first}
+
+
+def metrics_http_longpoll(p):
+    n, j = p["conns"], p["jobs"]
+    out = []
+    for pre, what in (("http", f"HTTP (GET ?timeout={p['lp_timeout']})"),
+                      ("text", f"text (reserve-with-timeout {p['lp_timeout']})")):
+        target_cpu = " (target ≈ 0)" if pre == "http" else ""
+        target_wake = " (target ≤ 1000)" if pre == "http" else ""
+        out += [(f"{pre}_idle_cpu_ms", f"{what}: server CPU ms/s while {n} wait{target_cpu} ↓"),
+                (f"{pre}_idle_ctx", f"{what}: server context switches/s while they wait ↓"),
+                (f"{pre}_wake_p50", f"{what}: publish → consumer has the job p50 µs ↓"),
+                (f"{pre}_wake_p99", f"{what}: … p99 µs{target_wake} ↓"),
+                (f"{pre}_wake_max", f"{what}: … max µs ↓"),
+                (f"{pre}_wake_k_p50", f"{what}: … kernel stamps p50 µs ↓"),
+                (f"{pre}_wake_k_p99", f"{what}: … kernel stamps p99 µs ↓"),
+                (f"{pre}_wake_k_max", f"{what}: … kernel stamps max µs ↓"),
+                (f"{pre}_pub_p99", f"{what}: publish answered p99 µs ↓"),
+                (f"{pre}_cpu_pub", f"{what}: server CPU µs per publish (+ deliver, ack, re-wait) ↓"),
+                (f"{pre}_bytes", f"{what}: RSS bytes per waiting consumer ↓"),
+                (f"{pre}_setup_s", f"{what}: s until all {n} wait ↓"),
+                (f"{pre}_served", f"{what}: distinct consumers served ({j} publishes)"),
+                (f"{pre}_waiting_end", f"{what}: current-waiting at the end (= {n})"),
+                (f"{pre}_timeouts", f"{what}: waits that timed out ↓"),
+                (f"{pre}_others", f"{what}: other processes' CPU meanwhile (cores)")]
+    return out + [("wake_ratio_p99", "wake-up p99 HTTP ÷ text ↓"),
+                  ("http_first", "HTTP ran first"), ("errors", "errors")]
+
+
+def sc_http_idle(srv, p):
+    common = dict(conns=p["conns"], idle_s=p["idle_s"], loadgen_timeout=p["timeout"],
+                  timeout=p["timeout"] + 30)
+    t, h, first = text_and_http(
+        "http-idle", srv, lambda s: loadgen(s, "idle", proto="text", **common),
+        lambda s: loadgen(s, "idle", proto="http", port=s.http_port,
+                          token=http_token(s, p["ns"]), ns=p["ns"], **common))
+    m = {"http_bytes": h.get("bytes_per_conn"), "text_bytes": t.get("bytes_per_conn"),
+         "ratio": _ratio(h.get("bytes_per_conn"), t.get("bytes_per_conn")),
+         "http_idle_cpu_ms": (get(h, "idle.server_cpu_util") or 0) * 1e3,
+         "text_idle_cpu_ms": (get(t, "idle.server_cpu_util") or 0) * 1e3,
+         "http_idle_ctx": get(h, "idle.server_ctx_switches_per_s"),
+         "text_idle_ctx": get(t, "idle.server_ctx_switches_per_s"),
+         "http_open_s": h.get("open_s"), "text_open_s": t.get("open_s"),
+         "http_first": int(first == "http"),
+         "http_others": h.get("run_others_cores"), "text_others": t.get("run_others_cores"),
+         "errors": (t.get("errors") or 0) + (h.get("errors") or 0)}
+    return m, {"text": t, "http": h, "first": first}
+
+
+def metrics_http_idle(p):
+    n = p["conns"]
+    return [("http_bytes", f"HTTP: RSS bytes per idle keep-alive connection (after a consume → 404) ↓"),
+            ("text_bytes", f"text: RSS bytes per idle connection (after list-tube-used) ↓"),
+            ("ratio", "HTTP ÷ text ↓"),
+            ("http_idle_cpu_ms", f"HTTP: server CPU ms/s with {n} idle ↓"),
+            ("text_idle_cpu_ms", f"text: server CPU ms/s with {n} idle ↓"),
+            ("http_idle_ctx", "HTTP: server context switches/s meanwhile ↓"),
+            ("text_idle_ctx", "text: server context switches/s meanwhile ↓"),
+            ("http_open_s", f"HTTP: s to open {n} and make a request on each ↓"),
+            ("text_open_s", f"text: s to open {n} and make a request on each ↓"),
+            ("http_others", "HTTP: other processes' CPU meanwhile (cores)"),
+            ("text_others", "text: other processes' CPU meanwhile (cores)"),
+            ("http_first", "HTTP ran first"), ("errors", "errors")]
+
+
 class Scenario:
     def __init__(self, name, title, fn, metrics, full, quick, servers=("stalkd", "beanstalkd"),
                  server_args=None, default=True):
@@ -727,6 +952,28 @@ SCENARIOS = [
                   reserves=256, size=100, timeout=180, loadgen_timeout=60),
              dict(jobs=20_000, spread=1, delay=2, conns=4, depth=100, consumers=4,
                   reserves=256, size=100, timeout=60, loadgen_timeout=20)),
+    # The same with a consumed tube beside a bulk tube: 1 job in {consumed_every} goes to the
+    # tube that {consumers} consumers wait on (one reserve each), the rest to one nobody
+    # consumes; lateness is that of the consumed jobs.
+    Scenario("delayed-mix", "delayed, consumed tube beside a bulk tube: {jobs} jobs falling due over "
+             "{spread} s (delay {delay} s), 1 in {consumed_every} in the tube that {consumers} "
+             "consumers wait on with {reserves} reserve each, the rest in a tube nobody consumes",
+             sc_delayed, metrics_delayed,
+             dict(jobs=1_000_000, spread=10, delay=14, conns=4, depth=100, consumers=2,
+                  reserves=1, consumed_every=100, size=100, timeout=180, loadgen_timeout=60),
+             dict(jobs=20_000, spread=1, delay=2, conns=4, depth=100, consumers=2,
+                  reserves=1, consumed_every=100, size=100, timeout=60, loadgen_timeout=20)),
+    # Opt-in (20 s a run): one job at a time, put with a delay while a consumer waits, as a
+    # user tries it; what the server's sleep until a far deadline costs.
+    Scenario("delayed-one", "delayed, one at a time: {jobs} jobs put over {spread} s (one every "
+             "1.5 s, between deadlines) with delay {delay} s while {consumers} consumer waits "
+             "with {reserves} reserve; no stats probe (its requests would wake the server)",
+             sc_delayed, metrics_delayed,
+             dict(jobs=20, spread=30, delay=1, conns=1, depth=1, consumers=1, reserves=1,
+                  size=100, probe_ms=600_000, timeout=60, loadgen_timeout=50),
+             dict(jobs=4, spread=6, delay=1, conns=1, depth=1, consumers=1, reserves=1,
+                  size=100, probe_ms=600_000, timeout=30, loadgen_timeout=20),
+             default=False),
     Scenario("mass", "mass events: kick of {jobs} buried jobs; close of a connection holding "
              "{jobs} reserved jobs; stats probe every 1 ms",
              sc_mass, metrics_mass,
@@ -791,6 +1038,30 @@ SCENARIOS = [
              dict(jobs=10_000_000, size=100, conns=4, depth=100, segments=10, timeout=400),
              dict(jobs=200_000, size=100, conns=4, depth=100, segments=10, timeout=60),
              default=False),
+    # HTTP (issue 13): stalkd only; each run measures the text protocol and the HTTP API on
+    # fresh servers of the same build, alternating which goes first.
+    Scenario("http-cycle", "HTTP cycle: {conns} keep-alive connections each looping publish "
+             "({size} B) → consume (?ttr={ttr}) → ack, against the text cycle put → reserve → "
+             "delete on {conns} connections",
+             sc_http_cycle, METRICS_HTTP_CYCLE,
+             dict(conns=50, size=100, ttr=30, ns="bench", warmup=1, duration=5),
+             dict(conns=50, size=100, ttr=30, ns="bench", warmup=0.3, duration=1),
+             servers=("stalkd",), server_args=HTTP_ARGS),
+    Scenario("http-longpoll", "HTTP long poll: {conns} consumers waiting (GET ?timeout="
+             "{lp_timeout}; text: reserve-with-timeout {lp_timeout}), {idle_s} s idle, then "
+             "{jobs} publishes of {size} B one at a time ({gap_ms} ms apart)",
+             sc_http_longpoll, metrics_http_longpoll,
+             dict(conns=10_000, jobs=1000, idle_s=3, gap_ms=2, lp_timeout=30, size=100,
+                  ns="bench", timeout=60),
+             dict(conns=300, jobs=50, idle_s=0.5, gap_ms=2, lp_timeout=30, size=100,
+                  ns="bench", timeout=20),
+             servers=("stalkd",), server_args=HTTP_ARGS),
+    Scenario("http-idle", "HTTP idle connections: {conns} keep-alive HTTP connections after one "
+             "request each, against {conns} text connections after one command each",
+             sc_http_idle, metrics_http_idle,
+             dict(conns=10_000, idle_s=2, ns="bench", timeout=60),
+             dict(conns=500, idle_s=0.5, ns="bench", timeout=20),
+             servers=("stalkd",), server_args=HTTP_ARGS),
 ]
 
 

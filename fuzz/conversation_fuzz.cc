@@ -37,11 +37,13 @@
 #include <string>
 #include <string_view>
 
+#define FUZZ_NAME "conversation_fuzz"
 #include "base/check.h"
 #include "base/clock.h"
 #include "command/store.h"
 #include "command/values.h"
 #include "engine/engine.h"
+#include "fuzz_support.h"
 #include "protocol/conversation.h"
 #include "store/memory_store.h"
 
@@ -62,6 +64,9 @@ using stalkd::engine::Job;
 using stalkd::engine::JobExtra;
 using stalkd::engine::JobState;
 using stalkd::engine::JobStateName;
+using stalkd::fuzz::Format;
+using stalkd::fuzz::Input;
+using stalkd::fuzz::StubHost;
 using stalkd::protocol::Conversation;
 using stalkd::store::MemoryStore;
 using stalkd::store::MemoryStoreOptions;
@@ -82,45 +87,6 @@ constexpr uint64_t kCheckedJobsPerStep = 8;
 // Time passes in steps of at most this, with a full Tick after each; large jumps (a stalled
 // server) are part of what is fuzzed.
 constexpr Nanos kMaxTickGap = stalkd::kForever;
-
-#define FUZZ_CHECK(cond, ...)                                               \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::fprintf(stderr, "conversation_fuzz: check failed: %s: ", #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                    \
-      std::fprintf(stderr, "\n");                                           \
-      std::abort();                                                         \
-    }                                                                       \
-  } while (0)
-
-class StubHost final : public stalkd::command::Host {
- public:
-  stalkd::command::HostStats CurrentStats() const override {
-    stalkd::command::HostStats h;
-    h.pid = 1;
-    h.version = "fuzz";
-    return h;
-  }
-};
-
-// Reads the fuzzer input.
-class Input {
- public:
-  Input(const uint8_t* d, size_t n) : d_(d), n_(n) {}
-  bool empty() const { return i_ >= n_; }
-  uint8_t Byte() { return i_ < n_ ? d_[i_++] : 0; }
-  std::string_view Bytes(size_t n) {
-    n = std::min(n, n_ - i_);
-    std::string_view s(reinterpret_cast<const char*>(d_ + i_), n);
-    i_ += n;
-    return s;
-  }
-
- private:
-  const uint8_t* d_;
-  size_t n_;
-  size_t i_ = 0;
-};
 
 // Whether j is reserved by store session s. The engine knows a session by its owner, which
 // for a MemoryStore is the command::Session.
@@ -839,17 +805,6 @@ void Client::OnResult(const Result& r) {
   w_.CheckLateResult(*conv_, r);
   conv_->OnResult(r);
   w_.Drain(*conv_, /*late=*/true);
-}
-
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  FUZZ_CHECK(n >= 0 && static_cast<size_t>(n) < sizeof buf, "Format");
-  return std::string(buf, static_cast<size_t>(n));
 }
 
 // put-ext's options from the bits of c (a, b pick their values): tries, ttl (0 to 3 s: 0 is

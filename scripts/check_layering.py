@@ -25,6 +25,7 @@ RULES = {
     "storage": ["base", "engine"],            # the binlog
     "protocol": ["base", "command"],          # the text protocol
     "http": ["base", "command"],
+    "cli": ["base"],                          # stalk, a client: no layer of the server
     "net": ["base"],
     "server": [ANY, "-app"],
     "app": [ANY],

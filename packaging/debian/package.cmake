@@ -1,20 +1,26 @@
 # The Debian package: install rules for its files and CPack's DEB generator.
 #   cmake --build build/release && (cd build/release && cpack -G DEB)
 # makes build/release/stalkd_<version>_<arch>.deb. Included last by CMakeLists.txt, so
-# every target (the stalk CLI, once it exists) is known here.
+# every target (stalkd, and the stalk CLI) is known here.
 set(STALKD_DEB_DIR ${PROJECT_SOURCE_DIR}/packaging/debian)
 set(STALKD_DEB_BUILD ${PROJECT_BINARY_DIR}/packaging)
 
-# The man page and changelog are installed compressed, as Debian wants them: gzip -9n (no
+# The man pages and changelog are installed compressed, as Debian wants them: gzip -9n (no
 # name or time stamp, so the package is reproducible).
-set(STALKD_DEB_GZ ${STALKD_DEB_BUILD}/stalkd.8.gz ${STALKD_DEB_BUILD}/changelog.gz)
-add_custom_command(
-  OUTPUT ${STALKD_DEB_GZ}
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${STALKD_DEB_BUILD}
-  COMMAND gzip -9n -c ${STALKD_DEB_DIR}/stalkd.8 > ${STALKD_DEB_BUILD}/stalkd.8.gz
-  COMMAND gzip -9n -c ${STALKD_DEB_DIR}/changelog > ${STALKD_DEB_BUILD}/changelog.gz
-  DEPENDS ${STALKD_DEB_DIR}/stalkd.8 ${STALKD_DEB_DIR}/changelog
-  VERBATIM)
+set(STALKD_DEB_GZ_SOURCES stalkd.8 changelog)
+if(TARGET stalk)
+  list(APPEND STALKD_DEB_GZ_SOURCES stalk.1)
+endif()
+set(STALKD_DEB_GZ)
+foreach(file ${STALKD_DEB_GZ_SOURCES})
+  add_custom_command(
+    OUTPUT ${STALKD_DEB_BUILD}/${file}.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${STALKD_DEB_BUILD}
+    COMMAND gzip -9n -c ${STALKD_DEB_DIR}/${file} > ${STALKD_DEB_BUILD}/${file}.gz
+    DEPENDS ${STALKD_DEB_DIR}/${file}
+    VERBATIM)
+  list(APPEND STALKD_DEB_GZ ${STALKD_DEB_BUILD}/${file}.gz)
+endforeach()
 add_custom_target(stalkd_package_files ALL DEPENDS ${STALKD_DEB_GZ})
 
 # Paths are the package's: binaries under the prefix (/usr), the units and the defaults
@@ -22,9 +28,7 @@ add_custom_target(stalkd_package_files ALL DEPENDS ${STALKD_DEB_GZ})
 set(STALKD_DEB_PROGRAMS stalkd)
 if(TARGET stalk)
   list(APPEND STALKD_DEB_PROGRAMS stalk)
-  if(EXISTS ${STALKD_DEB_DIR}/stalk.1)
-    install(FILES ${STALKD_DEB_DIR}/stalk.1 DESTINATION share/man/man1)
-  endif()
+  install(FILES ${STALKD_DEB_BUILD}/stalk.1.gz DESTINATION share/man/man1)
 endif()
 foreach(program ${STALKD_DEB_PROGRAMS})
   install(TARGETS ${program} RUNTIME DESTINATION bin)
@@ -64,7 +68,9 @@ and crashes; every operation is O(log n) and each event-loop iteration does
 bounded work.
 .
 This package runs it as a systemd service on 127.0.0.1:11300 (socket
-activation), as the stalkd user, with its binlog in /var/lib/stalkd.")
+activation), as the stalkd user, with its binlog in /var/lib/stalkd. It also
+installs stalk, a command-line client for stalkd and beanstalkd: put, reserve,
+peek, purge, tail, a live top view, and dump and load of every job.")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${STALKD_DEB_DIR}/conffiles ${STALKD_DEB_DIR}/postinst ${STALKD_DEB_DIR}/prerm
     ${STALKD_DEB_DIR}/postrm)

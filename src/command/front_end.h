@@ -38,6 +38,11 @@ class FrontEnd {
   virtual size_t buffered_input() const = 0;
   virtual const Session& session() const = 0;
 
+  // Output buffer capacity kept once everything is sent: the text protocol keeps what its
+  // longest reply needed (short replies then never allocate); HTTP, whose responses never
+  // fit the string's inline buffer, lets an idle connection hold none.
+  virtual size_t output_keep() const { return 64 * 1024; }
+
   // Output above this stops request processing until the peer reads it.
   static constexpr size_t kOutputHighWater = 1 << 20;
 };

@@ -547,28 +547,35 @@ void Engine::ProcessQueue() {
   }
 }
 
-void Engine::RefreshEligible(Tube* t) {
-  bool want = !t->waiters.empty() && !t->ready.empty() && !t->paused();
-  bool in = eligible_.Contains(t);
+namespace {
+
+// x belongs in `heap` or not (`want`); if it stays, its key may have changed.
+template <typename Heap, typename T>
+void Keep(Heap& heap, T* x, bool want) {
+  bool in = heap.Contains(x);
   if (want && !in) {
-    eligible_.Push(t);
+    heap.Push(x);
   } else if (!want && in) {
-    eligible_.Remove(t);
+    heap.Remove(x);
   } else if (want) {
-    eligible_.Update(t);
+    heap.Update(x);
   }
 }
 
+}  // namespace
+
+void Engine::RefreshEligible(Tube* t) {
+  Keep(eligible_, t, !t->waiters.empty() && !t->ready.empty() && !t->paused());
+  RefreshAwaited(t);  // its waiters or its pause changed, or its jobs
+}
+
 void Engine::RefreshDelayed(Tube* t) {
-  bool want = !t->delayed.empty();
-  bool in = delay_tubes_.Contains(t);
-  if (want && !in) {
-    delay_tubes_.Push(t);
-  } else if (!want && in) {
-    delay_tubes_.Remove(t);
-  } else if (want) {
-    delay_tubes_.Update(t);
-  }
+  Keep(delay_tubes_, t, !t->delayed.empty());
+  RefreshAwaited(t);
+}
+
+void Engine::RefreshAwaited(Tube* t) {
+  Keep(awaited_, t, !t->delayed.empty() && !t->waiters.empty() && !t->paused());
 }
 
 // A session's timer fires at its soonest TTR expiry, or, while it waits in reserve, one
@@ -579,16 +586,8 @@ void Engine::RefreshTimer(Session* s) {
     wake = s->waiting_ ? j->deadline() - kSecond : j->deadline();
   }
   if (s->waiting_) wake = std::min(wake, s->wait_until_);
-  bool want = wake != kForever && !s->closed_;
-  bool in = timers_.Contains(s);
   s->wake_at_ = wake;
-  if (want && !in) {
-    timers_.Push(s);
-  } else if (!want && in) {
-    timers_.Remove(s);
-  } else if (want) {
-    timers_.Update(s);
-  }
+  Keep(timers_, s, wake != kForever && !s->closed_);
 }
 
 // ---------------------------------------------------------------------------- job commands
@@ -613,29 +612,31 @@ bool Engine::Delete(Session* s, uint64_t id) {
   return true;
 }
 
-bool Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
+Engine::Changed Engine::Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s) {
   Job* j = OwnReserved(s, id);
-  if (!j) return false;
+  if (!j) return {Changed::kNotFound};
+  if (!Recordable(*j)) return {Changed::kNoRoom};
   TakeOut(j);
   j->pri = pri;
   JobCold& c = ColdOf(j);  // it has one: it was reserved
   c.delay_s = delay_s;
   c.counts.releases++;
   Return(j, delay_s, BuryReason::kRelease);
-  return true;
+  return {Changed::kDone};
 }
 
-bool Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
+Engine::Changed Engine::Bury(Session* s, uint64_t id, uint32_t pri) {
   Job* j = OwnReserved(s, id);
-  if (!j) return false;
+  if (!j) return {Changed::kNotFound};
+  if (!Recordable(*j)) return {Changed::kNoRoom};
   TakeOut(j);
   j->pri = pri;
   ColdOf(j).counts.buries++;
-  if (ExpireIfPending(j)) return true;
+  if (ExpireIfPending(j)) return {Changed::kDone};
   MakeBuried(j);
   if (JobExtra* x = j->extra()) x->bury_reason = BuryReason::kCommand;
   Logged(j);
-  return true;
+  return {Changed::kDone};
 }
 
 bool Engine::Touch(Session* s, uint64_t id) {
@@ -650,14 +651,16 @@ bool Engine::Touch(Session* s, uint64_t id) {
   return true;
 }
 
-bool Engine::KickJob(uint64_t id) {
+Engine::Changed Engine::KickJob(uint64_t id) {
   Job* j = jobs_.Find(id);
-  if (!j || (j->state() != JobState::kBuried && j->state() != JobState::kDelayed)) return false;
-  Kick(j);
-  return true;
+  if (!j || (j->state() != JobState::kBuried && j->state() != JobState::kDelayed)) {
+    return {Changed::kNotFound};
+  }
+  return {Kick(j) ? Changed::kDone : Changed::kNoRoom};
 }
 
-void Engine::Kick(Job* j) {
+bool Engine::Kick(Job* j) {
+  if (!Recordable(*j)) return false;
   TakeOut(j);
   ColdOf(j).counts.kicks++;
   if (JobExtra* x = j->extra()) {
@@ -667,17 +670,28 @@ void Engine::Kick(Job* j) {
   MakeReady(j);
   Logged(j);
   ProcessQueue();  // as beanstalkd: each kicked job is offered to waiters at once
+  return true;
 }
 
-uint32_t Engine::KickBuried(Tube* t, uint32_t n) {
+uint32_t Engine::KickBuried(Tube* t, uint32_t n, bool* no_room) {
   uint32_t i = 0;
-  for (; i < n && !t->buried.empty(); i++) Kick(t->buried.front());
+  for (; i < n && !t->buried.empty(); i++) {
+    if (!Kick(t->buried.front())) {
+      if (no_room) *no_room = true;
+      break;
+    }
+  }
   return i;
 }
 
-uint32_t Engine::KickDelayed(Tube* t, uint32_t n) {
+uint32_t Engine::KickDelayed(Tube* t, uint32_t n, bool* no_room) {
   uint32_t i = 0;
-  for (; i < n && !t->delayed.empty(); i++) Kick(t->delayed.top());
+  for (; i < n && !t->delayed.empty(); i++) {
+    if (!Kick(t->delayed.top())) {
+      if (no_room) *no_room = true;
+      break;
+    }
+  }
   return i;
 }
 

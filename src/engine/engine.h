@@ -41,6 +41,9 @@ struct TubeDelayOrder {  // by the soonest delayed job
   }
   static uint32_t& Slot(Tube* t) { return t->delay_slot; }
 };
+struct TubeAwaitedOrder : TubeDelayOrder {  // the same order, in a heap of its own
+  static uint32_t& Slot(Tube* t) { return t->awaited_slot; }
+};
 struct TubePauseOrder {
   static bool Less(const Tube* a, const Tube* b) { return a->unpause_at < b->unpause_at; }
   static uint32_t& Slot(Tube* t) { return t->pause_slot; }
@@ -83,6 +86,12 @@ struct EngineOptions {
   uint32_t tick_budget = 1000;
   // Cap on the bytes held by jobs and their indexes; a put that would exceed it is refused.
   size_t max_memory = SIZE_MAX;
+  // Tick reports the deadlines that nobody waits for (delayed jobs of tubes no session waits
+  // on, TTL expiries) no sooner than this after it ran, so a steady stream of them (a
+  // million delayed jobs falling due over 10 s) is handled in batches, not one wake-up each.
+  // The others (delayed jobs of tubes a session waits on, reserve timeouts, TTRs, pauses)
+  // it reports exactly.
+  Nanos batch_wait = 0;
 };
 
 // The beanstalk state machine: jobs, tubes, sessions, timers and counters. It does no I/O
@@ -154,17 +163,26 @@ class Engine {
   Job* ReserveJob(Session* s, uint64_t id);
 
   // --- commands on a job ---
-  // Each returns false for NOT_FOUND.
+  // Delete and Touch return false for NOT_FOUND.
   bool Delete(Session* s, uint64_t id);
-  bool Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s);
-  bool Bury(Session* s, uint64_t id, uint32_t pri);
   bool Touch(Session* s, uint64_t id);
-  bool KickJob(uint64_t id);
+  // What a command that changes a job did: true when done; else NOT_FOUND, or refused
+  // because the job log cannot record the change (JobLog::CanUpdate false: a full disk),
+  // which leaves the job as it was.
+  struct Changed {
+    enum Result : uint8_t { kDone, kNotFound, kNoRoom } result;
+    explicit operator bool() const { return result == kDone; }
+  };
+  Changed Release(Session* s, uint64_t id, uint32_t pri, uint32_t delay_s);
+  Changed Bury(Session* s, uint64_t id, uint32_t pri);
+  Changed KickJob(uint64_t id);
   // Kick up to n buried jobs of t (oldest buried first), or n delayed ones (soonest first).
-  uint32_t KickBuried(Tube* t, uint32_t n);
-  uint32_t KickDelayed(Tube* t, uint32_t n);
+  // They stop early, with *no_room set, at a job whose change the log cannot record.
+  uint32_t KickBuried(Tube* t, uint32_t n, bool* no_room = nullptr);
+  uint32_t KickDelayed(Tube* t, uint32_t n, bool* no_room = nullptr);
   // lmstfy's dead-letter respawn: kicks up to n buried jobs of t (oldest buried first),
-  // each with one try and a new TTL of ttl_s seconds from now (0: none).
+  // each with one try and a new TTL of ttl_s seconds from now (0: none). Stops early at a
+  // job whose change the log cannot record.
   uint32_t Respawn(Tube* t, uint32_t n, uint32_t ttl_s);
 
   // Deletes up to `budget` of t's jobs in the given states (buried, then delayed, then
@@ -177,9 +195,10 @@ class Engine {
                     std::vector<uint64_t>* out) const;
   static constexpr uint64_t kListScan = 65536;
 
-  // A tube's default tries, kept by name apart from the tube (0: none). Set logs the change;
-  // Restore (at start-up) does not.
-  void SetTubeTries(std::string_view tube, uint32_t tries);
+  // A tube's default tries, kept by name apart from the tube (0: none). Set logs the change,
+  // or returns false and changes nothing if the log cannot record it (a full disk); Restore
+  // (at start-up) does not log.
+  bool SetTubeTries(std::string_view tube, uint32_t tries);
   void RestoreTubeTries(std::string_view tube, uint32_t tries);
   uint32_t TubeTries(std::string_view tube) const;
   template <typename Fn>
@@ -274,7 +293,8 @@ class Engine {
   void MakeBuried(Job* j);
   void TakeOut(Job* j);  // removes j from wherever it is and fixes the counters
   void ReserveFor(Session* s, Job* j, const ReserveOptions& opts);
-  void Kick(Job* j);            // a buried or delayed job to ready
+  // A buried or delayed job to ready; false (nothing done) if the log cannot record it.
+  bool Kick(Job* j);
   void MarkWorker(Session* s);  // counted in current-workers from its first reserve
   // j's cold part, allocated (and accounted in memory_used_) on first use.
   JobCold& ColdOf(Job* j);
@@ -307,6 +327,8 @@ class Engine {
   void ProcessQueue();
   void RefreshEligible(Tube* t);
   void RefreshDelayed(Tube* t);
+  void RefreshAwaited(Tube* t);
+  void Promote(Job* j);  // a due delayed job to ready, offered to waiters at once
   void RefreshTimer(Session* s);
   uint32_t ExpireSession(Session* s, Nanos now, uint32_t budget);
   uint32_t ReleaseClosed(uint32_t budget);
@@ -314,6 +336,12 @@ class Engine {
 
   void Logged(const Job* j) {
     if (log_) log_->Update(*j);
+  }
+  // Whether a command may change j: the log can record it (JobLog::CanUpdate), or j is
+  // deleted instead (its TTL passed while it was reserved), which the log always records.
+  bool Recordable(const Job& j) const {
+    const JobExtra* x = j.extra();
+    return !log_ || (x && x->expire_pending) || log_->CanUpdate(j);
   }
 
   const Clock& clock_;
@@ -336,8 +364,11 @@ class Engine {
 
   IndexedHeap<Tube, TubeEligibleOrder> eligible_;  // tubes with waiters, ready jobs, no pause
   IndexedHeap<Tube, TubeDelayOrder> delay_tubes_;  // tubes with delayed jobs, by soonest
-  IndexedHeap<Tube, TubePauseOrder> paused_;       // paused tubes, by unpause time
-  IndexedHeap<Session, SessionWakeOrder> timers_;  // sessions with a TTR or reserve deadline
+  // The delay tubes that a session waits on (not paused): their due jobs are promoted first,
+  // so a backlog of due jobs in tubes nobody waits on never delays a waiting consumer.
+  IndexedHeap<Tube, TubeAwaitedOrder> awaited_;
+  IndexedHeap<Tube, TubePauseOrder> paused_;              // paused tubes, by unpause time
+  IndexedHeap<Session, SessionWakeOrder> timers_;         // sessions with a TTR or reserve deadline
   IndexedHeap<Job, ExpiryOrder> expiries_{&heap_bytes_};  // jobs with a TTL, not reserved
   StringMap<uint32_t> tube_tries_;
   Session* detached_ = nullptr;  // holds detached reservations; owned

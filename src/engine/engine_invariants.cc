@@ -56,6 +56,8 @@ void Engine::CheckInvariants() const {
     bool want_eligible = !t->waiters.empty() && !t->ready.empty() && !t->paused();
     STALKD_CHECK(eligible_.Contains(t) == want_eligible);
     STALKD_CHECK(delay_tubes_.Contains(t) == !t->delayed.empty());
+    STALKD_CHECK(awaited_.Contains(t) ==
+                 (!t->delayed.empty() && !t->waiters.empty() && !t->paused()));
     STALKD_CHECK(paused_.Contains(t) == t->paused());
     STALKD_CHECK(t->refs > 0);
     ready += t->ready.size();
@@ -65,6 +67,7 @@ void Engine::CheckInvariants() const {
     heap_bytes += t->ready.bytes() + t->delayed.bytes();
   }
   STALKD_CHECK(eligible_.IsHeap() && delay_tubes_.IsHeap() && paused_.IsHeap());
+  STALKD_CHECK(awaited_.IsHeap());
   STALKD_CHECK(timers_.IsHeap() && expiries_.IsHeap());
   // No ready job may sit while a session waits for it.
   STALKD_CHECK(eligible_.empty());

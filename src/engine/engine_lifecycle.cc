@@ -152,6 +152,7 @@ uint32_t Engine::Respawn(Tube* t, uint32_t n, uint32_t ttl_s) {
   uint32_t i = 0;
   for (; i < n && !t->buried.empty(); i++) {
     Job* j = t->buried.front();
+    if (!Recordable(*j)) break;
     TakeOut(j);
     JobExtra* x = j->extra();
     if (x) {
@@ -231,9 +232,11 @@ void Engine::RestoreTubeTries(std::string_view tube, uint32_t tries) {
   if (Tube* t = FindTube(tube)) t->default_tries = tries;
 }
 
-void Engine::SetTubeTries(std::string_view tube, uint32_t tries) {
+bool Engine::SetTubeTries(std::string_view tube, uint32_t tries) {
+  if (log_ && !log_->CanRecordTubeTries(tube, tries)) return false;
   RestoreTubeTries(tube, tries);
   if (log_) log_->TubeTries(tube, tries);
+  return true;
 }
 
 uint32_t Engine::TubeTries(std::string_view tube) const {

@@ -1235,6 +1235,62 @@ TEST_F(SmallBudgetEngineTest, CloseSessionReleasesManyJobsOverSeveralTicks) {
   EXPECT_EQ(ReserveNow(w2), ids[0]);
 }
 
+TEST_F(SmallBudgetEngineTest, AWaitingConsumerIsNotBehindABacklogOfDueJobsNobodyWaitsFor) {
+  Session* p = Open();
+  Session* w = Open();
+  engine_.Use(p, "bulk");
+  for (int i = 0; i < 50; i++) Put(p, 0, 1);  // fall due first, five budgets' worth
+  engine_.Use(p, "consumed");
+  clock_.Advance(kSecond / 2);
+  uint64_t wanted = Put(p, 0, 1);
+  uint64_t second = Put(p, 0, 1);
+  engine_.Watch(w, "consumed");
+  engine_.Ignore(w, "default");
+  ReserveWait(w);
+  clock_.Advance(kSecond);  // all 52 are due
+  Tick();
+  std::vector<Event> ev = Events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].session, w);
+  EXPECT_EQ(ev[0].job->id, wanted);
+  // The rest of the budget went to the oldest due jobs, as ever; the other consumed job is
+  // one of the rest, in deadline order, since nobody waits for it.
+  EXPECT_EQ(C().ready, 9u);
+  EXPECT_EQ(State(second), JobState::kDelayed);
+  for (int i = 0; i < 5; i++) Tick();
+  EXPECT_EQ(C().ready, 51u);
+  EXPECT_EQ(State(second), JobState::kReady);
+}
+
+class BatchWaitEngineTest : public EngineTest {
+ protected:
+  static EngineOptions Opts() {
+    EngineOptions o;
+    o.batch_wait = 250'000;
+    return o;
+  }
+  BatchWaitEngineTest() : EngineTest(Opts()) {}
+};
+
+TEST_F(BatchWaitEngineTest, DeadlinesNobodyWaitsForComeInBatchesTheOthersExactly) {
+  Session* p = Open();
+  Session* w = Open();
+  Put(p, 0, 1);
+  clock_.Advance(kSecond - 10'000);  // due in 10 us
+  EXPECT_EQ(Tick(), clock_.Now() + 250'000);
+  // Once a session waits on the tube, its jobs' deadlines count exactly.
+  ReserveWait(w);
+  EXPECT_EQ(Tick(), clock_.Now() + 10'000);
+  clock_.Advance(10'000);
+  Tick();
+  ASSERT_EQ(Events().size(), 1u);
+  // A far deadline is reported as it is; a reserve timeout exactly.
+  Put(p, 0, 5);
+  EXPECT_EQ(Tick(), clock_.Now() + 5 * kSecond);
+  ReserveWait(w, 3'000);
+  EXPECT_EQ(Tick(), clock_.Now() + 3'000);
+}
+
 TEST_F(SmallBudgetEngineTest, ReleasedJobsOfClosedSessionNotDeletableByOthers) {
   Session* p = Open();
   Session* w = Open();

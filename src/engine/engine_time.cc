@@ -47,18 +47,23 @@ Nanos Engine::Tick() {
     timer_budget -= std::max<uint32_t>(1, std::min(moved, timer_budget));
   }
 
+  // Due jobs of the tubes that sessions wait on first (as many as there are waiters, at
+  // most: a tube leaves awaited_ when its last waiter is served), then all in deadline
+  // order. So however many jobs fall due in tubes nobody consumes, a waiting consumer gets
+  // its job in this Tick.
   uint32_t promoted = 0;
-  while (!delay_tubes_.empty() && delay_tubes_.top()->delayed.top()->deadline() <= now) {
-    if (promoted == budget) {
-      more = true;
-      break;
+  auto promote_due = [&](auto& heap) {
+    while (!heap.empty() && heap.top()->delayed.top()->deadline() <= now) {
+      if (promoted == budget) {
+        more = true;
+        return;
+      }
+      Promote(heap.top()->delayed.top());
+      promoted++;
     }
-    Job* j = delay_tubes_.top()->delayed.top();
-    TakeOut(j);
-    MakeReady(j);
-    ProcessQueue();  // each promoted job is offered to waiters at once, as in beanstalkd
-    promoted++;
-  }
+  };
+  promote_due(awaited_);
+  promote_due(delay_tubes_);
   ExpireDue(now, budget, &more);
   while (!paused_.empty() && paused_.top()->unpause_at <= now) {
     Tube* t = paused_.Pop();
@@ -69,12 +74,21 @@ Nanos Engine::Tick() {
 
   ReleaseClosed(budget);
   if (more || !closing_.empty()) return now;
-  Nanos next = kForever;
-  if (!delay_tubes_.empty()) next = std::min(next, delay_tubes_.top()->delayed.top()->deadline());
+  // Nobody waits for these: in batches (options_.batch_wait).
+  Nanos unawaited = kForever;
+  if (!delay_tubes_.empty()) unawaited = delay_tubes_.top()->delayed.top()->deadline();
+  if (!expiries_.empty()) unawaited = std::min(unawaited, ExpiryOrder::KeyOf(expiries_.top()));
+  Nanos next = unawaited == kForever ? kForever : std::max(unawaited, now + options_.batch_wait);
+  if (!awaited_.empty()) next = std::min(next, awaited_.top()->delayed.top()->deadline());
   if (!paused_.empty()) next = std::min(next, paused_.top()->unpause_at);
   if (!timers_.empty()) next = std::min(next, timers_.top()->wake_at_);
-  if (!expiries_.empty()) next = std::min(next, ExpiryOrder::KeyOf(expiries_.top()));
   return next;
+}
+
+void Engine::Promote(Job* j) {
+  TakeOut(j);
+  MakeReady(j);
+  ProcessQueue();  // each promoted job is offered to waiters at once, as in beanstalkd
 }
 
 void Engine::TakeEvents(std::vector<Event>* out) {

@@ -28,6 +28,15 @@ class JobLog {
   virtual void Put(const Job& j) = 0;
   // The job's state, priority, delay, deadline or counters changed.
   virtual void Update(const Job& j) = 0;
+  // Asked before a command changes j (release, bury, kick, a dead-letter respawn): whether
+  // the log can record that change now. false (a full disk): the command is refused
+  // (OUT_OF_MEMORY) and j stays as it is, so no change a client was told of is lost by a
+  // restart. Changes the engine makes on its own (a TTR expiry, a closed session's jobs
+  // going back) are not asked: Update records them if it can.
+  virtual bool CanUpdate(const Job& j) {
+    (void)j;
+    return true;
+  }
   // The job is deleted (by a command, a purge or its TTL); `j` is still intact during the
   // call.
   virtual void Delete(const Job& j) = 0;
@@ -36,6 +45,13 @@ class JobLog {
   virtual void TubeTries(std::string_view tube, uint32_t tries) {
     (void)tube;
     (void)tries;
+  }
+  // Asked before a tube's default tries is changed: whether the log can record it now (as
+  // CanUpdate for a job; false: the command is refused).
+  virtual bool CanRecordTubeTries(std::string_view tube, uint32_t tries) {
+    (void)tube;
+    (void)tries;
+    return true;
   }
   // A query, not a change: the log's own number for the file holding j's latest record,
   // shown as stats-job "file"; 0 if it has none.

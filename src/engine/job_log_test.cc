@@ -14,10 +14,12 @@ namespace {
 class RecordingLog : public JobLog {
  public:
   bool admit = true;
+  bool can_update = true;
   std::vector<std::string> records;
   std::vector<uint32_t> reserves;  // the job's reserves counter in each put and update
 
   bool Admit(const Job&) override { return admit; }
+  bool CanUpdate(const Job&) override { return can_update; }
   void Put(const Job& j) override { Add("put", j); }
   void Update(const Job& j) override { Add("update", j); }
   void Delete(const Job& j) override { records.push_back("delete " + std::to_string(j.id)); }
@@ -63,6 +65,49 @@ TEST_F(JobLogTest, ReportsEveryDurableChange) {
             (std::vector<std::string>{"put 1 ready", "put 2 delayed", "update 1 buried",
                                       "update 1 ready", "update 2 ready", "delete 1"}));
   engine_.CloseSession(s);
+  engine_.CheckInvariants();
+}
+
+TEST_F(JobLogTest, ACommandWhoseChangeCannotBeRecordedIsRefusedAndChangesNothing) {
+  Session* s = engine_.OpenSession(nullptr);
+  uint64_t a = Put(s), b = Put(s), c = Put(s), d = Put(s, 100);
+  ASSERT_NE(engine_.ReserveJob(s, a), nullptr);
+  ASSERT_NE(engine_.ReserveJob(s, b), nullptr);
+  ASSERT_FALSE(engine_.Bury(s, c, 1));  // not reserved: NOT_FOUND, as ever
+  ASSERT_NE(engine_.ReserveJob(s, c), nullptr);
+  ASSERT_TRUE(engine_.Bury(s, c, 1));
+  log_.records.clear();
+  log_.can_update = false;  // a full disk
+  EXPECT_EQ(engine_.Release(s, a, 9, 0).result, Engine::Changed::kNoRoom);
+  EXPECT_EQ(engine_.Bury(s, b, 9).result, Engine::Changed::kNoRoom);
+  EXPECT_EQ(engine_.KickJob(c).result, Engine::Changed::kNoRoom);
+  EXPECT_EQ(engine_.KickJob(d).result, Engine::Changed::kNoRoom);
+  EXPECT_EQ(engine_.KickJob(999).result, Engine::Changed::kNotFound);
+  EXPECT_EQ(engine_.Release(s, 999, 9, 0).result, Engine::Changed::kNotFound);
+  bool no_room = false;
+  EXPECT_EQ(engine_.KickBuried(s->use(), 10, &no_room), 0u);
+  EXPECT_TRUE(no_room);
+  no_room = false;
+  EXPECT_EQ(engine_.KickDelayed(s->use(), 10, &no_room), 0u);
+  EXPECT_TRUE(no_room);
+  EXPECT_TRUE(log_.records.empty());
+  EXPECT_EQ(engine_.Find(a)->state(), JobState::kReserved);
+  EXPECT_EQ(engine_.Find(a)->pri, 5u);
+  EXPECT_EQ(engine_.Find(b)->state(), JobState::kReserved);
+  EXPECT_EQ(engine_.Find(b)->buries(), 0u);
+  EXPECT_EQ(engine_.Find(c)->state(), JobState::kBuried);
+  EXPECT_EQ(engine_.Find(c)->kicks(), 0u);
+  EXPECT_EQ(engine_.Find(d)->state(), JobState::kDelayed);
+  // Deletes are never refused, and what the engine does on its own is reported as ever
+  // (the log records it if it can): a closed session's jobs go back.
+  ASSERT_TRUE(engine_.Delete(s, b));
+  engine_.CloseSession(s);
+  EXPECT_EQ(log_.records, (std::vector<std::string>{"delete 2", "update 1 ready"}));
+  Session* t = engine_.OpenSession(nullptr);
+  log_.can_update = true;
+  ASSERT_TRUE(engine_.KickJob(c));
+  EXPECT_EQ(engine_.Find(c)->kicks(), 1u);
+  engine_.CloseSession(t);
   engine_.CheckInvariants();
 }
 

@@ -81,6 +81,7 @@ class Tube {
   uint32_t list_pos = 0;                // index in Engine::tube_list_
   uint32_t eligible_slot = UINT32_MAX;  // slot in Engine's eligible-tube heap
   uint32_t delay_slot = UINT32_MAX;     // slot in Engine's delayed-tube heap
+  uint32_t awaited_slot = UINT32_MAX;   // slot in Engine's heap of awaited delayed tubes
   uint32_t pause_slot = UINT32_MAX;     // slot in Engine's paused-tube heap
 
   bool paused() const { return pause_ns > 0; }

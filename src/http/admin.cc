@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 #include <map>
 
@@ -31,13 +32,16 @@ void WriteLimit(const Limit& l, JsonWriter& w) {
 // A JSON object whose read, write and interval, where present, are integers.
 bool ParseLimit(std::string_view body, Limit* l) {
   rapidjson::Document doc;
-  doc.Parse(body.data(), body.size());
+  // Iterative: a recursive parse of a deeply nested body would overflow the stack.
+  doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
   if (doc.HasParseError() || !doc.IsObject()) return false;
   auto field = [&](const char* name, int64_t* out) {
-    auto it = doc.FindMember(name);
-    if (it == doc.MemberEnd()) return true;
-    if (!it->value.IsInt64()) return false;
-    *out = it->value.GetInt64();
+    // (HasMember, not FindMember: comparing RapidJSON 1.1's member iterators is ambiguous
+    // in C++20.)
+    if (!doc.HasMember(name)) return true;
+    const rapidjson::Value& v = doc[name];
+    if (!v.IsInt64()) return false;
+    *out = v.GetInt64();
     return true;
   };
   return field("read", &l->read) && field("write", &l->write) && field("interval", &l->interval_s);
@@ -94,7 +98,12 @@ bool StripPool(std::string_view raw, std::string_view* token) {
 
 void AdminCall::Run() {
   Method m = ex_.request.method;
-  if (!target_.Parse(ex_.request.target)) return Fail(400, "invalid request target");
+  if (!target_.Parse(ex_.request.target)) {
+    // A transport error (docs/HTTP.md, section 2), as on the API listener.
+    Route("unknown");
+    ex_.request.keep_alive = false;
+    return Fail(400, "malformed request");
+  }
   bool probe = target_.segments().size() == 1 &&
                (target_.segments()[0] == "healthz" || target_.segments()[0] == "readyz");
   if (host_.recovering() && !probe) {
@@ -220,12 +229,15 @@ void AdminCall::Tokens(const std::string& ns) {
   }
   if (!pool.empty() && pool != "default") return Fail(400, kNoPool);
   std::string token, error;
+  // The token file keeps when a token was made in unix seconds (ex_.now is monotonic: since
+  // boot, which a restart after a reboot would put before older tokens).
+  int64_t now_s = static_cast<int64_t>(std::time(nullptr));
   TokenStore::Status st;
   if (chosen.empty()) {
-    st = tokens_.Create(ns, description, ex_.now / kSecond, &token, &error);
+    st = tokens_.Create(ns, description, now_s, &token, &error);
   } else {
     token = chosen;
-    st = tokens_.CreateChosen(ns, description, ex_.now / kSecond, chosen, &error);
+    st = tokens_.CreateChosen(ns, description, now_s, chosen, &error);
   }
   if (st == TokenStore::Status::kExists) return Fail(400, "the token has already existed");
   if (st != TokenStore::Status::kOk) return Fail(500, "cannot save the token: " + error);
@@ -252,16 +264,28 @@ void AdminCall::TokenDelete(const std::string& ns, const std::string& raw) {
 
 void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
   Method m = ex_.request.method;
+  switch (m) {
+    case Method::kGet:
+      Route("get_limit");
+      break;
+    case Method::kDelete:
+      Route("delete_limit");
+      break;
+    case Method::kPost:
+      Route("add_limit");
+      break;
+    case Method::kPut:
+      Route("set_limit");
+      break;
+    default:
+      Route("unknown");
+      return Fail(404, "api not found");
+  }
   std::string_view token;
   if (!StripPool(raw, &token) || BadPool()) return Fail(400, kNoPool);
   std::string_view id = tokens_.Find(ns, token);
-  bool known = m == Method::kGet || m == Method::kDelete || m == Method::kPost || m == Method::kPut;
-  if (known && id.empty()) {
-    Route("limit");
-    return Fail(404, "token not found");
-  }
+  if (id.empty()) return Fail(404, "token not found");
   if (m == Method::kGet) {
-    Route("get_limit");
     const Limit* l = tokens_.throttler().Get(ns, id);
     if (!l) return Fail(404, "limit not found");
     resp().status = 200;
@@ -271,17 +295,11 @@ void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
   }
   std::string error;
   if (m == Method::kDelete) {
-    Route("delete_limit");
     if (tokens_.RemoveLimit(ns, token, &error) == TokenStore::Status::kFailed) {
       return Fail(500, "cannot save the limits: " + error);
     }
     return Message(&resp(), 200, "success");
   }
-  if (m != Method::kPost && m != Method::kPut) {
-    Route("unknown");
-    return Fail(404, "api not found");
-  }
-  Route(m == Method::kPost ? "add_limit" : "set_limit");
   Limit l;
   if (!ParseLimit(ex_.request.body, &l) || l.read < 0 || l.write < 0) {
     return Fail(400, "invalid limit");
@@ -396,11 +414,17 @@ bool AdminService::Authorized(const Request& r) const {
 }
 
 void AdminService::Handle(Exchange& ex) {
-  // As lmstfy: the token and limit routes need an account; probes and scrapes do not.
+  // As lmstfy: the token and limit routes need an account; probes and scrapes do not; the
+  // dashboard does (it can act on jobs). Which route it is follows from the decoded path,
+  // as routing does ("/%74oken/ns" is a token route too).
   std::string_view path = ex.request.target;
-  bool dashboard = dashboard_ && Dashboard::Serves(path);  // it can act on jobs
-  bool guarded =
-      dashboard || path.starts_with("/token/") || path == "/limits" || path.starts_with("/limits?");
+  Target target;
+  bool parsed = target.Parse(path);
+  const std::vector<std::string>& seg = target.segments();
+  bool dashboard =
+      dashboard_ && (Dashboard::Serves(path) || (parsed && !seg.empty() && seg[0] == "dashboard"));
+  bool guarded = dashboard || (parsed && ((seg.size() >= 2 && seg[0] == "token") ||
+                                          (seg.size() == 1 && seg[0] == "limits")));
   if (guarded && !Authorized(ex.request)) {
     ex.route = "unauthorized";
     Error(&ex.response, 401, "unauthorized");

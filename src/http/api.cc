@@ -221,24 +221,22 @@ class AwaitTask final : public Task {
   bool waiting_ = true;
 };
 
-// Deletes up to `limit` of a tube's dead letters, a slice per step.
+// Deletes up to `limit` of a tube's dead letters from the head (the order they were buried
+// in, as peek and respawn take them), a slice per step.
 class DeleteDeadTask final : public Task {
  public:
   DeleteDeadTask(Session& s, std::string tube, int64_t limit)
       : s_(s), tube_(std::move(tube)), left_(limit) {}
 
   bool Step(Response* resp) override {
-    uint32_t n = static_cast<uint32_t>(std::min<int64_t>(left_, kSliceJobs));
-    Result r = s_.ListJobs(tube_, command::StateFilter::kBuried, from_, n);
-    if (r.outcome == Outcome::kJobList) {
-      std::vector<uint64_t> ids(r.ids->begin(), r.ids->end());
-      from_ = r.number;
-      Result d = s_.DeleteMany(ids);
-      if (d.outcome == Outcome::kDeletedMany) left_ -= static_cast<int64_t>(d.number);
-    } else {
-      from_ = 0;
+    int64_t n = std::min<int64_t>(left_, kSliceJobs);
+    bool more = s_.Use(tube_).outcome == Outcome::kUsing;
+    for (int64_t i = 0; i < n && more; i++) {
+      Result head = s_.PeekBuried();
+      more = head.outcome == Outcome::kFound && s_.Delete(head.job.id).outcome == Outcome::kDeleted;
+      if (more) left_--;
     }
-    if (from_ != 0 && left_ > 0) return false;
+    if (more && left_ > 0) return false;
     resp->status = 204;
     return true;
   }
@@ -249,7 +247,6 @@ class DeleteDeadTask final : public Task {
   Session& s_;
   std::string tube_;
   int64_t left_;
-  uint64_t from_ = 1;
 };
 
 // Respawns up to `limit` of a tube's dead letters, a slice per step.
@@ -335,6 +332,7 @@ class Call {
 void Call::Run() {
   Method m = ex_.request.method;
   if (!target_.Parse(ex_.request.target)) {
+    ex_.route = "unknown";
     ex_.request.keep_alive = false;  // a transport error: the connection closes after it
     return Fail(400, "malformed request");
   }
@@ -630,7 +628,8 @@ void Call::PublishBulk() {
   if (!Uint("priority", 0, 8, &priority)) return;
   const std::string& text = ex_.request.body;
   rapidjson::Document doc;
-  doc.Parse(text.data(), text.size());
+  // Iterative: a recursive parse of a deeply nested body would overflow the stack.
+  doc.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
   if (doc.HasParseError() || (!doc.IsArray() && !doc.IsNull())) {
     return Fail(400, "request body should be an array of objects");
   }

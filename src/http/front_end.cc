@@ -70,7 +70,7 @@ bool HttpFrontEnd::NextRequest() {
   size_t n = parser_.Feed(std::string_view(in_).substr(in_begin_), &st);
   in_begin_ += n;
   if (in_begin_ == in_.size()) {
-    in_.clear();
+    std::string().swap(in_);  // an idle connection holds no input buffer
     in_begin_ = 0;
   }
   switch (st) {

@@ -40,6 +40,7 @@ class HttpFrontEnd final : public command::FrontEnd {
   bool runnable() const override;
   size_t buffered_input() const override { return in_.size() - in_begin_; }
   const command::Session& session() const override { return *session_; }
+  size_t output_keep() const override { return 0; }
 
   // When the request now arriving began to (for the slow-client timeout); 0: none is.
   Nanos request_started() const { return closing_ ? 0 : request_started_; }

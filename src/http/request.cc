@@ -1,5 +1,7 @@
 #include "http/request.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 #include <boost/beast/http/basic_parser.hpp>
@@ -25,6 +27,11 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
 }
 
 constexpr std::string_view kAttrPrefix = "job-attr-";
+// A body's buffer: reserved up to this for an announced length (the rest grows as the bytes
+// arrive, so a client that announces a large body and sends nothing costs little), and
+// given back between requests when it grew beyond it (a kept-alive connection does not
+// hold a bulk publish's megabytes).
+constexpr size_t kBodyReserve = 64 * 1024;
 
 }  // namespace
 
@@ -39,14 +46,19 @@ void Request::Clear() {
   requested_with.clear();
   expect_continue = false;
   attributes.clear();
-  body.clear();
+  if (body.capacity() > kBodyReserve) {
+    std::string().swap(body);
+  } else {
+    body.clear();
+  }
 }
 
 // Beast's parser calls these as the request's parts arrive; they copy out what the
 // handlers need into the Request.
 class RequestParser::Impl final : public bhttp::basic_parser<true> {
  public:
-  explicit Impl(Request& r) : r_(r) {}
+  Impl() : r_(request) {}
+  Request request;
 
  private:
   void on_request_impl(bhttp::verb method, beast::string_view, beast::string_view target,
@@ -91,7 +103,8 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
     } else if (EqualsNoCase(n, "x-requested-with")) {
       r_.requested_with.assign(v);
     } else if (EqualsNoCase(n, "expect")) {
-      r_.expect_continue = EqualsNoCase(v, "100-continue");
+      // An HTTP/1.0 client's expectation is ignored (RFC 9110, 10.1.1).
+      r_.expect_continue = r_.version >= 11 && EqualsNoCase(v, "100-continue");
     } else if (EqualsNoCase(n, "transfer-encoding")) {
       // Only chunked is understood; Beast would read any other coding as the body's end
       // at the connection's close, which a request cannot have.
@@ -116,7 +129,7 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       ec = bhttp::error::body_limit;
       return;
     }
-    if (length) r_.body.reserve(static_cast<size_t>(*length));
+    if (length) r_.body.reserve(static_cast<size_t>(std::min<uint64_t>(*length, kBodyReserve)));
   }
   size_t on_body_impl(beast::string_view body, error_code& ec) override { return Append(body, ec); }
   void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
@@ -173,18 +186,26 @@ RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_
 RequestParser::~RequestParser() = default;
 
 void RequestParser::Next() {
-  request_.Clear();
-  impl_ = std::make_unique<Impl>(request_);
+  // An idle connection keeps no parser: the next request's first byte makes one.
+  impl_.reset();
+}
+
+RequestParser::Impl& RequestParser::impl() {
+  if (impl_) return *impl_;
+  impl_ = std::make_unique<Impl>();
   impl_->header_limit(header_limit_);
   impl_->body_limit(bulk_limit_);
   impl_->limit_ = body_limit_;
   impl_->bulk_limit_ = bulk_limit_;
   impl_->eager(true);
+  return *impl_;
 }
 
-bool RequestParser::started() const { return impl_->got_some(); }
+bool RequestParser::started() const { return impl_ && impl_->got_some(); }
 
-bool RequestParser::head_done() const { return impl_->is_header_done(); }
+bool RequestParser::head_done() const { return impl_ && impl_->is_header_done(); }
+
+Request& RequestParser::request() { return impl().request; }
 
 RequestParser::Status RequestParser::Fail(int status, std::string why) {
   error_status_ = status;
@@ -193,11 +214,12 @@ RequestParser::Status RequestParser::Fail(int status, std::string why) {
 }
 
 size_t RequestParser::Feed(std::string_view data, Status* status) {
-  STALKD_CHECK(!impl_->is_done());
+  Impl& p = impl();
+  STALKD_CHECK(!p.is_done());
   size_t used = 0;
-  while (used < data.size() && !impl_->is_done()) {
+  while (used < data.size() && !p.is_done()) {
     error_code ec;
-    if (!impl_->is_header_done()) {
+    if (!p.is_header_done()) {
       // The head is request line and headers up to the blank line: at most header_limit_.
       std::string_view rest = data.substr(used);
       size_t end = rest.find("\r\n\r\n");
@@ -207,7 +229,7 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
         return used;
       }
     }
-    size_t n = impl_->put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
+    size_t n = p.put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
     used += n;
     if (ec == bhttp::error::need_more) break;
     if (ec == bhttp::error::body_limit) {
@@ -224,7 +246,7 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
     }
     if (n == 0) break;
   }
-  *status = impl_->is_done() ? Status::kDone : Status::kNeedMore;
+  *status = p.is_done() ? Status::kDone : Status::kNeedMore;
   return used;
 }
 

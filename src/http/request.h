@@ -56,7 +56,8 @@ class RequestParser {
   // The request line and headers have been parsed; the body may still be arriving.
   bool head_done() const;
 
-  Request& request() { return request_; }
+  // The request being parsed (valid until Next).
+  Request& request();
   int error_status() const { return error_status_; }
   const std::string& error() const { return error_; }
 
@@ -67,8 +68,9 @@ class RequestParser {
   uint32_t header_limit_;
   uint64_t body_limit_;
   uint64_t bulk_limit_;
-  std::unique_ptr<Impl> impl_;
-  Request request_;
+  Impl& impl();  // made on first use after Next
+
+  std::unique_ptr<Impl> impl_;  // null between requests
   int error_status_ = 400;
   std::string error_;
 };

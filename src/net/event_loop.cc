@@ -37,7 +37,12 @@ int EventLoop::Poll(int64_t timeout_ns) {
   if (timeout_ns < 0) {
     n = epoll_wait(epfd_, events, kMaxEvents, -1);
   } else {
-    // Nanosecond timeouts: a timer due in 10 us must not wait for the next millisecond.
+    // Nanosecond timeouts: a timer due in 10 us must not wait for the next millisecond. The
+    // kernel lets a poll of T end up to T/1000 late (its timer slack for poll-like calls,
+    // select_estimate_accuracy; at least the thread's 50 us): 1 ms for a timer due in 1 s.
+    // So a wait beyond kExactWait ends T/500 early, and the caller's next Poll waits for the
+    // rest, which is short enough to end on time.
+    if (timeout_ns > kExactWait) timeout_ns -= timeout_ns / 500;
     timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
                 static_cast<long>(timeout_ns % 1'000'000'000)};
     n = epoll_pwait2(epfd_, events, kMaxEvents, &ts, nullptr);

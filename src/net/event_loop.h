@@ -30,6 +30,9 @@ class EventLoop {
   int Poll(int64_t timeout_ns);
 
   static constexpr int kMaxEvents = 256;
+  // Waits up to this long end on time (the kernel's slack is then the thread's 50 us); a
+  // longer one may return a little early (see Poll), with no event.
+  static constexpr int64_t kExactWait = 50'000'000;
 
  private:
   int epfd_;

@@ -89,7 +89,7 @@ bool Connection::Flush() {
     // The peer sent its last byte and every complete command in it has been answered
     // (a trailing partial command can never complete).
     if (front_end_->input_closed() && !runnable && !front_end_->waiting()) return false;
-    if (out.capacity() > 64 * 1024) std::string().swap(out);
+    if (out.capacity() > front_end_->output_keep()) std::string().swap(out);
   }
   if (runnable && out.size() < command::FrontEnd::kOutputHighWater) {
     server_.MarkRunnable(this);

@@ -28,8 +28,10 @@ namespace {
 // Conversation steps (commands, kick slices) one connection may take per loop iteration
 // before the others get their turn.
 constexpr size_t kStepsPerRun = 128;
-// The shortest wait for a timer: what lateness the loop trades for fewer wake-ups.
-constexpr Nanos kMinTimerWait = 250'000;
+// The shortest wait for a deadline nobody waits for (a delayed job of a tube no session
+// waits on, a TTL): what lateness the loop trades for fewer wake-ups while a steady stream
+// of them falls due (EngineOptions::batch_wait). The others are waited for exactly.
+constexpr Nanos kBatchWait = 250'000;
 // Connections accepted per wake-up of a listening socket.
 constexpr int kAcceptsPerWake = 64;
 // How long accepting pauses when the process is out of file descriptors.
@@ -60,6 +62,7 @@ std::string RandomHexId() {
 store::MemoryStoreOptions MemoryStoreOptionsFor(const Options& o) {
   store::MemoryStoreOptions m;
   m.engine.max_memory = o.max_memory ? o.max_memory : DefaultMaxMemory();
+  m.engine.batch_wait = kBatchWait;
   m.max_job_size = o.max_job_size;
   return m;
 }
@@ -365,16 +368,16 @@ Nanos Server::PollTimeout() {
   if (!runnable_.empty() || !dirty_.empty() || !closed_.empty() || store_->Busy()) return 0;
   Nanos now = clock_.Now();
   Nanos next = store_->Tick();
+  // What the timers completed (a waiting reserve handed a job that just fell due) goes out
+  // now, not after the commands of the next iteration.
+  if (!dirty_.empty()) SendReady();
   if (!dirty_.empty()) return 0;
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
   next = std::min(next, binlog_deadline_);
   if (!blocked_.empty()) next = std::min(next, now + kSecond);  // CheckBlocked's period
   if (http_) next = std::min(next, http_->next_check());
   if (next == kForever) return -1;
-  if (next <= now) return 0;
-  // A timer due sooner than this waits this long, so a steady stream of deadlines (delayed
-  // jobs falling due every few microseconds) is handled in batches, not one wake-up each.
-  return std::max(next - now, kMinTimerWait);
+  return std::max<Nanos>(0, next - now);
 }
 
 void Server::ServeWhileRecovering() {
@@ -383,6 +386,15 @@ void Server::ServeWhileRecovering() {
   if (now < next_recovery_serve_) return;
   next_recovery_serve_ = now + 10'000'000;
   RunIteration(0);
+}
+
+void Server::SendReady() {
+  std::erase_if(dirty_, [&](Connection* c) {
+    if (c->dead() || !MayReply(c)) return false;
+    c->on_dirty = false;
+    if (!c->Flush()) c->Kill();
+    return true;
+  });
 }
 
 void Server::RunOnce() { RunIteration(TrimWhenIdle(PollTimeout())); }

@@ -84,6 +84,9 @@ class Server final : public command::Host {
   void RunIteration(Nanos poll_timeout);
   // How long the next poll may wait: 0 if there is work, -1 for ever.
   Nanos PollTimeout();
+  // Sends the replies of the connections marked dirty that may go out now (their records
+  // are written, or under -f 0 synced); the others stay for the iteration's group commit.
+  void SendReady();
   void CheckBlocked();
   // Notes whether freed job memory should go back to the OS; TrimWhenIdle does it once the
   // server is quiet, and returns the poll timeout to use (shortened to wake up for it).

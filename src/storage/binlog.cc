@@ -129,17 +129,19 @@ bool Binlog::Lock(std::string* error) {
 
 // ---------------------------------------------------------------------------- space
 
+int64_t Binlog::RoomIn(const Segment& s) {
+  return std::max<int64_t>(0, s.size - s.end - int64_t{kMaxSmallRecord});
+}
+
 int64_t Binlog::UsableAfter(size_t record_size) const {
-  const int64_t s = options_.segment_size;
-  const int64_t per_segment = s - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   const int64_t x = static_cast<int64_t>(record_size);
-  const int64_t future = static_cast<int64_t>(segs_.size() - 1 - cur_);
-  const int64_t rem = Current()->size - Current()->end;
-  if (x <= rem)
-    return std::max<int64_t>(0, rem - x - int64_t{kMaxSmallRecord}) + future * per_segment;
-  if (future == 0) return -1;
-  return std::max<int64_t>(0, s - int64_t{kSegmentHeaderSize} - x - int64_t{kMaxSmallRecord}) +
-         (future - 1) * per_segment;
+  const Segment* s = Current();
+  const int64_t rem = s->size - s->end;
+  if (x <= rem) return std::max<int64_t>(0, rem - x - int64_t{kMaxSmallRecord}) + future_room_;
+  if (cur_ + 1 >= segs_.size()) return -1;
+  // The record goes to the next segment, which is empty: its header is all it holds.
+  const int64_t next = RoomIn(*segs_[cur_ + 1]);
+  return std::max<int64_t>(0, next - x) + future_room_ - next;
 }
 
 bool Binlog::MakeRoom(size_t record_size, int64_t keep) {
@@ -227,6 +229,7 @@ bool Binlog::AddFutureSegment() {
   seg->size = options_.segment_size;
   seg->end = seg->written = static_cast<int64_t>(kSegmentHeaderSize);
   seg->dirty = true;
+  future_room_ += RoomIn(*seg);
   segs_.push_back(std::move(seg));
   dir_dirty_ = true;
   if (syncer_) syncer_->Fill(fd, seq, kSegmentHeaderSize, options_.segment_size);
@@ -290,6 +293,15 @@ void Binlog::Put(const Job& j) {
   WriteFull(j, JobReserve(LoggedExtra(j) != nullptr));
 }
 
+bool Binlog::CanUpdate(const Job& j) {
+  auto it = jobs_.find(j.id);
+  // After a failed write nothing is written any more (docs/BINLOG.md); a job the log does
+  // not hold (adopted while being written) has nothing to keep.
+  if (failed_ || it == jobs_.end()) return true;
+  const size_t size = StateRecordSize(LoggedExtra(j) != nullptr);
+  return it->second.resv >= size + kDeleteRecordSize || MakeRoom(size, 0);
+}
+
 void Binlog::Update(const Job& j) {
   auto it = jobs_.find(j.id);
   if (failed_ || it == jobs_.end()) return;
@@ -297,18 +309,16 @@ void Binlog::Update(const Job& j) {
   const bool extra = LoggedExtra(j) != nullptr;
   const uint32_t size = static_cast<uint32_t>(StateRecordSize(extra));
   const uint32_t full = JobReserve(extra);
-  if (m.resv >= size + kDeleteRecordSize) {
-    m.resv -= size;  // this record uses the job's reservation
-    reserved_ -= size;
-  } else if (!MakeRoom(size, 0)) {
-    dropped_updates_++;
-    Log("no space to record the new state of job %" PRIu64
-        "; after a restart it comes back in its previous state",
-        j.id);
+  const bool reserved = m.resv >= size + kDeleteRecordSize;  // this record uses it
+  if ((!reserved && !MakeRoom(size, 0)) ||
+      !PlaceOrAddSegment(size, [&](std::string* b) { AppendJobState(j, b); })) {
+    DropUpdate(j);  // Place fails only when the reservations outgrew the room (BINLOG.md)
     return;
   }
-  bool ok = Place(size, [&](std::string* b) { AppendJobState(j, b); });
-  STALKD_CHECK(ok);
+  if (reserved) {
+    m.resv -= size;
+    reserved_ -= size;
+  }
   m.last_seq = Current()->seq;
   m.mark = placed_;
   records_written_++;
@@ -317,6 +327,13 @@ void Binlog::Update(const Job& j) {
     reserved_ += full - m.resv;
     m.resv = full;
   }
+}
+
+void Binlog::DropUpdate(const Job& j) {
+  dropped_updates_++;
+  Log("no space to record the new state of job %" PRIu64
+      "; after a restart it comes back in its previous state",
+      j.id);
 }
 
 int64_t Binlog::MarkOf(const Job& j) const {
@@ -334,12 +351,15 @@ void Binlog::Delete(const Job& j) {
   if (it == jobs_.end()) return;
   JobMeta m = it->second;
   jobs_.erase(it);
+  reserved_ -= m.resv;  // the delete record below uses what is left of it
   if (!failed_) {
-    bool ok = Place(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); });
-    STALKD_CHECK(ok);  // the job's reservation guarantees the room
-    records_written_++;
+    if (PlaceOrAddSegment(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); })) {
+      records_written_++;
+    } else {  // only when the reservations outgrew the room (docs/BINLOG.md)
+      dropped_updates_++;
+      Log("no space to record the delete of job %" PRIu64 "; after a restart it comes back", j.id);
+    }
   }
-  reserved_ -= m.resv;
   live_bytes_ -= m.full_size;
   Unpin(m.full_seq);
 }

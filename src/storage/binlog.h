@@ -112,8 +112,10 @@ class Binlog final : public engine::JobLog {
   bool Admit(const engine::Job& j) override;
   void Put(const engine::Job& j) override;
   void Update(const engine::Job& j) override;
+  bool CanUpdate(const engine::Job& j) override;
   void Delete(const engine::Job& j) override;
   void TubeTries(std::string_view tube, uint32_t tries) override;
+  bool CanRecordTubeTries(std::string_view tube, uint32_t tries) override;
   uint32_t FileOf(const engine::Job& j) const override;
   int64_t Mark() const override { return placed_; }
   int64_t MarkOf(const engine::Job& j) const override;
@@ -164,6 +166,8 @@ class Binlog final : public engine::JobLog {
 
   // Room left for records, not counting the last kMaxSmallRecord bytes of each segment.
   int64_t UsableAfter(size_t record_size) const;
+  // That room in one segment.
+  static int64_t RoomIn(const Segment& s);
   // Makes UsableAfter(record_size) cover the reservations plus `keep`, preallocating
   // segments as needed; false if it cannot.
   bool MakeRoom(size_t record_size, int64_t keep);
@@ -175,6 +179,12 @@ class Binlog final : public engine::JobLog {
   bool AddFutureSegment();
   template <typename Encode>
   bool Place(size_t size, Encode encode);  // defined in binlog_internal.h
+  // Place, preallocating one more segment first if no segment has room for the record
+  // (which the reservations should have prevented; see ReserveRestoredRoom).
+  template <typename Encode>
+  bool PlaceOrAddSegment(size_t size, Encode encode);  // defined in binlog_internal.h
+  // A state change with no room to record it: counted and logged.
+  void DropUpdate(const engine::Job& j);
   Segment* Current() const { return segs_[cur_].get(); }
   // A job or tube default whose latest record was in segment `seq` left it.
   void Unpin(uint32_t seq);
@@ -205,13 +215,15 @@ class Binlog final : public engine::JobLog {
   bool RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error);
   bool MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error);
   bool ReplaySegment(size_t i, Replay* replay, std::string* error);
-  bool PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off,
+  bool PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off, bool* torn,
                    std::string* error);
   std::unordered_map<uint32_t, Segment*> AddReplayedSegments(const Replay& replay);
   bool RestoreReplayed(const Replay& replay, std::string* error);
   void RestoreTubeTries(const Replay& replay, const std::unordered_map<uint32_t, Segment*>& by_seq);
   void DropEmptySegments(const std::vector<uint32_t>& seqs, const std::vector<bool>& has_data);
+  Segment* ReuseSegments(Replay* replay);
   bool OpenForWriting(uint32_t seq, std::string* error);
+  bool FinishOpening(std::string* error);
   bool AddFirstSegment(uint32_t seq);
   void ReserveRestoredRoom();
   void StartSyncer();
@@ -245,7 +257,8 @@ class Binlog final : public engine::JobLog {
 
   std::unordered_map<uint64_t, JobMeta> jobs_;
   std::unordered_map<std::string, TubeTriesMeta> tube_tries_;
-  int64_t reserved_ = 0;  // sum of JobMeta::resv
+  int64_t reserved_ = 0;     // sum of JobMeta::resv
+  int64_t future_room_ = 0;  // RoomIn of the segments after the current one
   int64_t live_bytes_ = 0;
   Nanos last_sync_duration_ = 0;  // of the last background sync, from Start to Collect
   uint64_t syncs_ = 0;            // sum of JobMeta::full_size and TubeTriesMeta::size

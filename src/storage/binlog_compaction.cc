@@ -23,7 +23,8 @@ constexpr int kMigrateBudget = 1000;
 // A tube's default tries lives apart from its jobs: the latest value is kept by name, and
 // its record pins its segment like a job's kFull record (compaction moves it on). A clear
 // (0) pins nothing, as a delete does not: once the records before it are gone, it clears
-// nothing. The record comes from free space; without any, it is dropped and logged.
+// nothing. The record comes from free space; without any, the change is refused
+// (CanRecordTubeTries), so the drop below is only a safety net.
 void Binlog::TubeTries(std::string_view tube, uint32_t tries) {
   if (failed_) return;
   auto it = tube_tries_.find(std::string(tube));
@@ -36,6 +37,13 @@ void Binlog::TubeTries(std::string_view tube, uint32_t tries) {
     return;
   }
   WriteTubeTries(tube, tries);
+}
+
+bool Binlog::CanRecordTubeTries(std::string_view tube, uint32_t tries) {
+  if (failed_) return true;  // nothing is written any more
+  auto it = tube_tries_.find(std::string(tube));
+  uint32_t logged = it == tube_tries_.end() ? 0 : it->second.tries;
+  return tries == logged || MakeRoom(TubeTriesRecordSize(tube.size()), 0);
 }
 
 // Places the record (room made by the caller) and moves the tube's entry to it.

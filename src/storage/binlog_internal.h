@@ -95,6 +95,7 @@ bool Binlog::Place(size_t size, Encode encode) {
     buf_.clear();
     ++cur_;
     s = Current();
+    future_room_ -= RoomIn(*s);              // no longer a future segment
     if (syncer_) syncer_->StopFill(s->seq);  // ours to write from now on
   }
   size_t before = buf_.size();
@@ -103,6 +104,16 @@ bool Binlog::Place(size_t size, Encode encode) {
   s->end += static_cast<int64_t>(size);
   placed_ += static_cast<int64_t>(size);
   return true;
+}
+
+template <typename Encode>
+bool Binlog::PlaceOrAddSegment(size_t size, Encode encode) {
+  const Segment* s = Current();
+  if (static_cast<int64_t>(size) > s->size - s->end && cur_ + 1 >= segs_.size() &&
+      !AddFutureSegment()) {
+    return false;
+  }
+  return Place(size, encode);
 }
 
 }  // namespace stalkd::storage

@@ -1,5 +1,6 @@
 // Start-up: reading the segments, restoring their jobs into the engine (a torn tail is
-// truncated, a damaged record stops start-up or is skipped), then opening a fresh segment.
+// cleared, a damaged record stops start-up or is skipped), then writing on where the last
+// run left off (or in a fresh segment).
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,11 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "storage/binlog.h"
@@ -151,6 +154,7 @@ std::vector<const Replayed*> ById(const std::unordered_map<uint64_t, Replayed>& 
 struct Binlog::Replay {
   std::vector<std::unique_ptr<Mapped>> maps;  // the segments, oldest first
   std::vector<bool> has_data;                 // whether each holds any record
+  std::vector<size_t> ends;                   // where each one's records end
   // The newest segment with any record: damage in it with nothing valid after is a torn
   // tail, cut by a crash.
   size_t tail = 0;
@@ -246,20 +250,71 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   }
   if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
   if (!RestoreReplayed(replay, error)) return false;
-  replay.maps.clear();  // unmaps
   engine_->ReserveIdsThrough(replay.max_id);
+  const Segment* current = ReuseSegments(&replay);
+  replay.maps.clear();  // unmaps
   DropEmptySegments(seqs, replay.has_data);
-  return OpenForWriting(max_seq + 1, error);
+  if (!current) return OpenForWriting(max_seq + 1, error);
+  auto it =
+      std::find_if(segs_.begin(), segs_.end(), [&](const auto& x) { return x.get() == current; });
+  cur_ = static_cast<size_t>(it - segs_.begin());
+  if (options_.verbosity > 0) {
+    Log("writing on in %s at offset %" PRId64 ", with %zu preallocated segments after it",
+        PathOf(current->seq).c_str(), current->end, segs_.size() - 1 - cur_);
+  }
+  return FinishOpening(error);
+}
+
+// Writing goes on where the last run left off: after the last record of the newest segment
+// that has any (or in the first segment, if none has), and in the empty segments the last
+// run preallocated after it. So a restart needs no new space (a full disk has none), and
+// the room the last run kept for its jobs' deletes and changes is there again. false, with
+// nothing changed, if that segment cannot take records (an older format, or read-only);
+// a fresh segment is then made. Returns the segment to write in, or nullptr.
+Binlog::Segment* Binlog::ReuseSegments(Replay* replay) {
+  const size_t n = replay->maps.size();
+  if (n == 0) return nullptr;
+  const size_t cur = replay->tail < n ? replay->tail : 0;
+  auto writable = [](const Mapped& m) {
+    return m.version == kFormatVersion && m.fd >= 0 && (fcntl(m.fd, F_GETFL) & O_ACCMODE) == O_RDWR;
+  };
+  if (!writable(*replay->maps[cur])) return nullptr;
+  auto seg_of = [this](uint32_t seq) {
+    return std::find_if(segs_.begin(), segs_.end(), [&](const auto& x) { return x->seq == seq; })
+        ->get();
+  };
+  Segment* current = nullptr;
+  future_room_ = 0;
+  for (size_t i = cur; i < n; i++) {
+    Mapped& m = *replay->maps[i];
+    Segment* s = seg_of(m.seq);
+    // Future segments: empty, and as large as a segment of -s at least, so any record
+    // that is not grown for (GrowCurrent) fits in one.
+    if (i > cur && (!writable(m) || replay->ends[i] != kSegmentHeaderSize ||
+                    s->size < options_.segment_size)) {
+      continue;  // removed with the other empty segments
+    }
+    s->fd = std::exchange(m.fd, -1);
+    s->end = s->written = static_cast<int64_t>(replay->ends[i]);
+    if (i == cur) {
+      current = s;
+    } else {
+      future_room_ += RoomIn(*s);
+    }
+  }
+  return current;  // the rest of it was never written, or was a torn tail, now zeros
 }
 
 // Maps every segment and checks its header; notes which hold records.
 bool Binlog::MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error) {
   replay->has_data.resize(seqs.size());
+  replay->ends.resize(seqs.size());
   for (size_t i = 0; i < seqs.size(); i++) {
     auto m = std::make_unique<Mapped>();
     m->seq = seqs[i];
     m->path = PathOf(seqs[i]);
     if (!m->Open(error)) return false;
+    file::Found(static_cast<int64_t>(m->size));
     std::string why;
     if (!CheckSegmentHeader(m->data, m->size, &why, &m->version)) {
       *error = m->path + ": offset 0: " + why;
@@ -278,7 +333,8 @@ bool Binlog::MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std:
   return true;
 }
 
-// Applies the records of segment i, up to its end or the end of its data.
+// Applies the records of segment i, up to its end or the end of its data, and notes where
+// that is.
 bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
   const Mapped& m = *replay->maps[i];
   size_t off = kSegmentHeaderSize;
@@ -289,30 +345,42 @@ bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
     Parse p = ParseRecord(m.data + off, m.size - off, &r, &size, &why, m.version);
     if (p == Parse::kEnd) break;
     if (p == Parse::kBad) {
-      if (!PassDamaged(*replay, i, why, &off, error)) return false;
+      bool torn = false;
+      if (!PassDamaged(*replay, i, why, &off, &torn, error)) return false;
+      if (torn) break;
       continue;
     }
     replay->Apply(r, m.seq, size);
     off += size;
   }
+  replay->ends[i] = std::min(off, m.size);
   return true;
 }
 
-// The record at *off in segment i is damaged (`why`). A torn tail is truncated, and *off
-// moves to the end; other damage stops start-up (false) unless --binlog-skip-damaged,
-// which moves *off to the next valid record.
+// The record at *off in segment i is damaged (`why`). A torn tail (*torn) is cleared: its
+// bytes are overwritten with zeros and synced, so new records can follow the last whole
+// one in the room the file already has (a full disk has no other). Other damage stops
+// start-up (false) unless --binlog-skip-damaged, which moves *off to the next valid record.
 bool Binlog::PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off,
-                         std::string* error) {
+                         bool* torn, std::string* error) {
   const Mapped& m = *replay.maps[i];
   size_t next = FindNextRecord(m.data, m.size, *off + 1, m.version);
   if (i == replay.tail && next == m.size) {
-    Log("%s: offset %zu: %s; torn tail (%zu bytes) truncated", m.path.c_str(), *off, why.c_str(),
-        m.size - *off);
-    if (ftruncate(m.fd, static_cast<off_t>(*off)) != 0) {
-      *error = m.path + ": cannot truncate the torn tail: " + strerror(errno);
-      return false;
+    size_t last = m.size;  // past the last byte that is not zero
+    while (last > *off && m.data[last - 1] == 0) last--;
+    Log("%s: offset %zu: %s; torn tail (%zu bytes) cleared", m.path.c_str(), *off, why.c_str(),
+        last - *off);
+    std::string zeros(std::min<size_t>(last - *off, 1 << 20), '\0');
+    for (size_t at = *off; at < last; at += zeros.size()) {
+      size_t n = std::min(zeros.size(), last - at);
+      int err = file::WriteAt(m.fd, zeros.data(), n, static_cast<int64_t>(at));
+      if (err == 0 && at + n == last) err = file::SyncData(m.fd);
+      if (err != 0) {
+        *error = m.path + ": cannot clear the torn tail: " + strerror(err);
+        return false;
+      }
     }
-    *off = m.size;
+    *torn = true;
     return true;
   }
   if (!options_.skip_damaged) {
@@ -381,15 +449,16 @@ void Binlog::RestoreTubeTries(const Replay& replay,
   }
 }
 
-// Segments without any record (preallocated ones of the last run) are no longer needed.
+// Segments without any record (preallocated ones of the last run) are no longer needed,
+// unless writing goes on in them (ReuseSegments: they are open).
 void Binlog::DropEmptySegments(const std::vector<uint32_t>& seqs,
                                const std::vector<bool>& has_data) {
   for (size_t i = 0; i < seqs.size(); i++) {
     if (has_data[i]) continue;
     auto it =
         std::find_if(segs_.begin(), segs_.end(), [&](const auto& x) { return x->seq == seqs[i]; });
-    if (it == segs_.end() || (*it)->live > 0) continue;
-    file::Unlink(PathOf(seqs[i]).c_str(), 0);
+    if (it == segs_.end() || (*it)->live > 0 || (*it)->fd >= 0) continue;
+    file::Unlink(PathOf(seqs[i]).c_str(), (*it)->size);
     segs_.erase(it);
     dir_dirty_ = true;
   }
@@ -400,6 +469,11 @@ bool Binlog::OpenForWriting(uint32_t seq, std::string* error) {
     *error = "cannot create " + PathOf(seq) + " (see above)";
     return false;
   }
+  return FinishOpening(error);
+}
+
+// The current segment is open: room for the restored jobs, then a sync of the directory.
+bool Binlog::FinishOpening(std::string* error) {
   ReserveRestoredRoom();
   if (!Sync()) {
     *error = "cannot sync " + options_.dir;
@@ -427,19 +501,44 @@ bool Binlog::AddFirstSegment(uint32_t seq) {
   if (placeholder) segs_.erase(segs_.end() - (ok ? 2 : 1));
   if (!ok) return false;
   cur_ = segs_.size() - 1;
+  future_room_ = 0;  // AddFutureSegment counted it; it is the current one
   return true;
 }
 
-// Room for every restored job's reservation, plus a spare segment.
+// Room for every restored job's reservation, plus a spare segment. Without enough (a full
+// disk), every job keeps room for its delete, and room for one change goes to as many jobs
+// as the rest allows (a command that would change one of the others is refused until there
+// is room for it). The room a run leaves always covers its jobs' deletes (each
+// reservation counts one), so a restart on the same segments never lacks it.
 void Binlog::ReserveRestoredRoom() {
   const int64_t spare =
       options_.segment_size - int64_t{kSegmentHeaderSize} - int64_t{kMaxSmallRecord};
   while (UsableAfter(0) < reserved_ + spare) {
     if (!AddFutureSegment()) break;
   }
-  if (UsableAfter(0) < reserved_) {
-    Log("not enough space to reserve room for the changes of the restored jobs; puts are "
-        "refused until space is freed");
+  const int64_t room = UsableAfter(0);
+  if (room >= reserved_) return;
+  const int64_t deletes = static_cast<int64_t>(jobs_.size() * kDeleteRecordSize);
+  int64_t changes = 0;  // room given to jobs for one change
+  size_t without = 0;
+  for (auto& [id, m] : jobs_) {
+    const int64_t change = int64_t{m.resv} - int64_t{kDeleteRecordSize};
+    if (room - deletes - changes >= change) {
+      changes += change;
+    } else {
+      m.resv = kDeleteRecordSize;
+      without++;
+    }
+  }
+  reserved_ = deletes + changes;
+  Log("not enough space for the changes of every restored job: %zu of %zu jobs can be "
+      "deleted but not changed (release, bury, kick answer OUT_OF_MEMORY) and puts are "
+      "refused until space is freed",
+      without, jobs_.size());
+  if (room < deletes) {
+    Log("not even enough space for the deletes of the restored jobs (%" PRId64 " bytes of %" PRId64
+        "): a delete that finds no room is not recorded (logged)",
+        room, deletes);
   }
 }
 

@@ -136,7 +136,7 @@ TEST_F(BinlogTest, SecondBinlogOnTheDirectoryIsRefused) {
 
 // Writes jobs 1..3 then cuts the newest segment at every byte offset inside the last two
 // records, with zeros or garbage after the cut: recovery keeps exactly the whole records.
-TEST_F(BinlogTest, TornTailAtEveryOffsetIsTruncated) {
+TEST_F(BinlogTest, TornTailAtEveryOffsetIsCleared) {
   std::string seg_path;
   std::string full;
   size_t end2 = 0, end3 = 0;  // offsets after job 2's and job 3's records
@@ -178,6 +178,39 @@ TEST_F(BinlogTest, TornTailAtEveryOffsetIsTruncated) {
       EXPECT_NE(c.engine->Find(id), nullptr);
       EXPECT_EQ(c.store->restored(), expect + 1);
     }
+  }
+}
+
+TEST_F(BinlogTest, ARestartWritesOnInTheSegmentsTheLastRunLeft) {
+  std::vector<uint64_t> ids;
+  size_t files = 0;
+  {
+    Instance a(clock_, dir_);
+    ASSERT_TRUE(a.ok);
+    for (int i = 0; i < 30; i++) ids.push_back(a.Put(std::string(100, 'a')));
+    ASSERT_TRUE(a.engine->ReserveJob(a.session, ids[0]));
+    ASSERT_TRUE(a.engine->Bury(a.session, ids[0], 3));
+    a.Flush();
+    files = Segments(dir_).size();
+    EXPECT_GT(a.store->stats().current_index, 1u);
+  }
+  for (int run = 0; run < 3; run++) {
+    Instance b(clock_, dir_);
+    ASSERT_TRUE(b.ok) << b.error;
+    Binlog::Stats st = b.store->stats();
+    // The newest segment with records is the current one again, and no file was added.
+    EXPECT_EQ(Segments(dir_).size(), files) << run;
+    EXPECT_EQ(b.store->restored(), ids.size());
+    EXPECT_EQ(b.engine->Find(ids[0])->state(), engine::JobState::kBuried);
+    ASSERT_TRUE(b.engine->KickJob(ids[0]));
+    ASSERT_TRUE(b.engine->ReserveJob(b.session, ids[0]));
+    ASSERT_TRUE(b.engine->Bury(b.session, ids[0], 3));
+    uint64_t id = b.Put("more");
+    ASSERT_NE(id, 0u);
+    ids.push_back(id);
+    b.Flush();
+    EXPECT_GE(b.store->stats().current_index, st.current_index);
+    files = Segments(dir_).size();
   }
 }
 

@@ -69,6 +69,8 @@ int SyncData(int fd) {
 
 int SyncDir(int fd) { return fsync(fd) == 0 ? 0 : errno; }
 
+void Found(int64_t size) { Faults().allocated += size; }
+
 int Unlink(const char* path, int64_t size) {
   if (unlink(path) != 0) return errno;
   Faults().allocated -= size;

@@ -4,7 +4,9 @@
 //
 // Test-only fault hooks, read from the environment once (never set them in production):
 //   STALKD_TEST_DISK_BYTES=N          preallocations beyond N bytes in total fail (ENOSPC),
-//                                     as on a disk of N bytes; unlinked segments give back
+//                                     as on a disk of N bytes, which the segments found at
+//                                     start-up (Found) take their room of; unlinked segments
+//                                     give back
 //   STALKD_TEST_FAIL_WRITES_AFTER=N   after N successful writes every write fails (EIO)
 //   STALKD_TEST_FAIL_SYNCS_AFTER=N    after N successful fdatasyncs every one fails (EIO)
 //   STALKD_TEST_SYNC_DELAY_MS=N       every fdatasync first sleeps N ms (a slow disk)
@@ -23,5 +25,8 @@ int SyncData(int fd);
 int SyncDir(int fd);
 // The file of `size` preallocated bytes at path is removed.
 int Unlink(const char* path, int64_t size);
+// A segment of `size` bytes was found at start-up: it takes its room on the disk that
+// STALKD_TEST_DISK_BYTES simulates (nothing otherwise).
+void Found(int64_t size);
 
 }  // namespace stalkd::storage::file

@@ -121,7 +121,7 @@ Result MemorySession::ListJobs(std::string_view tube, command::StateFilter state
 Result MemorySession::TubeTries(std::string_view tube, uint32_t tries) {
   store_.Count(Verb::kTubeTries);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
-  store_.engine_.SetTubeTries(tube, tries);
+  if (!store_.engine_.SetTubeTries(tube, tries)) return Refused();  // a full disk
   return All(Outcome::kTubeTries, tries);
 }
 

@@ -71,6 +71,7 @@ class MemorySession final : public command::Session, public engine::SessionOwner
 
   void OnEngineEvent(const engine::Event& ev) override;
   Result Kicked(uint32_t n) { return All(Outcome::kKicked, n); }
+  Result Refused() { return All(Outcome::kOutOfMemory); }
   command::Client& client() { return client_; }
   engine::Tube* use() const { return s_->use(); }
 
@@ -89,6 +90,10 @@ class MemorySession final : public command::Session, public engine::SessionOwner
   Result Found(const Job* j) { return j ? Shows(Outcome::kFound, *j) : NotFound(); }
   Result NotFound() { return All(Outcome::kNotFound); }
   Result Done(bool ok, Outcome o) { return ok ? All(o) : NotFound(); }
+  // A change the binlog cannot record (a full disk) is refused: OUT_OF_MEMORY.
+  Result Done(engine::Engine::Changed c, Outcome o) {
+    return c.result == engine::Engine::Changed::kNoRoom ? Refused() : Done(static_cast<bool>(c), o);
+  }
   Result TubeList(std::span<Tube* const> tubes);
   Result Using();
   // put-ext's job: the engine's NewJob with the put's options.

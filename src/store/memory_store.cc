@@ -130,9 +130,9 @@ Result MemorySession::Delete(uint64_t id) {
 
 Result MemorySession::Release(uint64_t id, uint32_t pri, uint32_t delay_s) {
   store_.Count(Verb::kRelease);
-  bool ok = store_.engine_.Release(s_, id, pri, delay_s);
+  engine::Engine::Changed c = store_.engine_.Release(s_, id, pri, delay_s);
   store_.DeliverEvents();  // the job may have gone to a waiting session
-  return Done(ok, Outcome::kReleased);
+  return Done(c, Outcome::kReleased);
 }
 
 Result MemorySession::Bury(uint64_t id, uint32_t pri) {
@@ -147,9 +147,9 @@ Result MemorySession::Touch(uint64_t id) {
 
 Result MemorySession::KickJob(uint64_t id) {
   store_.Count(Verb::kKickJob);
-  bool ok = store_.engine_.KickJob(id);
+  engine::Engine::Changed c = store_.engine_.KickJob(id);
   store_.DeliverEvents();
-  return Done(ok, Outcome::kKickedJob);
+  return Done(c, Outcome::kKickedJob);
 }
 
 Result MemorySession::Kick(uint32_t count) {
@@ -160,8 +160,8 @@ Result MemorySession::Kick(uint32_t count) {
   // other clients must not be kicked again (beanstalkd does the whole kick at once).
   auto left =
       static_cast<uint32_t>(std::min<size_t>(count, buried ? t->buried.size() : t->delayed.size()));
-  MemoryStore::Kick k{this, left, 0, buried};
-  if (store_.KickStep(k)) return Kicked(k.kicked);
+  MemoryStore::Kick k{this, left, 0, buried, false};
+  if (store_.KickStep(k)) return k.Outcome();
   store_.kicking_.push_back(k);  // the rest in later Ticks, a slice each
   return Result::Of(Outcome::kPending);
 }
@@ -278,10 +278,16 @@ void MemoryStore::DeliverPendingEvents() {
   events_.clear();
 }
 
+Result MemoryStore::Kick::Outcome() {
+  if (no_room && kicked == 0) return session->Refused();
+  return session->Kicked(kicked);
+}
+
 bool MemoryStore::KickStep(Kick& k) {
   engine::Tube* t = k.session->use();
   uint32_t n = std::min(k.left, kKickSlice);
-  uint32_t done = k.buried ? engine_.KickBuried(t, n) : engine_.KickDelayed(t, n);
+  uint32_t done =
+      k.buried ? engine_.KickBuried(t, n, &k.no_room) : engine_.KickDelayed(t, n, &k.no_room);
   k.kicked += done;
   k.left -= done;
   DeliverEvents();  // each kicked job is offered to waiting sessions at once
@@ -291,7 +297,7 @@ bool MemoryStore::KickStep(Kick& k) {
 bool MemoryStore::KickSlices() {
   std::erase_if(kicking_, [this](Kick& k) {
     if (!KickStep(k)) return false;
-    k.session->client().OnResult(k.session->Kicked(k.kicked));
+    k.session->client().OnResult(k.Outcome());
     return true;
   });
   return !kicking_.empty();

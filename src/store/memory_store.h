@@ -80,6 +80,9 @@ class MemoryStore final : public command::Store, private engine::Engine::Observe
     uint32_t left;    // jobs still to kick
     uint32_t kicked;  // so far
     bool buried;      // which list it started on
+    bool no_room;     // stopped at a job whose change the binlog cannot record
+    // KICKED with the count, or OUT_OF_MEMORY if a full disk stopped it before any job.
+    command::Result Outcome();
   };
   // One slice of `k`; true once it is done.
   bool KickStep(Kick& k);

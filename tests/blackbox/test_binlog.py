@@ -130,7 +130,9 @@ class BinlogTest(unittest.TestCase):
         st = parse_yaml(c.cmd("stats"))
         self.assertEqual(st["current-jobs-buried"], "1")
         self.assertEqual(st["current-jobs-delayed"], "1")
-        self.assertGreater(int(st["binlog-current-index"]), 1)  # a fresh segment after restart
+        # Writing goes on after the last record of the segment the last run wrote in.
+        self.assertEqual(st["binlog-current-index"], "1")
+        self.assertEqual(parse_yaml(c.cmd("stats-job 8"))["file"], "1")
 
     def test_reserve_writes_no_record_and_kill9_undoes_it(self):
         s = self.start("-f", "0")
@@ -293,7 +295,7 @@ class BinlogTest(unittest.TestCase):
         self.assertEqual(code, 10)
         self.assertIn("another server", err)
 
-    def test_torn_tail_is_truncated(self):
+    def test_torn_tail_is_cleared_and_written_over(self):
         s = self.start("-f", "0")
         c = s.connect()
         for i in range(5):
@@ -309,10 +311,19 @@ class BinlogTest(unittest.TestCase):
         for i in range(1, 6):
             self.assertTrue(c.cmd("peek %d" % i).startswith(b"FOUND"))
         self.assertEqual(c.put(b"more"), b"INSERTED 6\r\n")
-        self.assertEqual(os.path.getsize(path), end)  # truncated at the last whole record
         s.proc.send_signal(signal.SIGTERM)
         _, err = s.proc.communicate(timeout=10)
-        self.assertIn("torn tail", err.decode())
+        self.assertIn("torn tail (49 bytes) cleared", err.decode())
+        # The new record took the torn one's place; what the torn one left after it is zeros.
+        with open(path, "rb") as f:
+            data = f.read()
+        new_end = data_end(path)
+        self.assertGreater(new_end, end)
+        self.assertEqual(data[new_end:new_end + 100], b"\0" * 100)
+        s = self.start()
+        c = s.connect()
+        for i in range(1, 7):
+            self.assertTrue(c.cmd("peek %d" % i).startswith(b"FOUND"))
 
     def test_damaged_record_stops_start_up_unless_skipped(self):
         s = self.start("-f", "0")

@@ -5,8 +5,11 @@ it into a scratch root with `dpkg -x` and runs the installed binary (--version, 
 on a free loopback port), checks that stalkd(8) documents every flag of `stalkd -h` with the
 words of -h, verifies the systemd units with `systemd-analyze verify`, checks that the
 service's system call filter allows every call stalkd makes (strace), and runs lintian
-(no errors allowed; warnings and notes are listed). A tool that is missing, or that cannot
-run in this container, skips its check with a message.
+(no errors allowed; warnings and notes are listed). When the build has the `stalk` CLI, the
+package has it too: the installed stalk talks to the installed server, and stalk(1)
+documents every command and option of `stalk --help` and `stalk COMMAND --help`, under
+that command, with the words of --help. A tool that is missing, or that cannot run in this
+container, skips its check with a message.
 
 Run:  STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/package/test_package.py
 """
@@ -61,6 +64,51 @@ def help_entries(usage):
         elif entries and re.match(r"^ {5,}\S", line):
             entries[-1] += " " + line.strip()
     return [" ".join(e.split()) for e in entries]
+
+
+def has_cli():
+    """True when the build under test has the stalk CLI (then the package has it too)."""
+    return os.path.exists(os.path.join(BUILD_DIR, "stalk"))
+
+
+def cli_help_entries(text, section="Options:"):
+    """The entries of a section of CLI11's help: [(flags, description)], flags as a set
+    ("-t", "--tube"). CLI11 writes the name padded to 28 columns and the description after
+    it, or, when the name is longer, on the next line at column 28."""
+    lines = text.splitlines()
+    out, inside = [], False
+    for i, line in enumerate(lines):
+        if line.endswith(":") and not line.startswith(" "):
+            inside = line == section
+            continue
+        if not inside or not line.startswith("  ") or line.startswith(" " * 28):
+            continue
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if following.startswith(" " * 28) and following.strip():
+            desc = following.strip()
+        else:
+            desc = line[28:].strip()
+        name = line.split()[0]
+        flags = set(name.split(",")) if section == "Options:" else {name}
+        out.append((flags, " ".join(desc.split())))
+    return out
+
+
+def roff_sections(source, level):
+    """{title: the roff lines under it} for each .SH (level "SH") or .SS heading."""
+    out, title = {}, None
+    for line in source.splitlines():
+        if line.startswith((".SH", ".SS")):
+            name, _, rest = line[1:].partition(" ")
+            if name == level:
+                title = rest.strip().strip('"')
+                out[title] = []
+                continue
+            if name == "SH":
+                title = None
+        if title is not None:
+            out[title].append(line)
+    return {t: "\n".join(lines) for t, lines in out.items()}
 
 
 def roff_text(source):
@@ -154,9 +202,9 @@ class PackageTest(unittest.TestCase):
         for f in FILES:
             self.assertTrue(os.path.isfile(os.path.join(self.root, f)), f)
         self.assertTrue(os.access(os.path.join(self.root, "usr/bin/stalkd"), os.X_OK))
-        # the CLI is packaged once the build has one
-        has_cli = os.path.exists(os.path.join(BUILD_DIR, "stalk"))
-        self.assertEqual(os.path.exists(os.path.join(self.root, "usr/bin/stalk")), has_cli)
+        # the CLI is packaged once the build has one, with its man page
+        for f in ("usr/bin/stalk", "usr/share/man/man1/stalk.1.gz"):
+            self.assertEqual(os.path.exists(os.path.join(self.root, f)), has_cli(), f)
         with open(self.control_file("conffiles")) as f:
             self.assertEqual(f.read().split(), ["/etc/default/stalkd"])
         for script in ("postinst", "prerm", "postrm"):
@@ -260,11 +308,61 @@ class PackageTest(unittest.TestCase):
     def test_man_page_renders_without_warnings(self):
         if not shutil.which("man"):
             self.skipTest("man is missing")
-        page = os.path.join(self.root, "usr/share/man/man8/stalkd.8.gz")
-        p = run(["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z", page],
-                env=dict(os.environ, MANWIDTH="80"))
+        pages = ["usr/share/man/man8/stalkd.8.gz"]
+        if has_cli():
+            pages.append("usr/share/man/man1/stalk.1.gz")
+        for page in pages:
+            p = run(["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z",
+                     os.path.join(self.root, page)], env=dict(os.environ, MANWIDTH="80"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr, "", page)
+
+    # ---- the stalk CLI
+
+    def stalk(self):
+        if not has_cli():
+            self.skipTest("this build has no stalk CLI")
+        return os.path.join(self.root, "usr/bin/stalk")
+
+    def test_cli_installed_and_talks_to_the_server(self):
+        stalk = self.stalk()
+        p = run([stalk, "--version"], timeout=10)
+        self.assertEqual((p.returncode, p.stdout), (0, "stalk %s\n" % project_version()))
+        srv = beanstalk.Server(binary=os.path.join(self.root, "usr/bin/stalkd"))
+        self.addCleanup(srv.stop)
+        addr = "127.0.0.1:%d" % srv.port
+        p = run([stalk, "-s", addr, "put", "-t", "pkg", "packaged"], timeout=10)
+        self.assertEqual((p.returncode, p.stdout), (0, "inserted 1\n"), p.stderr)
+        p = run([stalk, "-s", addr, "--json", "stats-tube", "pkg"], timeout=10)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stderr, "")
+        self.assertIn('"current-jobs-ready":1', p.stdout)
+
+    def test_cli_man_page_documents_every_command_and_option(self):
+        stalk = self.stalk()
+        with gzip.open(os.path.join(self.root, "usr/share/man/man1/stalk.1.gz"), "rt") as f:
+            source = f.read()
+        main_help = run([stalk, "--help"], timeout=10).stdout
+        commands = [sorted(flags)[0] for flags, _ in cli_help_entries(main_help, "Subcommands:")]
+        self.assertGreater(len(commands), 15, main_help)
+        sections = roff_sections(roff_sections(source, "SH")["COMMANDS"], "SS")
+        # the commands, in the order of --help, each a .SS of COMMANDS named after it
+        self.assertEqual([t.split()[0].replace("\\-", "-") for t in sections], commands)
+        scopes = [("", main_help, roff_sections(source, "SH")["OPTIONS"])]
+        for title, body in sections.items():
+            cmd = title.split()[0].replace("\\-", "-")
+            scopes.append((cmd, run([stalk, cmd, "--help"], timeout=10).stdout, body))
+        for cmd, help_text, roff in scopes:
+            text, tags = roff_text(roff)
+            documented = {flag for tag in tags
+                          for flag in re.findall(r"(?<!\S)--?[A-Za-z][\w-]*", tag.replace(",", " "))}
+            entries = cli_help_entries(help_text)
+            if cmd:  # each command's -h, --help is documented once, with stalk's options
+                entries = [(f, d) for f, d in entries if f != {"-h", "--help"}]
+            helped = set().union(*(flags for flags, _ in entries))
+            self.assertEqual(documented, helped, "stalk %s: options of --help vs stalk.1" % cmd)
+            for flags, desc in entries:
+                self.assertIn(desc, text, "stalk %s %s: --help's words are not in stalk.1"
+                              % (cmd, "/".join(sorted(flags))))
 
     # ---- the systemd units
 
