@@ -1,6 +1,8 @@
 #include "server/heap_prefault.h"
 
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -47,7 +49,13 @@ HeapPrefaulter::HeapPrefaulter() {
 #endif
   if (!enabled_) return;
   last_brk_ = Break();
+  // Signals go to the loop's signalfd (Server::HandleSignals blocks them in the thread that
+  // runs the loop, later): this thread must never take one.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   thread_ = std::thread([this] { Run(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 HeapPrefaulter::~HeapPrefaulter() {
