@@ -666,6 +666,42 @@ class ActionTest(DashboardCase):
         self.assertError(self.dash("GET", "tubes/gone"), 404, "tube not found")
 
 
+class OddRequestsTest(DashboardCase):
+    def test_odd_targets_and_parameters(self):
+        """Random routes, methods, names and parameters: every answer is a JSON answer of
+        the documented kinds, never a 5xx, and the server stays up."""
+        import random
+        rnd = random.Random(14)
+        c = self.text()
+        ids = self.bury(c, "odd", 3) + [self.put(c, "odd", bytes(range(256)))]
+        tubes = ["odd", "default", "nosuch", "", "..", "%2F", "a%2Fb", "-x", "x" * 201, "a b"]
+        jobs = ["0", str(ids[0]), str(ids[1]), str(ids[-1]), "18446744073709551615",
+                "99999999999999999999", "x", ""]
+        actions = ["kick", "purge", "pause", "respawn", "move", "body", "jobs", "nope", ""]
+        shapes = ["server", "tubes", "tubes/{t}", "tubes/{t}/{a}", "jobs/{j}", "jobs/{j}/{a}",
+                  "{a}/{t}/{j}", "tubes/{t}/{a}/{j}"]
+        keys = ["q", "sort", "order", "offset", "limit", "step", "state", "from", "count",
+                "seconds", "ttl", "to"]
+        values = ["", "0", "1", "-1", "200", "201", "4294967296", "ready", "buried", "all",
+                  "reserved", "desc", "name", "odd", "other", "%00", "x%2Fy", "99999999999999999999"]
+        seen = {}
+        for _ in range(400):
+            path = rnd.choice(shapes).format(t=rnd.choice(tubes), j=rnd.choice(jobs),
+                                             a=rnd.choice(actions))
+            params = {rnd.choice(keys): rnd.choice(values) for _ in range(rnd.randint(0, 3))}
+            target = API + path + ("?" + "&".join("%s=%s" % kv for kv in params.items())
+                                   if params else "")
+            method = rnd.choice(["GET", "GET", "POST", "DELETE", "HEAD", "PUT"])
+            r = self.adm(method, target, headers=XRW)
+            self.assertIn(r.status, (200, 400, 403, 404, 409), (method, target, r))
+            seen[r.status] = seen.get(r.status, 0) + 1
+            if method != "HEAD" and r.header("content-type") != "application/octet-stream":
+                json.loads(r.body)
+        self.assertEqual(c.cmd("stats-tube odd")[:3], b"OK ")
+        self.assertEqual(self.adm("GET", "/healthz").status, 200)
+        self.assertGreater(seen.get(200, 0), 30, seen)  # the routes were reached
+
+
 # A text client: stats-tube in a closed loop for argv[2] seconds; prints its round trips'
 # p99 and maximum in ms.
 PROBE = r"""

@@ -269,8 +269,8 @@ class InfoTest(HttpCase):
         self.assertError(self.adm("GET", "/pools", params={"kind": "whatever"}), 400, "invalid kind")
 
     def test_unknown_admin_routes(self):
-        # ("GET", "/") is the dashboard (docs/DASHBOARD.md)
-        for method, path in (("GET", "/api/ns/q/size"), ("GET", "/token"),
+        # GET / is the dashboard (docs/DASHBOARD.md); POST / is no route.
+        for method, path in (("POST", "/"), ("GET", "/api/ns/q/size"), ("GET", "/token"),
                              ("PUT", "/token/ns"), ("GET", "/token/ns/x/y"), ("POST", "/healthz"),
                              ("GET", "/healthz/"), ("GET", "/debug/pprof/")):
             r = self.adm(method, path)

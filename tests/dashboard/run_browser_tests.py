@@ -13,13 +13,14 @@ ever downloaded, a browser least of all.
 """
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
-from beanstalk import REPO, STALKD_BIN, Server, free_port  # noqa: E402
+from beanstalk import REPO, STALKD_BIN, Server, free_port, wait_until  # noqa: E402
 
 SKIP = 77
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -28,6 +29,14 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 def skip(why):
     print("SKIPPED: %s" % why)
     sys.exit(SKIP)
+
+
+def connectable(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def main():
@@ -55,6 +64,9 @@ def main():
         server = Server(STALKD_BIN, args=["--admin-http", "127.0.0.1:%d" % admin,
                                           "--admin-accounts", accounts, "-b", binlog])
         try:
+            if not wait_until(lambda: connectable(admin), timeout=10):
+                print("the admin listener did not open")
+                return 1
             env = dict(os.environ,
                        STALKD_ADMIN_URL="http://127.0.0.1:%d" % admin,
                        STALKD_TEXT_PORT=str(server.port),

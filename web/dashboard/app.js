@@ -26,6 +26,10 @@ import {
 } from './util.js';
 
 const POLL_MS = 2000;
+// Sorting the tube list by a count reads every tube's stats on the server: with more than
+// SLOW_TUBES tubes the overview refreshes less often.
+const SLOW_TUBES = 10000;
+const SLOW_POLL_MS = 10000;
 const PAGE = 50;
 const STATES = ['ready', 'delayed', 'reserved', 'buried'];
 const SORTS = [
@@ -114,7 +118,7 @@ function schedule(v) {
     if (v !== view) return;
     if (!document.hidden) await refresh(v);
     schedule(v);
-  }, POLL_MS);
+  }, v.interval ? v.interval() : POLL_MS);
 }
 
 // Refreshes the current view now (after an action).
@@ -156,6 +160,7 @@ function overviewView(params) {
     offset: Math.max(0, parseInt(params.get('offset'), 10) || 0),
   };
   let seq = 0;
+  let slow = false;  // many tubes sorted by a count: every tube's stats each time
   const server = h('section', { id: 'server', class: 'cards', 'aria-label': 'server' });
   const search = h('input', {
     type: 'search',
@@ -239,6 +244,7 @@ function overviewView(params) {
       }),
     ]);
     if (mine !== seq) return;  // a newer search answered first
+    slow = tubes.total_tubes > SLOW_TUBES && state.sort !== 'name';
     renderServer(server, srv);
     renderTubes(tubes);
   }
@@ -277,7 +283,8 @@ function overviewView(params) {
     const to = t.offset + t.tubes.length;
     summary.textContent =
       `${num(from)}–${num(to)} of ${plural(t.matched, 'tube')}` +
-      (state.q ? ` matching “${state.q}” (${num(t.total_tubes)} in all)` : '');
+      (state.q ? ` matching “${state.q}” (${num(t.total_tubes)} in all)` : '') +
+      (slow ? ` · refreshed every ${SLOW_POLL_MS / 1000} s` : '');
     prev.disabled = t.offset === 0;
     next.disabled = to >= t.matched;
     const rows = t.tubes.map((r) =>
@@ -347,7 +354,13 @@ function overviewView(params) {
     );
   }
 
-  return { el, refresh, title: 'Overview', crumbs: [h('span', {}, 'Overview')] };
+  return {
+    el,
+    refresh,
+    interval: () => (slow ? SLOW_POLL_MS : POLL_MS),
+    title: 'Overview',
+    crumbs: [h('span', {}, 'Overview')],
+  };
 }
 
 function tubeSpark(hist, width, height) {
@@ -670,12 +683,7 @@ function tubeView(tube, params) {
           type: 'button',
           class: 'small secondary',
           dataset: { action: 'kick' },
-          onclick: () =>
-            act(
-              { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
-              () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
-              () => `Kicked job ${j.id}`,
-            ),
+          onclick: () => kickJob(j),
         }, 'Kick'),
       );
     }
@@ -787,6 +795,14 @@ function tubeView(tube, params) {
 }
 
 // ---------------------------------------------------------------------------- job actions
+
+function kickJob(j) {
+  return act(
+    { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
+    () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
+    () => `Kicked job ${j.id}`,
+  );
+}
 
 function moveJob(j) {
   return act(
@@ -924,12 +940,7 @@ function jobView(id) {
           type: 'button',
           id: 'job-kick',
           class: 'secondary',
-          onclick: () =>
-            act(
-              { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
-              () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
-              () => `Kicked job ${j.id}`,
-            ),
+          onclick: () => kickJob(j),
         }, 'Kick'),
       );
     }
