@@ -298,6 +298,7 @@ void Server::CheckBlocked() {
 
 void Server::NoteMemory() {
   size_t used = memory_->engine().memory_used();
+  prefault_.Note(used);
   memory_peak_ = std::max(memory_peak_, used);
   trim_due_ = used <= memory_peak_ / 2 && memory_peak_ - used >= kTrimMinDrop;
 }

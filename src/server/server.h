@@ -11,6 +11,7 @@
 #include "net/access_list.h"
 #include "net/event_loop.h"
 #include "server/connection.h"
+#include "server/heap_prefault.h"
 #include "server/options.h"
 #include "storage/binlog.h"
 #include "store/memory_store.h"
@@ -114,8 +115,9 @@ class Server final : public command::Host {
   std::unique_ptr<SignalHandler> signals_;
   bool stopping_ = false;
   Nanos accept_paused_until_ = 0;
-  net::AccessList access_;  // --allow
-  size_t memory_peak_ = 0;  // engine memory high-water mark since the last trim
+  net::AccessList access_;   // --allow
+  size_t memory_peak_ = 0;   // engine memory high-water mark since the last trim
+  HeapPrefaulter prefault_;  // faults in the heap's growth off the loop thread
   bool trim_due_ = false;
   Nanos last_command_ = 0;  // when connections last had input to run
   uint64_t refused_clients_ = 0;

@@ -270,14 +270,14 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
   Segment* s = Current();
   s->live++;
   s->ids.push_back(j.id);
-  auto [it, fresh] =
-      jobs_.try_emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
+  auto [m, fresh] =
+      jobs_.Emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
   if (fresh) {
     reserved_ += resv;
   } else {  // moved by compaction: the same state, so its mark stays
-    it->second.full_seq = it->second.last_seq = s->seq;
-    live_bytes_ -= it->second.full_size;  // the new size is added below
-    it->second.full_size = static_cast<uint32_t>(size);
+    m->full_seq = m->last_seq = s->seq;
+    live_bytes_ -= m->full_size;  // the new size is added below
+    m->full_size = static_cast<uint32_t>(size);
   }
   live_bytes_ += static_cast<int64_t>(size);
   records_written_++;
@@ -294,18 +294,18 @@ void Binlog::Put(const Job& j) {
 }
 
 bool Binlog::CanUpdate(const Job& j) {
-  auto it = jobs_.find(j.id);
+  const JobMeta* m = jobs_.Find(j.id);
   // After a failed write nothing is written any more (docs/BINLOG.md); a job the log does
   // not hold (adopted while being written) has nothing to keep.
-  if (failed_ || it == jobs_.end()) return true;
+  if (failed_ || !m) return true;
   const size_t size = StateRecordSize(LoggedExtra(j) != nullptr);
-  return it->second.resv >= size + kDeleteRecordSize || MakeRoom(size, 0);
+  return m->resv >= size + kDeleteRecordSize || MakeRoom(size, 0);
 }
 
 void Binlog::Update(const Job& j) {
-  auto it = jobs_.find(j.id);
-  if (failed_ || it == jobs_.end()) return;
-  JobMeta& m = it->second;
+  JobMeta* found = jobs_.Find(j.id);
+  if (failed_ || !found) return;
+  JobMeta& m = *found;
   const bool extra = LoggedExtra(j) != nullptr;
   const uint32_t size = static_cast<uint32_t>(StateRecordSize(extra));
   const uint32_t full = JobReserve(extra);
@@ -337,20 +337,20 @@ void Binlog::DropUpdate(const Job& j) {
 }
 
 int64_t Binlog::MarkOf(const Job& j) const {
-  auto it = jobs_.find(j.id);
-  return it == jobs_.end() ? placed_ : it->second.mark;
+  const JobMeta* m = jobs_.Find(j.id);
+  return m ? m->mark : placed_;
 }
 
 uint32_t Binlog::FileOf(const Job& j) const {
-  auto it = jobs_.find(j.id);
-  return it == jobs_.end() ? 0 : it->second.last_seq;
+  const JobMeta* m = jobs_.Find(j.id);
+  return m ? m->last_seq : 0;
 }
 
 void Binlog::Delete(const Job& j) {
-  auto it = jobs_.find(j.id);
-  if (it == jobs_.end()) return;
-  JobMeta m = it->second;
-  jobs_.erase(it);
+  const JobMeta* found = jobs_.Find(j.id);
+  if (!found) return;
+  JobMeta m = *found;
+  jobs_.Erase(j.id);
   reserved_ -= m.resv;  // the delete record below uses what is left of it
   if (!failed_) {
     if (PlaceOrAddSegment(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); })) {

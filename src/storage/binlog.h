@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/id_map.h"
 #include "engine/engine.h"
 #include "engine/job_log.h"
 #include "storage/record.h"
@@ -255,7 +256,7 @@ class Binlog final : public engine::JobLog {
   };
   std::vector<Sealed> sealed_;  // bytes for segments left by rotation, not yet written
 
-  std::unordered_map<uint64_t, JobMeta> jobs_;
+  IdMap<JobMeta> jobs_;  // grows without rehashing every job (a stall at millions)
   std::unordered_map<std::string, TubeTriesMeta> tube_tries_;
   int64_t reserved_ = 0;     // sum of JobMeta::resv
   int64_t future_room_ = 0;  // RoomIn of the segments after the current one

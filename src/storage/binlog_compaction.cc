@@ -95,10 +95,10 @@ void Binlog::Compact() {
 engine::Job* Binlog::NextToMigrate(Segment* head, size_t* size) {
   for (; head->scan < head->ids.size(); head->scan++) {
     uint64_t id = head->ids[head->scan];
-    auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second.full_seq != head->seq) continue;
+    const JobMeta* m = jobs_.Find(id);
+    if (!m || m->full_seq != head->seq) continue;
     if (engine::Job* j = engine_->FindMutable(id)) {
-      *size = it->second.full_size;
+      *size = m->full_size;
       return j;
     }
   }

@@ -415,11 +415,11 @@ bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
   std::unordered_map<uint32_t, Segment*> by_seq = AddReplayedSegments(replay);
   Nanos now = clock_.Now();
   int64_t wall = WallNow();
-  jobs_.reserve(jobs_.size() + order.size());
+  jobs_.Reserve(order.size());
   for (const Replayed* r : order) {
     const JobRecord& x = r->rec;
     engine::RestoredJob rj = ToRestored(x, now, wall);
-    if (jobs_.count(x.id)) continue;  // adopted already (cannot happen: ids differ)
+    if (jobs_.Find(x.id)) continue;  // adopted already (cannot happen: ids differ)
     if (!engine_->Restore(rj)) {
       *error = "cannot restore job " + std::to_string(x.id);
       return false;
@@ -428,7 +428,7 @@ bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
     seg->live++;
     seg->ids.push_back(x.id);
     const uint32_t resv = JobReserve(x.extra.present);
-    jobs_[x.id] = JobMeta{r->full_seq, r->full_size, resv, r->last_seq, 0};
+    jobs_.Emplace(x.id, JobMeta{r->full_seq, r->full_size, resv, r->last_seq, 0});
     reserved_ += resv;
     live_bytes_ += r->full_size;
     restored_++;
@@ -521,7 +521,7 @@ void Binlog::ReserveRestoredRoom() {
   const int64_t deletes = static_cast<int64_t>(jobs_.size() * kDeleteRecordSize);
   int64_t changes = 0;  // room given to jobs for one change
   size_t without = 0;
-  for (auto& [id, m] : jobs_) {
+  jobs_.ForEach([&](uint64_t, JobMeta& m) {
     const int64_t change = int64_t{m.resv} - int64_t{kDeleteRecordSize};
     if (room - deletes - changes >= change) {
       changes += change;
@@ -529,7 +529,7 @@ void Binlog::ReserveRestoredRoom() {
       m.resv = kDeleteRecordSize;
       without++;
     }
-  }
+  });
   reserved_ = deletes + changes;
   Log("not enough space for the changes of every restored job: %zu of %zu jobs can be "
       "deleted but not changed (release, bury, kick answer OUT_OF_MEMORY) and puts are "
