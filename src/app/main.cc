@@ -53,6 +53,14 @@ int main(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  // SIGUSR1 (drain) is blocked from the start, before anything listens and before any
+  // thread exists, so one sent as soon as a client can connect waits for the loop's
+  // signalfd (Server::HandleSignals) instead of ending the process with its default
+  // action. SIGTERM and SIGINT end a server still starting up, as they always did.
+  sigset_t drain;
+  sigemptyset(&drain);
+  sigaddset(&drain, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &drain, nullptr);
 
   std::string warning, error;
   int fd = stalkd::net::InheritedListener(&warning);
