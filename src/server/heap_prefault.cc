@@ -23,7 +23,7 @@ constexpr int kMmapThreshold = 32 << 20;
 uintptr_t Break() { return reinterpret_cast<uintptr_t>(sbrk(0)); }
 
 // Whether the kernel knows MADV_POPULATE_WRITE (5.14 and later).
-bool CanPopulate() {
+[[maybe_unused]] bool CanPopulate() {  // unused under a sanitizer (below)
   void* p = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return false;
   bool ok = madvise(p, kPage, MADV_POPULATE_WRITE) == 0;
