@@ -1157,6 +1157,9 @@ def run_scenario(sc, params, pairs, bins):
             t0 = time.monotonic()
             rec = {"server": kind, "pair": pair, "bin_mtime": os.stat(binary).st_mtime}
             try:
+                if CFG.standin and kind == "stalkd" and any(
+                        "{http_port}" in a for a in sc.server_args.get(kind, ())):
+                    raise RuntimeError("needs stalkd (beanstalkd, standing in, has no HTTP API)")
                 srv.start()
                 rec["rss_start"] = srv.rss()
                 rec["metrics"], rec["raw"] = sc.fn(srv, params)
