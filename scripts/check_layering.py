@@ -27,6 +27,7 @@ RULES = {
     "http": ["base", "command"],
     "cli": ["base"],                          # stalk, a client: no layer of the server
     "net": ["base"],
+    "redis": ["base", "net", "command"],      # the Redis client and the Redis store
     "server": [ANY, "-app"],
     "app": [ANY],
 }

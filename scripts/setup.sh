@@ -6,7 +6,8 @@ for pkg in g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev pyth
            ruby ruby-beaneater \
            clang clang-format libclang-rt-14-dev \
            libboost-dev rapidjson-dev libssl-dev libcli11-dev prometheus \
-           dpkg-dev lintian strace man-db systemd chromium; do
+           dpkg-dev lintian strace man-db systemd chromium \
+           redis-server redis-sentinel libhiredis-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 # The dashboard's browser tests run Debian's chromium (above) from node, through npm's
@@ -21,7 +22,11 @@ if ((${#need[@]})); then
 fi
 # Debian's beanstalkd package starts a system service on port 11300; the tests start their
 # own on free ports, so a running service is harmless, but stop it to keep 11300 free.
-if command -v systemctl >/dev/null 2>&1; then systemctl stop beanstalkd >/dev/null 2>&1 || true; fi
+# Likewise Debian's redis-server and redis-sentinel services: the Redis store's tests start
+# their own on free ports.
+if command -v systemctl >/dev/null 2>&1; then
+  systemctl stop beanstalkd redis-server redis-sentinel >/dev/null 2>&1 || true
+fi
 # playwright-core, exactly as tests/dashboard/package-lock.json pins it (again whenever the
 # lock file changes). It never downloads a browser: playwright-core has no install script,
 # and the tests run /usr/bin/chromium.

@@ -1,0 +1,133 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "net/event_loop.h"
+
+// The Redis client of the Redis store (docs/SCALE-OUT.md): RESP over non-blocking sockets on
+// stalkd's own event loop, pipelined, no thread. hiredis (Debian's libhiredis-dev 0.14) is
+// used only for its reply parser (redisReader); connecting, writing, reconnecting and
+// Sentinel discovery are ours.
+namespace stalkd::redis {
+
+// One reply, owned (copied out of hiredis' reader).
+struct Reply {
+  enum class Type : uint8_t {
+    kNil,
+    kStatus,   // +OK
+    kError,    // -ERR ...: str holds the message
+    kInteger,  // :n
+    kString,   // $bulk
+    kArray,    // *n
+    // Not from Redis: the link lost the connection (or gave up reconnecting) before this
+    // command's reply arrived. If the command was written, its fate is unknown.
+    kLost,
+  };
+  Type type = Type::kNil;
+  int64_t integer = 0;
+  std::string str;              // kStatus, kError, kString, kLost (why)
+  std::vector<Reply> elements;  // kArray
+
+  bool error() const { return type == Type::kError || type == Type::kLost; }
+  // An error reply whose message starts with `prefix` ("READONLY", "OOM", "NOREPLICAS").
+  bool ErrorIs(std::string_view prefix) const;
+};
+
+using Callback = std::function<void(const Reply&)>;
+
+struct Endpoint {
+  std::string host;
+  int port = 0;
+};
+
+// --store: redis://HOST:PORT[/DB] or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTERNAME.
+struct StoreUrl {
+  enum class Kind : uint8_t { kRedis, kSentinel };
+  Kind kind = Kind::kRedis;
+  std::vector<Endpoint> endpoints;  // kRedis: exactly one; kSentinel: the sentinels
+  int db = 0;                       // kRedis only (Sentinel-managed masters use db 0)
+  std::string master_name;          // kSentinel
+};
+// false with *error set ("--store: ...") for anything malformed.
+bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error);
+
+// A connection to the current Redis master, kept up: it connects (for kSentinel, after
+// asking the sentinels in turn for the master's address), checks `ROLE` is master, selects
+// the db, and then lets its Listener set up (FUNCTION LOAD, config checks) before serving
+// commands. It reconnects (with backoff up to 1 s) when the connection drops, and rediscovers
+// the master on Sentinel's +switch-master, on a READONLY reply, or when ROLE says replica.
+//
+// Commands sent while the link is not ready wait, unsent, for up to `retry_window`; then their
+// callbacks get kLost. Commands written when the connection drops get kLost too (fate
+// unknown). Callbacks run in the order the commands were sent, from inside Poll() or the loop's
+// event dispatch, never from inside Send().
+//
+// A second connection to the same master carries pub/sub: Subscribe()d channels are
+// (re)subscribed whenever the link is (re)established; messages go to Listener::OnMessage.
+class Link {
+ public:
+  class Listener {
+   public:
+    // Connected to a verified master. Send setup commands with SendSetup, then call
+    // SetReady() (or Reset(why) to drop the connection and try again later).
+    virtual void OnConnected() = 0;
+    // The link stopped being ready (connection lost, master changed): commands in flight
+    // have received or will receive kLost.
+    virtual void OnLost(std::string_view why) = 0;
+    // A pub/sub message on a subscribed channel.
+    virtual void OnMessage(std::string_view channel, std::string_view message) = 0;
+
+   protected:
+    ~Listener() = default;
+  };
+
+  Link(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listener& listener,
+       Nanos retry_window = 5 * kSecond);
+  ~Link();
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // Starts connecting (non-blocking).
+  void Start();
+
+  // Setup phase (between OnConnected and SetReady): sent at once, ahead of queued commands.
+  void SendSetup(std::initializer_list<std::string_view> argv, Callback cb);
+  void SendSetup(std::span<const std::string_view> argv, Callback cb);
+  void SetReady();
+  // Drops the connection (e.g. a setup check failed) and reconnects after a backoff.
+  void Reset(std::string_view why);
+
+  // A command: buffered and written on Flush() (or once 64 KiB are buffered); waits
+  // unsent while the link is not ready.
+  void Send(std::initializer_list<std::string_view> argv, Callback cb);
+  void Send(std::span<const std::string_view> argv, Callback cb);
+  // Writes what is buffered (as much as the socket takes; the rest when it is writable).
+  void Flush();
+
+  // Kept across reconnects.
+  void Subscribe(std::string_view channel);
+
+  // Timers: reconnect backoff, retry-window expiry of queued commands, Sentinel re-checks.
+  // Returns when it next needs to be polled (kForever: not until an event).
+  Nanos Poll();
+
+  bool ready() const;
+  // Commands sent and not yet answered (written or waiting).
+  size_t in_flight() const;
+  // The master's address while connected ("host:port"), for logs and stats.
+  std::string master() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stalkd::redis
