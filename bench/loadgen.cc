@@ -71,6 +71,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1859,9 +1860,9 @@ void scen_grow(const Opts& o) {
   std::vector<Seg> segs(static_cast<std::size_t>(S));
   Hist all;
   u64 replies = 0;
-  // the kSlow slowest puts as (latency, replies so far: the job count), a min-heap
+  // the kSlow slowest puts as (latency, replies so far: the job count, reply time), a min-heap
   constexpr std::size_t kSlow = 10;
-  std::vector<std::pair<u64, u64>> slow;
+  std::vector<std::tuple<u64, u64, u64>> slow;
   std::string put = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
   long long rss0 = rss_bytes(o.pid);
   Probe probe(L, o.probe_ms);
@@ -1874,8 +1875,8 @@ void scen_grow(const Opts& o) {
     Seg& s = segs[static_cast<std::size_t>(replies / seg)];
     s.lat.add(lat);
     all.add(lat);
-    if (slow.size() < kSlow || lat > slow.front().first) {
-      slow.emplace_back(lat, replies);
+    if (slow.size() < kSlow || lat > std::get<0>(slow.front())) {
+      slow.emplace_back(lat, replies, now_ns());
       std::push_heap(slow.begin(), slow.end(), std::greater<>());
       if (slow.size() > kSlow) {
         std::pop_heap(slow.begin(), slow.end(), std::greater<>());
@@ -1951,13 +1952,14 @@ void scen_grow(const Opts& o) {
   stalls += "]";
   j.integer("probe_replies_over_100ms", static_cast<long long>(slow100));
   j.raw("probe_stalls", stalls);
-  // the slowest puts and probe replies, slowest first, with the job count at the time
+  // the slowest puts and probe replies, slowest first, with the job count at the time (and
+  // the reply's CLOCK_MONOTONIC time, to find it in a trace)
   std::sort(slow.begin(), slow.end(), std::greater<>());
   std::string sp = "[";
-  for (const auto& [lat, at] : slow) {
-    char b[96];
-    std::snprintf(b, sizeof b, "%s{\"ms\":%.3f,\"at_job\":%llu}", sp.size() > 1 ? "," : "",
-                  static_cast<double>(lat) / 1e6, static_cast<unsigned long long>(at));
+  for (const auto& [lat, at, t] : slow) {
+    char b[128];
+    std::snprintf(b, sizeof b, "%s{\"ms\":%.3f,\"at_job\":%llu,\"mono_s\":%.6f}", sp.size() > 1 ? "," : "",
+                  static_cast<double>(lat) / 1e6, static_cast<unsigned long long>(at), static_cast<double>(t) / 1e9);
     sp += b;
   }
   j.raw("slowest_puts", sp + "]");
@@ -1971,9 +1973,9 @@ void scen_grow(const Opts& o) {
   for (std::size_t i = 0; i < np; ++i) {
     const Probe::Sample& s = *ps[i];
     double k = s.tx && s.rx && s.rx > s.tx ? static_cast<double>(s.rx - s.tx) / 1e6 : -1;
-    char b[160];
-    std::snprintf(b, sizeof b, "%s{\"ms\":%.3f,\"kernel_ms\":%.3f,\"jobs_ready\":%lld}", i ? "," : "",
-                  static_cast<double>(s.recv - s.sent) / 1e6, k, s.field);
+    char b[192];
+    std::snprintf(b, sizeof b, "%s{\"ms\":%.3f,\"kernel_ms\":%.3f,\"jobs_ready\":%lld,\"mono_s\":%.6f}", i ? "," : "",
+                  static_cast<double>(s.recv - s.sent) / 1e6, k, s.field, static_cast<double>(s.recv) / 1e9);
     sq += b;
   }
   j.raw("slowest_probes", sq + "]");

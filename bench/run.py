@@ -1055,6 +1055,14 @@ SCENARIOS = [
              dict(jobs=10_000_000, size=100, conns=4, depth=64, segments=10, timeout=400),
              dict(jobs=200_000, size=100, conns=4, depth=64, segments=10, timeout=60),
              default=False),
+    Scenario("grow-64-b", "grow, issue 16's shape with the binlog (-b, never fsync: -F): {jobs} "
+             "puts of {size} B without deletes ({conns} connections × {depth} in flight), "
+             "stats probe every 1 ms",
+             sc_grow, metrics_grow,
+             dict(jobs=10_000_000, size=100, conns=4, depth=64, segments=10, timeout=400),
+             dict(jobs=200_000, size=100, conns=4, depth=64, segments=10, timeout=60),
+             server_args={"stalkd": ["-b", "{tmpdir}", "-F"], "beanstalkd": ["-b", "{tmpdir}", "-F"]},
+             default=False),
     # HTTP (issue 13): stalkd only; each run measures the text protocol and the HTTP API on
     # fresh servers of the same build, alternating which goes first.
     Scenario("http-cycle", "HTTP cycle: {conns} keep-alive connections each looping publish "
