@@ -351,10 +351,7 @@ local function f_version() return VERSION end
 -- put: sid pri delay ttr tube body [limited tries ttl_s key attrs]; attrs: the front end's
 -- encoding of the attributes, kept as it is
 -- -> 'INSERTED' id | 'EXISTS' id
-local function f_put(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_put(B, now, a)
   local tube = a[5]
   local key = a[10]
   if key and key ~= '' then
@@ -404,10 +401,7 @@ end
 -- reserve: sid count ttr freeze detached lease_ms tube... -> 'RESERVED' (id body deadline
 -- created)... | 'NONE'. lease_ms > 0: nothing ready, so the caller will wait: waiters'
 -- lease on the tubes until now + lease_ms (puts then publish on B..'w').
-local function f_reserve(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_reserve(B, now, a)
   local sid, n, ttr = num(a[1]), num(a[2]), num(a[3])
   local freeze, detached, lease = a[4] == '1', a[5] == '1', num(a[6])
   local out = {'RESERVED'}
@@ -425,18 +419,13 @@ local function f_reserve(keys, a)
 end
 
 -- wait: lease_ms tube...: refreshes the waiters' lease of the tubes.
-local function f_wait(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
+local function f_wait(B, now, a)
   lease_waiters(B, a, 2, now + num(a[1]))
   return done(B, now)
 end
 
 -- reserve_job: sid id -> 'RESERVED' id body deadline created | 'NOT_FOUND'
-local function f_reserve_job(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_reserve_job(B, now, a)
   local j = load(B, num(a[2]))
   if not j or j.state == RESERVED then return done(B, now, 'NOT_FOUND') end
   j = reserve_one(B, j.id, num(a[1]), 0, false, false, now)
@@ -444,10 +433,7 @@ local function f_reserve_job(keys, a)
 end
 
 -- delete: sid id... -> 'DELETED' n (jobs deleted; one id: 0 means NOT_FOUND)
-local function f_delete(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_delete(B, now, a)
   local sid = num(a[1])
   local n = 0
   for i = 2, #a do
@@ -462,10 +448,7 @@ local function f_delete(keys, a)
 end
 
 -- release: sid id pri delay -> 'RELEASED' | 'BURIED' | 'NOT_FOUND'
-local function f_release(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_release(B, now, a)
   local j = load(B, num(a[2]))
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   j.releases = j.releases + 1
@@ -474,10 +457,7 @@ local function f_release(keys, a)
 end
 
 -- bury: sid id pri -> 'BURIED' | 'NOT_FOUND'
-local function f_bury(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_bury(B, now, a)
   local j = load(B, num(a[2]))
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   leave(B, j)
@@ -498,10 +478,7 @@ local function f_bury(keys, a)
 end
 
 -- touch: sid id -> 'TOUCHED' deadline | 'NOT_FOUND'
-local function f_touch(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_touch(B, now, a)
   local j = load(B, num(a[2]))
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   local t = j.res_ttr > 0 and j.res_ttr or j.ttr
@@ -521,10 +498,7 @@ local function kick_job(B, j, now)
 end
 
 -- kick: tube n -> 'KICKED' n (buried first; if none, delayed)
-local function f_kick(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_kick(B, now, a)
   local tube, n = a[1], num(a[2])
   if n <= 0 then return done(B, now, 'KICKED', 0) end
   local set = B .. 'b:' .. tube
@@ -535,10 +509,7 @@ local function f_kick(keys, a)
 end
 
 -- kick_job: id -> 'KICKED' | 'NOT_FOUND'
-local function f_kick_job(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_kick_job(B, now, a)
   local j = load(B, num(a[1]))
   if not j or (j.state ~= BURIED and j.state ~= DELAYED) then
     return done(B, now, 'NOT_FOUND')
@@ -548,10 +519,7 @@ local function f_kick_job(keys, a)
 end
 
 -- respawn: tube n ttl_s -> 'KICKED' n: buried jobs back with one try and a new TTL.
-local function f_respawn(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_respawn(B, now, a)
   local tube, n, ttl_s = a[1], num(a[2]), num(a[3])
   if n <= 0 then return done(B, now, 'KICKED', 0) end
   local ms = redis.call('ZRANGE', B .. 'b:' .. tube, 0, n - 1)
@@ -573,20 +541,14 @@ local function f_respawn(keys, a)
 end
 
 -- peek: id -> 'FOUND' id body | 'NOT_FOUND'
-local function f_peek(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_peek(B, now, a)
   local j = load(B, num(a[1]))
   if not j then return done(B, now, 'NOT_FOUND') end
   return done(B, now, 'FOUND', str(j.id), body(B, j))
 end
 
 -- peek_state: tube which(ready|delayed|buried) -> 'FOUND' id body | 'NOT_FOUND'
-local function f_peek_state(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_peek_state(B, now, a)
   local prefix = ({ready = 'r:', delayed = 'd:', buried = 'b:'})[a[2]]
   local h = redis.call('ZRANGE', B .. prefix .. a[1], 0, 0)
   if not h[1] then return done(B, now, 'NOT_FOUND') end
@@ -596,10 +558,7 @@ end
 
 -- stats_job: id -> 'OK' tube state pri age_ms delay ttr time_left_ms reserves timeouts
 -- releases buries kicks limited tries_left reason ttl_left_ms ext key attrs
-local function f_stats_job(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_stats_job(B, now, a)
   local j = load(B, num(a[1]))
   if not j then return done(B, now, 'NOT_FOUND') end
   local left = 0
@@ -622,10 +581,7 @@ end
 
 -- stats_tube: tube -> 'OK' ready urgent reserved delayed buried total using watching deletes
 -- pauses pause_s pause_left_ms expired exhausted default_tries | 'NOT_FOUND'
-local function f_stats_tube(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_stats_tube(B, now, a)
   local tube = a[1]
   if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
     return done(B, now, 'NOT_FOUND')
@@ -658,10 +614,7 @@ end
 -- stats: -> 'OK' ready urgent reserved delayed buried total timeouts expired exhausted tubes
 -- then, per live front end other than the caller (fid), its counters as name value pairs
 -- separated by a '--' marker.
-local function f_stats(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_stats(B, now, a)
   local m = redis.call('HMGET', B .. 'm', 'ready', 'urgent', 'reserved', 'delayed', 'buried',
                        'total', 'timeouts', 'expired', 'exhausted')
   local tubes = redis.call('SCARD', B .. 'tubes')
@@ -680,10 +633,7 @@ local function f_stats(keys, a)
 end
 
 -- list_tubes: -> 'OK' tube...
-local function f_list_tubes(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_list_tubes(B, now, a)
   local t = redis.call('SMEMBERS', B .. 'tubes')
   local seen = false
   for _, v in ipairs(t) do if v == 'default' then seen = true end end
@@ -692,10 +642,7 @@ local function f_list_tubes(keys, a)
 end
 
 -- pause: tube delay_s -> 'PAUSED' | 'NOT_FOUND'
-local function f_pause(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_pause(B, now, a)
   local tube, d = a[1], num(a[2])
   if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
     return done(B, now, 'NOT_FOUND')
@@ -715,9 +662,7 @@ end
 
 -- ref: fid tube d_using d_watching: a front end's connections began or stopped using or
 -- watching the tube.
-local function f_ref(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
+local function f_ref(B, now, a)
   local fid, tube, du, dw = a[1], a[2], num(a[3]), num(a[4])
   local t = B .. 't:' .. tube
   if du ~= 0 and redis.call('HINCRBY', t, 'u:' .. fid, du) <= 0 then
@@ -752,10 +697,7 @@ local function release_session(B, sid, now)
 end
 
 -- release_conn: sid: a connection closed; its reserved jobs come back.
-local function f_release_conn(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_release_conn(B, now, a)
   return done(B, now, 'RELEASED', release_session(B, num(a[1]), now))
 end
 
@@ -779,9 +721,7 @@ local function reap(B, fid, now)
 end
 
 -- pump: limit -> timer work; also reaps front ends whose lease ran out.
-local function f_pump(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
+local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
   local dead = redis.call('ZRANGE', B .. 'fe', '-inf', now, 'BYSCORE', 'LIMIT', 0, 4)
   for _, fid in ipairs(dead) do reap(B, fid, now) end
@@ -790,9 +730,7 @@ end
 
 -- lease: fid lease_ms [name value]...: renews a front end's lease (a new fid: 0 takes one)
 -- and publishes its counters for `stats`. -> 'FID' fid
-local function f_lease(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
+local function f_lease(B, now, a)
   local fid = a[1]
   if fid == '0' then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', 1)) end
   redis.call('ZADD', B .. 'fe', now + num(a[2]), fid)
@@ -805,18 +743,13 @@ local function f_lease(keys, a)
 end
 
 -- quit: fid: a front end stops cleanly; its sessions are released as by reap.
-local function f_quit(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
+local function f_quit(B, now, a)
   reap(B, a[1], now)
   return done(B, now, 'OK')
 end
 
 -- purge: tube which limit -> 'PURGED' n more (more: 1 if jobs are left to purge)
-local function f_purge(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_purge(B, now, a)
   local tube, which, limit = a[1], a[2], num(a[3])
   if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
     return done(B, now, 'NOT_FOUND')
@@ -842,10 +775,7 @@ end
 -- list_jobs: tube state from count -> 'OK' next id...: ids in `state`, in id order, from
 -- `from`. A state's set of up to 65536 jobs is read whole; beyond that (and for reserved
 -- jobs, which have no per-tube set) at most 65536 consecutive ids are looked at per call.
-local function f_list_jobs(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
-  apply_due(B, now, 32)
+local function f_list_jobs(B, now, a)
   local tube, state, from, n = a[1], a[2], math.max(num(a[3]), 1), num(a[4])
   if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
     return done(B, now, 'NOT_FOUND')
@@ -878,9 +808,7 @@ local function f_list_jobs(keys, a)
 end
 
 -- tube_tries: tube n
-local function f_tube_tries(keys, a)
-  local B = keys[1] .. ':'
-  local now = now_ms()
+local function f_tube_tries(B, now, a)
   if num(a[2]) > 0 then
     redis.call('HSET', B .. 'tt', a[1], a[2])
   else
@@ -889,13 +817,22 @@ local function f_tube_tries(keys, a)
   return done(B, now, 'TUBE-TRIES', a[2])
 end
 
-local function reg(name, fn, flags)
-  redis.register_function{function_name = 'stalkd_' .. name, callback = fn, flags = flags}
+-- Registers stalkd_<name>: fn(B, now, args) runs with the partition's key prefix B and the
+-- master's clock; unless `raw`, after the timer work that is due.
+local function reg(name, fn, flags, raw)
+  local callback = function(keys, a)
+    local B = keys[1] .. ':'
+    local now = now_ms()
+    if not raw then apply_due(B, now, 32) end
+    return fn(B, now, a)
+  end
+  redis.register_function{function_name = 'stalkd_' .. name, callback = callback, flags = flags}
 end
-reg('version', f_version, {'no-writes'})
+redis.register_function{function_name = 'stalkd_version', callback = f_version,
+                        flags = {'no-writes'}}
 reg('put', f_put, {})
 reg('reserve', f_reserve, {'allow-oom'})
-reg('wait', f_wait, {'allow-oom'})
+reg('wait', f_wait, {'allow-oom'}, true)
 reg('reserve_job', f_reserve_job, {'allow-oom'})
 reg('delete', f_delete, {'allow-oom'})
 reg('release', f_release, {'allow-oom'})
@@ -911,11 +848,11 @@ reg('stats_tube', f_stats_tube, {'allow-oom'})
 reg('stats', f_stats, {'allow-oom'})
 reg('list_tubes', f_list_tubes, {'allow-oom'})
 reg('pause', f_pause, {'allow-oom'})
-reg('ref', f_ref, {'allow-oom'})
+reg('ref', f_ref, {'allow-oom'}, true)
 reg('release_conn', f_release_conn, {'allow-oom'})
-reg('pump', f_pump, {'allow-oom'})
-reg('lease', f_lease, {'allow-oom'})
-reg('quit', f_quit, {'allow-oom'})
+reg('pump', f_pump, {'allow-oom'}, true)
+reg('lease', f_lease, {'allow-oom'}, true)
+reg('quit', f_quit, {'allow-oom'}, true)
 reg('purge', f_purge, {'allow-oom'})
 reg('list_jobs', f_list_jobs, {'allow-oom'})
-reg('tube_tries', f_tube_tries, {})
+reg('tube_tries', f_tube_tries, {}, true)
