@@ -15,7 +15,7 @@
 --   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
 --   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
 --   B..'k:'..tube   HASH   unique keys: key -> id
---   B..'tubes'      SET    tubes that exist
+--   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (0: default)
 --   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
 --                          (pause end), 'l'..MID (TTL), scored by due ms
 --   B..'s:'..sid    SET    MIDs reserved by a session (connection)
@@ -24,7 +24,7 @@
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
 --   B..'fst:'..fid  HASH   a front end's own counters for `stats` (cmd-*, connections)
 --   B..'w'          channel: a tube's name when a job becomes ready in it while waited on
-local VERSION = '1'
+local VERSION = 'dev'  -- replaced by the library's hash when embedded (embed_lua.cmake)
 
 local READY, DELAYED, RESERVED, BURIED = 1, 2, 3, 4
 local STATE_NAME = {'ready', 'delayed', 'reserved', 'buried'}
@@ -83,7 +83,18 @@ local function count(B, tube, field, by)
 end
 
 -- A tube exists while it holds jobs or a front end references it ("default" always).
-local function touch_tube(B, tube) redis.call('SADD', B .. 'tubes', tube) end
+-- list-tubes shows tubes in beanstalkd's order: appended when made, and a freed tube's place
+-- taken by the last one.
+local function exists(B, tube)
+  return tube == 'default' or redis.call('ZSCORE', B .. 'tubes', tube) ~= false
+end
+
+local function touch_tube(B, tube)
+  local k = B .. 'tubes'
+  if redis.call('ZSCORE', k, tube) then return end
+  if redis.call('ZCARD', k) == 0 and tube ~= 'default' then redis.call('ZADD', k, 0, 'default') end
+  redis.call('ZADD', k, redis.call('ZCARD', k), tube)
+end
 
 local function maybe_free_tube(B, tube)
   if tube == 'default' then return end
@@ -93,7 +104,15 @@ local function maybe_free_tube(B, tube)
     if num(v[i]) > 0 then return end
   end
   redis.call('DEL', t)
-  redis.call('SREM', B .. 'tubes', tube)
+  local k = B .. 'tubes'
+  local place = redis.call('ZSCORE', k, tube)
+  if place then
+    redis.call('ZREM', k, tube)
+    local last = redis.call('ZRANGE', k, -1, -1)[1]
+    if last and tonumber(redis.call('ZSCORE', k, last)) > tonumber(place) then
+      redis.call('ZADD', k, place, last)
+    end
+  end
   redis.call('ZREM', B .. 'x', 'p' .. tube)
 end
 
@@ -583,7 +602,7 @@ end
 -- pauses pause_s pause_left_ms expired exhausted default_tries | 'NOT_FOUND'
 local function f_stats_tube(B, now, a)
   local tube = a[1]
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local t = B .. 't:' .. tube
@@ -617,8 +636,7 @@ end
 local function f_stats(B, now, a)
   local m = redis.call('HMGET', B .. 'm', 'ready', 'urgent', 'reserved', 'delayed', 'buried',
                        'total', 'timeouts', 'expired', 'exhausted')
-  local tubes = redis.call('SCARD', B .. 'tubes')
-  if redis.call('SISMEMBER', B .. 'tubes', 'default') == 0 then tubes = tubes + 1 end
+  local tubes = math.max(redis.call('ZCARD', B .. 'tubes'), 1)
   local out = {'OK'}
   for i = 1, 9 do out[#out + 1] = str(num(m[i])) end
   out[#out + 1] = str(tubes)
@@ -634,17 +652,15 @@ end
 
 -- list_tubes: -> 'OK' tube...
 local function f_list_tubes(B, now, a)
-  local t = redis.call('SMEMBERS', B .. 'tubes')
-  local seen = false
-  for _, v in ipairs(t) do if v == 'default' then seen = true end end
-  if not seen then table.insert(t, 1, 'default') end
+  local t = redis.call('ZRANGE', B .. 'tubes', 0, -1)
+  if #t == 0 then t = {'default'} end
   return done(B, now, 'OK', unpack(t))
 end
 
 -- pause: tube delay_s -> 'PAUSED' | 'NOT_FOUND'
 local function f_pause(B, now, a)
   local tube, d = a[1], num(a[2])
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local t = B .. 't:' .. tube
@@ -751,7 +767,7 @@ end
 -- purge: tube which limit -> 'PURGED' n more (more: 1 if jobs are left to purge)
 local function f_purge(B, now, a)
   local tube, which, limit = a[1], a[2], num(a[3])
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local sets = {ready = {'r:'}, delayed = {'d:'}, buried = {'b:'}, all = {'r:', 'd:', 'b:'}}
@@ -777,7 +793,7 @@ end
 -- jobs, which have no per-tube set) at most 65536 consecutive ids are looked at per call.
 local function f_list_jobs(B, now, a)
   local tube, state, from, n = a[1], a[2], math.max(num(a[3]), 1), num(a[4])
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local seq = num(redis.call('HGET', B .. 'm', 'seq'))

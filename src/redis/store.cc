@@ -12,8 +12,7 @@ namespace stalkd::redis {
 
 namespace {
 
-constexpr std::string_view kVersion = "1";  // functions.lua's VERSION
-constexpr int kPumpLimit = 1000;            // timer transitions per pump call
+constexpr int kPumpLimit = 1000;  // timer transitions per pump call
 constexpr Nanos kMs = 1'000'000;
 
 std::string_view Text(const Reply& r) { return r.str; }
@@ -122,7 +121,7 @@ void RedisStore::OnConnected() {
   }
   link_.SendSetup({"FCALL", "stalkd_version", "0"}, [this](const Reply& r) {
     if (setup_failed_) return;
-    if (!r.error() && r.str == kVersion) return Setup();
+    if (!r.error() && r.str == kFunctionsVersion) return Setup();
     link_.SendSetup({"FUNCTION", "LOAD", "REPLACE", kFunctionsLua}, [this](const Reply& l) {
       if (setup_failed_) return;
       if (l.error()) {

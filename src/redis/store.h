@@ -31,6 +31,7 @@ struct StoreOptions {
 
 // The Lua library, embedded at build time (src/redis/embed_lua.cmake).
 extern const std::string_view kFunctionsLua;
+extern const std::string_view kFunctionsVersion;  // a hash of it
 
 class RedisSession;
 
