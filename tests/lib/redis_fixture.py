@@ -20,6 +20,7 @@ the main thread: PDEATHSIG follows the thread that forked, so a process started 
 thread only has the atexit net.
 """
 import atexit
+import itertools
 import os
 import shutil
 import signal
@@ -40,6 +41,27 @@ HOST = "127.0.0.1"
 def available():
     """True when redis-server and redis-sentinel are installed (scripts/setup.sh)."""
     return os.access(REDIS_SERVER, os.X_OK) and os.access(REDIS_SENTINEL, os.X_OK)
+
+
+# ---- stalkd's arguments for a Redis store
+
+_prefixes = itertools.count(1)
+
+
+def unique_prefix():
+    """A --store-prefix no other stalkd of any test process uses; fixed width, so that none
+    is a prefix of another (keys are matched by it)."""
+    return "t%07d-%05d" % (os.getpid(), next(_prefixes))
+
+
+def store_argv(url, prefix, wait=None, lease=None):
+    """stalkd's --store arguments (wait, lease: stalkd's defaults when None)."""
+    argv = ["--store", url, "--store-prefix", prefix]
+    if wait is not None:
+        argv += ["--store-wait", str(wait)]
+    if lease is not None:
+        argv += ["--store-lease", str(lease)]
+    return argv
 
 
 # ---- RESP2 client
