@@ -132,9 +132,10 @@ class Server:
     """A server process on 127.0.0.1:<free port> (or a unix socket via args=['-l', 'unix:...'])."""
 
     def __init__(self, binary=None, args=(), port=None, unix_path=None, env=None,
-                 popen_kwargs=None):
+                 popen_kwargs=None, log=None):
         """popen_kwargs: extra keyword arguments for subprocess.Popen (e.g. preexec_fn to
-        lower RLIMIT_NOFILE in the child)."""
+        lower RLIMIT_NOFILE in the child). log: a file path that gets the server's stdout and
+        stderr (appended) instead of pipes, for servers that log much or outlive a read."""
         self.binary = binary or STALKD_BIN
         self.port = port or free_port()
         self.unix_path = unix_path
@@ -144,8 +145,14 @@ class Server:
             argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + list(args)
         tail, self.store_prefix = store_args(self.binary, list(args))
         self.argv = argv = argv + tail
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env, **(popen_kwargs or {}))
+        self.log = log
+        if log:
+            with open(log, "ab") as f:
+                self.proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
+                                             env=env, **(popen_kwargs or {}))
+        else:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         env=env, **(popen_kwargs or {}))
         self._wait_ready()
 
     def _wait_ready(self, timeout=10.0):
@@ -153,6 +160,9 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 out, err = self.proc.communicate()
+                if self.log:
+                    with open(self.log, "rb") as f:
+                        out = f.read()[-2000:]
                 raise RuntimeError("server exited with %s: %s %s" % (self.proc.returncode, out, err))
             try:
                 c = self.connect()
