@@ -198,7 +198,7 @@ class TestReservationsComeBack(FrontEndsCase):
         el = time.monotonic() - t0
         print("\nTTR 1 s, reserving front end SIGKILLed: back on B after %.2fs" % el,
               file=sys.stderr)
-        self.assertLess(el, 3.0)
+        self.assertLess(el, 4.0)      # the TTR, not the 5 s lease, brought it back
         self.assertEqual(parse_yaml(cb.cmd("stats-job 1"))["timeouts"], "1")
 
     def test_delayed_jobs_put_through_a_fire_when_a_is_killed(self):
