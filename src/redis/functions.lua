@@ -235,7 +235,6 @@ local function end_reservation(B, j, pri, delay, why, now)
     count(B, j.tube, 'exhausted', 1)
     enter(B, j, BURIED, now)
   elseif delay > 0 then
-    j.delay = delay
     j.deadline = now + delay * 1000
     enter(B, j, DELAYED, now)
   else
@@ -471,7 +470,8 @@ local function f_release(B, now, a)
   local j = load(B, num(a[2]))
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   j.releases = j.releases + 1
-  end_reservation(B, j, num(a[3]), num(a[4]), 3, now)
+  j.delay = num(a[4])  -- stats-job shows the release's delay, 0 included
+  end_reservation(B, j, num(a[3]), j.delay, 3, now)
   return done(B, now, 'RELEASED')
 end
 
@@ -823,6 +823,13 @@ local function f_list_jobs(B, now, a)
   return done(B, now, 'OK', str(nxt), unpack(out))
 end
 
+-- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its
+-- client gone mid-body): the next job's id skips it, as in beanstalkd.
+local function f_skip_id(B, now, a)
+  redis.call('HINCRBY', B .. 'm', 'seq', 1)
+  return done(B, now, 'OK')
+end
+
 -- tube_tries: tube n
 local function f_tube_tries(B, now, a)
   if num(a[2]) > 0 then
@@ -872,3 +879,4 @@ reg('quit', f_quit, {'allow-oom'}, true)
 reg('purge', f_purge, {'allow-oom'})
 reg('list_jobs', f_list_jobs, {'allow-oom'})
 reg('tube_tries', f_tube_tries, {}, true)
+reg('skip_id', f_skip_id, {'allow-oom'}, true)

@@ -95,7 +95,8 @@ class RedisSession final : public command::Session {
   bool pending_ = false;
   Verb verb_ = Verb::kUnknown;
   Nanos started_ = 0;
-  bool reserved_any_ = false;  // release_conn on close only if it ever reserved; a worker
+  bool reserved_any_ = false;  // release_conn on close only if it may hold a reservation
+  bool worker_ = false;        // reserved, as beanstalkd's current-workers counts
   bool put_any_ = false;       // a producer
 
   // A put whose body is arriving.

@@ -250,6 +250,13 @@ void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta)
 
 void RedisStore::AddWaiter(RedisSession* s) { waiters_.push_back(s); }
 
+uint64_t RedisStore::Waiting() const {
+  // A reserve whose call is on its way is not waiting yet (nor, briefly, one claiming a job
+  // it was woken for).
+  return std::count_if(waiters_.begin(), waiters_.end(),
+                       [](const RedisSession* s) { return !s->claiming_; });
+}
+
 void RedisStore::RemoveWaiter(RedisSession* s) { std::erase(waiters_, s); }
 
 void RedisStore::Wake(std::string_view tube) {
@@ -282,7 +289,7 @@ void RedisStore::RenewLease() {
   uint64_t producers = 0, workers = 0;
   for (RedisSession* s : sessions_) {
     if (s->put_any_) producers++;
-    if (s->reserved_any_) workers++;
+    if (s->worker_) workers++;
   }
   for (size_t i = 0; i < command::kVerbCount; i++) {
     if (cmds_[i] == 0) continue;
@@ -290,7 +297,7 @@ void RedisStore::RenewLease() {
     kv.push_back(std::to_string(cmds_[i]));
   }
   kv.insert(kv.end(), {"conn", std::to_string(sessions_.size()), "tconn",
-                       std::to_string(total_connections_), "wait", std::to_string(waiters_.size()),
+                       std::to_string(total_connections_), "wait", std::to_string(Waiting()),
                        "prod", std::to_string(producers), "work", std::to_string(workers)});
   std::vector<std::string_view> args{fid_};
   std::string lease = Ms(opt_.lease);
@@ -328,10 +335,10 @@ command::Result RedisStore::FillStats(const Answer& a) {
   std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
   s.connections = sessions_.size();
   s.total_connections = total_connections_;
-  s.waiting = waiters_.size();
+  s.waiting = Waiting();
   for (RedisSession* x : sessions_) {
     s.producers += x->put_any_;
-    s.workers += x->reserved_any_;
+    s.workers += x->worker_;
   }
   for (size_t i = 10; i + 1 < a.size(); i++) {
     std::string_view k = a.Word(i);

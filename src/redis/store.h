@@ -97,6 +97,7 @@ class RedisStore final : public command::Store, private Link::Listener {
   void Wake(std::string_view tube);
   void AddWaiter(RedisSession* s);
   void RemoveWaiter(RedisSession* s);
+  uint64_t Waiting() const;
   void Ref(std::string_view tube, int using_delta, int watching_delta);
   void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }
   // `stats`: the job counters from Redis, this front end's own counters and the others'.
