@@ -1,0 +1,527 @@
+"""Property test of the Redis store (docs/SCALE-OUT.md): stalkd on Redis answers every
+command byte for byte as stalkd on its embedded store does.
+
+A seeded generator writes random sequences of beanstalkd commands and of the extensions
+(docs/EXTENSIONS.md) over 3 connections and 3 tubes (plus a tube nobody uses, for
+NOT_FOUND); the same sequence goes to two stalkd processes started by the test, one on the
+embedded store and one with `--store redis://...` on a redis-server started by the test,
+and every reply is compared byte for byte after the normalisations below. A mismatch fails
+with the seed, the command's index, the command and both replies, and the sequence shrunk
+(ddmin over whole commands, replayed on fresh servers) to a short one that still differs.
+
+Timing-free: every TTR, delay, TTL and pause that is not 0 is at least 120 s, so no timer
+fires within a run (a run takes well under a second); a reserve has timeout 0. The only
+values that depend on time are normalised (NORMALISED_*, each with its reason).
+
+Run: python3 -m unittest -v tests/redis/test_property.py
+Environment: STALKD_BIN (default build/release/stalkd); PROPERTY_SEEDS, PROPERTY_COMMANDS,
+PROPERTY_FIRST_SEED to run more or other seeds (defaults 20 x 300 from seed 1).
+Skipped when redis-server is not installed.
+"""
+import itertools
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+import beanstalk  # noqa: E402
+
+REDIS_SERVER = os.environ.get("REDIS_SERVER_BIN", "/usr/bin/redis-server")
+
+SEEDS = int(os.environ.get("PROPERTY_SEEDS", "20"))
+COMMANDS = int(os.environ.get("PROPERTY_COMMANDS", "300"))
+FIRST_SEED = int(os.environ.get("PROPERTY_FIRST_SEED", "1"))
+CONNECTIONS = 3
+TUBES = ["default", "t1", "t2"]
+NO_TUBE = "nx"           # never used: stats-tube, pause-tube, purge, list-jobs say NOT_FOUND
+LONG = (120, 3600, 86400, 4294967295)   # TTRs, delays, TTLs, pauses that never pass in a run
+REPLY_TIMEOUT = 5.0      # a reply not there within this is a mismatch ("no reply")
+RECONNECT = b"<reconnect>"   # not a command: close the connection and open a new one
+
+# Values that depend on when a command ran, not on what the store holds; each is replaced
+# by "*" in both replies before they are compared.
+NORMALISED_STATS_JOB = {
+    "age",         # seconds since the put: the two servers' puts are not at the same instant
+    "time-left",   # seconds to a delay's or TTR's end: counted down from a different instant
+    "ttl-left",    # seconds to a TTL's end: the same
+}
+NORMALISED_STATS_TUBE = {
+    "pause-time-left",  # seconds to a pause's end, counted from each server's own pause-tube
+}
+NORMALISED_STATS = {
+    # docs/SCALE-OUT.md, "Deviations": stats `pid`, `uptime`, `id`, `hostname`, `rusage-*`
+    # are each front end's own (and differ between any two processes anyway).
+    "pid", "uptime", "id", "hostname", "rusage-utime", "rusage-stime",
+}
+
+
+# ---- servers
+
+class Pair:
+    """The two servers of one run: `embedded` (stalkd's own store) and `redis` (stalkd on
+    the Redis `redis_port`, keys under `prefix`; with redis_port None, a second embedded
+    server: the harness's own check), stopped by PID in close()."""
+
+    def __init__(self, redis_port, prefix):
+        self.embedded = beanstalk.Server()
+        try:
+            args = ()
+            if redis_port is not None:
+                args = ("--store", "redis://127.0.0.1:%d" % redis_port, "--store-prefix", prefix,
+                        "--store-wait", "0")
+            self.redis = beanstalk.Server(args=args)
+        except BaseException:
+            self.embedded.stop()
+            raise
+
+    def close(self):
+        self.embedded.stop()
+        self.redis.stop()
+
+
+def read_whole_reply(c):
+    """One reply, including the jobs of RESERVED-MANY and the lines of INSERTED-MANY."""
+    first = c.read_reply()
+    m = re.match(rb"(RESERVED-MANY|INSERTED-MANY) (\d+)\r\n", first)
+    if not m:
+        return first
+    n = int(m.group(2))
+    read = c.read_reply if m.group(1) == b"RESERVED-MANY" else c.read_line
+    return first + b"".join(read() for _ in range(n))
+
+
+def yaml_reply(reply, normalised):
+    """An `OK <bytes>` YAML dict reply with the values of `normalised` keys replaced by "*"
+    (and its byte count recomputed); any other reply as it is."""
+    m = re.fullmatch(rb"OK \d+\r\n(---\n.*)\r\n", reply, re.S)
+    if not m:
+        return reply
+    lines = m.group(1).split(b"\n")
+    for i, line in enumerate(lines):
+        key, sep, _ = line.partition(b": ")
+        if sep and key.decode() in normalised:
+            lines[i] = key + b": *"
+    body = b"\n".join(lines)
+    return b"OK %d\r\n%s\r\n" % (len(body), body)
+
+
+def normalise(command, reply):
+    verb = command.split(b" ", 1)[0].rstrip(b"\r\n")
+    if verb == b"stats-job":
+        return yaml_reply(reply, NORMALISED_STATS_JOB)
+    if verb == b"stats-tube":
+        return yaml_reply(reply, NORMALISED_STATS_TUBE)
+    if verb == b"stats":
+        return yaml_reply(reply, NORMALISED_STATS)
+    return reply
+
+
+class Run:
+    """One sequence sent to both servers of a Pair over CONNECTIONS connections each."""
+
+    def __init__(self, pair):
+        self.pair = pair
+        self.conns = [[self._connect(s) for s in self.servers()] for _ in range(CONNECTIONS)]
+
+    def servers(self):
+        return (self.pair.embedded, self.pair.redis)
+
+    @staticmethod
+    def _connect(server):
+        return server.connect(timeout=REPLY_TIMEOUT)
+
+    def close(self):
+        for pair in self.conns:
+            for c in pair:
+                c.close()
+
+    def step(self, conn, command):
+        """Sends `command` on connection `conn` of both servers; returns the two replies
+        (normalised)."""
+        if command == RECONNECT:
+            return self._reconnect(conn)
+        out = []
+        for c in self.conns[conn]:
+            c.send(command)
+        for c in self.conns[conn]:
+            try:
+                out.append(normalise(command, read_whole_reply(c)))
+            except (socket.timeout, EOFError, OSError) as e:
+                out.append(b"<no reply: %s>" % type(e).__name__.encode())
+        return out
+
+    def _reconnect(self, conn):
+        """Closes connection `conn` on both servers and opens a new one, once each server
+        has seen the close (its reservations are back): `current-connections` drops. The
+        polls are `stats` commands, counted in `cmd-stats`: each server gets as many."""
+        old = self.conns[conn]
+        other = self.conns[(conn + 1) % CONNECTIONS]
+        polls = []
+        for s, c, o in zip(self.servers(), old, other):
+            before = int(beanstalk.stats_of(o, "stats")["current-connections"])
+            c.close()
+            n = 1
+            while int(beanstalk.stats_of(o, "stats")["current-connections"]) != before - 1:
+                n += 1
+                if n > 500:
+                    raise AssertionError("%s did not see a connection close" % s.argv)
+                time.sleep(0.002)
+            polls.append(n)
+        for o, n in zip(other, polls):
+            for _ in range(max(polls) - n):
+                beanstalk.stats_of(o, "stats")
+        self.conns[conn] = [self._connect(s) for s in self.servers()]
+        return [b"reconnected\r\n", b"reconnected\r\n"]
+
+
+# ---- the generator
+
+class Generator:
+    """Random commands, each fixed bytes once generated (so a sequence can be replayed and
+    shrunk). Ids are drawn from those the embedded server has handed out (fed back by
+    learn()), so most commands act on live jobs; some on ids that never existed."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.ids = []         # ids seen in INSERTED / RESERVED replies, oldest first
+        self.reserved = []    # ids seen in RESERVED replies (good candidates for release...)
+        self.parked = []      # ids buried or delayed (good candidates for kick-job)
+        self.max_id = 0
+
+    @staticmethod
+    def _remember(ids, jid, keep):
+        if jid in ids:
+            ids.remove(jid)
+        ids.append(jid)
+        del ids[:-keep]
+
+    def learn(self, command, reply):
+        """Takes note of the ids in the embedded server's reply to `command`."""
+        for m in re.finditer(rb"(INSERTED|EXISTS|RESERVED|FOUND) (\d+)", reply):
+            jid = int(m.group(2))
+            self.max_id = max(self.max_id, jid)
+            if jid not in self.ids:
+                self.ids.append(jid)
+            if m.group(1) == b"RESERVED":
+                self._remember(self.reserved, jid, 8)
+            elif m.group(1) == b"INSERTED" and re.match(rb"put(-ext)? \d+ [1-9]", command):
+                self._remember(self.parked, jid, 8)
+        if reply in (b"BURIED\r\n", b"RELEASED\r\n"):
+            verb, jid = command.split(b" ")[:2]
+            if verb == b"bury" or not command.endswith(b" 0\r\n"):
+                self._remember(self.parked, int(jid), 8)
+
+    # -- pieces
+
+    def job_id(self, parked=False):
+        r = self.rng.random()
+        if parked and self.parked and r < 0.6:
+            return self.rng.choice(self.parked)
+        if self.reserved and r < 0.35:
+            return self.rng.choice(self.reserved)
+        if self.ids and r < 0.9:
+            return self.rng.choice(self.ids[-12:])
+        return self.rng.choice([0, self.max_id + 1, self.max_id + 7, self.rng.randint(1, 50)])
+
+    def tube(self, missing=0.05):
+        return NO_TUBE if self.rng.random() < missing else self.rng.choice(TUBES)
+
+    def pri(self):
+        return self.rng.choice([0, 1, 10, 10, 10, 500, 1023, 1024, 1025, 65536, 4294967295,
+                                self.rng.randint(0, 2000)])
+
+    def delay(self):
+        return self.rng.choice(LONG) if self.rng.random() < 0.15 else 0
+
+    def ttr(self):
+        return self.rng.choice(LONG + (300, 1000))
+
+    def body(self):
+        n = self.rng.choice([0, 1, 5, 12, 40])
+        alphabet = b"abcxyz019 \r\n\x00\xff-"
+        return bytes(self.rng.choice(alphabet) for _ in range(n))
+
+    def put_options(self):
+        opts = []
+        if self.rng.random() < 0.5:
+            opts.append(b"tries=%d" % self.rng.choice([1, 1, 2, 3, 4294967295]))
+        if self.rng.random() < 0.3:
+            opts.append(b"ttl=%d" % self.rng.choice((0,) + LONG))
+        if self.rng.random() < 0.4:
+            opts.append(b"key=k%d" % self.rng.randint(0, 4))
+        for i in range(self.rng.choice([0, 0, 1, 2])):
+            value = self.rng.choice([b"", b"v", b'q"b\\s', b"x=y"])
+            opts.append(b"attr.a%d=%s" % (i, value))
+        self.rng.shuffle(opts)
+        return opts
+
+    def state(self, choices=("ready", "delayed", "buried")):
+        return self.rng.choice(choices).encode()
+
+    # -- commands
+
+    def put(self):
+        b = self.body()
+        return b"put %d %d %d %d\r\n%s\r\n" % (self.pri(), self.delay(), self.ttr(), len(b), b)
+
+    def put_ext(self):
+        b = self.body()
+        opts = b"".join(b" " + o for o in self.put_options())
+        return b"put-ext %d %d %d %d%s\r\n%s\r\n" % (self.pri(), self.delay(), self.ttr(),
+                                                   len(b), opts, b)
+
+    def put_many(self):
+        entries = []
+        for _ in range(self.rng.randint(1, 3)):
+            b = self.body()
+            opts = b"".join(b" " + o for o in self.put_options())
+            entries.append(b"%d %d %d %d%s\r\n%s\r\n" % (self.pri(), self.delay(), self.ttr(),
+                                                         len(b), opts, b))
+        block = b"".join(entries)
+        return b"put-many %d %d\r\n%s\r\n" % (len(entries), len(block), block)
+
+    def reserve_ext(self):
+        opts = []
+        if self.rng.random() < 0.7:
+            opts.append(b"count=%d" % self.rng.randint(1, 4))
+        if self.rng.random() < 0.2:
+            opts.append(b"ttr=%d" % self.rng.choice(LONG))
+        if self.rng.random() < 0.2:
+            opts.append(b"freeze-tries")
+        if self.rng.random() < 0.2:
+            opts.append(b"detached")
+        self.rng.shuffle(opts)
+        return b"reserve-ext 0" + b"".join(b" " + o for o in opts) + b"\r\n"
+
+    def delete_many(self):
+        ids = [self.job_id() for _ in range(self.rng.randint(1, 4))]
+        return b"delete-many " + b" ".join(b"%d" % i for i in ids) + b"\r\n"
+
+    def command(self):
+        """One random command (bytes, with its CRLF and body)."""
+        r = self.rng
+        choices = [
+            (12, self.put),
+            (6, self.put_ext),
+            (2, self.put_many),
+            (6, lambda: b"use %s\r\n" % self.tube().encode()),
+            (4, lambda: b"watch %s\r\n" % self.tube().encode()),
+            (3, lambda: b"ignore %s\r\n" % self.tube().encode()),
+            (8, lambda: b"reserve-with-timeout 0\r\n"),
+            (3, lambda: b"reserve-job %d\r\n" % self.job_id()),
+            (4, self.reserve_ext),
+            (5, lambda: b"delete %d\r\n" % self.job_id()),
+            (2, self.delete_many),
+            (5, lambda: b"release %d %d %d\r\n" % (self.job_id(), self.pri(), self.delay())),
+            (4, lambda: b"bury %d %d\r\n" % (self.job_id(), self.pri())),
+            (3, lambda: b"kick %d\r\n" % r.choice([0, 1, 2, 5, 100])),
+            (3, lambda: b"kick-job %d\r\n" % self.job_id(parked=True)),
+            (2, lambda: b"touch %d\r\n" % self.job_id()),
+            (3, lambda: b"peek %d\r\n" % self.job_id()),
+            (2, lambda: b"peek-ready\r\n"),
+            (2, lambda: b"peek-delayed\r\n"),
+            (2, lambda: b"peek-buried\r\n"),
+            (5, lambda: b"stats-job %d\r\n" % self.job_id()),
+            (3, lambda: b"stats-tube %s\r\n" % self.tube().encode()),
+            (1, lambda: b"stats\r\n"),
+            (2, lambda: b"list-tubes\r\n"),
+            (1, lambda: b"list-tubes-watched\r\n"),
+            (1, lambda: b"list-tube-used\r\n"),
+            (2, lambda: b"pause-tube %s %d\r\n" % (
+                self.tube().encode(), 0 if r.random() < 0.6 else r.choice(LONG))),
+            (2, lambda: b"purge %s %s\r\n" % (
+                self.tube().encode(), self.state(("ready", "delayed", "buried", "all")))),
+            (3, lambda: b"list-jobs %s %s %d %d\r\n" % (
+                self.tube().encode(), self.state(), r.choice([0, 1, 2, self.job_id()]),
+                r.choice([1, 2, 3, 1000]))),
+            (1, lambda: b"list-jobs %s %s %d %d\r\n" % (
+                self.tube().encode(), self.state(("reserved", "all")), self.job_id(), 1000)),
+            (2, lambda: b"tube-tries %s %d\r\n" % (self.tube().encode(), r.choice([0, 1, 2]))),
+            (1, lambda: RECONNECT),
+        ]
+        total = sum(w for w, _ in choices)
+        x = r.uniform(0, total)
+        for w, make in choices:
+            x -= w
+            if x <= 0:
+                return make()
+        return choices[-1][1]()
+
+    def conn(self):
+        return self.rng.randrange(CONNECTIONS)
+
+
+# ---- running, comparing, shrinking
+
+def show(b):
+    text = repr(b)
+    return text if len(text) < 400 else text[:400] + "...(%d bytes)" % len(b)
+
+
+class OwnRedis:
+    """redis-server on a free loopback port in a temp dir, with the settings stalkd
+    requires, stopped by PID in close(): used until tests/lib/redis_fixture.py is on main."""
+
+    def __init__(self):
+        self.port = beanstalk.free_port()
+        self.dir = tempfile.mkdtemp(prefix="stalkd-property-redis-")
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+             "--appendonly", "yes", "--maxmemory-policy", "noeviction", "--save", ""],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("redis-server did not start on port %d" % self.port)
+            time.sleep(0.02)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_prefixes = itertools.count(1)
+
+
+def unique_prefix():
+    return "prop%d-%d" % (os.getpid(), next(_prefixes))
+
+
+class Comparison:
+    """Runs sequences on a Pair per run (fresh servers, a fresh --store-prefix), compares,
+    shrinks. `redis_port` None: both servers embedded (HarnessCase)."""
+
+    redis_port = None
+
+    def new_pair(self):
+        return Pair(self.redis_port, unique_prefix())
+
+    def replay(self, steps):
+        """Sends (conn, command) steps to fresh servers; returns (index, both replies) of
+        the first mismatch, or None."""
+        pair = self.new_pair()
+        run = None
+        try:
+            run = Run(pair)
+            for i, (conn, command) in enumerate(steps):
+                a, b = run.step(conn, command)
+                if a != b:
+                    return i, a, b
+            return None
+        finally:
+            if run:
+                run.close()
+            pair.close()
+
+    def shrink(self, steps, budget=120):
+        """A shorter sequence that still ends in a mismatch (ddmin over steps, at most
+        `budget` replays); the last step is the mismatching one."""
+        steps = list(steps)
+        chunk = max(1, len(steps) // 2)
+        while chunk >= 1 and budget > 0:
+            i, progress = 0, False
+            while i < len(steps) - 1 and budget > 0:
+                trial = steps[:i] + steps[i + chunk:] if i + chunk < len(steps) else None
+                if trial is None:
+                    break
+                budget -= 1
+                found = self.replay(trial)
+                if found:
+                    steps = trial[:found[0] + 1]
+                    progress = True
+                else:
+                    i += chunk
+            if not progress:
+                chunk //= 2
+        return steps
+
+    def generate_and_compare(self, seed, n):
+        """Runs seed's sequence of n commands; returns None, or a failure message."""
+        gen = Generator(seed)
+        pair = self.new_pair()
+        steps = []
+        run = None
+        try:
+            run = Run(pair)
+            for i in range(n):
+                conn, command = gen.conn(), gen.command()
+                steps.append((conn, command))
+                a, b = run.step(conn, command)
+                if a != b:
+                    break
+                gen.learn(command, a)
+            else:
+                return None
+        finally:
+            if run:
+                run.close()
+            pair.close()
+        lines = ["seed %d, command %d on connection %d: %s" % (seed, i, conn, show(command)),
+                 "  embedded: %s" % show(a), "  redis:    %s" % show(b)]
+        short = self.shrink(steps)
+        lines.append("shrunk to %d steps (conn, command):" % len(short))
+        lines += ["  %d %s" % (c, show(cmd)) for c, cmd in short]
+        again = self.replay(short)
+        if again:
+            lines += ["  its last replies: embedded %s" % show(again[1]),
+                      "                   redis    %s" % show(again[2])]
+        return "\n".join(lines)
+
+    def check_seeds(self, seeds, n):
+        failures = []
+        for seed in seeds:
+            msg = self.generate_and_compare(seed, n)
+            if msg:
+                failures.append(msg)
+                print(msg, file=sys.stderr)
+        self.assertEqual(failures, [], "\n\n".join(failures))
+
+
+class HarnessCase(Comparison, unittest.TestCase):
+    """The harness itself is deterministic: two embedded servers answer a few seeds' runs
+    identically (no Redis needed), so a mismatch on Redis is the store's."""
+
+    def test_two_embedded_servers_agree(self):
+        self.check_seeds(range(FIRST_SEED, FIRST_SEED + 2), COMMANDS)
+
+
+@unittest.skipUnless(os.access(REDIS_SERVER, os.X_OK), "redis-server is not installed")
+class RedisPropertyCase(Comparison, unittest.TestCase):
+    """The property: stalkd on Redis answers as stalkd on its embedded store."""
+
+    maxDiff = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = OwnRedis()
+        cls.addClassCleanup(cls.redis.close)
+        cls.redis_port = cls.redis.port
+
+    def test_random_sequences(self):
+        self.check_seeds(range(FIRST_SEED, FIRST_SEED + SEEDS), COMMANDS)
+
+
+if __name__ == "__main__":
+    unittest.main()
