@@ -79,6 +79,8 @@ bool Conversation::runnable() const {
     case State::kWaiting:
     case State::kClosing:
       return false;
+    case State::kPutMany:  // the next put is made from the block, not from new input
+      return true;
     default:
       return in_end_ > in_begin_ && !needs_input_;
   }
