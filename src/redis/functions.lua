@@ -15,7 +15,9 @@
 --   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
 --   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
 --   B..'k:'..tube   HASH   unique keys: key -> id
---   B..'tubes'      SET    tubes that exist
+--   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (as the
+--                          engine's list: 'default' 0, a new tube last, a freed tube's
+--                          place taken by the last one)
 --   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
 --                          (pause end), 'l'..MID (TTL), scored by due ms
 --   B..'s:'..sid    SET    MIDs reserved by a session (connection)
@@ -24,7 +26,7 @@
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
 --   B..'fst:'..fid  HASH   a front end's own counters for `stats` (cmd-*, connections)
 --   B..'w'          channel: a tube's name when a job becomes ready in it while waited on
-local VERSION = '1'
+local VERSION = '2'
 
 local READY, DELAYED, RESERVED, BURIED = 1, 2, 3, 4
 local STATE_NAME = {'ready', 'delayed', 'reserved', 'buried'}
@@ -83,7 +85,20 @@ local function count(B, tube, field, by)
 end
 
 -- A tube exists while it holds jobs or a front end references it ("default" always).
-local function touch_tube(B, tube) redis.call('SADD', B .. 'tubes', tube) end
+local function touch_tube(B, tube)
+  local k = B .. 'tubes'
+  if redis.call('ZSCORE', k, tube) then return end
+  local pos = 0
+  if tube ~= 'default' then
+    local last = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+    pos = last[2] and tonumber(last[2]) + 1 or 1
+  end
+  redis.call('ZADD', k, pos, tube)
+end
+
+local function tube_exists(B, tube)
+  return tube == 'default' or redis.call('ZSCORE', B .. 'tubes', tube) ~= false
+end
 
 local function maybe_free_tube(B, tube)
   if tube == 'default' then return end
@@ -93,7 +108,13 @@ local function maybe_free_tube(B, tube)
     if num(v[i]) > 0 then return end
   end
   redis.call('DEL', t)
-  redis.call('SREM', B .. 'tubes', tube)
+  local k = B .. 'tubes'
+  local pos = redis.call('ZSCORE', k, tube)
+  redis.call('ZREM', k, tube)
+  local last = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+  if pos and last[1] and tonumber(last[2]) > tonumber(pos) then
+    redis.call('ZADD', k, pos, last[1])
+  end
   redis.call('ZREM', B .. 'x', 'p' .. tube)
 end
 
@@ -583,7 +604,7 @@ end
 -- pauses pause_s pause_left_ms expired exhausted default_tries | 'NOT_FOUND'
 local function f_stats_tube(B, now, a)
   local tube = a[1]
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not tube_exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local t = B .. 't:' .. tube
@@ -617,8 +638,8 @@ end
 local function f_stats(B, now, a)
   local m = redis.call('HMGET', B .. 'm', 'ready', 'urgent', 'reserved', 'delayed', 'buried',
                        'total', 'timeouts', 'expired', 'exhausted')
-  local tubes = redis.call('SCARD', B .. 'tubes')
-  if redis.call('SISMEMBER', B .. 'tubes', 'default') == 0 then tubes = tubes + 1 end
+  local tubes = redis.call('ZCARD', B .. 'tubes')
+  if not redis.call('ZSCORE', B .. 'tubes', 'default') then tubes = tubes + 1 end
   local out = {'OK'}
   for i = 1, 9 do out[#out + 1] = str(num(m[i])) end
   out[#out + 1] = str(tubes)
@@ -634,7 +655,7 @@ end
 
 -- list_tubes: -> 'OK' tube...
 local function f_list_tubes(B, now, a)
-  local t = redis.call('SMEMBERS', B .. 'tubes')
+  local t = redis.call('ZRANGE', B .. 'tubes', 0, -1)
   local seen = false
   for _, v in ipairs(t) do if v == 'default' then seen = true end end
   if not seen then table.insert(t, 1, 'default') end
@@ -644,7 +665,7 @@ end
 -- pause: tube delay_s -> 'PAUSED' | 'NOT_FOUND'
 local function f_pause(B, now, a)
   local tube, d = a[1], num(a[2])
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not tube_exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local t = B .. 't:' .. tube
@@ -751,7 +772,7 @@ end
 -- purge: tube which limit -> 'PURGED' n more (more: 1 if jobs are left to purge)
 local function f_purge(B, now, a)
   local tube, which, limit = a[1], a[2], num(a[3])
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not tube_exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local sets = {ready = {'r:'}, delayed = {'d:'}, buried = {'b:'}, all = {'r:', 'd:', 'b:'}}
@@ -777,7 +798,7 @@ end
 -- jobs, which have no per-tube set) at most 65536 consecutive ids are looked at per call.
 local function f_list_jobs(B, now, a)
   local tube, state, from, n = a[1], a[2], math.max(num(a[3]), 1), num(a[4])
-  if tube ~= 'default' and redis.call('SISMEMBER', B .. 'tubes', tube) == 0 then
+  if not tube_exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local seq = num(redis.call('HGET', B .. 'm', 'seq'))

@@ -12,7 +12,7 @@ namespace stalkd::redis {
 
 namespace {
 
-constexpr std::string_view kVersion = "1";  // functions.lua's VERSION
+constexpr std::string_view kVersion = "2";  // functions.lua's VERSION
 constexpr int kPumpLimit = 1000;            // timer transitions per pump call
 constexpr Nanos kMs = 1'000'000;
 

@@ -547,6 +547,11 @@ def put_many(*entries):
     return b"put-many %d %d\r\n%s\r\n" % (len(entries), len(block), block)
 
 
+def tube_list(*names):
+    body = b"---\n" + b"".join(b"- %s\n" % n.encode() for n in names)
+    return b"OK %d\r\n%s\r\n" % (len(body), body)
+
+
 class RedisRegressionCase(RedisCase):
     """The mismatches the property found, each as a short sequence: the Redis server's
     replies are exactly these, and the embedded server's the same."""
@@ -568,6 +573,26 @@ class RedisRegressionCase(RedisCase):
             (0, put_many((0, 0, 120, b"a", b"")), b"INSERTED-MANY 1\r\nINSERTED 1\r\n"),
             (0, put_many((0, 0, 120, b"b", b" key=k"), (5, 0, 120, b"", b" tries=2")),
              b"INSERTED-MANY 2\r\nINSERTED 2\r\nINSERTED 3\r\n"),
+        ])
+
+
+
+    def test_list_tubes_in_the_engines_order(self):
+        # list-tubes is in creation order, a freed tube's place taken by the last (the
+        # engine's list, as beanstalkd's); Redis kept the tubes in a SET (hash order).
+        self.check([
+            (0, b"use t1\r\n", b"USING t1\r\n"),
+            (1, b"use t2\r\n", b"USING t2\r\n"),
+            (2, b"watch t3\r\n", b"WATCHING 2\r\n"),
+            (0, b"list-tubes\r\n", tube_list("default", "t1", "t2", "t3")),
+            (0, b"use default\r\n", b"USING default\r\n"),
+            (0, b"list-tubes\r\n", tube_list("default", "t3", "t2")),
+            (1, b"put 0 0 120 1\r\nx\r\n", b"INSERTED 1\r\n"),
+            (1, b"use default\r\n", b"USING default\r\n"),
+            (2, b"ignore t3\r\n", b"WATCHING 1\r\n"),
+            (0, b"list-tubes\r\n", tube_list("default", "t2")),
+            (0, b"use t4\r\n", b"USING t4\r\n"),
+            (0, b"list-tubes\r\n", tube_list("default", "t2", "t4")),
         ])
 
 
