@@ -175,6 +175,7 @@ Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
 void RedisSession::Claim() {
   claiming_ = true;
   reserved_any_ = true;
+  worker_ = true;
   std::string count = std::to_string(wait_args_.count), ttr = std::to_string(wait_args_.ttr_s);
   // Nothing ready and time left to wait: the call leases the tubes to waiters, so a job
   // that becomes ready in one is published on the wake channel.
@@ -275,6 +276,7 @@ Result RedisSession::ReserveJob(uint64_t id) {
   std::string ids = std::to_string(id);
   return Ask("reserve_job", {sid_text_, ids}, true, [](RedisSession& s, const Answer& a) {
     if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
+    s.worker_ = true;
     return s.Reserved(a);
   });
 }

@@ -283,7 +283,7 @@ void RedisStore::RenewLease() {
   uint64_t producers = 0, workers = 0;
   for (RedisSession* s : sessions_) {
     if (s->put_any_) producers++;
-    if (s->reserved_any_) workers++;
+    if (s->worker_) workers++;
   }
   for (size_t i = 0; i < command::kVerbCount; i++) {
     if (cmds_[i] == 0) continue;
@@ -332,7 +332,7 @@ command::Result RedisStore::FillStats(const Answer& a) {
   s.waiting = waiters_.size();
   for (RedisSession* x : sessions_) {
     s.producers += x->put_any_;
-    s.workers += x->reserved_any_;
+    s.workers += x->worker_;
   }
   for (size_t i = 10; i + 1 < a.size(); i++) {
     std::string_view k = a.Word(i);
