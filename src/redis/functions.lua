@@ -584,8 +584,7 @@ local function f_stats_job(B, now, a)
   if not j then return done(B, now, 'NOT_FOUND') end
   local left = 0
   if j.state == DELAYED or j.state == RESERVED then left = j.deadline - now end
-  local ttr = j.ttr
-  if j.state == RESERVED and j.res_ttr > 0 then ttr = j.res_ttr end
+  local ttr = j.ttr  -- its own, also while reserve-ext's ttr= times its reservation (engine)
   local key, attrs = '', ''
   if j.flags >= FLAG_EXT then
     local e = redis.call('HMGET', B .. 'e:' .. str(j.id), 'key', 'attrs')

@@ -617,6 +617,16 @@ class RedisRegressionCase(RedisCase):
         workers = [beanstalk.parse_yaml(r)["current-workers"] for r in (replies[1], replies[4])]
         self.assertEqual(workers, ["0", "1"])
 
+    def test_stats_job_ttr_is_the_jobs_own_during_a_reserve_ext_ttr(self):
+        # reserve-ext ttr=N times this reservation only; stats-job's ttr is the job's own
+        # (tests/blackbox/test_extensions.py, test_ttr_at_reserve_time); Redis showed N.
+        replies = self.check([
+            (0, b"put 0 0 300 1\r\nx\r\n", b"INSERTED 1\r\n"),
+            (0, b"reserve-ext 0 ttr=3600\r\n", b"RESERVED-MANY 1\r\nRESERVED 1 1\r\nx\r\n"),
+            (1, b"stats-job 1\r\n", None),
+        ])
+        self.assertEqual(beanstalk.parse_yaml(replies[2])["ttr"], "300")
+
 
 if __name__ == "__main__":
     unittest.main()
