@@ -813,7 +813,7 @@ local function f_list_jobs(B, now, a)
     end
     table.sort(ids)
     for i = 1, math.min(n, #ids) do out[i] = str(ids[i]) end
-    if #ids > n then nxt = ids[n + 1] end
+    if #ids >= n then nxt = ids[n] + 1 end  -- a full page: after its last id, as the engine
   else
     local id = from
     local last = math.min(seq, from + 65535)
@@ -822,7 +822,7 @@ local function f_list_jobs(B, now, a)
       if j and j.tube == tube and j.state == want then out[#out + 1] = str(id) end
       id = id + 1
     end
-    if id <= seq then nxt = id end
+    if #out >= n or id <= seq then nxt = id end
   end
   return done(B, now, 'OK', str(nxt), unpack(out))
 end

@@ -627,6 +627,25 @@ class RedisRegressionCase(RedisCase):
         ])
         self.assertEqual(beanstalk.parse_yaml(replies[2])["ttr"], "300")
 
+    def test_list_jobs_next_after_a_full_page(self):
+        # A page that holds `count` ids says next: the id after its last (the engine's scan
+        # cursor), also when no more follow; Redis said the next listed id, or 0.
+        def page(nxt, *ids):
+            body = b"---\nnext: %d\nids:\n" % nxt + b"".join(b"- %d\n" % i for i in ids)
+            return b"OK %d\r\n%s\r\n" % (len(body), body)
+        self.check([
+            (0, put_many(*[(0, 0, 120, b"x", b"")] * 3),
+             b"INSERTED-MANY 3\r\nINSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n"),
+            (0, b"list-jobs default ready 0 2\r\n", page(3, 1, 2)),
+            (0, b"list-jobs default ready 3 1\r\n", page(4, 3)),
+            (0, b"list-jobs default ready 3 2\r\n", page(0, 3)),
+            (1, b"reserve-job 2\r\n", b"RESERVED 2 1\r\nx\r\n"),
+            (1, b"reserve-job 3\r\n", b"RESERVED 3 1\r\nx\r\n"),
+            (0, b"list-jobs default reserved 0 1\r\n", page(3, 2)),
+            (0, b"list-jobs default reserved 3 1\r\n", page(4, 3)),
+            (0, b"list-jobs default reserved 0 5\r\n", page(0, 2, 3)),
+        ])
+
 
 if __name__ == "__main__":
     unittest.main()
