@@ -6,7 +6,7 @@
 -- Every function declares one key: the partition's bare hash tag `<prefix>:{<p>}`, which
 -- never exists; all keys it touches are built from it, so they share one hash slot (rule 1 of
 -- the design study, ready for Redis Cluster). Keys under a partition B = KEYS[1] .. ':':
---   B..'m'          HASH   seq, bseq, fid, job counters (ready urgent delayed reserved buried
+--   B..'m'          HASH   seq, bseq, rseq, fid, job counters (ready urgent delayed reserved buried
 --                          total timeouts expired exhausted)
 --   B..'j:'..id     STRING a job: header (HDR), tube name, body
 --   B..'e:'..id     HASH   a job's key and attributes (only for jobs that have them)
@@ -20,7 +20,8 @@
 --                          place taken by the last one)
 --   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
 --                          (pause end), 'l'..MID (TTL), scored by due ms
---   B..'s:'..sid    SET    MIDs reserved by a session (connection)
+--   B..'s:'..sid    ZSET   MIDs reserved by a session (connection), scored by reservation
+--                          order (m's rseq): they come back in that order, as the engine's
 --   B..'fs:'..fid   SET    sessions of a front end that hold reservations
 --   B..'ft:'..fid   SET    tubes a front end references (use/watch)
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
@@ -149,7 +150,7 @@ local function enter(B, j, state, now)
   elseif state == RESERVED then
     redis.call('ZADD', B .. 'x', j.deadline, 'r' .. m)
     if j.owner > 0 then
-      redis.call('SADD', B .. 's:' .. str(j.owner), m)
+      redis.call('ZADD', B .. 's:' .. str(j.owner), redis.call('HINCRBY', B .. 'm', 'rseq', 1), m)
       redis.call('SADD', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
     end
     count(B, j.tube, 'reserved', 1)
@@ -174,7 +175,7 @@ local function leave(B, j)
     redis.call('ZREM', B .. 'x', 'r' .. m)
     if j.owner > 0 then
       local s = B .. 's:' .. str(j.owner)
-      redis.call('SREM', s, m)
+      redis.call('ZREM', s, m)
       if redis.call('EXISTS', s) == 0 then
         redis.call('SREM', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
       end
@@ -704,7 +705,7 @@ end
 
 local function release_session(B, sid, now)
   local s = B .. 's:' .. str(sid)
-  local ms = redis.call('SMEMBERS', s)
+  local ms = redis.call('ZRANGE', s, 0, -1)
   for _, m in ipairs(ms) do
     local j = load(B, idof(m))
     if j and j.state == RESERVED and j.owner == sid then
