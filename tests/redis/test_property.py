@@ -133,6 +133,8 @@ class Run:
     def __init__(self, pair):
         self.pair = pair
         self.conns = [[self._connect(s) for s in self.servers()] for _ in range(CONNECTIONS)]
+        # The connection Server made to see the port open may not be closed yet.
+        self._settle(0, CONNECTIONS)
 
     def servers(self):
         return (self.pair.embedded, self.pair.redis)
@@ -161,27 +163,32 @@ class Run:
                 out.append(b"<no reply: %s>" % type(e).__name__.encode())
         return out
 
-    def _reconnect(self, conn):
-        """Closes connection `conn` on both servers and opens a new one, once each server
-        has seen the close (its reservations are back): `current-connections` drops. The
-        polls are `stats` commands, counted in `cmd-stats`: each server gets as many."""
-        old = self.conns[conn]
-        other = self.conns[(conn + 1) % CONNECTIONS]
+    def _settle(self, conn, connections):
+        """Polls `stats` on connection `conn` of each server until it counts `connections`
+        current connections (a close has been seen, and its reservations are back). The
+        polls are counted in `cmd-stats`: each server gets as many."""
         polls = []
-        for s, c, o in zip(self.servers(), old, other):
-            before = int(beanstalk.stats_of(o, "stats")["current-connections"])
-            c.close()
+        for s, c in zip(self.servers(), self.conns[conn]):
             n = 1
-            while int(beanstalk.stats_of(o, "stats")["current-connections"]) != before - 1:
+            while int(beanstalk.stats_of(c, "stats")["current-connections"]) != connections:
                 n += 1
-                if n > 500:
-                    raise AssertionError("%s did not see a connection close" % s.argv)
+                if n > 1000:
+                    raise AssertionError("%s: current-connections is not %d"
+                                         % (s.argv, connections))
                 time.sleep(0.002)
             polls.append(n)
-        for o, n in zip(other, polls):
+        for c, n in zip(self.conns[conn], polls):
             for _ in range(max(polls) - n):
-                beanstalk.stats_of(o, "stats")
+                beanstalk.stats_of(c, "stats")
+
+    def _reconnect(self, conn):
+        """Closes connection `conn` on both servers and opens a new one, once each server
+        has seen the close."""
+        for c in self.conns[conn]:
+            c.close()
+        self._settle((conn + 1) % CONNECTIONS, CONNECTIONS - 1)
         self.conns[conn] = [self._connect(s) for s in self.servers()]
+        self._settle((conn + 1) % CONNECTIONS, CONNECTIONS)
         return [b"reconnected\r\n", b"reconnected\r\n"]
 
 
@@ -644,6 +651,40 @@ class RedisRegressionCase(RedisCase):
             (0, b"list-jobs default reserved 0 1\r\n", page(3, 2)),
             (0, b"list-jobs default reserved 3 1\r\n", page(4, 3)),
             (0, b"list-jobs default reserved 0 5\r\n", page(0, 2, 3)),
+        ])
+
+    def test_a_closed_connections_jobs_come_back_in_reservation_order(self):
+        # With no tries left they are buried in that order (the engine's reserved_order_);
+        # Redis kept a session's jobs in a SET and gave them back in hash order.
+        self.check([
+            (0, b"tube-tries default 1\r\n", b"TUBE-TRIES 1\r\n"),
+            (0, put_many(*[(0, 0, 120, b"%d" % i, b"") for i in (1, 2, 3, 4)]),
+             b"INSERTED-MANY 4\r\nINSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\nINSERTED 4\r\n"),
+            (1, b"reserve-job 3\r\n", b"RESERVED 3 1\r\n3\r\n"),
+            (1, b"reserve-job 1\r\n", b"RESERVED 1 1\r\n1\r\n"),
+            (1, b"reserve-job 4\r\n", b"RESERVED 4 1\r\n4\r\n"),
+            (1, b"reserve-job 2\r\n", b"RESERVED 2 1\r\n2\r\n"),
+            (1, RECONNECT, b"reconnected\r\n"),
+            (0, b"peek-buried\r\n", b"FOUND 3 1\r\n3\r\n"),
+            (0, b"kick 1\r\n", b"KICKED 1\r\n"),
+            (0, b"peek-buried\r\n", b"FOUND 1 1\r\n1\r\n"),
+            (0, b"kick 1\r\n", b"KICKED 1\r\n"),
+            (0, b"peek-buried\r\n", b"FOUND 4 1\r\n4\r\n"),
+        ])
+
+    def test_tubes_of_a_closed_connection_vanish_in_the_engines_order(self):
+        # The first watched tube, the others from the back, then the used one (beanstalkd's
+        # ms_clear); Redis dropped the used one first, then the watched ones in order.
+        self.check([
+            (1, b"use u\r\n", b"USING u\r\n"),
+            (1, b"watch x\r\n", b"WATCHING 2\r\n"),
+            (1, b"watch y\r\n", b"WATCHING 3\r\n"),
+            (1, b"watch z\r\n", b"WATCHING 4\r\n"),
+            (2, b"use o1\r\n", b"USING o1\r\n"),
+            (2, b"watch o2\r\n", b"WATCHING 2\r\n"),
+            (0, b"list-tubes\r\n", tube_list("default", "u", "x", "y", "z", "o1", "o2")),
+            (1, RECONNECT, b"reconnected\r\n"),
+            (0, b"list-tubes\r\n", tube_list("default", "o1", "o2")),
         ])
 
 
