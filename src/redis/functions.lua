@@ -6,8 +6,8 @@
 -- Every function declares one key: the partition's bare hash tag `<prefix>:{<p>}`, which
 -- never exists; all keys it touches are built from it, so they share one hash slot (rule 1 of
 -- the design study, ready for Redis Cluster). Keys under a partition B = KEYS[1] .. ':':
---   B..'m'          HASH   seq, bseq, rseq, fid, job counters (ready urgent delayed reserved buried
---                          total timeouts expired exhausted)
+--   B..'m'          HASH   seq, bseq, rseq, fid, job counters (ready urgent delayed reserved
+--                          buried total timeouts expired exhausted)
 --   B..'j:'..id     STRING a job: header (HDR), tube name, body
 --   B..'e:'..id     HASH   a job's key and attributes (only for jobs that have them)
 --   B..'r:'..tube   ZSET   ready: score pri, member MID(id) (equal scores sort by member)
@@ -15,9 +15,7 @@
 --   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
 --   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
 --   B..'k:'..tube   HASH   unique keys: key -> id
---   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (as the
---                          engine's list: 'default' 0, a new tube last, a freed tube's
---                          place taken by the last one)
+--   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (0: default)
 --   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
 --                          (pause end), 'l'..MID (TTL), scored by due ms
 --   B..'s:'..sid    ZSET   MIDs reserved by a session (connection), scored by reservation
@@ -27,7 +25,7 @@
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
 --   B..'fst:'..fid  HASH   a front end's own counters for `stats` (cmd-*, connections)
 --   B..'w'          channel: a tube's name when a job becomes ready in it while waited on
-local VERSION = '2'
+local VERSION = 'dev'  -- replaced by the library's hash when embedded (embed_lua.cmake)
 
 local READY, DELAYED, RESERVED, BURIED = 1, 2, 3, 4
 local STATE_NAME = {'ready', 'delayed', 'reserved', 'buried'}
@@ -86,19 +84,17 @@ local function count(B, tube, field, by)
 end
 
 -- A tube exists while it holds jobs or a front end references it ("default" always).
+-- list-tubes shows tubes in beanstalkd's order: appended when made, and a freed tube's place
+-- taken by the last one.
+local function exists(B, tube)
+  return tube == 'default' or redis.call('ZSCORE', B .. 'tubes', tube) ~= false
+end
+
 local function touch_tube(B, tube)
   local k = B .. 'tubes'
   if redis.call('ZSCORE', k, tube) then return end
-  local pos = 0
-  if tube ~= 'default' then
-    local last = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
-    pos = last[2] and tonumber(last[2]) + 1 or 1
-  end
-  redis.call('ZADD', k, pos, tube)
-end
-
-local function tube_exists(B, tube)
-  return tube == 'default' or redis.call('ZSCORE', B .. 'tubes', tube) ~= false
+  if redis.call('ZCARD', k) == 0 and tube ~= 'default' then redis.call('ZADD', k, 0, 'default') end
+  redis.call('ZADD', k, redis.call('ZCARD', k), tube)
 end
 
 local function maybe_free_tube(B, tube)
@@ -110,11 +106,13 @@ local function maybe_free_tube(B, tube)
   end
   redis.call('DEL', t)
   local k = B .. 'tubes'
-  local pos = redis.call('ZSCORE', k, tube)
-  redis.call('ZREM', k, tube)
-  local last = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
-  if pos and last[1] and tonumber(last[2]) > tonumber(pos) then
-    redis.call('ZADD', k, pos, last[1])
+  local place = redis.call('ZSCORE', k, tube)
+  if place then
+    redis.call('ZREM', k, tube)
+    local last = redis.call('ZRANGE', k, -1, -1)[1]
+    if last and tonumber(redis.call('ZSCORE', k, last)) > tonumber(place) then
+      redis.call('ZADD', k, place, last)
+    end
   end
   redis.call('ZREM', B .. 'x', 'p' .. tube)
 end
@@ -238,7 +236,6 @@ local function end_reservation(B, j, pri, delay, why, now)
     count(B, j.tube, 'exhausted', 1)
     enter(B, j, BURIED, now)
   elseif delay > 0 then
-    j.delay = delay
     j.deadline = now + delay * 1000
     enter(B, j, DELAYED, now)
   else
@@ -474,7 +471,8 @@ local function f_release(B, now, a)
   local j = load(B, num(a[2]))
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   j.releases = j.releases + 1
-  end_reservation(B, j, num(a[3]), num(a[4]), 3, now)
+  j.delay = num(a[4])  -- stats-job shows the release's delay, 0 included
+  end_reservation(B, j, num(a[3]), j.delay, 3, now)
   return done(B, now, 'RELEASED')
 end
 
@@ -604,7 +602,7 @@ end
 -- pauses pause_s pause_left_ms expired exhausted default_tries | 'NOT_FOUND'
 local function f_stats_tube(B, now, a)
   local tube = a[1]
-  if not tube_exists(B, tube) then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local t = B .. 't:' .. tube
@@ -638,8 +636,7 @@ end
 local function f_stats(B, now, a)
   local m = redis.call('HMGET', B .. 'm', 'ready', 'urgent', 'reserved', 'delayed', 'buried',
                        'total', 'timeouts', 'expired', 'exhausted')
-  local tubes = redis.call('ZCARD', B .. 'tubes')
-  if not redis.call('ZSCORE', B .. 'tubes', 'default') then tubes = tubes + 1 end
+  local tubes = math.max(redis.call('ZCARD', B .. 'tubes'), 1)
   local out = {'OK'}
   for i = 1, 9 do out[#out + 1] = str(num(m[i])) end
   out[#out + 1] = str(tubes)
@@ -656,16 +653,14 @@ end
 -- list_tubes: -> 'OK' tube...
 local function f_list_tubes(B, now, a)
   local t = redis.call('ZRANGE', B .. 'tubes', 0, -1)
-  local seen = false
-  for _, v in ipairs(t) do if v == 'default' then seen = true end end
-  if not seen then table.insert(t, 1, 'default') end
+  if #t == 0 then t = {'default'} end
   return done(B, now, 'OK', unpack(t))
 end
 
 -- pause: tube delay_s -> 'PAUSED' | 'NOT_FOUND'
 local function f_pause(B, now, a)
   local tube, d = a[1], num(a[2])
-  if not tube_exists(B, tube) then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local t = B .. 't:' .. tube
@@ -772,7 +767,7 @@ end
 -- purge: tube which limit -> 'PURGED' n more (more: 1 if jobs are left to purge)
 local function f_purge(B, now, a)
   local tube, which, limit = a[1], a[2], num(a[3])
-  if not tube_exists(B, tube) then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local sets = {ready = {'r:'}, delayed = {'d:'}, buried = {'b:'}, all = {'r:', 'd:', 'b:'}}
@@ -798,7 +793,7 @@ end
 -- jobs, which have no per-tube set) at most 65536 consecutive ids are looked at per call.
 local function f_list_jobs(B, now, a)
   local tube, state, from, n = a[1], a[2], math.max(num(a[3]), 1), num(a[4])
-  if not tube_exists(B, tube) then
+  if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
   local seq = num(redis.call('HGET', B .. 'm', 'seq'))
@@ -826,6 +821,13 @@ local function f_list_jobs(B, now, a)
     if #out >= n or id <= seq then nxt = id end
   end
   return done(B, now, 'OK', str(nxt), unpack(out))
+end
+
+-- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its
+-- client gone mid-body): the next job's id skips it, as in beanstalkd.
+local function f_skip_id(B, now, a)
+  redis.call('HINCRBY', B .. 'm', 'seq', 1)
+  return done(B, now, 'OK')
 end
 
 -- tube_tries: tube n
@@ -877,3 +879,4 @@ reg('quit', f_quit, {'allow-oom'}, true)
 reg('purge', f_purge, {'allow-oom'})
 reg('list_jobs', f_list_jobs, {'allow-oom'})
 reg('tube_tries', f_tube_tries, {}, true)
+reg('skip_id', f_skip_id, {'allow-oom'}, true)

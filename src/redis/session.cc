@@ -55,6 +55,7 @@ RedisSession::RedisSession(RedisStore& store, command::Client& client, uint64_t 
 
 RedisSession::~RedisSession() {
   *cell_ = nullptr;
+  AbandonPut();  // a put cut off mid-body took its id, as in beanstalkd
   if (waiting_) store_.RemoveWaiter(this);
   std::erase(store_.sessions_, this);
   // Reservations go back; a reserve still on its way is answered before this arrives.
@@ -145,6 +146,8 @@ Result RedisSession::CommitPut() {
 }
 
 void RedisSession::AbandonPut() {
+  // beanstalkd gave the put its id when its line arrived: the next job's id skips it.
+  if (put_open_) store_.Call("skip_id", {}, false, [](const RedisStore::Answer&) {});
   put_open_ = false;
   put_.clear();
   put_.shrink_to_fit();
@@ -164,6 +167,7 @@ Result RedisSession::ReserveExt(const command::ReserveArgs& args) {
 
 Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   store_.Count(v);
+  worker_ = true;
   verb_ = v;
   abandoned_ = false;
   wait_args_ = args;
@@ -172,6 +176,12 @@ Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   wait_until_ =
       args.timeout == kForever || args.timeout > kForever - now ? kForever : now + args.timeout;
   pending_ = true;
+  // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
+  // first call's answer makes it claim again.
+  if (wait_until_ > now) {
+    waiting_ = true;
+    store_.AddWaiter(this);
+  }
   Claim();
   return Result::Of(Outcome::kPending);
 }
@@ -179,7 +189,6 @@ Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
 void RedisSession::Claim() {
   claiming_ = true;
   reserved_any_ = true;
-  worker_ = true;
   std::string count = std::to_string(wait_args_.count), ttr = std::to_string(wait_args_.ttr_s);
   // Nothing ready and time left to wait: the call leases the tubes to waiters, so a job
   // that becomes ready in one is published on the wake channel.
@@ -207,10 +216,6 @@ void RedisSession::OnClaim(const Answer& a) {
   if (std::exchange(reclaim_, false)) return Claim();
   if (DeadlineSoon(now)) return StopWaiting(Result::Of(Outcome::kDeadlineSoon));
   if (now >= wait_until_) return StopWaiting(Result::Of(Outcome::kTimedOut));
-  if (!waiting_) {
-    waiting_ = true;
-    store_.AddWaiter(this);
-  }
 }
 
 void RedisSession::StopWaiting(const Result& r) {
@@ -477,7 +482,9 @@ Result RedisSession::Ignore(std::string_view tube) {
   auto it = std::find(watch_.begin(), watch_.end(), tube);
   if (it == watch_.end()) return Result::Of(Outcome::kWatching, watch_.size());
   if (watch_.size() == 1) return Result::Of(Outcome::kNotIgnored);
-  watch_.erase(it);
+  // beanstalkd's order: the last tube takes the ignored one's place.
+  std::swap(*it, watch_.back());
+  watch_.pop_back();
   store_.Ref(tube, 0, -1);
   return Result::Of(Outcome::kWatching, watch_.size());
 }
@@ -601,7 +608,8 @@ Result RedisSession::StatsTube(std::string_view tube) {
     t.tries_exhausted = a.Number(13);
     t.default_tries = static_cast<uint32_t>(a.Number(14));
     for (const RedisSession* w : s.store_.waiters_) {
-      if (std::find(w->watch_.begin(), w->watch_.end(), name) != w->watch_.end()) t.waiting++;
+      if (!w->claiming_ && std::find(w->watch_.begin(), w->watch_.end(), name) != w->watch_.end())
+        t.waiting++;
     }
     Result r = Result::Of(Outcome::kTubeStats);
     r.tube_stats = &t;

@@ -95,9 +95,9 @@ class RedisSession final : public command::Session {
   bool pending_ = false;
   Verb verb_ = Verb::kUnknown;
   Nanos started_ = 0;
-  bool reserved_any_ = false;  // release_conn on close only if it ever asked to reserve
-  bool worker_ = false;   // current-workers: a reserve, or a reserve-job that reserved (engine)
-  bool put_any_ = false;  // a producer
+  bool reserved_any_ = false;  // release_conn on close only if it may hold a reservation
+  bool worker_ = false;        // reserved, as beanstalkd's current-workers counts
+  bool put_any_ = false;       // a producer
 
   // A put whose body is arriving.
   std::string put_;

@@ -12,8 +12,7 @@ namespace stalkd::redis {
 
 namespace {
 
-constexpr std::string_view kVersion = "2";  // functions.lua's VERSION
-constexpr int kPumpLimit = 1000;            // timer transitions per pump call
+constexpr int kPumpLimit = 1000;  // timer transitions per pump call
 constexpr Nanos kMs = 1'000'000;
 
 std::string_view Text(const Reply& r) { return r.str; }
@@ -122,7 +121,7 @@ void RedisStore::OnConnected() {
   }
   link_.SendSetup({"FCALL", "stalkd_version", "0"}, [this](const Reply& r) {
     if (setup_failed_) return;
-    if (!r.error() && r.str == kVersion) return Setup();
+    if (!r.error() && r.str == kFunctionsVersion) return Setup();
     link_.SendSetup({"FUNCTION", "LOAD", "REPLACE", kFunctionsLua}, [this](const Reply& l) {
       if (setup_failed_) return;
       if (l.error()) {
@@ -251,6 +250,13 @@ void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta)
 
 void RedisStore::AddWaiter(RedisSession* s) { waiters_.push_back(s); }
 
+uint64_t RedisStore::Waiting() const {
+  // A reserve whose call is on its way is not waiting yet (nor, briefly, one claiming a job
+  // it was woken for).
+  return std::count_if(waiters_.begin(), waiters_.end(),
+                       [](const RedisSession* s) { return !s->claiming_; });
+}
+
 void RedisStore::RemoveWaiter(RedisSession* s) { std::erase(waiters_, s); }
 
 void RedisStore::Wake(std::string_view tube) {
@@ -291,7 +297,7 @@ void RedisStore::RenewLease() {
     kv.push_back(std::to_string(cmds_[i]));
   }
   kv.insert(kv.end(), {"conn", std::to_string(sessions_.size()), "tconn",
-                       std::to_string(total_connections_), "wait", std::to_string(waiters_.size()),
+                       std::to_string(total_connections_), "wait", std::to_string(Waiting()),
                        "prod", std::to_string(producers), "work", std::to_string(workers)});
   std::vector<std::string_view> args{fid_};
   std::string lease = Ms(opt_.lease);
@@ -329,7 +335,7 @@ command::Result RedisStore::FillStats(const Answer& a) {
   std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
   s.connections = sessions_.size();
   s.total_connections = total_connections_;
-  s.waiting = waiters_.size();
+  s.waiting = Waiting();
   for (RedisSession* x : sessions_) {
     s.producers += x->put_any_;
     s.workers += x->worker_;

@@ -31,6 +31,7 @@ struct StoreOptions {
 
 // The Lua library, embedded at build time (src/redis/embed_lua.cmake).
 extern const std::string_view kFunctionsLua;
+extern const std::string_view kFunctionsVersion;  // a hash of it
 
 class RedisSession;
 
@@ -96,6 +97,7 @@ class RedisStore final : public command::Store, private Link::Listener {
   void Wake(std::string_view tube);
   void AddWaiter(RedisSession* s);
   void RemoveWaiter(RedisSession* s);
+  uint64_t Waiting() const;
   void Ref(std::string_view tube, int using_delta, int watching_delta);
   void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }
   // `stats`: the job counters from Redis, this front end's own counters and the others'.

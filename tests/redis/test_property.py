@@ -18,23 +18,19 @@ Environment: STALKD_BIN (default build/release/stalkd); PROPERTY_SEEDS, PROPERTY
 PROPERTY_FIRST_SEED to run more or other seeds (defaults 20 x 300 from seed 1).
 Skipped when redis-server is not installed.
 """
-import itertools
 import os
 import random
 import re
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 import beanstalk  # noqa: E402
+import redis_fixture  # noqa: E402
 
-REDIS_SERVER = os.environ.get("REDIS_SERVER_BIN", "/usr/bin/redis-server")
 
 SEEDS = int(os.environ.get("PROPERTY_SEEDS", "20"))
 COMMANDS = int(os.environ.get("PROPERTY_COMMANDS", "300"))
@@ -70,16 +66,15 @@ NORMALISED_STATS = {
 
 class Pair:
     """The two servers of one run: `embedded` (stalkd's own store) and `redis` (stalkd on
-    the Redis `redis_port`, keys under `prefix`; with redis_port None, a second embedded
+    the Redis at `redis_url`, keys under `prefix`; with redis_url None, a second embedded
     server: the harness's own check), stopped by PID in close()."""
 
-    def __init__(self, redis_port, prefix):
+    def __init__(self, redis_url, prefix):
         self.embedded = beanstalk.Server()
         try:
             args = ()
-            if redis_port is not None:
-                args = ("--store", "redis://127.0.0.1:%d" % redis_port, "--store-prefix", prefix,
-                        "--store-wait", "0")
+            if redis_url is not None:
+                args = redis_fixture.store_argv(redis_url, prefix, wait=0)
             self.redis = beanstalk.Server(args=args)
         except BaseException:
             self.embedded.stop()
@@ -388,57 +383,14 @@ def show_pair(a, b):
     return ["  embedded: %s" % show(a), "  redis:    %s" % show(b)]
 
 
-class OwnRedis:
-    """redis-server on a free loopback port in a temp dir, with the settings stalkd
-    requires, stopped by PID in close(): used until tests/lib/redis_fixture.py is on main."""
-
-    def __init__(self):
-        self.port = beanstalk.free_port()
-        self.dir = tempfile.mkdtemp(prefix="stalkd-property-redis-")
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             "--appendonly", "yes", "--maxmemory-policy", "noeviction", "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError("redis-server did not start on port %d" % self.port)
-            time.sleep(0.02)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-_prefixes = itertools.count(1)
-
-
-def unique_prefix():
-    return "prop%d-%d" % (os.getpid(), next(_prefixes))
-
-
 class Comparison:
     """Runs sequences on a Pair per run (fresh servers, a fresh --store-prefix), compares,
-    shrinks. `redis_port` None: both servers embedded (HarnessCase)."""
+    shrinks. `redis_url` None: both servers embedded (HarnessCase)."""
 
-    redis_port = None
+    redis_url = None
 
     def new_pair(self):
-        return Pair(self.redis_port, unique_prefix())
+        return Pair(self.redis_url, redis_fixture.unique_prefix())
 
     def replay(self, steps):
         """Sends (conn, command) steps to fresh servers; returns (index, both replies) of
@@ -536,11 +488,11 @@ class RedisCase(Comparison, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if not os.access(REDIS_SERVER, os.X_OK):
+        if not os.access(redis_fixture.REDIS_SERVER, os.X_OK):
             raise unittest.SkipTest("redis-server is not installed (scripts/setup.sh)")
-        cls.redis = OwnRedis()
+        cls.redis = redis_fixture.RedisServer()
         cls.addClassCleanup(cls.redis.close)
-        cls.redis_port = cls.redis.port
+        cls.redis_url = cls.redis.url()
 
 
 class RedisPropertyCase(RedisCase):
