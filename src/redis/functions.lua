@@ -11,7 +11,7 @@
 --   B..'j:'..id     STRING a job: header (HDR), tube name, body
 --   B..'e:'..id     HASH   a job's key and attributes (only for jobs that have them)
 --   B..'r:'..tube   ZSET   ready: score pri, member MID(id) (equal scores sort by member)
---   B..'d:'..tube   ZSET   delayed: score due ms, member MID(id)
+--   B..'d:'..tube   ZSET   delayed: score due ms (to the us), member MID(id)
 --   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
 --   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
 --   B..'k:'..tube   HASH   unique keys: key -> id
@@ -47,8 +47,13 @@ end
 local function num(s) return tonumber(s) or 0 end
 local function str(n) return string.format('%.0f', n) end
 
+-- The running call's clock below the ms (0 to 0.999), set with its `now`: jobs delayed in
+-- the same ms are due in the order they were delayed, as the engine's (ns) deadlines.
+local sub_ms = 0
+
 local function now_ms()
   local t = redis.call('TIME')
+  sub_ms = (tonumber(t[2]) % 1000) / 1000
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
@@ -142,8 +147,9 @@ local function enter(B, j, state, now)
     if j.pri < URGENT then count(B, j.tube, 'urgent', 1) end
     wake(B, j.tube, now)
   elseif state == DELAYED then
-    redis.call('ZADD', B .. 'd:' .. j.tube, j.deadline, m)
-    redis.call('ZADD', B .. 'x', 'LT', j.deadline, 'd' .. j.tube)
+    local due = string.format('%.3f', j.deadline + sub_ms)
+    redis.call('ZADD', B .. 'd:' .. j.tube, due, m)
+    redis.call('ZADD', B .. 'x', 'LT', due, 'd' .. j.tube)
     count(B, j.tube, 'delayed', 1)
   elseif state == RESERVED then
     redis.call('ZADD', B .. 'x', j.deadline, 'r' .. m)
@@ -299,7 +305,7 @@ end
 
 local function next_due(B)
   local h = redis.call('ZRANGE', B .. 'x', 0, 0, 'WITHSCORES')
-  if h[1] then return tonumber(h[2]) end
+  if h[1] then return math.ceil(tonumber(h[2])) end  -- a delayed head's score has us
   return -1
 end
 

@@ -639,6 +639,27 @@ class RedisRegressionCase(RedisCase):
             (0, b"list-tubes\r\n", tube_list("default", "o1", "o2")),
         ])
 
+    def test_delayed_jobs_due_in_the_same_millisecond_in_the_order_delayed(self):
+        # A job delayed later with the same delay is due later, also within a millisecond
+        # (the engine's clock is in ns); Redis ordered the delayed set by due ms, then id.
+        # The release and the put are pipelined, so they mostly land in the same ms.
+        pair = self.new_pair()
+        self.addCleanup(pair.close)
+        run = Run(pair)
+        self.addCleanup(run.close)
+        for _ in range(20):
+            for c in run.conns[0]:
+                c.send(b"put 0 0 120 1\r\na\r\nreserve-with-timeout 0\r\n")
+            first = [(c.read_reply(), c.read_reply()) for c in run.conns[0]]
+            self.assertEqual(first[1], first[0])
+            jid = int(first[0][0].split()[1])
+            for c in run.conns[0]:
+                c.send(b"put 0 120 120 1\r\nb\r\nrelease %d 0 120\r\npeek-delayed\r\n"
+                       b"delete %d\r\ndelete %d\r\n" % (jid, jid + 1, jid))
+            got = [[read_whole_reply(c) for _ in range(5)] for c in run.conns[0]]
+            self.assertEqual(got[1], got[0])
+            self.assertEqual(got[1][2], b"FOUND %d 1\r\nb\r\n" % (jid + 1))
+
 
 if __name__ == "__main__":
     unittest.main()
