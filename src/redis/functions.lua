@@ -218,22 +218,28 @@ local function expire(B, j)
   destroy(B, j)
 end
 
+-- A job whose TTL passed while it was reserved, its reservation just ended (it has left):
+-- it goes, with its key and attributes.
+local function drop_expired(B, j)
+  j.state = READY  -- left already; destroy must not leave again
+  redis.call('DEL', jkey(B, j.id))
+  redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
+  count(B, j.tube, 'expired', 1)
+  if j.flags >= FLAG_EXT then
+    local e = B .. 'e:' .. str(j.id)
+    local key = redis.call('HGET', e, 'key')
+    if key then redis.call('HDEL', B .. 'k:' .. j.tube, key) end
+    redis.call('DEL', e)
+  end
+  maybe_free_tube(B, j.tube)
+end
+
 -- A reservation ends by release (delay in s) or by timeout; `why` 3 release, 2 timeout.
 -- Returns true when the job still lives.
 local function end_reservation(B, j, pri, delay, why, now)
   leave(B, j)
   if expired(j, now) then
-    j.state = READY  -- left already; destroy must not leave again
-    redis.call('DEL', jkey(B, j.id))
-    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
-    count(B, j.tube, 'expired', 1)
-    if j.flags >= FLAG_EXT then
-      local e = B .. 'e:' .. str(j.id)
-      local key = redis.call('HGET', e, 'key')
-      if key then redis.call('HDEL', B .. 'k:' .. j.tube, key) end
-      redis.call('DEL', e)
-    end
-    maybe_free_tube(B, j.tube)
+    drop_expired(B, j)
     return false
   end
   j.pri = pri
@@ -488,11 +494,7 @@ local function f_bury(B, now, a)
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   leave(B, j)
   if expired(j, now) then
-    j.state = READY
-    redis.call('DEL', jkey(B, j.id))
-    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
-    count(B, j.tube, 'expired', 1)
-    maybe_free_tube(B, j.tube)
+    drop_expired(B, j)  -- with its key: a put with the key is a new job again
     return done(B, now, 'BURIED')
   end
   j.pri = num(a[3])

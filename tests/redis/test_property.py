@@ -523,8 +523,13 @@ class RedisRegressionCase(RedisCase):
         servers. Returns the Redis server's replies."""
         pair = self.new_pair()
         self.addCleanup(pair.close)
-        run = Run(pair)
-        self.addCleanup(run.close)
+        self.run_ = Run(pair)
+        self.addCleanup(self.run_.close)
+        return self.check_more(steps)
+
+    def check_more(self, steps):
+        """check() on, on the same servers and connections."""
+        run = self.run_
         out = []
         for i, (conn, command, want) in enumerate(steps):
             a, b = run.step(conn, command)
@@ -659,6 +664,20 @@ class RedisRegressionCase(RedisCase):
             got = [[read_whole_reply(c) for _ in range(5)] for c in run.conns[0]]
             self.assertEqual(got[1], got[0])
             self.assertEqual(got[1][2], b"FOUND %d 1\r\nb\r\n" % (jid + 1))
+
+    def test_bury_of_a_job_past_its_ttl_frees_its_key(self):
+        # A reserved job whose TTL passed goes when its reservation ends; by bury, Redis
+        # dropped the job but kept its key, so a put with the key said EXISTS for ever.
+        self.check([
+            (0, b"put-ext 0 0 120 1 ttl=1 key=k\r\nx\r\n", b"INSERTED 1\r\n"),
+            (0, b"reserve-job 1\r\n", b"RESERVED 1 1\r\nx\r\n"),
+        ])
+        time.sleep(1.2)
+        self.check_more([
+            (0, b"bury 1 0\r\n", b"BURIED\r\n"),
+            (1, b"peek 1\r\n", b"NOT_FOUND\r\n"),
+            (1, b"put-ext 0 0 120 1 key=k\r\ny\r\n", b"INSERTED 2\r\n"),
+        ])
 
 
 if __name__ == "__main__":
