@@ -41,6 +41,21 @@ NO_TUBE = "nx"           # never used: stats-tube, pause-tube, purge, list-jobs 
 LONG = (120, 3600, 86400, 4294967295)   # TTRs, delays, TTLs, pauses that never pass in a run
 REPLY_TIMEOUT = 2.0      # a reply not there within this is a mismatch ("no reply")
 RECONNECT = b"<reconnect>"   # not a command: close the connection and open a new one
+# Not a command either: RECONNECT after sending these bytes (a put whose body never ends).
+HALF_PUT = b"<reconnect after>put 7 0 120 10\r\nabc"
+
+# Refused for their arguments (some by the store, some by the text protocol).
+MALFORMED = [
+    b"use -bad\r\n", b"watch %s\r\n" % (b"n" * 201), b"pause-tube -x 0\r\n",
+    b"pause-tube %s 0\r\n" % (b"n" * 201), b"purge t1 reserved\r\n", b"purge t1 some\r\n",
+    b"list-jobs t1 all 0 5\r\n", b"list-jobs t1 ready 0 0\r\n", b"list-jobs t1 ready 0 1001\r\n",
+    b"tube-tries -x 1\r\n", b"tube-tries t1 -1\r\n", b"reserve-ext 0 count=0\r\n",
+    b"reserve-ext 0 count=1001\r\n", b"reserve-ext 0 ttr=0\r\n", b"delete-many\r\n",
+    b"stats-tube -x\r\n", b"kick-job 0\r\n", b"peek 0\r\n", b"stats-job 0\r\n",
+    b"put-ext 0 0 120 1 tries=0\r\n", b"put-ext 0 0 120 1 bogus=1\r\n",
+    b"delete-many " + b" ".join(b"%d" % i for i in range(1, 1002)) + b"\r\n",
+    b"release 1 0\r\n", b"bury 1\r\n", b"touch\r\n", b"kick\r\n", b"ignore\r\n",
+]
 
 # Values that depend on when a command ran, not on what the store holds; each is replaced
 # by "*" in both replies before they are compared.
@@ -147,6 +162,10 @@ class Run:
         """Sends `command` on connection `conn` of both servers; returns the two replies
         (normalised)."""
         if command == RECONNECT:
+            return self._reconnect(conn)
+        if command.startswith(b"<reconnect after>"):
+            for c in self.conns[conn]:
+                c.send(command[len(b"<reconnect after>"):])
             return self._reconnect(conn)
         out = []
         for c in self.conns[conn]:
@@ -351,6 +370,8 @@ class Generator:
                 self.tube().encode(), self.state(("reserved", "all")), self.job_id(), 1000)),
             (2, lambda: b"tube-tries %s %d\r\n" % (self.tube().encode(), r.choice([0, 1, 2]))),
             (1, lambda: RECONNECT),
+            (0.3, lambda: HALF_PUT),
+            (1, lambda: r.choice(MALFORMED)),
         ]
         total = sum(w for w, _ in choices)
         x = r.uniform(0, total)
@@ -409,18 +430,18 @@ class Comparison:
                 run.close()
             pair.close()
 
-    def shrink(self, steps, budget=120):
-        """A shorter sequence that still ends in a mismatch (ddmin over steps, at most
-        `budget` replays); the last step is the mismatching one."""
+    def shrink(self, steps, seconds=30):
+        """A shorter sequence that still ends in a mismatch (ddmin over steps, replayed for
+        at most `seconds`); the last step is the mismatching one."""
         steps = list(steps)
         chunk = max(1, len(steps) // 2)
-        while chunk >= 1 and budget > 0:
+        deadline = time.monotonic() + seconds
+        while chunk >= 1 and time.monotonic() < deadline:
             i, progress = 0, False
-            while i < len(steps) - 1 and budget > 0:
+            while i < len(steps) - 1 and time.monotonic() < deadline:
                 trial = steps[:i] + steps[i + chunk:] if i + chunk < len(steps) else None
                 if trial is None:
                     break
-                budget -= 1
                 found = self.replay(trial)
                 if found:
                     steps = trial[:found[0] + 1]
