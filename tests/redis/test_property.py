@@ -15,7 +15,7 @@ values that depend on time are normalised (NORMALISED_*, each with its reason).
 
 Run: python3 -m unittest -v tests/redis/test_property.py
 Environment: STALKD_BIN (default build/release/stalkd); PROPERTY_SEEDS, PROPERTY_COMMANDS,
-PROPERTY_FIRST_SEED to run more or other seeds (defaults 20 x 300 from seed 1).
+PROPERTY_FIRST_SEED to run more or other seeds (defaults 30 x 400 from seed 1).
 Skipped when redis-server is not installed.
 """
 import os
@@ -32,8 +32,8 @@ import beanstalk  # noqa: E402
 import redis_fixture  # noqa: E402
 
 
-SEEDS = int(os.environ.get("PROPERTY_SEEDS", "20"))
-COMMANDS = int(os.environ.get("PROPERTY_COMMANDS", "300"))
+SEEDS = int(os.environ.get("PROPERTY_SEEDS", "30"))
+COMMANDS = int(os.environ.get("PROPERTY_COMMANDS", "400"))
 FIRST_SEED = int(os.environ.get("PROPERTY_FIRST_SEED", "1"))
 CONNECTIONS = 3
 TUBES = ["default", "t1", "t2"]
@@ -304,7 +304,8 @@ class Generator:
 
     def put_many(self):
         entries = []
-        for _ in range(self.rng.randint(1, 3)):
+        for _ in range(self.rng.randint(1, 3) if self.rng.random() < 0.8 else
+                       self.rng.randint(10, 40)):
             b = self.body()
             opts = b"".join(b" " + o for o in self.put_options())
             entries.append(b"%d %d %d %d%s\r\n%s\r\n" % (self.pri(), self.delay(), self.ttr(),
