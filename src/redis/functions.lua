@@ -728,7 +728,7 @@ end
 local function reap(B, fid, now)
   local budget = 1000  -- reservations given back per call: a big front end takes several
   for _, sid in ipairs(redis.call('SMEMBERS', B .. 'fs:' .. fid)) do
-    local n = redis.call('SCARD', B .. 's:' .. sid)
+    local n = redis.call('ZCARD', B .. 's:' .. sid)
     if n > budget then
       release_session(B, num(sid), now, budget)
       return false
