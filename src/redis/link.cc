@@ -183,6 +183,7 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   void OnOpen(Conn& c) override;
   void OnReply(Conn& c, Reply& r) override;
   void OnDown(Conn& c, const std::string& why) override;
+  void AfterEvents() override { Flush(); }
   void OnEvents(uint32_t events) override;  // the wake-up eventfd
 
  private:
@@ -667,6 +668,7 @@ Nanos Link::Impl::Poll() {
     q.cb(Reply{Reply::Type::kLost, 0, "not connected: " + why_, {}});
   }
   RunDeferred();
+  Flush();  // what the callbacks sent
 
   if (!lost_.empty() || notify_lost_) return now;
   Nanos next = kForever;
