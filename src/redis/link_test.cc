@@ -121,7 +121,7 @@ class Server {
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
-  // Starts it and waits until it answers PING.
+  // Starts it and waits until it answers.
   void Start() {
     std::vector<std::string> args;
     if (sentinel_) {
@@ -159,8 +159,12 @@ class Server {
     posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT, 0644);
     ASSERT_EQ(posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
-    ASSERT_TRUE(WaitUntil([&] { return Call(port_, {"PING"}).str == "PONG"; }))
-        << args[0] << " did not answer on port " << port_;
+    // Our process answers there (not another test's server that took the port meanwhile).
+    std::string mine = "process_id:" + std::to_string(pid_) + "\r\n";
+    ASSERT_TRUE(WaitUntil([&] {
+      return Call(port_, {"INFO", "server"}).str.find(mine) != std::string::npos;
+    })) << args[0]
+        << " did not answer on port " << port_;
   }
   void Kill() {
     if (pid_ <= 0) return;
