@@ -96,6 +96,10 @@ enum class Outcome : uint8_t {
   kOutOfMemory,   // the memory cap, or the job could not be made durable
   kJobTooBig,     // the body is over the job size limit
   kBadFormat,     // the request is malformed (e.g. an invalid tube name)
+  // The store cannot tell what happened (a store across a network: its connection was lost
+  // during the command, or a replica did not confirm it in time); the command may or may
+  // not have taken effect.
+  kInternalError,
   // Decided by a front end itself, never by a store.
   kExpectedCrlf,
   kUnknownCommand,

@@ -177,6 +177,9 @@ bool Conversation::RunSteps(size_t max_steps) {
         if (bytes_left_ == 0) FinishPutMany();
         continue;
       }
+      case State::kPutMany:
+        ContinuePutMany();
+        continue;
       case State::kSkipBody: {
         size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left_, avail));
         Consume(n);
@@ -218,6 +221,12 @@ void Conversation::OnResult(const Result& r) {
   // Only a conversation waiting for a result gets one; a reserved job nobody hears of
   // would be lost.
   STALKD_CHECK(state_ == State::kWaiting && r.outcome != Outcome::kPending);
+  if (put_many_) {
+    // One of put-many's puts: its reply waits for the others'; Run makes the next.
+    AppendReply(r, &put_many_->replies);
+    state_ = State::kPutMany;
+    return;
+  }
   state_ = State::kCommand;
   AppendReply(r, &out_);
   Timed();

@@ -12,6 +12,12 @@
 
 namespace stalkd::protocol {
 
+// A put-many under way: the replies of its puts so far (the entries: extensions.cc).
+struct PutManyBatch {
+  virtual ~PutManyBatch() = default;
+  std::string replies;
+};
+
 // One client of the beanstalkd text protocol, without sockets: bytes in, reply bytes out.
 // It frames command lines and job bodies, parses each line, calls its store session
 // (Call, in handlers.cc: one line per verb) and appends the encoded result (reply.h). A
@@ -56,7 +62,8 @@ class Conversation final : public command::FrontEnd {
   enum class State : uint8_t {
     kCommand,
     kBody,
-    kBlock,  // put-many's block arriving into block_
+    kBlock,    // put-many's block arriving into block_
+    kPutMany,  // put-many's puts under way: the next one is made by Run
     kSkipBody,
     kSkipLine,
     kWaiting,
@@ -77,6 +84,9 @@ class Conversation final : public command::FrontEnd {
   void StartPutExt(std::string_view args);
   void StartPutMany(std::string_view args);
   void FinishPutMany();
+  // Makes put-many's puts until one is pending (then OnResult takes its reply and Run
+  // makes the next) or all are made (then the reply goes out).
+  void ContinuePutMany();
   void Reply(command::Outcome o);
   // The command begun at started_ has its reply: its latency goes to observer_.
   void Timed();
@@ -108,7 +118,9 @@ class Conversation final : public command::FrontEnd {
 
   char* body_end_ = nullptr;            // kBody: the end of the put's slot (body + CRLF)
   std::unique_ptr<std::string> block_;  // kBlock: put-many's block (and its CRLF)
-  uint32_t block_count_ = 0;            // kBlock: the jobs put-many announced
+  // kPutMany (and kWaiting within it): the block's entries and the replies so far.
+  std::unique_ptr<PutManyBatch> put_many_;
+  uint32_t block_count_ = 0;  // kBlock: the jobs put-many announced
   // kBody: bytes of data (body + CRLF) still to arrive; kSkipBody: bytes still to discard.
   uint64_t bytes_left_ = 0;
 };

@@ -2,6 +2,9 @@
 // they make. beanstalkd's own commands never reach this file.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -280,6 +283,14 @@ bool ParseBlock(std::string_view block, uint32_t count, std::vector<BlockEntry>*
   return block.empty();
 }
 
+struct PutMany final : PutManyBatch {
+  PutMany(std::unique_ptr<std::string> b, std::vector<BlockEntry> e)
+      : block(std::move(b)), entries(std::move(e)) {}
+  std::unique_ptr<std::string> block;  // what the entries view
+  std::vector<BlockEntry> entries;
+  size_t next = 0;  // the entry to put next
+};
+
 }  // namespace
 
 void Conversation::FinishPutMany() {
@@ -291,8 +302,15 @@ void Conversation::FinishPutMany() {
   std::string_view data(block->data(), block->size() - 2);
   std::vector<BlockEntry> entries;
   if (!ParseBlock(data, block_count_, &entries)) return Reply(Outcome::kBadFormat);
-  std::string replies;
-  for (BlockEntry& e : entries) {
+  put_many_ = std::make_unique<PutMany>(std::move(block), std::move(entries));
+  state_ = State::kPutMany;
+  ContinuePutMany();
+}
+
+void Conversation::ContinuePutMany() {
+  PutMany& pm = static_cast<PutMany&>(*put_many_);
+  while (pm.next < pm.entries.size()) {
+    BlockEntry& e = pm.entries[pm.next++];
     command::PutSlot slot = session_->BeginPut(e.args);
     command::Result r = command::Result::Of(slot.refusal);
     if (slot.data) {
@@ -300,13 +318,16 @@ void Conversation::FinishPutMany() {
       std::memcpy(slot.data + e.body.size(), "\r\n", 2);
       r = session_->CommitPut();
     }
-    // The in-memory store answers a put at once; a store that could not would need put-many
-    // to wait between its puts.
-    STALKD_CHECK(r.outcome != Outcome::kPending);
-    AppendReply(r, &replies);
+    if (r.outcome == Outcome::kPending) {
+      state_ = State::kWaiting;  // OnResult adds its reply
+      return;
+    }
+    AppendReply(r, &pm.replies);
   }
-  out_.append("INSERTED-MANY ").append(std::to_string(entries.size())).append("\r\n");
-  out_.append(replies);
+  out_.append("INSERTED-MANY ").append(std::to_string(pm.entries.size())).append("\r\n");
+  out_.append(pm.replies);
+  put_many_.reset();
+  state_ = State::kCommand;
 }
 
 }  // namespace stalkd::protocol

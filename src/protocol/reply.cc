@@ -192,6 +192,9 @@ void AppendReply(const command::Result& r, std::string* out) {
     case Outcome::kBadFormat:
       out->append("BAD_FORMAT\r\n");
       return;
+    case Outcome::kInternalError:
+      out->append("INTERNAL_ERROR\r\n");
+      return;
     case Outcome::kExpectedCrlf:
       out->append("EXPECTED_CRLF\r\n");
       return;
