@@ -147,6 +147,9 @@ class Link {
   // The master's address while connected, from OnConnected on ("host:port"), for logs and
   // stats; empty otherwise.
   std::string master() const;
+  // Why the link is not ready, for messages ("127.0.0.1:6379: connect: Connection refused",
+  // "setting up 127.0.0.1:6379", "not started"); empty when ready.
+  std::string why_not_ready() const;
 
  private:
   class Impl;
