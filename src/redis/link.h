@@ -121,7 +121,8 @@ class Link {
   void SendSetup(std::span<const std::string_view> argv, Callback cb);
   void SetReady();
   // Drops the connection (e.g. a setup check failed) and reconnects after a backoff. The
-  // kLost callbacks and OnLost follow from the dispatch or Poll. Ignored while not connected.
+  // kLost callbacks and OnLost follow from the dispatch or Poll. Ignored before Start and
+  // while waiting to reconnect.
   void Reset(std::string_view why);
 
   // A command: buffered and written on Flush() (or once 64 KiB are buffered); waits
