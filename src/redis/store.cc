@@ -69,8 +69,7 @@ bool RedisStore::Start(std::string* error) {
     return false;
   }
   if (!started_) {
-    *error = "--store: cannot reach a Redis master at " + link_.master() +
-             " (it did not answer within --store-retry)";
+    *error = "--store: no Redis master within --store-retry: " + link_.why_not_ready();
     return false;
   }
   return true;
