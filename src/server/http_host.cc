@@ -16,33 +16,6 @@ namespace {
 constexpr size_t kScrapeTubesPerStep = 250;
 constexpr size_t kScrapeLinesPerStep = 5000;
 
-// GET /metrics: the server's stats, then every tube's, then the text, a slice per step.
-http::Co<> Scrape(command::Session& s, const http::Metrics& m, http::BinlogMetrics binlog,
-                  http::Response* resp) {
-  using http::Ask;
-  http::MetricsWriter writer(&m);
-  command::Result st = co_await Ask(s.Stats());
-  if (st.outcome == command::Outcome::kStats) writer.Begin(*st.stats, binlog);
-  std::vector<std::string> tubes;
-  command::Result list = co_await Ask(s.ListTubes());
-  if (list.outcome == command::Outcome::kTubeList) {
-    tubes.assign(list.tubes->begin(), list.tubes->end());
-  }
-  co_await http::Slice();
-  for (size_t next = 0; next < tubes.size();) {
-    size_t end = std::min(tubes.size(), next + kScrapeTubesPerStep);
-    for (; next < end; next++) {
-      command::Result r = co_await Ask(s.StatsTube(tubes[next]));
-      if (r.outcome == command::Outcome::kTubeStats) writer.AddTube(*r.tube_stats);
-    }
-    co_await http::Slice();
-  }
-  std::vector<std::string>().swap(tubes);
-  while (writer.WriteSome(&resp->body, kScrapeLinesPerStep)) co_await http::Slice();
-  resp->status = 200;
-  resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-}
-
 http::ApiOptions ApiOptionsFor(const Options& o) {
   http::ApiOptions a;
   a.max_job_size = o.max_job_size;
@@ -102,7 +75,8 @@ void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
 }
 
 http::Co<> HttpHost::ScrapeMetrics(command::Session& s, http::Response* resp) {
-  return Scrape(s, metrics_, server_.BinlogMetricsNow(), resp);
+  return http::Scrape(s, metrics_, server_.BinlogMetricsNow(), resp, kScrapeTubesPerStep,
+                      kScrapeLinesPerStep);
 }
 
 http::BinlogMetrics HttpHost::BinlogNow() const { return server_.BinlogMetricsNow(); }
