@@ -20,7 +20,7 @@ class CoTask final : public Task {
   CoTask(Exchange& ex, Co<> co) : ex_(ex), co_(std::move(co)) {}
 
   bool Step(Response*) override {
-    if (co_.Continue(ex_.flow)) return true;
+    if (!ex_.flow.failed && co_.Continue(ex_.flow)) return true;
     if (!ex_.flow.failed) return false;
     co_ = Co<>();  // destroys the handler's coroutines where they stopped
     InternalError(ex_);

@@ -189,11 +189,13 @@ struct Slice {
   void await_resume() const noexcept {}
 };
 
-// The late result arrived (Client::OnResult): the driver may resume.
+// The late result arrived (Client::OnResult): the driver may resume, or, if the store
+// could not tell what happened (kInternalError), must end the coroutines.
 inline void Arrived(Flow& flow, const command::Result& r) {
   flow.late.Assign(r);
   flow.waiting = false;
   flow.waits_for_client = false;
+  if (r.outcome == command::Outcome::kInternalError) flow.failed = true;
 }
 
 }  // namespace stalkd::http

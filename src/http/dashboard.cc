@@ -1321,7 +1321,7 @@ void Dashboard::Tick(Nanos now) {
   if (!session_) return;
   if (round_) {
     if (flow_.waiting) return;
-    return Ran(round_.Continue(flow_));
+    return Ran(!flow_.failed && round_.Continue(flow_));
   }
   if (now - last_request_ >= kIdleStop) return Stop();
   if (now < next_round_) return;

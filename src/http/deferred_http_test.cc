@@ -91,6 +91,7 @@ class HttpWorld {
     return std::regex_replace(out, kRequestId, "");
   }
   void Advance(Nanos d) { clock_.Advance(d); }
+  void set_failing(bool on) { deferred_->set_failing(on); }
   void Close(size_t i) {
     conn(i).fe.OnInputClosed();
     Settle();
@@ -234,6 +235,25 @@ TEST(DeferredStoreHttp, EveryRouteAnswersAsOverTheMemoryStore) {
   has(23, "{\"kicked\":true}");
   has(23, "{\"deleted\":true}");
   has(25, "# TYPE");
+}
+
+TEST(DeferredStoreHttp, AStoreThatCannotTellAnswers500) {
+  HttpWorld w(true);
+  w.set_failing(true);
+  constexpr std::string_view kError =
+      "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json; charset=utf-8\r\n"
+      "Content-Length: 26\r\n";
+  std::string out = w.Do(0, Api("PUT", "q", "one") + Api("GET", "q/size"));
+  EXPECT_EQ(out, "[0] " + std::string(kError) + "\r\n{\"error\":\"internal error\"}" +
+                     std::string(kError) + "\r\n{\"error\":\"internal error\"}");
+  out = w.Do(2, Dash("GET", "server") + Req("GET", "/metrics"));
+  EXPECT_EQ(out, "[2] " + std::string(kError) +
+                     "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                     "\r\n{\"error\":\"internal error\"}" +
+                     std::string(kError) + "\r\n{\"error\":\"internal error\"}");
+  w.set_failing(false);
+  // The publish was made: only its answer was lost.
+  EXPECT_NE(w.Do(0, Api("GET", "q/size")).find("\"size\":1"), std::string::npos);
 }
 
 }  // namespace
