@@ -1,6 +1,7 @@
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <exception>
 #include <optional>
 #include <utility>
@@ -46,7 +47,16 @@ class Co;
 
 namespace co_detail {
 
+// Coroutine frames: a request makes a few and frees them soon, so freed ones are kept for
+// reuse (per thread, by size in 64-byte steps). Plain new and delete under ASan, which
+// then sees every frame's use after free.
+void* AllocateFrame(size_t n);
+void FreeFrame(void* p, size_t n) noexcept;
+
 struct PromiseBase {
+  static void* operator new(size_t n) { return AllocateFrame(n); }
+  static void operator delete(void* p, size_t n) noexcept { FreeFrame(p, n); }
+
   Flow* flow = nullptr;
   std::coroutine_handle<> continuation;  // the caller, resumed when this one ends
   bool inline_ = false;                  // the caller resumed it and waits inside that call
