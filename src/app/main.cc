@@ -51,6 +51,13 @@ int main(int argc, char** argv) {
     case ParseOutcome::kRun:
       break;
   }
+  if (!opts.store_url.empty() && !opts.binlog_dir.empty()) {
+    fprintf(stderr,
+            "stalkd: -b cannot be used with --store %s: Redis keeps the jobs (its AOF and "
+            "replicas are the log; docs/SCALE-OUT.md)\n",
+            opts.store_url.c_str());
+    return 1;
+  }
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   // SIGUSR1 (drain) is blocked from the start, before anything listens and before any
@@ -104,6 +111,10 @@ int main(int argc, char** argv) {
   // The admin listener serves from the start: while the binlog is replayed it answers
   // /healthz, and /readyz with 503 "recovering". The others open once every job is back.
   if (admin_fd >= 0 && !add(admin_fd, &stalkd::server::MakeAdminConnection)) return 1;
+  if (!server.OpenStore(&error)) {
+    fprintf(stderr, "stalkd: %s\n", error.c_str());
+    return 1;
+  }
   if (!opts.binlog_dir.empty()) {
     int code = 1;
     if (!server.OpenBinlog(&error, &code)) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "net/access_list.h"
+#include "redis/link.h"
 #include "server/version.h"
 
 namespace stalkd::server {
@@ -47,6 +48,15 @@ void PrintUsage() {
           "          the rest are summed as tube=\"_other\"\n"
           " --http-request-timeout SECONDS  close an HTTP client whose request has not\n"
           "          fully arrived this long after it began (default 30)\n"
+          " --store URL  keep jobs in Redis (docs/SCALE-OUT.md): redis://HOST:PORT[/DB]\n"
+          "          or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER; default: in memory\n"
+          " --store-prefix STR  prefix of every Redis key and channel (default stalkd)\n"
+          " --store-wait N  replicas a change must reach before its reply (WAIT N;\n"
+          "          default 1; 0 for a Redis without replicas)\n"
+          " --store-lease MS  this front end's lease: if it dies, its reservations come\n"
+          "          back after about this long (default 5000)\n"
+          " --store-retry MS  how long a command waits for a lost Redis master before\n"
+          "          INTERNAL_ERROR (default 5000)\n"
           " --binlog-skip-damaged  start even if the binlog has damaged records (they are\n"
           "          skipped and counted); by default start-up stops and names them\n"
           " -v, --version  show version information\n"
@@ -195,6 +205,43 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
       return false;
     }
     o->http_request_timeout_s = secs;
+    return true;
+  }
+  if (name == "--store") {
+    if (!take_value()) return false;
+    redis::StoreUrl url;
+    std::string error;
+    if (!redis::ParseStoreUrl(value, &url, &error)) {
+      fprintf(stderr, "stalkd: %s\n", error.c_str());
+      return false;
+    }
+    o->store_url = value;
+    return true;
+  }
+  if (name == "--store-prefix") {
+    if (!take_value()) return false;
+    if (value.empty() || value.size() > 100 ||
+        value.find_first_of("{} \t\r\n") != std::string::npos) {
+      fprintf(stderr, "stalkd: --store-prefix wants 1 to 100 bytes without braces or spaces\n");
+      return false;
+    }
+    o->store_prefix = value;
+    return true;
+  }
+  if (name == "--store-wait" || name == "--store-lease" || name == "--store-retry") {
+    if (!take_value()) return false;
+    char* end = nullptr;
+    errno = 0;
+    long long n = strtoll(value.c_str(), &end, 10);
+    long long lo = name == "--store-wait" ? 0 : 100, hi = name == "--store-wait" ? 16 : 3600000;
+    if (value.empty() || *end != '\0' || errno != 0 || n < lo || n > hi) {
+      fprintf(stderr, "stalkd: %s wants a number from %lld to %lld, not %s\n", name.c_str(), lo, hi,
+              value.c_str());
+      return false;
+    }
+    if (name == "--store-wait") o->store_wait = static_cast<int>(n);
+    if (name == "--store-lease") o->store_lease_ms = n;
+    if (name == "--store-retry") o->store_retry_ms = n;
     return true;
   }
   if (name == "--unix-mode") {

@@ -40,6 +40,13 @@ struct Options {
   // --http-request-timeout SECONDS: an HTTP request that has begun to arrive must be
   // complete within this long, or it is answered 408 and the connection closed.
   int64_t http_request_timeout_s = 30;
+
+  // The Redis store (docs/SCALE-OUT.md): --store URL; empty: the embedded store.
+  std::string store_url;
+  std::string store_prefix = "stalkd";  // --store-prefix
+  int store_wait = 1;                   // --store-wait N: replicas a change must reach
+  int64_t store_lease_ms = 5000;        // --store-lease MS
+  int64_t store_retry_ms = 5000;        // --store-retry MS
 };
 
 // The size of each binlog file: -s rounded up to a multiple of 4096, at least 4096.

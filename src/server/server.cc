@@ -119,11 +119,22 @@ class Server::SyncHandler final : public net::EventLoop::Handler {
 };
 
 Server::Server(const Options& options, const Clock& clock)
-    : options_(options),
-      clock_(clock),
-      started_(clock.Now()),
-      memory_(new store::MemoryStore(clock, MemoryStoreOptionsFor(options), this)) {
-  store_.reset(memory_);
+    : options_(options), clock_(clock), started_(clock.Now()) {
+  if (options_.store_url.empty()) {
+    memory_ = new store::MemoryStore(clock, MemoryStoreOptionsFor(options), this);
+    store_.reset(memory_);
+  } else {
+    redis::StoreOptions ro;
+    std::string error;
+    STALKD_CHECK(redis::ParseStoreUrl(options_.store_url, &ro.url, &error));  // by ParseOptions
+    ro.prefix = options_.store_prefix;
+    ro.wait_replicas = options_.store_wait;
+    ro.lease = options_.store_lease_ms * 1'000'000;
+    ro.retry = options_.store_retry_ms * 1'000'000;
+    ro.max_job_size = static_cast<uint32_t>(options_.max_job_size);
+    redis_ = new redis::RedisStore(loop_, clock, std::move(ro), this);
+    store_.reset(redis_);
+  }
   for (const std::string& cidr : options_.allow) {
     std::string error;
     STALKD_CHECK(access_.Add(cidr, &error));  // validated by ParseOptions
@@ -154,7 +165,13 @@ Server::~Server() {
     binlog_->Close();
     memory_->engine().set_log(nullptr);
   }
+  if (redis_) {
+    redis_->Stop();  // this front end's reservations go back at once, not after its lease
+    store_.reset();  // before the loop its sockets are on
+  }
 }
+
+bool Server::OpenStore(std::string* error) { return !redis_ || redis_->Start(error); }
 
 bool Server::OpenBinlog(std::string* error, int* exit_code) {
   storage::BinlogOptions so;
@@ -297,6 +314,7 @@ void Server::CheckBlocked() {
 }
 
 void Server::NoteMemory() {
+  if (!memory_) return;
   size_t used = memory_->engine().memory_used();
   prefault_.Note(used);
   memory_peak_ = std::max(memory_peak_, used);

@@ -10,6 +10,7 @@
 #include "http/metrics.h"
 #include "net/access_list.h"
 #include "net/event_loop.h"
+#include "redis/store.h"
 #include "server/connection.h"
 #include "server/heap_prefault.h"
 #include "server/options.h"
@@ -40,6 +41,9 @@ class Server final : public command::Host {
   // false: start-up must stop with *exit_code (10 when another server holds the lock, as
   // beanstalkd) after printing *error.
   bool OpenBinlog(std::string* error, int* exit_code);
+  // With --store redis...: connects to Redis and checks it (docs/SCALE-OUT.md). Call before
+  // AddListener/Run. false: start-up must stop (exit code 1) after printing *error.
+  bool OpenStore(std::string* error);
 
   // Takes ownership of a listening socket and starts accepting on it; its connections are
   // made by `make` (the protocol they speak).
@@ -105,7 +109,8 @@ class Server final : public command::Host {
   const Clock& clock_;
   Nanos started_;
   std::unique_ptr<command::Store> store_;    // where jobs live; connections reach it only here
-  store::MemoryStore* memory_;               // store_, the embedded store (the only kind yet)
+  store::MemoryStore* memory_ = nullptr;     // store_ when it is the embedded store
+  redis::RedisStore* redis_ = nullptr;       // store_ when it is the Redis store
   std::unique_ptr<storage::Binlog> binlog_;  // with -b; written once per RunOnce
   Nanos binlog_deadline_ = kForever;         // when the binlog next needs a Flush (fsync)
   bool binlog_failure_handled_ = false;

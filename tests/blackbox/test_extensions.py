@@ -1162,6 +1162,7 @@ class TestPutManyJobSize(ExtCase):
         self.assertEqual(c.cmd("peek 1000"), b"FOUND 1000 10\r\n0000000999\r\n")
 
 
+@beanstalk.embedded_store_only("--max-memory caps the embedded store; Redis has maxmemory")
 class TestMemoryCap(ExtCase):
     server_args = ("--max-memory", "200K")
 

@@ -167,6 +167,7 @@ class TestStatsValues(ServerCase):
         self.assertTrue(out.strip().endswith(" " + version), (out, version))
 
 
+@beanstalk.embedded_store_only("-b (the binlog) is refused with a Redis store")
 class TestBinlogMaxSize(unittest.TestCase):
     """binlog-max-size is -s as given, as beanstalkd shows it; the files are that size
     rounded up to a multiple of 4096."""

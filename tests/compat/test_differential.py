@@ -1213,8 +1213,16 @@ def run_transcript(path):
 class TranscriptTest(_NeedsBothServers):
     """Fixed scenarios from tests/compat/*.txt, compared the same way."""
 
+    # On the Redis store, jobs that one command makes ready together (kick N, a closing
+    # connection's reservations) reach a waiting client by priority, where beanstalkd hands
+    # over each as it comes back (docs/SCALE-OUT.md, "Deviations"): these transcripts show it.
+    REDIS_DEVIATIONS = {"waiting.txt", "waiting_kick_buried.txt", "waiting_kick_delayed.txt"}
+
     def test_transcripts(self):
-        paths = sorted(os.path.join(HERE, f) for f in os.listdir(HERE) if f.endswith(".txt"))
+        names = sorted(f for f in os.listdir(HERE) if f.endswith(".txt"))
+        if beanstalk.redis_store():
+            names = [f for f in names if f not in self.REDIS_DEVIATIONS]
+        paths = [os.path.join(HERE, f) for f in names]
         failures = [r for r in (run_transcript(p) for p in paths) if r]
         for r in failures:
             print(r, file=sys.stderr)

@@ -7,7 +7,13 @@ assert byte for byte.
 ServerCase: the unittest base class of the black-box tests (one fresh server per test).
 wait_stat / wait_tube_stat / wait_job_stat: wait until a key of `stats`, `stats-tube` or
 `stats-job` shows a value (all on wait_value, one polling loop with a deadline).
+
+With env STALKD_STORE=redis every stalkd Server (never Debian's beanstalkd) runs on the Redis
+store: one redis-server per test process (redis_fixture.RedisServer, started on first use,
+stopped at exit), a fresh --store-prefix per Server, --store-wait 0 (no replicas). Tests that
+cannot apply there carry @embedded_store_only(reason).
 """
+import atexit
 import os
 import signal
 import socket
@@ -75,6 +81,47 @@ def wait_job_stat(client, jid, key, value, timeout=5.0):
     return wait_value(lambda: stats_of(client, "stats-job %d" % jid), key, value, timeout)
 
 
+def redis_store():
+    """True when stalkd runs on the Redis store in this test process (STALKD_STORE=redis)."""
+    return os.environ.get("STALKD_STORE", "embedded") == "redis"
+
+
+def embedded_store_only(reason):
+    """Decorator for a test or class that cannot apply to the Redis store (binlog, memory cap,
+    RSS) or checks what differs there by design (REDIS-STORE.md §2.16): skipped, with the
+    reason, when STALKD_STORE=redis."""
+    return unittest.skipIf(redis_store(), "not on the Redis store: " + reason)
+
+
+_shared_redis = None
+
+
+def shared_redis():
+    """The test process's one redis-server for STALKD_STORE=redis (started on first use,
+    stopped at exit)."""
+    global _shared_redis
+    if _shared_redis is None:
+        _shared_redis = _redis_fixture().RedisServer()
+        atexit.register(_shared_redis.close)
+    return _shared_redis
+
+
+def store_args(binary, args):
+    """stalkd's store arguments for this test process: none on the embedded store, for
+    beanstalkd, or when `args` already choose a store; otherwise the shared redis-server under
+    a prefix of its own. Returns (argv tail, prefix or None)."""
+    if not redis_store() or is_beanstalkd(binary) or "--store" in args:
+        return [], None
+    fixture = _redis_fixture()
+    prefix = fixture.unique_prefix()
+    return fixture.store_argv(shared_redis().url(), prefix, wait=0), prefix
+
+
+def _redis_fixture():
+    import redis_fixture  # only the Redis runs need it (and it imports this module)
+    return redis_fixture
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -85,9 +132,10 @@ class Server:
     """A server process on 127.0.0.1:<free port> (or a unix socket via args=['-l', 'unix:...'])."""
 
     def __init__(self, binary=None, args=(), port=None, unix_path=None, env=None,
-                 popen_kwargs=None):
+                 popen_kwargs=None, log=None):
         """popen_kwargs: extra keyword arguments for subprocess.Popen (e.g. preexec_fn to
-        lower RLIMIT_NOFILE in the child)."""
+        lower RLIMIT_NOFILE in the child). log: a file path that gets the server's stdout and
+        stderr (appended) instead of pipes, for servers that log much or outlive a read."""
         self.binary = binary or STALKD_BIN
         self.port = port or free_port()
         self.unix_path = unix_path
@@ -95,9 +143,16 @@ class Server:
             argv = [self.binary, "-l", "unix:" + unix_path] + list(args)
         else:
             argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + list(args)
-        self.argv = argv
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env, **(popen_kwargs or {}))
+        tail, self.store_prefix = store_args(self.binary, list(args))
+        self.argv = argv = argv + tail
+        self.log = log
+        if log:
+            with open(log, "ab") as f:
+                self.proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
+                                             env=env, **(popen_kwargs or {}))
+        else:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         env=env, **(popen_kwargs or {}))
         self._wait_ready()
 
     def _wait_ready(self, timeout=10.0):
@@ -105,6 +160,9 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 out, err = self.proc.communicate()
+                if self.log:
+                    with open(self.log, "rb") as f:
+                        out = f.read()[-2000:]
                 raise RuntimeError("server exited with %s: %s %s" % (self.proc.returncode, out, err))
             try:
                 c = self.connect()
@@ -139,6 +197,10 @@ class Server:
         for f in (self.proc.stdout, self.proc.stderr):
             if f:
                 f.close()
+        if self.store_prefix:
+            # Keep the shared redis-server small across the tests of a process.
+            shared_redis().delete_matching(self.store_prefix + "*")
+            self.store_prefix = None
         return self.proc.returncode
 
     def __enter__(self):

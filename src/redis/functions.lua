@@ -1,0 +1,882 @@
+#!lua name=stalkd
+-- stalkd's Redis Functions (docs/SCALE-OUT.md): every state transition of a job is one call,
+-- atomic on the master and replicated as one MULTI/EXEC. Loaded by each front end at start
+-- (FUNCTION LOAD REPLACE when `stalkd_version` answers another version).
+--
+-- Every function declares one key: the partition's bare hash tag `<prefix>:{<p>}`, which
+-- never exists; all keys it touches are built from it, so they share one hash slot (rule 1 of
+-- the design study, ready for Redis Cluster). Keys under a partition B = KEYS[1] .. ':':
+--   B..'m'          HASH   seq, bseq, fid, job counters (ready urgent delayed reserved buried
+--                          total timeouts expired exhausted)
+--   B..'j:'..id     STRING a job: header (HDR), tube name, body
+--   B..'e:'..id     HASH   a job's key and attributes (only for jobs that have them)
+--   B..'r:'..tube   ZSET   ready: score pri, member MID(id) (equal scores sort by member)
+--   B..'d:'..tube   ZSET   delayed: score due ms, member MID(id)
+--   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
+--   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
+--   B..'k:'..tube   HASH   unique keys: key -> id
+--   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (0: default)
+--   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
+--                          (pause end), 'l'..MID (TTL), scored by due ms
+--   B..'s:'..sid    SET    MIDs reserved by a session (connection)
+--   B..'fs:'..fid   SET    sessions of a front end that hold reservations
+--   B..'ft:'..fid   SET    tubes a front end references (use/watch)
+--   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
+--   B..'fst:'..fid  HASH   a front end's own counters for `stats` (cmd-*, connections)
+--   B..'w'          channel: a tube's name when a job becomes ready in it while waited on
+local VERSION = 'dev'  -- replaced by the library's hash when embedded (embed_lua.cmake)
+
+local READY, DELAYED, RESERVED, BURIED = 1, 2, 3, 4
+local STATE_NAME = {'ready', 'delayed', 'reserved', 'buried'}
+local REASON_NAME = {'bury', 'timeout', 'release'}
+local URGENT = 1024
+local TWO32 = 4294967296
+local SID_FID = 16777216  -- sid = fid * 2^24 + connection number
+local FLAG_DETACHED, FLAG_EXT = 1, 2
+-- ver state pri delay ttr reserves timeouts releases buries kicks created deadline owner
+-- limited tries_left ttl_deadline reason flags res_ttr tlen
+local HDR = '>BBI4I4I4I4I4I4I4I4dddBI4dBBI4H'
+local HLEN = 79  -- struct.size(HDR); the struct library is not there while the library loads
+
+local function mid(id) return struct.pack('>I4I4', math.floor(id / TWO32), id % TWO32) end
+local function idof(m)
+  local hi, lo = struct.unpack('>I4I4', m)
+  return hi * TWO32 + lo
+end
+local function num(s) return tonumber(s) or 0 end
+local function str(n) return string.format('%.0f', n) end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function jkey(B, id) return B .. 'j:' .. str(id) end
+
+local function load(B, id)
+  local k = jkey(B, id)
+  local raw = redis.call('GETRANGE', k, 0, HLEN - 1)
+  if #raw < HLEN then return nil end
+  local j = {id = id}
+  j.ver, j.state, j.pri, j.delay, j.ttr, j.reserves, j.timeouts, j.releases, j.buries,
+      j.kicks, j.created, j.deadline, j.owner, j.limited, j.tries, j.ttl, j.reason, j.flags,
+      j.res_ttr, j.tlen = struct.unpack(HDR, raw)
+  j.tube = redis.call('GETRANGE', k, HLEN, HLEN + j.tlen - 1)
+  return j
+end
+
+local function header(j)
+  return struct.pack(HDR, 1, j.state, j.pri, j.delay, j.ttr, j.reserves, j.timeouts, j.releases,
+                     j.buries, j.kicks, j.created, j.deadline, j.owner, j.limited, j.tries, j.ttl,
+                     j.reason, j.flags, j.res_ttr, #j.tube)
+end
+
+local function save(B, j) redis.call('SETRANGE', jkey(B, j.id), 0, header(j)) end
+
+local function body(B, j)
+  return redis.call('GETRANGE', jkey(B, j.id), HLEN + j.tlen, -1)
+end
+
+local function count(B, tube, field, by)
+  redis.call('HINCRBY', B .. 'm', field, by)
+  redis.call('HINCRBY', B .. 't:' .. tube, field, by)
+end
+
+-- A tube exists while it holds jobs or a front end references it ("default" always).
+-- list-tubes shows tubes in beanstalkd's order: appended when made, and a freed tube's place
+-- taken by the last one.
+local function exists(B, tube)
+  return tube == 'default' or redis.call('ZSCORE', B .. 'tubes', tube) ~= false
+end
+
+local function touch_tube(B, tube)
+  local k = B .. 'tubes'
+  if redis.call('ZSCORE', k, tube) then return end
+  if redis.call('ZCARD', k) == 0 and tube ~= 'default' then redis.call('ZADD', k, 0, 'default') end
+  redis.call('ZADD', k, redis.call('ZCARD', k), tube)
+end
+
+local function maybe_free_tube(B, tube)
+  if tube == 'default' then return end
+  local t = B .. 't:' .. tube
+  local v = redis.call('HMGET', t, 'ready', 'delayed', 'reserved', 'buried', 'refs')
+  for i = 1, 5 do
+    if num(v[i]) > 0 then return end
+  end
+  redis.call('DEL', t)
+  local k = B .. 'tubes'
+  local place = redis.call('ZSCORE', k, tube)
+  if place then
+    redis.call('ZREM', k, tube)
+    local last = redis.call('ZRANGE', k, -1, -1)[1]
+    if last and tonumber(redis.call('ZSCORE', k, last)) > tonumber(place) then
+      redis.call('ZADD', k, place, last)
+    end
+  end
+  redis.call('ZREM', B .. 'x', 'p' .. tube)
+end
+
+local function wake(B, tube, now)
+  local lease = num(redis.call('HGET', B .. 't:' .. tube, 'wl'))
+  if lease > now then redis.call('PUBLISH', B .. 'w', tube) end
+end
+
+local function delayed_head(B, tube)
+  local h = redis.call('ZRANGE', B .. 'd:' .. tube, 0, 0, 'WITHSCORES')
+  if h[1] then
+    redis.call('ZADD', B .. 'x', h[2], 'd' .. tube)
+  else
+    redis.call('ZREM', B .. 'x', 'd' .. tube)
+  end
+end
+
+-- Puts j into `state`: its set, the counters, timers. (j.deadline is set by the caller for
+-- DELAYED and RESERVED.)
+local function enter(B, j, state, now)
+  j.state = state
+  local m = mid(j.id)
+  if state == READY then
+    redis.call('ZADD', B .. 'r:' .. j.tube, j.pri, m)
+    count(B, j.tube, 'ready', 1)
+    if j.pri < URGENT then count(B, j.tube, 'urgent', 1) end
+    wake(B, j.tube, now)
+  elseif state == DELAYED then
+    redis.call('ZADD', B .. 'd:' .. j.tube, j.deadline, m)
+    redis.call('ZADD', B .. 'x', 'LT', j.deadline, 'd' .. j.tube)
+    count(B, j.tube, 'delayed', 1)
+  elseif state == RESERVED then
+    redis.call('ZADD', B .. 'x', j.deadline, 'r' .. m)
+    if j.owner > 0 then
+      redis.call('SADD', B .. 's:' .. str(j.owner), m)
+      redis.call('SADD', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
+    end
+    count(B, j.tube, 'reserved', 1)
+  else
+    local seq = redis.call('HINCRBY', B .. 'm', 'bseq', 1)
+    redis.call('ZADD', B .. 'b:' .. j.tube, seq, m)
+    count(B, j.tube, 'buried', 1)
+  end
+end
+
+local function leave(B, j)
+  local m = mid(j.id)
+  if j.state == READY then
+    redis.call('ZREM', B .. 'r:' .. j.tube, m)
+    count(B, j.tube, 'ready', -1)
+    if j.pri < URGENT then count(B, j.tube, 'urgent', -1) end
+  elseif j.state == DELAYED then
+    redis.call('ZREM', B .. 'd:' .. j.tube, m)
+    delayed_head(B, j.tube)
+    count(B, j.tube, 'delayed', -1)
+  elseif j.state == RESERVED then
+    redis.call('ZREM', B .. 'x', 'r' .. m)
+    if j.owner > 0 then
+      local s = B .. 's:' .. str(j.owner)
+      redis.call('SREM', s, m)
+      if redis.call('EXISTS', s) == 0 then
+        redis.call('SREM', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
+      end
+    end
+    j.owner = 0
+    j.flags = j.flags - (j.flags % 2)  -- a reservation ends: no longer detached
+    j.res_ttr = 0
+    count(B, j.tube, 'reserved', -1)
+  else
+    redis.call('ZREM', B .. 'b:' .. j.tube, m)
+    count(B, j.tube, 'buried', -1)
+  end
+end
+
+local function destroy(B, j)
+  leave(B, j)
+  redis.call('DEL', jkey(B, j.id))
+  if j.ttl > 0 then redis.call('ZREM', B .. 'x', 'l' .. mid(j.id)) end
+  if j.flags >= FLAG_EXT then
+    local e = B .. 'e:' .. str(j.id)
+    local key = redis.call('HGET', e, 'key')
+    if key then
+      local kk = B .. 'k:' .. j.tube
+      if num(redis.call('HGET', kk, key)) == j.id then redis.call('HDEL', kk, key) end
+    end
+    redis.call('DEL', e)
+  end
+  maybe_free_tube(B, j.tube)
+end
+
+-- The job's TTL passed while it was reserved: it goes once the reservation ends.
+local function expired(j, now) return j.ttl > 0 and j.ttl <= now end
+
+local function expire(B, j)
+  count(B, j.tube, 'expired', 1)
+  destroy(B, j)
+end
+
+-- A reservation ends by release (delay in s) or by timeout; `why` 3 release, 2 timeout.
+-- Returns true when the job still lives.
+local function end_reservation(B, j, pri, delay, why, now)
+  leave(B, j)
+  if expired(j, now) then
+    j.state = READY  -- left already; destroy must not leave again
+    redis.call('DEL', jkey(B, j.id))
+    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
+    count(B, j.tube, 'expired', 1)
+    if j.flags >= FLAG_EXT then
+      local e = B .. 'e:' .. str(j.id)
+      local key = redis.call('HGET', e, 'key')
+      if key then redis.call('HDEL', B .. 'k:' .. j.tube, key) end
+      redis.call('DEL', e)
+    end
+    maybe_free_tube(B, j.tube)
+    return false
+  end
+  j.pri = pri
+  if j.limited == 1 and j.tries == 0 then
+    j.reason = why
+    count(B, j.tube, 'exhausted', 1)
+    enter(B, j, BURIED, now)
+  elseif delay > 0 then
+    j.deadline = now + delay * 1000
+    enter(B, j, DELAYED, now)
+  else
+    enter(B, j, READY, now)
+  end
+  save(B, j)
+  return true
+end
+
+-- Timer work that is due, at most `limit` transitions: delayed jobs become ready, TTRs end,
+-- pauses end, TTLs delete. Every function that reads or changes jobs runs it first, so a
+-- late pump never shows a stale state.
+local function apply_due(B, now, limit)
+  local x = B .. 'x'
+  local done = 0
+  while done < limit do
+    local due = redis.call('ZRANGE', x, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
+    if #due == 0 then break end
+    for _, e in ipairs(due) do
+      local kind, rest = string.sub(e, 1, 1), string.sub(e, 2)
+      if kind == 'd' then
+        local ms = redis.call('ZRANGE', B .. 'd:' .. rest, '-inf', now, 'BYSCORE', 'LIMIT', 0,
+                              limit - done)
+        for _, m in ipairs(ms) do
+          local j = load(B, idof(m))
+          leave(B, j)
+          enter(B, j, READY, now)
+          save(B, j)
+          done = done + 1
+        end
+        delayed_head(B, rest)
+      elseif kind == 'r' then
+        local j = load(B, idof(rest))
+        if j and j.state == RESERVED then
+          j.timeouts = j.timeouts + 1
+          redis.call('HINCRBY', B .. 'm', 'timeouts', 1)
+          end_reservation(B, j, j.pri, 0, 2, now)
+        else
+          redis.call('ZREM', x, e)
+        end
+        done = done + 1
+      elseif kind == 'p' then
+        redis.call('ZREM', x, e)
+        local t = B .. 't:' .. rest
+        redis.call('HDEL', t, 'pu', 'pd')
+        wake(B, rest, now)
+        done = done + 1
+      elseif kind == 'l' then
+        redis.call('ZREM', x, e)
+        local j = load(B, idof(rest))
+        if j and j.state ~= RESERVED then expire(B, j) end
+        done = done + 1
+      else
+        redis.call('ZREM', x, e)
+      end
+      if done >= limit then break end
+    end
+  end
+  return done
+end
+
+local function next_due(B)
+  local h = redis.call('ZRANGE', B .. 'x', 0, 0, 'WITHSCORES')
+  if h[1] then return tonumber(h[2]) end
+  return -1
+end
+
+-- Whether a session may act on j as its reserver (or anyone, when detached).
+local function reserved_by(j, sid)
+  return j.state == RESERVED and (j.owner == sid or j.flags % 2 == FLAG_DETACHED)
+end
+
+local function paused(B, tube, now)
+  return num(redis.call('HGET', B .. 't:' .. tube, 'pu')) > now
+end
+
+-- The best ready job (min pri, then id) over the given tubes, skipping paused ones.
+local function best(B, tubes, first, now)
+  local bj, bp, bm = nil, nil, nil
+  for i = first, #tubes do
+    local tube = tubes[i]
+    if not paused(B, tube, now) then
+      local h = redis.call('ZRANGE', B .. 'r:' .. tube, 0, 0, 'WITHSCORES')
+      if h[1] then
+        local p = tonumber(h[2])
+        local id = idof(h[1])
+        if bp == nil or p < bp or (p == bp and id < bj) then bj, bp, bm = id, p, h[1] end
+      end
+    end
+  end
+  return bj
+end
+
+local function reserve_one(B, id, sid, ttr, freeze, detached, now)
+  local j = load(B, id)
+  leave(B, j)
+  j.reserves = j.reserves + 1
+  if not freeze and j.limited == 1 and j.tries > 0 then j.tries = j.tries - 1 end
+  j.owner = detached and 0 or sid
+  if detached then j.flags = j.flags - (j.flags % 2) + FLAG_DETACHED end
+  j.res_ttr = ttr
+  local t = ttr > 0 and ttr or j.ttr
+  j.deadline = now + t * 1000
+  j.reason = 0
+  enter(B, j, RESERVED, now)
+  save(B, j)
+  return j
+end
+
+local function job_reply(B, j, now)
+  return {str(j.id), body(B, j), str(j.deadline), str(j.created)}
+end
+
+local function lease_waiters(B, tubes, first, till)
+  for i = first, #tubes do
+    local t = B .. 't:' .. tubes[i]
+    if num(redis.call('HGET', t, 'wl')) < till then redis.call('HSET', t, 'wl', till) end
+  end
+end
+
+---------------------------------------------------------------------------------------------
+-- The functions. Every reply starts with the master's clock (ms) and the partition's next
+-- timer (ms, -1 none), so front ends know when to pump: {now, next_due, status, ...}.
+
+local function done(B, now, ...)
+  return {str(now), str(next_due(B)), ...}
+end
+
+-- version
+local function f_version() return VERSION end
+
+-- put: sid pri delay ttr tube body [limited tries ttl_s key attrs]; attrs: the front end's
+-- encoding of the attributes, kept as it is
+-- -> 'INSERTED' id | 'EXISTS' id
+local function f_put(B, now, a)
+  local tube = a[5]
+  local key = a[10]
+  if key and key ~= '' then
+    local old = redis.call('HGET', B .. 'k:' .. tube, key)
+    if old then
+      redis.call('HINCRBY', B .. 'm', 'seq', 1)  -- the put took an id, as in the engine
+      return done(B, now, 'EXISTS', old)
+    end
+  end
+  local seq = redis.call('HINCRBY', B .. 'm', 'seq', 1)
+  local j = {id = seq, tube = tube, state = READY, pri = num(a[2]), delay = num(a[3]), ttr = num(a[4]),
+             reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0, created = now,
+             deadline = 0, owner = 0, limited = 0, tries = 0, ttl = 0, reason = 0, flags = 0,
+             res_ttr = 0}
+  local limited, tries, ttl_s = num(a[7]), num(a[8]), num(a[9])
+  if limited == 0 then
+    local d = num(redis.call('HGET', B .. 'tt', tube))
+    if d > 0 then limited, tries = 1, d end
+  end
+  j.limited, j.tries = limited, tries
+  if ttl_s > 0 then j.ttl = now + ttl_s * 1000 end
+  local attrs = a[11] or ''
+  if (key and key ~= '') or attrs ~= '' then
+    j.flags = FLAG_EXT
+    local e = B .. 'e:' .. str(seq)
+    if key and key ~= '' then
+      redis.call('HSET', e, 'key', key)
+      redis.call('HSET', B .. 'k:' .. tube, key, str(seq))
+    end
+    if attrs ~= '' then redis.call('HSET', e, 'attrs', attrs) end
+  end
+  touch_tube(B, tube)
+  redis.call('SET', jkey(B, seq), header(j) .. tube .. a[6])
+  redis.call('HINCRBY', B .. 'm', 'total', 1)
+  redis.call('HINCRBY', B .. 't:' .. tube, 'total', 1)
+  if j.ttl > 0 then redis.call('ZADD', B .. 'x', j.ttl, 'l' .. mid(seq)) end
+  if j.delay > 0 then
+    j.deadline = now + j.delay * 1000
+    enter(B, j, DELAYED, now)
+  else
+    enter(B, j, READY, now)
+  end
+  save(B, j)
+  return done(B, now, 'INSERTED', str(seq))
+end
+
+-- reserve: sid count ttr freeze detached lease_ms tube... -> 'RESERVED' (id body deadline
+-- created)... | 'NONE'. lease_ms > 0: nothing ready, so the caller will wait: waiters'
+-- lease on the tubes until now + lease_ms (puts then publish on B..'w').
+local function f_reserve(B, now, a)
+  local sid, n, ttr = num(a[1]), num(a[2]), num(a[3])
+  local freeze, detached, lease = a[4] == '1', a[5] == '1', num(a[6])
+  local out = {'RESERVED'}
+  for _ = 1, n do
+    local id = best(B, a, 7, now)
+    if not id then break end
+    local j = reserve_one(B, id, sid, ttr, freeze, detached, now)
+    for _, v in ipairs(job_reply(B, j, now)) do out[#out + 1] = v end
+  end
+  if #out == 1 then
+    if lease > 0 then lease_waiters(B, a, 7, now + lease) end
+    return done(B, now, 'NONE')
+  end
+  return done(B, now, unpack(out))
+end
+
+-- wait: lease_ms tube...: refreshes the waiters' lease of the tubes.
+local function f_wait(B, now, a)
+  lease_waiters(B, a, 2, now + num(a[1]))
+  return done(B, now)
+end
+
+-- reserve_job: sid id -> 'RESERVED' id body deadline created | 'NOT_FOUND'
+local function f_reserve_job(B, now, a)
+  local j = load(B, num(a[2]))
+  if not j or j.state == RESERVED then return done(B, now, 'NOT_FOUND') end
+  j = reserve_one(B, j.id, num(a[1]), 0, false, false, now)
+  return done(B, now, 'RESERVED', unpack(job_reply(B, j, now)))
+end
+
+-- delete: sid id... -> 'DELETED' n (jobs deleted; one id: 0 means NOT_FOUND)
+local function f_delete(B, now, a)
+  local sid = num(a[1])
+  local n = 0
+  for i = 2, #a do
+    local j = load(B, num(a[i]))
+    if j and (j.state ~= RESERVED or reserved_by(j, sid)) then
+      redis.call('HINCRBY', B .. 't:' .. j.tube, 'deletes', 1)
+      destroy(B, j)
+      n = n + 1
+    end
+  end
+  return done(B, now, 'DELETED', n)
+end
+
+-- release: sid id pri delay -> 'RELEASED' | 'BURIED' | 'NOT_FOUND'
+local function f_release(B, now, a)
+  local j = load(B, num(a[2]))
+  if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
+  j.releases = j.releases + 1
+  j.delay = num(a[4])  -- stats-job shows the release's delay, 0 included
+  end_reservation(B, j, num(a[3]), j.delay, 3, now)
+  return done(B, now, 'RELEASED')
+end
+
+-- bury: sid id pri -> 'BURIED' | 'NOT_FOUND'
+local function f_bury(B, now, a)
+  local j = load(B, num(a[2]))
+  if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
+  leave(B, j)
+  if expired(j, now) then
+    j.state = READY
+    redis.call('DEL', jkey(B, j.id))
+    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
+    count(B, j.tube, 'expired', 1)
+    maybe_free_tube(B, j.tube)
+    return done(B, now, 'BURIED')
+  end
+  j.pri = num(a[3])
+  j.buries = j.buries + 1
+  j.reason = 1
+  enter(B, j, BURIED, now)
+  save(B, j)
+  return done(B, now, 'BURIED')
+end
+
+-- touch: sid id -> 'TOUCHED' deadline | 'NOT_FOUND'
+local function f_touch(B, now, a)
+  local j = load(B, num(a[2]))
+  if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
+  local t = j.res_ttr > 0 and j.res_ttr or j.ttr
+  j.deadline = now + t * 1000
+  redis.call('ZADD', B .. 'x', j.deadline, 'r' .. mid(j.id))
+  save(B, j)
+  return done(B, now, 'TOUCHED', str(j.deadline))
+end
+
+local function kick_job(B, j, now)
+  leave(B, j)
+  j.kicks = j.kicks + 1
+  if j.limited == 1 and j.tries == 0 then j.tries = 1 end
+  j.reason = 0
+  enter(B, j, READY, now)
+  save(B, j)
+end
+
+-- kick: tube n -> 'KICKED' n (buried first; if none, delayed)
+local function f_kick(B, now, a)
+  local tube, n = a[1], num(a[2])
+  if n <= 0 then return done(B, now, 'KICKED', 0) end
+  local set = B .. 'b:' .. tube
+  if redis.call('EXISTS', set) == 0 then set = B .. 'd:' .. tube end
+  local ms = redis.call('ZRANGE', set, 0, n - 1)
+  for _, m in ipairs(ms) do kick_job(B, load(B, idof(m)), now) end
+  return done(B, now, 'KICKED', #ms)
+end
+
+-- kick_job: id -> 'KICKED' | 'NOT_FOUND'
+local function f_kick_job(B, now, a)
+  local j = load(B, num(a[1]))
+  if not j or (j.state ~= BURIED and j.state ~= DELAYED) then
+    return done(B, now, 'NOT_FOUND')
+  end
+  kick_job(B, j, now)
+  return done(B, now, 'KICKED')
+end
+
+-- respawn: tube n ttl_s -> 'KICKED' n: buried jobs back with one try and a new TTL.
+local function f_respawn(B, now, a)
+  local tube, n, ttl_s = a[1], num(a[2]), num(a[3])
+  if n <= 0 then return done(B, now, 'KICKED', 0) end
+  local ms = redis.call('ZRANGE', B .. 'b:' .. tube, 0, n - 1)
+  for _, m in ipairs(ms) do
+    local j = load(B, idof(m))
+    leave(B, j)
+    j.kicks = j.kicks + 1
+    j.limited, j.tries, j.reason = 1, 1, 0
+    if j.ttl > 0 then redis.call('ZREM', B .. 'x', 'l' .. mid(j.id)) end
+    j.ttl = 0
+    if ttl_s > 0 then
+      j.ttl = now + ttl_s * 1000
+      redis.call('ZADD', B .. 'x', j.ttl, 'l' .. mid(j.id))
+    end
+    enter(B, j, READY, now)
+    save(B, j)
+  end
+  return done(B, now, 'KICKED', #ms)
+end
+
+-- peek: id -> 'FOUND' id body | 'NOT_FOUND'
+local function f_peek(B, now, a)
+  local j = load(B, num(a[1]))
+  if not j then return done(B, now, 'NOT_FOUND') end
+  return done(B, now, 'FOUND', str(j.id), body(B, j))
+end
+
+-- peek_state: tube which(ready|delayed|buried) -> 'FOUND' id body | 'NOT_FOUND'
+local function f_peek_state(B, now, a)
+  local prefix = ({ready = 'r:', delayed = 'd:', buried = 'b:'})[a[2]]
+  local h = redis.call('ZRANGE', B .. prefix .. a[1], 0, 0)
+  if not h[1] then return done(B, now, 'NOT_FOUND') end
+  local j = load(B, idof(h[1]))
+  return done(B, now, 'FOUND', str(j.id), body(B, j))
+end
+
+-- stats_job: id -> 'OK' tube state pri age_ms delay ttr time_left_ms reserves timeouts
+-- releases buries kicks limited tries_left reason ttl_left_ms ext key attrs
+local function f_stats_job(B, now, a)
+  local j = load(B, num(a[1]))
+  if not j then return done(B, now, 'NOT_FOUND') end
+  local left = 0
+  if j.state == DELAYED or j.state == RESERVED then left = j.deadline - now end
+  local ttr = j.ttr
+  if j.state == RESERVED and j.res_ttr > 0 then ttr = j.res_ttr end
+  local key, attrs = '', ''
+  if j.flags >= FLAG_EXT then
+    local e = redis.call('HMGET', B .. 'e:' .. str(j.id), 'key', 'attrs')
+    key, attrs = e[1] or '', e[2] or ''
+  end
+  local ttl_left = -1
+  if j.ttl > 0 then ttl_left = j.ttl - now end
+  return done(B, now, 'OK', j.tube, STATE_NAME[j.state], str(j.pri), str(now - j.created),
+              str(j.delay), str(ttr), str(left), str(j.reserves), str(j.timeouts),
+              str(j.releases), str(j.buries), str(j.kicks), str(j.limited), str(j.tries),
+              j.state == BURIED and (REASON_NAME[j.reason] or '') or '', str(ttl_left),
+              str(j.flags >= FLAG_EXT and 1 or 0), key, attrs)
+end
+
+-- stats_tube: tube -> 'OK' ready urgent reserved delayed buried total using watching deletes
+-- pauses pause_s pause_left_ms expired exhausted default_tries | 'NOT_FOUND'
+local function f_stats_tube(B, now, a)
+  local tube = a[1]
+  if not exists(B, tube) then
+    return done(B, now, 'NOT_FOUND')
+  end
+  local t = B .. 't:' .. tube
+  local h = redis.call('HGETALL', t)
+  local v = {}
+  local using, watching = 0, 0
+  for i = 1, #h, 2 do
+    local k = h[i]
+    local p = string.sub(k, 1, 2)
+    if p == 'u:' then
+      using = using + num(h[i + 1])
+    elseif p == 'w:' then
+      watching = watching + num(h[i + 1])
+    else
+      v[k] = h[i + 1]
+    end
+  end
+  local pu = num(v.pu)
+  local pause_s, pause_left = 0, 0
+  if pu > now then pause_s, pause_left = num(v.pd), pu - now end
+  return done(B, now, 'OK', str(num(v.ready)), str(num(v.urgent)), str(num(v.reserved)),
+              str(num(v.delayed)), str(num(v.buried)), str(num(v.total)), str(using),
+              str(watching), str(num(v.deletes)), str(num(v.pauses)), str(pause_s),
+              str(pause_left), str(num(v.expired)), str(num(v.exhausted)),
+              str(num(redis.call('HGET', B .. 'tt', tube))))
+end
+
+-- stats: -> 'OK' ready urgent reserved delayed buried total timeouts expired exhausted tubes
+-- then, per live front end other than the caller (fid), its counters as name value pairs
+-- separated by a '--' marker.
+local function f_stats(B, now, a)
+  local m = redis.call('HMGET', B .. 'm', 'ready', 'urgent', 'reserved', 'delayed', 'buried',
+                       'total', 'timeouts', 'expired', 'exhausted')
+  local tubes = math.max(redis.call('ZCARD', B .. 'tubes'), 1)
+  local out = {'OK'}
+  for i = 1, 9 do out[#out + 1] = str(num(m[i])) end
+  out[#out + 1] = str(tubes)
+  local fids = redis.call('ZRANGE', B .. 'fe', now, '+inf', 'BYSCORE')
+  for _, fid in ipairs(fids) do
+    if fid ~= a[1] then
+      out[#out + 1] = '--'
+      for _, v in ipairs(redis.call('HGETALL', B .. 'fst:' .. fid)) do out[#out + 1] = v end
+    end
+  end
+  return done(B, now, unpack(out))
+end
+
+-- list_tubes: -> 'OK' tube...
+local function f_list_tubes(B, now, a)
+  local t = redis.call('ZRANGE', B .. 'tubes', 0, -1)
+  if #t == 0 then t = {'default'} end
+  return done(B, now, 'OK', unpack(t))
+end
+
+-- pause: tube delay_s -> 'PAUSED' | 'NOT_FOUND'
+local function f_pause(B, now, a)
+  local tube, d = a[1], num(a[2])
+  if not exists(B, tube) then
+    return done(B, now, 'NOT_FOUND')
+  end
+  local t = B .. 't:' .. tube
+  redis.call('HINCRBY', t, 'pauses', 1)
+  if d > 0 then
+    redis.call('HSET', t, 'pu', now + d * 1000, 'pd', d)
+    redis.call('ZADD', B .. 'x', now + d * 1000, 'p' .. tube)
+  else
+    redis.call('HDEL', t, 'pu', 'pd')
+    redis.call('ZREM', B .. 'x', 'p' .. tube)
+    wake(B, tube, now)
+  end
+  return done(B, now, 'PAUSED')
+end
+
+-- ref: fid tube d_using d_watching: a front end's connections began or stopped using or
+-- watching the tube.
+local function f_ref(B, now, a)
+  local fid, tube, du, dw = a[1], a[2], num(a[3]), num(a[4])
+  local t = B .. 't:' .. tube
+  if du ~= 0 and redis.call('HINCRBY', t, 'u:' .. fid, du) <= 0 then
+    redis.call('HDEL', t, 'u:' .. fid)
+  end
+  if dw ~= 0 and redis.call('HINCRBY', t, 'w:' .. fid, dw) <= 0 then
+    redis.call('HDEL', t, 'w:' .. fid)
+  end
+  local refs = redis.call('HINCRBY', t, 'refs', du + dw)
+  if refs <= 0 then redis.call('HDEL', t, 'refs') end
+  if refs > 0 then
+    touch_tube(B, tube)
+    redis.call('SADD', B .. 'ft:' .. fid, tube)
+  else
+    maybe_free_tube(B, tube)
+  end
+  return done(B, now)
+end
+
+local function release_session(B, sid, now)
+  local s = B .. 's:' .. str(sid)
+  local ms = redis.call('SMEMBERS', s)
+  for _, m in ipairs(ms) do
+    local j = load(B, idof(m))
+    if j and j.state == RESERVED and j.owner == sid then
+      end_reservation(B, j, j.pri, 0, 3, now)
+    end
+  end
+  redis.call('DEL', s)
+  redis.call('SREM', B .. 'fs:' .. str(math.floor(sid / SID_FID)), str(sid))
+  return #ms
+end
+
+-- release_conn: sid: a connection closed; its reserved jobs come back.
+local function f_release_conn(B, now, a)
+  return done(B, now, 'RELEASED', release_session(B, num(a[1]), now))
+end
+
+-- Gives back everything of a front end whose lease ran out: its connections' reservations
+-- and their tube references.
+local function reap(B, fid, now)
+  for _, sid in ipairs(redis.call('SMEMBERS', B .. 'fs:' .. fid)) do
+    release_session(B, num(sid), now)
+  end
+  redis.call('DEL', B .. 'fs:' .. fid)
+  for _, tube in ipairs(redis.call('SMEMBERS', B .. 'ft:' .. fid)) do
+    local t = B .. 't:' .. tube
+    local v = redis.call('HMGET', t, 'u:' .. fid, 'w:' .. fid)
+    local n = num(v[1]) + num(v[2])
+    redis.call('HDEL', t, 'u:' .. fid, 'w:' .. fid)
+    if n > 0 and redis.call('HINCRBY', t, 'refs', -n) <= 0 then redis.call('HDEL', t, 'refs') end
+    maybe_free_tube(B, tube)
+  end
+  redis.call('DEL', B .. 'ft:' .. fid, B .. 'fst:' .. fid)
+  redis.call('ZREM', B .. 'fe', fid)
+end
+
+-- pump: limit -> timer work; also reaps front ends whose lease ran out.
+local function f_pump(B, now, a)
+  local n = apply_due(B, now, num(a[1]))
+  local dead = redis.call('ZRANGE', B .. 'fe', '-inf', now, 'BYSCORE', 'LIMIT', 0, 4)
+  for _, fid in ipairs(dead) do reap(B, fid, now) end
+  return done(B, now, 'PUMPED', n)
+end
+
+-- lease: fid lease_ms [name value]...: renews a front end's lease (a new fid: 0 takes one)
+-- and publishes its counters for `stats`. -> 'FID' fid
+local function f_lease(B, now, a)
+  local fid = a[1]
+  if fid == '0' then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', 1)) end
+  redis.call('ZADD', B .. 'fe', now + num(a[2]), fid)
+  if #a > 2 then
+    local kv = {}
+    for i = 3, #a do kv[#kv + 1] = a[i] end
+    redis.call('HSET', B .. 'fst:' .. fid, unpack(kv))
+  end
+  return done(B, now, 'FID', fid)
+end
+
+-- quit: fid: a front end stops cleanly; its sessions are released as by reap.
+local function f_quit(B, now, a)
+  reap(B, a[1], now)
+  return done(B, now, 'OK')
+end
+
+-- purge: tube which limit -> 'PURGED' n more (more: 1 if jobs are left to purge)
+local function f_purge(B, now, a)
+  local tube, which, limit = a[1], a[2], num(a[3])
+  if not exists(B, tube) then
+    return done(B, now, 'NOT_FOUND')
+  end
+  local sets = {ready = {'r:'}, delayed = {'d:'}, buried = {'b:'}, all = {'r:', 'd:', 'b:'}}
+  local n = 0
+  for _, p in ipairs(sets[which]) do
+    local ms = redis.call('ZRANGE', B .. p .. tube, 0, limit - n - 1)
+    for _, m in ipairs(ms) do
+      destroy(B, load(B, idof(m)))
+      n = n + 1
+    end
+  end
+  local more = 0
+  if n >= limit then
+    for _, p in ipairs(sets[which]) do
+      if redis.call('EXISTS', B .. p .. tube) == 1 then more = 1 end
+    end
+  end
+  return done(B, now, 'PURGED', n, more)
+end
+
+-- list_jobs: tube state from count -> 'OK' next id...: ids in `state`, in id order, from
+-- `from`. A state's set of up to 65536 jobs is read whole; beyond that (and for reserved
+-- jobs, which have no per-tube set) at most 65536 consecutive ids are looked at per call.
+local function f_list_jobs(B, now, a)
+  local tube, state, from, n = a[1], a[2], math.max(num(a[3]), 1), num(a[4])
+  if not exists(B, tube) then
+    return done(B, now, 'NOT_FOUND')
+  end
+  local seq = num(redis.call('HGET', B .. 'm', 'seq'))
+  local want = ({ready = READY, delayed = DELAYED, reserved = RESERVED, buried = BURIED})[state]
+  local set = ({ready = 'r:', delayed = 'd:', buried = 'b:'})[state]
+  local out = {}
+  local nxt = 0
+  if set and redis.call('ZCARD', B .. set .. tube) <= 65536 then
+    local ids = {}
+    for _, m in ipairs(redis.call('ZRANGE', B .. set .. tube, 0, -1)) do
+      local id = idof(m)
+      if id >= from then ids[#ids + 1] = id end
+    end
+    table.sort(ids)
+    for i = 1, math.min(n, #ids) do out[i] = str(ids[i]) end
+    if #ids > n then nxt = ids[n + 1] end
+  else
+    local id = from
+    local last = math.min(seq, from + 65535)
+    while id <= last and #out < n do
+      local j = load(B, id)
+      if j and j.tube == tube and j.state == want then out[#out + 1] = str(id) end
+      id = id + 1
+    end
+    if id <= seq then nxt = id end
+  end
+  return done(B, now, 'OK', str(nxt), unpack(out))
+end
+
+-- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its
+-- client gone mid-body): the next job's id skips it, as in beanstalkd.
+local function f_skip_id(B, now, a)
+  redis.call('HINCRBY', B .. 'm', 'seq', 1)
+  return done(B, now, 'OK')
+end
+
+-- tube_tries: tube n
+local function f_tube_tries(B, now, a)
+  if num(a[2]) > 0 then
+    redis.call('HSET', B .. 'tt', a[1], a[2])
+  else
+    redis.call('HDEL', B .. 'tt', a[1])
+  end
+  return done(B, now, 'TUBE-TRIES', a[2])
+end
+
+-- Registers stalkd_<name>: fn(B, now, args) runs with the partition's key prefix B and the
+-- master's clock; unless `raw`, after the timer work that is due.
+local function reg(name, fn, flags, raw)
+  local callback = function(keys, a)
+    local B = keys[1] .. ':'
+    local now = now_ms()
+    if not raw then apply_due(B, now, 32) end
+    return fn(B, now, a)
+  end
+  redis.register_function{function_name = 'stalkd_' .. name, callback = callback, flags = flags}
+end
+redis.register_function{function_name = 'stalkd_version', callback = f_version,
+                        flags = {'no-writes'}}
+reg('put', f_put, {})
+reg('reserve', f_reserve, {'allow-oom'})
+reg('wait', f_wait, {'allow-oom'}, true)
+reg('reserve_job', f_reserve_job, {'allow-oom'})
+reg('delete', f_delete, {'allow-oom'})
+reg('release', f_release, {'allow-oom'})
+reg('bury', f_bury, {'allow-oom'})
+reg('touch', f_touch, {'allow-oom'})
+reg('kick', f_kick, {'allow-oom'})
+reg('kick_job', f_kick_job, {'allow-oom'})
+reg('respawn', f_respawn, {'allow-oom'})
+reg('peek', f_peek, {'allow-oom'})
+reg('peek_state', f_peek_state, {'allow-oom'})
+reg('stats_job', f_stats_job, {'allow-oom'})
+reg('stats_tube', f_stats_tube, {'allow-oom'})
+reg('stats', f_stats, {'allow-oom'})
+reg('list_tubes', f_list_tubes, {'allow-oom'})
+reg('pause', f_pause, {'allow-oom'})
+reg('ref', f_ref, {'allow-oom'}, true)
+reg('release_conn', f_release_conn, {'allow-oom'})
+reg('pump', f_pump, {'allow-oom'}, true)
+reg('lease', f_lease, {'allow-oom'}, true)
+reg('quit', f_quit, {'allow-oom'}, true)
+reg('purge', f_purge, {'allow-oom'})
+reg('list_jobs', f_list_jobs, {'allow-oom'})
+reg('tube_tries', f_tube_tries, {}, true)
+reg('skip_id', f_skip_id, {'allow-oom'}, true)

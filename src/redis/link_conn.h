@@ -1,0 +1,90 @@
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "net/event_loop.h"
+#include "redis/link.h"
+#include "redis/resp.h"
+
+// One TCP connection of the Redis client (link.cc): to the master, the master's pub/sub, or a
+// sentinel. Internal to src/redis/.
+namespace stalkd::redis {
+
+class Conn final : public net::EventLoop::Handler {
+ public:
+  // Called from the loop's dispatch (OnEvents) only; each may close or reconnect the Conn.
+  class Owner {
+   public:
+    // The TCP connection is established (what was appended before is being written).
+    virtual void OnOpen(Conn& c) = 0;
+    virtual void OnReply(Conn& c, Reply& r) = 0;
+    // The connection failed or was closed by the peer; it is closed already.
+    virtual void OnDown(Conn& c, const std::string& why) = 0;
+
+   protected:
+    ~Owner() = default;
+  };
+
+  Conn(net::EventLoop& loop, Owner& owner) : loop_(loop), owner_(owner) {}
+  ~Conn() override { Close(); }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  // Closes any connection and starts a non-blocking one (TCP_NODELAY, keepalive). false,
+  // with *why set and the Conn closed, if that failed at once; nothing is called back.
+  bool Connect(const Endpoint& to, std::string* why);
+  // Closes at once, calling nothing back; what was unwritten or unanswered is forgotten.
+  void Close();
+
+  // Appends a command to the output (allowed while connecting: written once connected).
+  void Append(std::span<const std::string_view> argv) { AppendCommand(out_, argv); }
+  void Append(std::initializer_list<std::string_view> argv) {
+    Append(std::span<const std::string_view>(argv.begin(), argv.size()));
+  }
+  void AppendEncoded(std::string_view command) { out_.append(command); }
+  // Writes what the socket takes now; the rest when it is writable. Calls nothing back: a
+  // write error shuts the socket down, so that the loop reports it to OnEvents (or to the
+  // owner's Poll, through TakeBroken).
+  void Flush();
+
+  bool open() const { return fd_ >= 0; }
+  bool connected() const { return fd_ >= 0 && !connecting_; }
+  // Bumped by every Close: a caller that called out compares it to learn whether the
+  // connection it was serving is gone.
+  uint64_t generation() const { return generation_; }
+  const Endpoint& peer() const { return peer_; }
+  // "host:port", for messages.
+  const std::string& name() const { return name_; }
+  size_t unwritten() const { return out_.size() - out_pos_; }
+  // A write error seen outside the loop's dispatch: fails the Conn now (calling OnDown).
+  void FailIfBroken();
+
+  void OnEvents(uint32_t events) override;
+
+ private:
+  void Fail(const std::string& why);
+  // Writes until EAGAIN; on an error records it in broken_ and shuts the socket down.
+  void Write();
+  // Reads and parses; false if the Conn was failed or closed meanwhile.
+  bool Read(uint64_t generation);
+  void UpdateInterest();
+
+  net::EventLoop& loop_;
+  Owner& owner_;
+  int fd_ = -1;
+  bool connecting_ = false;
+  uint32_t interest_ = 0;
+  uint64_t generation_ = 0;
+  Endpoint peer_;
+  std::string name_;
+  std::string out_;
+  size_t out_pos_ = 0;
+  std::string broken_;  // a write error not yet reported
+  ReplyReader reader_;
+};
+
+}  // namespace stalkd::redis

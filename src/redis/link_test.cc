@@ -1,0 +1,544 @@
+#include "redis/link.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/clock.h"
+#include "net/event_loop.h"
+#include "redis/resp.h"
+
+extern char** environ;
+
+namespace stalkd::redis {
+namespace {
+
+constexpr Nanos kMs = 1'000'000;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+void Sleep(Nanos d) {
+  timespec ts{static_cast<time_t>(d / kSecond), static_cast<long>(d % kSecond)};
+  nanosleep(&ts, nullptr);
+}
+
+// One blocking command, for the tests' own use (waiting for a server, REPLICAOF, FAILOVER),
+// in database `db`: kLost if the server could not be reached or did not answer within a second.
+Reply Call(int port, std::vector<std::string> args, int db = 0) {
+  Reply lost{Reply::Type::kLost, 0, "no answer", {}};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return lost;
+  }
+  std::vector<std::string_view> argv(args.begin(), args.end());
+  std::string out;
+  std::string db_text = std::to_string(db);
+  if (db != 0) AppendCommand(out, std::vector<std::string_view>{"SELECT", db_text});
+  AppendCommand(out, argv);
+  if (send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
+    close(fd);
+    return lost;
+  }
+  ReplyReader reader;
+  Reply r;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    reader.Feed(buf, static_cast<size_t>(n));
+    if (db != 0 && reader.Next(&r) == 1) db = 0;  // SELECT's OK
+    if (db == 0 && reader.Next(&r) == 1) {
+      close(fd);
+      return r;
+    }
+  }
+  close(fd);
+  return lost;
+}
+
+bool WaitUntil(const std::function<bool()>& done, Nanos timeout = 5 * kSecond) {
+  SystemClock clock;
+  Nanos end = clock.Now() + timeout;
+  while (!done()) {
+    if (clock.Now() >= end) return false;
+    Sleep(10 * kMs);
+  }
+  return true;
+}
+
+// A redis-server or redis-sentinel child process on a loopback port, in its own temporary
+// directory; killed (SIGKILL) by its PID.
+class Server {
+ public:
+  explicit Server(std::vector<std::string> extra = {}, bool sentinel = false)
+      : port_(FreePort()), extra_(std::move(extra)), sentinel_(sentinel) {
+    char tmpl[] = "/tmp/stalkd-link-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  ~Server() {
+    Kill();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // Starts it and waits until it answers PING.
+  void Start() {
+    std::vector<std::string> args;
+    if (sentinel_) {
+      std::string conf = dir_ + "/sentinel.conf";
+      std::ofstream f(conf);
+      f << "port " << port_ << "\nbind 127.0.0.1\ndir " << dir_ << "\n";
+      for (const std::string& line : extra_) f << line << "\n";
+      f.close();
+      args = {"redis-sentinel", conf};
+    } else {
+      args = {"redis-server",
+              "--port",
+              std::to_string(port_),
+              "--bind",
+              "127.0.0.1",
+              "--save",
+              "",
+              "--appendonly",
+              "no",
+              "--daemonize",
+              "no",
+              "--dir",
+              dir_,
+              "--repl-diskless-sync-delay",
+              "0"};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    std::string log = dir_ + "/log";
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_EQ(posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    ASSERT_TRUE(WaitUntil([&] { return Call(port_, {"PING"}).str == "PONG"; }))
+        << args[0] << " did not answer on port " << port_;
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  int port_;
+  std::vector<std::string> extra_;
+  bool sentinel_;
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+// Sets the link ready after one setup command (PING), unless told to leave that to the test.
+class TestListener final : public Link::Listener {
+ public:
+  void OnConnected() override {
+    connected++;
+    if (!auto_ready) return;
+    link->SendSetup({"PING"}, [this](const Reply& r) {
+      if (r.str == "PONG") link->SetReady();
+    });
+  }
+  void OnLost(std::string_view why) override { lost.emplace_back(why); }
+  void OnMessage(std::string_view channel, std::string_view message) override {
+    messages.emplace_back(channel, message);
+  }
+
+  Link* link = nullptr;
+  bool auto_ready = true;
+  int connected = 0;
+  std::vector<std::string> lost;
+  std::vector<std::pair<std::string, std::string>> messages;
+};
+
+class LinkTest : public ::testing::Test {
+ protected:
+  void Open(const std::string& url, Nanos retry_window = 5 * kSecond,
+            std::initializer_list<std::string_view> channels = {}) {
+    StoreUrl parsed;
+    std::string error;
+    ASSERT_TRUE(ParseStoreUrl(url, &parsed, &error)) << error;
+    link_ = std::make_unique<Link>(loop_, clock_, parsed, listener_, retry_window);
+    listener_.link = link_.get();
+    for (std::string_view c : channels) link_->Subscribe(c);
+    link_->Start();
+  }
+  // Drives the link on the loop (sleeping as long as Poll says) until `done`.
+  bool RunUntil(const std::function<bool()>& done, Nanos timeout = 5 * kSecond) {
+    Nanos end = clock_.Now() + timeout;
+    while (!done()) {
+      Nanos next = link_->Poll();
+      if (done()) break;
+      Nanos now = clock_.Now();
+      if (now >= end) return false;
+      loop_.Poll(std::max<Nanos>(0, std::min(next, end) - now));
+    }
+    return true;
+  }
+  void RunFor(Nanos d) {
+    RunUntil([] { return false; }, d);
+  }
+  // Sends one command and runs until its reply.
+  Reply Roundtrip(std::initializer_list<std::string_view> argv) {
+    auto out = std::make_shared<std::pair<bool, Reply>>(
+        false, Reply{Reply::Type::kLost, 0, "no reply in time", {}});
+    link_->Send(argv, [out](const Reply& r) { *out = {true, r}; });
+    link_->Flush();
+    EXPECT_TRUE(RunUntil([&] { return out->first; })) << "no reply in time";
+    return out->second;
+  }
+
+  net::EventLoop loop_;
+  SystemClock clock_;
+  TestListener listener_;
+  std::unique_ptr<Link> link_;
+};
+
+TEST(LinkUrl, ParsesRedisAndSentinelUrls) {
+  StoreUrl u;
+  std::string error;
+  ASSERT_TRUE(ParseStoreUrl("redis://127.0.0.1:6380/3", &u, &error)) << error;
+  EXPECT_EQ(u.kind, StoreUrl::Kind::kRedis);
+  ASSERT_EQ(u.endpoints.size(), 1u);
+  EXPECT_EQ(u.endpoints[0].host, "127.0.0.1");
+  EXPECT_EQ(u.endpoints[0].port, 6380);
+  EXPECT_EQ(u.db, 3);
+  ASSERT_TRUE(ParseStoreUrl("redis://localhost", &u, &error)) << error;
+  EXPECT_EQ(u.endpoints[0].host, "127.0.0.1");
+  EXPECT_EQ(u.endpoints[0].port, 6379);
+  EXPECT_EQ(u.db, 0);
+  ASSERT_TRUE(ParseStoreUrl("redis-sentinel://10.0.0.1:26379,localhost/jobs", &u, &error));
+  EXPECT_EQ(u.kind, StoreUrl::Kind::kSentinel);
+  ASSERT_EQ(u.endpoints.size(), 2u);
+  EXPECT_EQ(u.endpoints[0].host, "10.0.0.1");
+  EXPECT_EQ(u.endpoints[1].host, "127.0.0.1");
+  EXPECT_EQ(u.endpoints[1].port, 26379);
+  EXPECT_EQ(u.master_name, "jobs");
+}
+
+TEST(LinkUrl, RejectsMalformedUrlsSayingWhy) {
+  struct Case {
+    const char* url;
+    const char* says;
+  } cases[] = {
+      {"http://127.0.0.1:6379", "neither redis://"},
+      {"redis://", "names no host"},
+      {"redis://127.0.0.1:0", "not a port"},
+      {"redis://127.0.0.1:65536", "not a port"},
+      {"redis://127.0.0.1:x", "not a port"},
+      {"redis://redis.example.com:6379", "not a numeric IPv4 address"},
+      {"redis://[::1]:6379", "IPv6"},
+      {"redis://127.0.0.1:6379/x", "not a database number"},
+      {"redis://u:p@127.0.0.1:6379", "credentials"},
+      {"redis://127.0.0.1:6379?timeout=1", "options"},
+      {"redis://127.0.0.1:6379,127.0.0.1:6380", "one server"},
+      {"redis-sentinel://127.0.0.1:26379", "names no master"},
+      {"redis-sentinel://127.0.0.1:26379/", "names no master"},
+      {"redis-sentinel://127.0.0.1:26379,nowhere/m", "not a numeric IPv4 address"},
+  };
+  for (const Case& c : cases) {
+    StoreUrl u;
+    std::string error;
+    EXPECT_FALSE(ParseStoreUrl(c.url, &u, &error)) << c.url;
+    EXPECT_TRUE(error.starts_with("--store: ")) << error;
+    EXPECT_NE(error.find(c.says), std::string::npos) << c.url << " → " << error;
+  }
+}
+
+TEST_F(LinkTest, PipelinedCommandsAnswerInOrder) {
+  Server redis;
+  redis.Start();
+  Open("redis://" + redis.address());
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  EXPECT_EQ(link_->master(), redis.address());
+  constexpr int kCommands = 2000;
+  std::vector<int64_t> got;
+  for (int i = 0; i < kCommands; i++) {
+    link_->Send({"INCR", "counter"}, [&](const Reply& r) {
+      EXPECT_EQ(r.type, Reply::Type::kInteger);
+      got.push_back(r.integer);
+    });
+  }
+  EXPECT_TRUE(got.empty());  // no callback inside Send
+  EXPECT_EQ(link_->in_flight(), static_cast<size_t>(kCommands));
+  link_->Flush();
+  ASSERT_TRUE(RunUntil([&] { return got.size() == kCommands; }));
+  for (int i = 0; i < kCommands; i++) ASSERT_EQ(got[i], i + 1);
+  EXPECT_EQ(link_->in_flight(), 0u);
+  EXPECT_EQ(listener_.connected, 1);
+  EXPECT_TRUE(listener_.lost.empty());
+}
+
+TEST_F(LinkTest, LargeValueRoundTrip) {
+  Server redis;
+  redis.Start();
+  Open("redis://" + redis.address());
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  std::string big(20 << 20, '\0');
+  for (size_t i = 0; i < big.size(); i++) big[i] = static_cast<char>(i * 7 + i / 4096);
+  Nanos start = clock_.Now();
+  EXPECT_EQ(Roundtrip({"SET", "big", big}).str, "OK");
+  Reply r = Roundtrip({"GET", "big"});
+  ASSERT_EQ(r.type, Reply::Type::kString);
+  EXPECT_TRUE(r.str == big);
+  EXPECT_EQ(Roundtrip({"STRLEN", "big"}).integer, 20 << 20);
+  std::printf("20 MiB SET + GET: %lld ms\n", static_cast<long long>((clock_.Now() - start) / kMs));
+}
+
+TEST_F(LinkTest, ArgumentsAndRepliesAreBinarySafe) {
+  Server redis;
+  redis.Start();
+  Open("redis://" + redis.address());
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  const std::string key("k\0\r\n*1\r\n", 8);
+  const std::string value("\0$3\r\nabc\r\n\0\xff", 13);
+  EXPECT_EQ(Roundtrip({"SET", key, value}).str, "OK");
+  Reply r = Roundtrip({"GET", key});
+  EXPECT_EQ(r.type, Reply::Type::kString);
+  EXPECT_EQ(r.str, value);
+  EXPECT_EQ(Roundtrip({"STRLEN", key}).integer, 13);
+  EXPECT_EQ(Roundtrip({"GET", "k"}).type, Reply::Type::kNil);  // the key is not cut at NUL
+  Reply e = Roundtrip({"NOSUCHCOMMAND"});
+  EXPECT_EQ(e.type, Reply::Type::kError);
+  EXPECT_TRUE(e.ErrorIs("ERR")) << e.str;
+  Reply a = Roundtrip({"RPUSH", "list", "a", std::string("\0", 1), ""});
+  EXPECT_EQ(a.integer, 3);
+  a = Roundtrip({"LRANGE", "list", "0", "-1"});
+  ASSERT_EQ(a.type, Reply::Type::kArray);
+  ASSERT_EQ(a.elements.size(), 3u);
+  EXPECT_EQ(a.elements[1].str, std::string("\0", 1));
+  EXPECT_EQ(a.elements[2].str, "");
+}
+
+TEST_F(LinkTest, InFlightCommandsLostWhenServerKilledThenReconnects) {
+  Server redis;
+  redis.Start();
+  Open("redis://" + redis.address());
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  std::vector<Reply> replies;
+  auto keep = [&](const Reply& r) { replies.push_back(r); };
+  link_->Send({"PING"}, keep);
+  link_->Send({"BLPOP", "nothing", "0"}, keep);  // blocks: in flight when the server dies
+  link_->Flush();
+  ASSERT_TRUE(RunUntil([&] { return replies.size() == 1; }));
+  redis.Kill();
+  ASSERT_TRUE(RunUntil([&] { return replies.size() == 2; }));
+  EXPECT_EQ(replies[1].type, Reply::Type::kLost);
+  EXPECT_TRUE(replies[1].error());
+  ASSERT_TRUE(RunUntil([&] { return !listener_.lost.empty(); }));
+  EXPECT_EQ(listener_.lost.size(), 1u);
+  EXPECT_FALSE(link_->ready());
+  EXPECT_EQ(link_->master(), "");
+
+  // Sent while down: waits, then goes out once the server is back on its port.
+  link_->Send({"SET", "after", "1"}, keep);
+  link_->Flush();
+  RunFor(100 * kMs);
+  EXPECT_EQ(replies.size(), 2u);
+  EXPECT_EQ(link_->in_flight(), 1u);
+  redis.Start();
+  ASSERT_TRUE(RunUntil([&] { return replies.size() == 3; }));
+  EXPECT_EQ(replies[2].str, "OK");
+  EXPECT_TRUE(link_->ready());
+  EXPECT_EQ(listener_.connected, 2);
+  EXPECT_EQ(listener_.lost.size(), 1u);
+  EXPECT_EQ(Roundtrip({"GET", "after"}).str, "1");
+}
+
+TEST_F(LinkTest, CommandsQueuedBeforeReadyAreSentAfterSetReady) {
+  Server redis;
+  redis.Start();
+  listener_.auto_ready = false;
+  Open("redis://" + redis.address() + "/2");
+  std::vector<std::string> order;
+  link_->Send({"SET", "q", "queued"}, [&](const Reply& r) { order.push_back("queued " + r.str); });
+  link_->Send({"GET", "q"}, [&](const Reply& r) { order.push_back("get " + r.str); });
+  ASSERT_TRUE(RunUntil([&] { return listener_.connected == 1; }));
+  RunFor(50 * kMs);
+  EXPECT_TRUE(order.empty());
+  EXPECT_EQ(Call(redis.port(), {"EXISTS", "q"}, 2).integer, 0);  // not sent yet
+  EXPECT_EQ(link_->in_flight(), 2u);
+  link_->SendSetup({"SET", "q", "setup"}, [&](const Reply& r) {
+    order.push_back("setup " + r.str);
+    link_->SetReady();
+  });
+  ASSERT_TRUE(RunUntil([&] { return order.size() == 3; }));
+  EXPECT_EQ(order, (std::vector<std::string>{"setup OK", "queued OK", "get queued"}));
+  // The db of the URL was selected.
+  EXPECT_EQ(Call(redis.port(), {"GET", "q"}, 2).str, "queued");
+  EXPECT_EQ(Call(redis.port(), {"EXISTS", "q"}).integer, 0);
+}
+
+TEST_F(LinkTest, RetryWindowExpiresWithNothingListening) {
+  int port = FreePort();
+  Open("redis://127.0.0.1:" + std::to_string(port), 300 * kMs);
+  Nanos start = clock_.Now();
+  Reply got;
+  Nanos answered = 0;
+  link_->Send({"PING"}, [&](const Reply& r) {
+    got = r;
+    answered = clock_.Now();
+  });
+  ASSERT_TRUE(RunUntil([&] { return answered != 0; }));
+  EXPECT_EQ(got.type, Reply::Type::kLost);
+  EXPECT_TRUE(got.str.starts_with("not connected: ")) << got.str;
+  EXPECT_NE(got.str.find("Connection refused"), std::string::npos) << got.str;
+  EXPECT_GE(answered - start, 300 * kMs);
+  EXPECT_LT(answered - start, 600 * kMs);
+  EXPECT_EQ(listener_.connected, 0);
+  EXPECT_TRUE(listener_.lost.empty());
+  EXPECT_EQ(link_->in_flight(), 0u);
+}
+
+// A replica is refused (ROLE), a master demoted under the link answers READONLY and the link
+// lets go of it, and comes back when it is a master again.
+TEST_F(LinkTest, ReplicaRefusedAndDemotedMasterLeft) {
+  Server a, b;
+  a.Start();
+  b.Start();
+  Open("redis://" + b.address(), 400 * kMs);
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  EXPECT_EQ(Roundtrip({"SET", "x", "1"}).str, "OK");
+
+  ASSERT_EQ(Call(b.port(), {"REPLICAOF", "127.0.0.1", std::to_string(a.port())}).str, "OK");
+  Reply r = Roundtrip({"SET", "x", "2"});
+  EXPECT_TRUE(r.ErrorIs("READONLY")) << r.str;  // delivered as it is
+  ASSERT_TRUE(RunUntil([&] { return !listener_.lost.empty(); }));
+  EXPECT_NE(listener_.lost[0].find("read-only"), std::string::npos) << listener_.lost[0];
+
+  // Reconnecting finds a replica: not ready, and waiting commands say why.
+  Reply refused = Roundtrip({"PING"});
+  EXPECT_EQ(refused.type, Reply::Type::kLost);
+  EXPECT_NE(refused.str.find("is not a master (ROLE: [slave"), std::string::npos) << refused.str;
+  EXPECT_EQ(listener_.connected, 1);
+
+  ASSERT_EQ(Call(b.port(), {"REPLICAOF", "NO", "ONE"}).str, "OK");
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }, 3 * kSecond));
+  EXPECT_EQ(listener_.connected, 2);
+  EXPECT_EQ(Roundtrip({"SET", "x", "3"}).str, "OK");
+}
+
+TEST_F(LinkTest, PubSubDeliversAndResubscribesAfterReconnect) {
+  Server redis;
+  redis.Start();
+  Open("redis://" + redis.address(), 5 * kSecond, {"one"});
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  // Subscribed before the link was connected: a PUBLISH once ready reaches it.
+  EXPECT_EQ(Roundtrip({"PUBLISH", "one", "hello"}).integer, 1);
+  ASSERT_TRUE(RunUntil([&] { return listener_.messages.size() == 1; }));
+  EXPECT_EQ(listener_.messages[0], std::make_pair(std::string("one"), std::string("hello")));
+
+  // A channel added while connected is subscribed at once.
+  link_->Subscribe("two");
+  ASSERT_TRUE(RunUntil([&] {
+    return Roundtrip({"PUBSUB", "NUMSUB", "two"}).elements.at(1).integer == 1;
+  }));
+  EXPECT_EQ(Roundtrip({"PUBLISH", "two", std::string("bin\0ary", 7)}).integer, 1);
+  ASSERT_TRUE(RunUntil([&] { return listener_.messages.size() == 2; }));
+  EXPECT_EQ(listener_.messages[1].second, std::string("bin\0ary", 7));
+
+  redis.Kill();
+  ASSERT_TRUE(RunUntil([&] { return !listener_.lost.empty(); }));
+  redis.Start();
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  EXPECT_EQ(Roundtrip({"PUBLISH", "one", "again"}).integer, 1);
+  EXPECT_EQ(Roundtrip({"PUBLISH", "two", "again"}).integer, 1);
+  ASSERT_TRUE(RunUntil([&] { return listener_.messages.size() == 4; }));
+  EXPECT_EQ(listener_.messages[2], std::make_pair(std::string("one"), std::string("again")));
+  EXPECT_EQ(listener_.messages[3], std::make_pair(std::string("two"), std::string("again")));
+}
+
+// Sentinel: the first sentinel of the URL is down, the second knows the master; a failover
+// moves the link to the promoted replica.
+TEST_F(LinkTest, SentinelDiscoveryAndFailover) {
+  Server master;
+  master.Start();
+  Server replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  replica.Start();
+  ASSERT_TRUE(WaitUntil([&] {
+    return Call(replica.port(), {"INFO", "replication"}).str.find("master_link_status:up") !=
+           std::string::npos;
+  }));
+  const std::string name = "stalkd";
+  Server sentinel(
+      {"sentinel monitor " + name + " 127.0.0.1 " + std::to_string(master.port()) + " 1",
+       "sentinel down-after-milliseconds " + name + " 1000",
+       "sentinel failover-timeout " + name + " 5000"},
+      /*sentinel=*/true);
+  sentinel.Start();
+  ASSERT_TRUE(WaitUntil([&] {
+    Reply r = Call(sentinel.port(), {"SENTINEL", "replicas", name});
+    return r.type == Reply::Type::kArray && !r.elements.empty();
+  }));
+
+  int dead = FreePort();
+  Open("redis-sentinel://127.0.0.1:" + std::to_string(dead) + "," + sentinel.address() + "/" +
+       name);
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  EXPECT_EQ(link_->master(), master.address());
+  EXPECT_EQ(Roundtrip({"SET", "before", "1"}).str, "OK");
+  EXPECT_EQ(Roundtrip({"WAIT", "1", "1000"}).integer, 1);
+
+  Nanos start = clock_.Now();
+  ASSERT_TRUE(WaitUntil([&] {
+    return Call(sentinel.port(), {"SENTINEL", "FAILOVER", name}).str == "OK";
+  }));
+  ASSERT_TRUE(RunUntil([&] { return link_->ready() && link_->master() == replica.address(); },
+                       10 * kSecond))
+      << "master: " << link_->master();
+  std::printf("failover seen in %lld ms\n", static_cast<long long>((clock_.Now() - start) / kMs));
+  EXPECT_GE(listener_.lost.size(), 1u);
+  EXPECT_EQ(Roundtrip({"SET", "after", "1"}).str, "OK");
+  EXPECT_EQ(Roundtrip({"GET", "before"}).str, "1");
+}
+
+}  // namespace
+}  // namespace stalkd::redis

@@ -1,0 +1,634 @@
+// RedisSession: one connection's commands as calls of the Redis functions.
+#include "redis/session.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace stalkd::redis {
+
+namespace {
+
+constexpr Nanos kMs = 1'000'000;
+constexpr Nanos kSafetyMargin = kSecond;  // DEADLINE_SOON, as beanstalkd's SAFETY_MARGIN
+constexpr uint32_t kPurgeSlice = 1000;
+
+std::string_view StateWord(command::StateFilter f) {
+  switch (f) {
+    case command::StateFilter::kReady:
+      return "ready";
+    case command::StateFilter::kDelayed:
+      return "delayed";
+    case command::StateFilter::kReserved:
+      return "reserved";
+    case command::StateFilter::kBuried:
+      return "buried";
+    case command::StateFilter::kAll:
+      break;
+  }
+  return "all";
+}
+
+// A job's attributes as functions.lua keeps them: per attribute a byte of name length, the
+// name, a byte of value length, the value.
+std::string EncodeAttributes(std::span<const command::Attribute> attrs) {
+  std::string out;
+  for (const command::Attribute& a : attrs) {
+    out.push_back(static_cast<char>(a.name.size()));
+    out.append(a.name);
+    out.push_back(static_cast<char>(a.value.size()));
+    out.append(a.value);
+  }
+  return out;
+}
+
+}  // namespace
+
+RedisSession::RedisSession(RedisStore& store, command::Client& client, uint64_t sid)
+    : store_(store),
+      client_(client),
+      sid_(sid),
+      sid_text_(std::to_string(sid)),
+      cell_(std::make_shared<RedisSession*>(this)) {
+  store_.sessions_.push_back(this);
+  store_.Ref("default", 1, 1);
+}
+
+RedisSession::~RedisSession() {
+  *cell_ = nullptr;
+  AbandonPut();  // a put cut off mid-body took its id, as in beanstalkd
+  if (waiting_) store_.RemoveWaiter(this);
+  std::erase(store_.sessions_, this);
+  // Reservations go back; a reserve still on its way is answered before this arrives.
+  if (reserved_any_)
+    store_.Call("release_conn", {sid_text_}, true, [](const RedisStore::Answer&) {});
+  store_.Ref(use_, -1, 0);
+  for (const std::string& t : watch_) store_.Ref(t, 0, -1);
+}
+
+Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
+                         std::function<Result(RedisSession&, const Answer&)> decode) {
+  pending_ = true;
+  store_.Call(fn, args, writes, [cell = cell_, decode = std::move(decode)](const Answer& a) {
+    RedisSession* s = *cell;
+    if (!s) return;
+    Result r;
+    if (a.lost) {
+      r = Result::Of(Outcome::kInternalError);
+    } else if (a.oom) {
+      r = Result::Of(Outcome::kOutOfMemory);
+    } else {
+      r = decode(*s, a);
+    }
+    s->Finish(r);
+  });
+  return Result::Of(Outcome::kPending);
+}
+
+void RedisSession::Finish(const Result& r) {
+  pending_ = false;
+  client_.OnResult(r);
+}
+
+// ---------------------------------------------------------------------------- put
+
+command::PutSlot RedisSession::BeginPut(const command::PutArgs& a) {
+  if (a.verb != Verb::kCount) store_.Count(a.verb);
+  command::PutSlot slot;
+  if (a.bytes > store_.opt_.max_job_size) {
+    slot.refusal = Outcome::kJobTooBig;
+    return slot;
+  }
+  if (a.malformed) {
+    slot.refusal = Outcome::kBadFormat;
+    return slot;
+  }
+  put_args_ = a;
+  put_args_.options = nullptr;
+  put_key_.clear();
+  put_attrs_.clear();
+  if (a.options) {
+    put_key_ = a.options->key;
+    put_attrs_ = EncodeAttributes(a.options->attributes);
+    tries_ = a.options->tries;
+    ttl_ = a.options->ttl_s;
+  } else {
+    tries_ = ttl_ = 0;
+  }
+  put_.resize(size_t{a.bytes} + 2);
+  put_open_ = true;
+  put_any_ = true;
+  slot.data = put_.data();
+  slot.size = put_.size();
+  return slot;
+}
+
+Result RedisSession::CommitPut() {
+  put_open_ = false;
+  if (store_.draining_) return Result::Of(Outcome::kDraining);
+  std::string pri = std::to_string(put_args_.pri), delay = std::to_string(put_args_.delay_s),
+              ttr = std::to_string(std::max<uint32_t>(put_args_.ttr_s, 1)),
+              limited = tries_ > 0 ? "1" : "0", tries = std::to_string(tries_),
+              ttl = std::to_string(ttl_);
+  std::string_view body(put_.data(), put_args_.bytes);
+  Result r = Ask(
+      "put", {sid_text_, pri, delay, ttr, use_, body, limited, tries, ttl, put_key_, put_attrs_},
+      true, [](RedisSession&, const Answer& a) {
+        if (a.status == "EXISTS") return Result::Of(Outcome::kExists, a.Number(0));
+        return Result::Of(Outcome::kInserted, a.Number(0));
+      });
+  put_.clear();
+  put_.shrink_to_fit();
+  return r;
+}
+
+void RedisSession::AbandonPut() {
+  // beanstalkd gave the put its id when its line arrived: the next job's id skips it.
+  if (put_open_) store_.Call("skip_id", {}, false, [](const RedisStore::Answer&) {});
+  put_open_ = false;
+  put_.clear();
+  put_.shrink_to_fit();
+}
+
+// ---------------------------------------------------------------------------- reserve
+
+Result RedisSession::Reserve(Nanos timeout) {
+  command::ReserveArgs args;
+  args.timeout = timeout;
+  return StartReserve(args, timeout == kForever ? Verb::kReserve : Verb::kReserveWithTimeout);
+}
+
+Result RedisSession::ReserveExt(const command::ReserveArgs& args) {
+  return StartReserve(args, Verb::kReserveExt);
+}
+
+Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
+  store_.Count(v);
+  worker_ = true;
+  verb_ = v;
+  abandoned_ = false;
+  wait_args_ = args;
+  wait_args_.count = std::max<uint32_t>(args.count, 1);
+  Nanos now = store_.clock_.Now();
+  wait_until_ =
+      args.timeout == kForever || args.timeout > kForever - now ? kForever : now + args.timeout;
+  pending_ = true;
+  // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
+  // first call's answer makes it claim again.
+  if (wait_until_ > now) {
+    waiting_ = true;
+    store_.AddWaiter(this);
+  }
+  Claim();
+  return Result::Of(Outcome::kPending);
+}
+
+void RedisSession::Claim() {
+  claiming_ = true;
+  reserved_any_ = true;
+  std::string count = std::to_string(wait_args_.count), ttr = std::to_string(wait_args_.ttr_s);
+  // Nothing ready and time left to wait: the call leases the tubes to waiters, so a job
+  // that becomes ready in one is published on the wake channel.
+  bool may_wait = wait_until_ > store_.clock_.Now();
+  std::string lease = may_wait ? std::to_string(store_.opt_.lease / kMs) : "0";
+  std::vector<std::string_view> args{
+      sid_text_, count, ttr, wait_args_.freeze_tries ? "1" : "0", wait_args_.detached ? "1" : "0",
+      lease};
+  args.insert(args.end(), watch_.begin(), watch_.end());
+  store_.Call("reserve", std::span<const std::string_view>(args), true,
+              [cell = cell_](const Answer& a) {
+                if (RedisSession* s = *cell) s->OnClaim(a);
+              });
+}
+
+void RedisSession::OnClaim(const Answer& a) {
+  claiming_ = false;
+  if (abandoned_) return;  // its jobs come back by release_conn when the session closes
+  Nanos now = store_.clock_.Now();
+  if (a.lost || a.oom) {
+    if (waiting_ && now < wait_until_) return;  // the next wake-up or re-claim tries again
+    return StopWaiting(Result::Of(Outcome::kInternalError));
+  }
+  if (a.status == "RESERVED") return StopWaiting(Reserved(a));
+  if (std::exchange(reclaim_, false)) return Claim();
+  if (DeadlineSoon(now)) return StopWaiting(Result::Of(Outcome::kDeadlineSoon));
+  if (now >= wait_until_) return StopWaiting(Result::Of(Outcome::kTimedOut));
+}
+
+void RedisSession::StopWaiting(const Result& r) {
+  if (waiting_) {
+    waiting_ = false;
+    store_.RemoveWaiter(this);
+  }
+  Finish(r);
+}
+
+Result RedisSession::Reserved(const Answer& a) {
+  // id body deadline created, per job.
+  bodies_.clear();
+  jobs_.clear();
+  size_t n = a.size() / 4;
+  bodies_.reserve(n);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t id = a.Number(4 * i);
+    bodies_.emplace_back(a.Word(4 * i + 1));
+    if (!wait_args_.detached) {
+      Forget(id);
+      holds_.push_back({id, store_.LocalTime(a.Signed(4 * i + 2))});
+    }
+  }
+  for (size_t i = 0; i < n; i++) jobs_.push_back({a.Number(4 * i), bodies_[i]});
+  if (verb_ == Verb::kReserveExt) {
+    Result r = Result::Of(Outcome::kReservedMany);
+    r.jobs = &jobs_;
+    return r;
+  }
+  Result r = Result::Of(Outcome::kReserved);
+  if (!jobs_.empty()) r.job = jobs_[0];
+  return r;
+}
+
+bool RedisSession::DeadlineSoon(Nanos now) {
+  std::erase_if(holds_, [now](const Hold& h) { return h.deadline <= now; });
+  return std::any_of(holds_.begin(), holds_.end(),
+                     [now](const Hold& h) { return h.deadline <= now + kSafetyMargin; });
+}
+
+Nanos RedisSession::NextDeadlineSoon() const {
+  Nanos next = kForever;
+  for (const Hold& h : holds_) next = std::min(next, h.deadline - kSafetyMargin);
+  return next;
+}
+
+void RedisSession::Forget(uint64_t id) {
+  std::erase_if(holds_, [id](const Hold& h) { return h.id == id; });
+}
+
+Result RedisSession::AbandonReserve() {
+  if (waiting_) {
+    waiting_ = false;
+    store_.RemoveWaiter(this);
+  }
+  abandoned_ = true;
+  pending_ = false;
+  return Result::Of(Outcome::kTimedOut);
+}
+
+Result RedisSession::ReserveJob(uint64_t id) {
+  store_.Count(Verb::kReserveJob);
+  reserved_any_ = true;
+  verb_ = Verb::kReserveJob;
+  wait_args_ = {};
+  std::string ids = std::to_string(id);
+  return Ask("reserve_job", {sid_text_, ids}, true, [](RedisSession& s, const Answer& a) {
+    if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
+    s.worker_ = true;
+    return s.Reserved(a);
+  });
+}
+
+// ---------------------------------------------------------------------------- peek
+
+Result RedisSession::Found(const Answer& a) {
+  if (a.status != "FOUND") return Result::Of(Outcome::kNotFound);
+  bodies_.assign(1, std::string(a.Word(1)));
+  Result r = Result::Of(Outcome::kFound);
+  r.job = {a.Number(0), bodies_[0]};
+  return r;
+}
+
+Result RedisSession::Peek(uint64_t id) {
+  store_.Count(Verb::kPeek);
+  std::string ids = std::to_string(id);
+  return Ask("peek", {ids}, false, [](RedisSession& s, const Answer& a) { return s.Found(a); });
+}
+
+Result RedisSession::PeekState(std::string_view which, Verb v) {
+  store_.Count(v);
+  return Ask("peek_state", {use_, which}, false,
+             [](RedisSession& s, const Answer& a) { return s.Found(a); });
+}
+
+// ---------------------------------------------------------------------------- changes
+
+Result RedisSession::Delete(uint64_t id) {
+  store_.Count(Verb::kDelete);
+  std::string ids = std::to_string(id);
+  return Ask("delete", {sid_text_, ids}, true, [id](RedisSession& s, const Answer& a) {
+    if (a.Number(0) == 0) return Result::Of(Outcome::kNotFound);
+    s.Forget(id);
+    return Result::Of(Outcome::kDeleted);
+  });
+}
+
+Result RedisSession::DeleteMany(std::span<const uint64_t> ids) {
+  store_.Count(Verb::kDeleteMany);
+  std::vector<std::string> text;
+  text.reserve(ids.size());
+  for (uint64_t id : ids) text.push_back(std::to_string(id));
+  std::vector<std::string_view> args{sid_text_};
+  args.insert(args.end(), text.begin(), text.end());
+  std::vector<uint64_t> copy(ids.begin(), ids.end());
+  return Ask("delete", std::span<const std::string_view>(args), true,
+             [copy = std::move(copy)](RedisSession& s, const Answer& a) {
+               for (uint64_t id : copy) s.Forget(id);
+               return Result::Of(Outcome::kDeletedMany, a.Number(0));
+             });
+}
+
+Result RedisSession::Release(uint64_t id, uint32_t pri, uint32_t delay_s) {
+  store_.Count(Verb::kRelease);
+  std::string ids = std::to_string(id), p = std::to_string(pri), d = std::to_string(delay_s);
+  return Ask("release", {sid_text_, ids, p, d}, true, [id](RedisSession& s, const Answer& a) {
+    if (a.status != "RELEASED") return Result::Of(Outcome::kNotFound);
+    s.Forget(id);
+    return Result::Of(Outcome::kReleased);
+  });
+}
+
+Result RedisSession::Bury(uint64_t id, uint32_t pri) {
+  store_.Count(Verb::kBury);
+  std::string ids = std::to_string(id), p = std::to_string(pri);
+  return Ask("bury", {sid_text_, ids, p}, true, [id](RedisSession& s, const Answer& a) {
+    if (a.status != "BURIED") return Result::Of(Outcome::kNotFound);
+    s.Forget(id);
+    return Result::Of(Outcome::kBuried);
+  });
+}
+
+Result RedisSession::Touch(uint64_t id) {
+  store_.Count(Verb::kTouch);
+  std::string ids = std::to_string(id);
+  return Ask("touch", {sid_text_, ids}, true, [id](RedisSession& s, const Answer& a) {
+    if (a.status != "TOUCHED") return Result::Of(Outcome::kNotFound);
+    for (Hold& h : s.holds_) {
+      if (h.id == id) h.deadline = s.store_.LocalTime(a.Signed(0));
+    }
+    return Result::Of(Outcome::kTouched);
+  });
+}
+
+Result RedisSession::Kick(uint32_t count) {
+  store_.Count(Verb::kKick);
+  std::string n = std::to_string(count);
+  return Ask("kick", {use_, n}, true, [](RedisSession&, const Answer& a) {
+    return Result::Of(Outcome::kKicked, a.Number(0));
+  });
+}
+
+Result RedisSession::KickJob(uint64_t id) {
+  store_.Count(Verb::kKickJob);
+  std::string ids = std::to_string(id);
+  return Ask("kick_job", {ids}, true, [](RedisSession&, const Answer& a) {
+    return Result::Of(a.status == "KICKED" ? Outcome::kKickedJob : Outcome::kNotFound);
+  });
+}
+
+Result RedisSession::Respawn(std::string_view tube, uint32_t count, uint32_t ttl_s) {
+  store_.Count(Verb::kKick);
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  std::string n = std::to_string(count), ttl = std::to_string(ttl_s);
+  return Ask("respawn", {tube, n, ttl}, true, [](RedisSession&, const Answer& a) {
+    return Result::Of(Outcome::kKicked, a.Number(0));
+  });
+}
+
+Result RedisSession::PauseTube(std::string_view tube, uint32_t delay_s) {
+  store_.Count(Verb::kPauseTube);
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  std::string d = std::to_string(delay_s);
+  return Ask("pause", {tube, d}, true, [](RedisSession&, const Answer& a) {
+    return Result::Of(a.status == "PAUSED" ? Outcome::kPaused : Outcome::kNotFound);
+  });
+}
+
+Result RedisSession::TubeTries(std::string_view tube, uint32_t tries) {
+  store_.Count(Verb::kTubeTries);
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  std::string n = std::to_string(tries);
+  return Ask("tube_tries", {tube, n}, true, [tries](RedisSession&, const Answer&) {
+    return Result::Of(Outcome::kTubeTries, tries);
+  });
+}
+
+Result RedisSession::Purge(std::string_view tube, command::StateFilter which) {
+  store_.Count(Verb::kPurge);
+  if (!command::IsValidTubeName(tube) || which == command::StateFilter::kReserved) {
+    return Result::Of(Outcome::kBadFormat);
+  }
+  purged_ = 0;
+  purge_tube_ = tube;
+  purge_what_ = which;
+  pending_ = true;
+  PurgeStep();
+  return Result::Of(Outcome::kPending);
+}
+
+// A purge goes in slices of kPurgeSlice jobs, one call each, so Redis serves others between.
+void RedisSession::PurgeStep() {
+  std::string n = std::to_string(kPurgeSlice);
+  store_.Call("purge", {purge_tube_, StateWord(purge_what_), n}, true,
+              [cell = cell_](const Answer& a) {
+                RedisSession* s = *cell;
+                if (!s) return;
+                if (a.lost) return s->Finish(Result::Of(Outcome::kInternalError));
+                if (a.status == "NOT_FOUND") return s->Finish(Result::Of(Outcome::kNotFound));
+                s->purged_ += a.Number(0);
+                if (a.Number(1) == 1) return s->PurgeStep();
+                s->Finish(Result::Of(Outcome::kPurged, s->purged_));
+              });
+}
+
+// ---------------------------------------------------------------------------- tubes
+
+Result RedisSession::Using() {
+  Result r = Result::Of(Outcome::kUsing);
+  r.name = use_;
+  return r;
+}
+
+Result RedisSession::Use(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kUse);
+  if (tube != use_) {
+    store_.Ref(tube, 1, 0);
+    store_.Ref(use_, -1, 0);
+    use_ = tube;
+  }
+  return Using();
+}
+
+Result RedisSession::ListTubeUsed() {
+  store_.Count(Verb::kListTubeUsed);
+  return Using();
+}
+
+Result RedisSession::Watch(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kWatch);
+  if (std::find(watch_.begin(), watch_.end(), tube) == watch_.end()) {
+    watch_.emplace_back(tube);
+    store_.Ref(tube, 0, 1);
+  }
+  return Result::Of(Outcome::kWatching, watch_.size());
+}
+
+Result RedisSession::Ignore(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kIgnore);
+  auto it = std::find(watch_.begin(), watch_.end(), tube);
+  if (it == watch_.end()) return Result::Of(Outcome::kWatching, watch_.size());
+  if (watch_.size() == 1) return Result::Of(Outcome::kNotIgnored);
+  // beanstalkd's order: the last tube takes the ignored one's place.
+  std::swap(*it, watch_.back());
+  watch_.pop_back();
+  store_.Ref(tube, 0, -1);
+  return Result::Of(Outcome::kWatching, watch_.size());
+}
+
+Result RedisSession::ListTubesWatched() {
+  store_.Count(Verb::kListTubesWatched);
+  tube_views_.assign(watch_.begin(), watch_.end());
+  Result r = Result::Of(Outcome::kTubeList);
+  r.tubes = &tube_views_;
+  return r;
+}
+
+Result RedisSession::ListTubes() {
+  store_.Count(Verb::kListTubes);
+  return Ask("list_tubes", {}, false, [](RedisSession& s, const Answer& a) {
+    s.tube_names_.clear();
+    for (size_t i = 0; i < a.size(); i++) s.tube_names_.emplace_back(a.Word(i));
+    s.tube_views_.assign(s.tube_names_.begin(), s.tube_names_.end());
+    Result r = Result::Of(Outcome::kTubeList);
+    r.tubes = &s.tube_views_;
+    return r;
+  });
+}
+
+// ---------------------------------------------------------------------------- stats
+
+Result RedisSession::Stats() {
+  store_.Count(Verb::kStats);
+  return Ask("stats", {store_.fid_}, false,
+             [](RedisSession& s, const Answer& a) { return s.store_.FillStats(a); });
+}
+
+Result RedisSession::StatsJob(uint64_t id) {
+  store_.Count(Verb::kStatsJob);
+  std::string ids = std::to_string(id);
+  return Ask("stats_job", {ids}, false, [id](RedisSession& s, const Answer& a) {
+    if (a.status != "OK") return Result::Of(Outcome::kNotFound);
+    // tube state pri age_ms delay ttr time_left_ms reserves timeouts releases buries kicks
+    // limited tries reason ttl_left_ms ext key attrs
+    s.name_ = a.Word(0);
+    s.state_ = a.Word(1);
+    command::JobStats& j = s.job_stats_;
+    j = {};
+    j.id = id;
+    j.tube = s.name_;
+    j.state = s.state_;
+    j.pri = static_cast<uint32_t>(a.Number(2));
+    j.age_ms = a.Signed(3);
+    j.age_s = j.age_ms / 1000;
+    j.delay_s = static_cast<uint32_t>(a.Number(4));
+    j.ttr_s = static_cast<uint32_t>(a.Number(5));
+    j.time_left_s = a.Signed(6) / 1000;
+    j.reserves = static_cast<uint32_t>(a.Number(7));
+    j.timeouts = static_cast<uint32_t>(a.Number(8));
+    j.releases = static_cast<uint32_t>(a.Number(9));
+    j.buries = static_cast<uint32_t>(a.Number(10));
+    j.kicks = static_cast<uint32_t>(a.Number(11));
+    bool limited = a.Number(12) == 1;
+    int64_t ttl_left = a.Signed(15);
+    bool ext = a.Number(16) == 1;
+    if (limited || ttl_left >= 0 || ext) {
+      command::JobExtensionStats& e = s.job_ext_;
+      e = {};
+      e.limited = limited;
+      e.tries_left = static_cast<uint32_t>(a.Number(13));
+      s.reason_ = a.Word(14);
+      e.bury_reason = s.reason_;
+      e.has_ttl = ttl_left >= 0;
+      e.ttl_left_s = std::max<int64_t>(0, ttl_left / 1000);
+      s.key_ = a.Word(17);
+      e.key = s.key_;
+      std::string_view blob = a.Word(18);
+      s.attr_text_.clear();
+      while (blob.size() >= 2) {
+        size_t nl = static_cast<unsigned char>(blob[0]);
+        if (blob.size() < 2 + nl) break;
+        size_t vl = static_cast<unsigned char>(blob[1 + nl]);
+        if (blob.size() < 2 + nl + vl) break;
+        s.attr_text_.emplace_back(blob.substr(1, nl));
+        s.attr_text_.emplace_back(blob.substr(2 + nl, vl));
+        blob.remove_prefix(2 + nl + vl);
+      }
+      s.attrs_.clear();
+      for (size_t i = 0; i + 1 < s.attr_text_.size(); i += 2) {
+        s.attrs_.push_back({s.attr_text_[i], s.attr_text_[i + 1]});
+      }
+      e.attributes = s.attrs_;
+      j.extension = &e;
+    }
+    Result r = Result::Of(Outcome::kJobStats);
+    r.job_stats = &j;
+    return r;
+  });
+}
+
+Result RedisSession::StatsTube(std::string_view tube) {
+  if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  store_.Count(Verb::kStatsTube);
+  std::string name(tube);
+  return Ask("stats_tube", {tube}, false, [name](RedisSession& s, const Answer& a) {
+    if (a.status != "OK") return Result::Of(Outcome::kNotFound);
+    // ready urgent reserved delayed buried total using watching deletes pauses pause_s
+    // pause_left_ms expired exhausted default_tries
+    s.name_ = name;
+    command::TubeStats& t = s.tube_stats_;
+    t = {};
+    t.name = s.name_;
+    t.ready = a.Number(0);
+    t.urgent = a.Number(1);
+    t.reserved = a.Number(2);
+    t.delayed = a.Number(3);
+    t.buried = a.Number(4);
+    t.total_jobs = a.Number(5);
+    t.using_ct = static_cast<uint32_t>(a.Number(6));
+    t.watching_ct = static_cast<uint32_t>(a.Number(7));
+    t.deletes = a.Number(8);
+    t.pauses = a.Number(9);
+    t.pause_s = a.Signed(10);
+    t.pause_left_s = a.Signed(11) / 1000;
+    t.expired = a.Number(12);
+    t.tries_exhausted = a.Number(13);
+    t.default_tries = static_cast<uint32_t>(a.Number(14));
+    for (const RedisSession* w : s.store_.waiters_) {
+      if (!w->claiming_ && std::find(w->watch_.begin(), w->watch_.end(), name) != w->watch_.end())
+        t.waiting++;
+    }
+    Result r = Result::Of(Outcome::kTubeStats);
+    r.tube_stats = &t;
+    return r;
+  });
+}
+
+Result RedisSession::ListJobs(std::string_view tube, command::StateFilter state, uint64_t from,
+                              uint32_t count) {
+  store_.Count(Verb::kListJobs);
+  if (!command::IsValidTubeName(tube) || state == command::StateFilter::kAll) {
+    return Result::Of(Outcome::kBadFormat);
+  }
+  std::string f = std::to_string(from), n = std::to_string(count);
+  return Ask("list_jobs", {tube, StateWord(state), f, n}, false,
+             [](RedisSession& s, const Answer& a) {
+               if (a.status != "OK") return Result::Of(Outcome::kNotFound);
+               s.ids_.clear();
+               for (size_t i = 1; i < a.size(); i++) s.ids_.push_back(a.Number(i));
+               Result r = Result::Of(Outcome::kJobList, a.Number(0));
+               r.ids = &s.ids_;
+               return r;
+             });
+}
+
+}  // namespace stalkd::redis

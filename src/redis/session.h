@@ -1,0 +1,143 @@
+#pragma once
+
+// RedisSession: the command::Session of RedisStore (store.h). Private to the store.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "command/store.h"
+#include "redis/store.h"
+
+namespace stalkd::redis {
+
+using command::Outcome;
+using command::Result;
+using command::Verb;
+
+class RedisSession final : public command::Session {
+ public:
+  RedisSession(RedisStore& store, command::Client& client, uint64_t sid);
+  ~RedisSession() override;
+
+  command::PutSlot BeginPut(const command::PutArgs& args) override;
+  Result CommitPut() override;
+  void AbandonPut() override;
+  Result Reserve(Nanos timeout) override;
+  Result AbandonReserve() override;
+  Result ReserveJob(uint64_t id) override;
+  Result Peek(uint64_t id) override;
+  Result PeekReady() override { return PeekState("ready", Verb::kPeekReady); }
+  Result PeekDelayed() override { return PeekState("delayed", Verb::kPeekDelayed); }
+  Result PeekBuried() override { return PeekState("buried", Verb::kPeekBuried); }
+  Result Delete(uint64_t id) override;
+  Result Release(uint64_t id, uint32_t pri, uint32_t delay_s) override;
+  Result Bury(uint64_t id, uint32_t pri) override;
+  Result Touch(uint64_t id) override;
+  Result Kick(uint32_t count) override;
+  Result KickJob(uint64_t id) override;
+  Result Use(std::string_view tube) override;
+  Result Watch(std::string_view tube) override;
+  Result Ignore(std::string_view tube) override;
+  Result ListTubeUsed() override;
+  Result ListTubesWatched() override;
+  Result ListTubes() override;
+  Result PauseTube(std::string_view tube, uint32_t delay_s) override;
+  Result Stats() override;
+  Result StatsJob(uint64_t id) override;
+  Result StatsTube(std::string_view tube) override;
+  void CountBatch(Verb v) override { store_.Count(v); }
+  Result ReserveExt(const command::ReserveArgs& args) override;
+  Result DeleteMany(std::span<const uint64_t> ids) override;
+  Result Purge(std::string_view tube, command::StateFilter which) override;
+  Result ListJobs(std::string_view tube, command::StateFilter state, uint64_t from,
+                  uint32_t count) override;
+  Result TubeTries(std::string_view tube, uint32_t tries) override;
+  Result Respawn(std::string_view tube, uint32_t count, uint32_t ttl_s) override;
+
+ private:
+  friend class RedisStore;
+  using Answer = RedisStore::Answer;
+  // What a later answer needs of this session: null once it is gone.
+  using Cell = std::shared_ptr<RedisSession*>;
+  // Sends a call whose answer becomes this session's pending result through `decode`.
+  Result Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
+             std::function<Result(RedisSession&, const Answer&)> decode);
+  Result Ask(std::string_view fn, std::initializer_list<std::string_view> args, bool writes,
+             std::function<Result(RedisSession&, const Answer&)> decode) {
+    return Ask(fn, std::span<const std::string_view>(args.begin(), args.size()), writes,
+               std::move(decode));
+  }
+  void Finish(const Result& r);
+  Result PeekState(std::string_view which, Verb v);
+  Result Found(const Answer& a);
+  Result Using();
+  Result Watching();
+
+  // Reserve: a call over the watched tubes; waits (registered with the store) when nothing
+  // is ready and the timeout allows.
+  Result StartReserve(const command::ReserveArgs& args, Verb v);
+  void Claim();
+  void OnClaim(const Answer& a);
+  Result Reserved(const Answer& a);
+  bool DeadlineSoon(Nanos now);
+  Nanos NextDeadlineSoon() const;
+  void StopWaiting(const Result& r);
+  void Forget(uint64_t id);
+  void PurgeStep();
+
+  RedisStore& store_;
+  command::Client& client_;
+  uint64_t sid_;
+  std::string sid_text_;
+  Cell cell_;
+  std::string use_ = "default";
+  std::vector<std::string> watch_{"default"};
+  bool pending_ = false;
+  Verb verb_ = Verb::kUnknown;
+  Nanos started_ = 0;
+  bool reserved_any_ = false;  // release_conn on close only if it may hold a reservation
+  bool worker_ = false;        // reserved, as beanstalkd's current-workers counts
+  bool put_any_ = false;       // a producer
+
+  // A put whose body is arriving.
+  std::string put_;
+  command::PutArgs put_args_;
+  std::string put_key_, put_attrs_;
+  uint32_t tries_ = 0, ttl_ = 0;
+  bool put_open_ = false;
+
+  // The jobs this session holds reserved (not detached), with their local deadlines.
+  struct Hold {
+    uint64_t id;
+    Nanos deadline;
+  };
+  std::vector<Hold> holds_;
+
+  // A reserve that waits.
+  bool waiting_ = false;
+  bool claiming_ = false;
+  bool reclaim_ = false;    // a wake-up came while claiming: claim again if that finds none
+  bool abandoned_ = false;  // the client went away while its reserve waited
+  Nanos wait_until_ = kForever;
+  command::ReserveArgs wait_args_;
+
+  // A purge in slices.
+  uint64_t purged_ = 0;
+  std::string purge_tube_;
+  command::StateFilter purge_what_ = command::StateFilter::kAll;
+
+  // What results view until the next call.
+  std::vector<std::string> bodies_;
+  std::vector<command::JobView> jobs_;
+  std::string name_, state_, reason_, key_;
+  std::vector<std::string> attr_text_;
+  std::vector<command::Attribute> attrs_;
+  command::JobStats job_stats_;
+  command::JobExtensionStats job_ext_;
+  command::TubeStats tube_stats_;
+  std::vector<std::string> tube_names_;
+  std::vector<std::string_view> tube_views_;
+  std::vector<uint64_t> ids_;
+};
+
+}  // namespace stalkd::redis

@@ -1,0 +1,402 @@
+// RedisStore: the front end's side of the Redis store (docs/SCALE-OUT.md).
+#include "redis/store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <unordered_set>
+
+#include "redis/session.h"
+
+namespace stalkd::redis {
+
+namespace {
+
+constexpr int kPumpLimit = 1000;  // timer transitions per pump call
+constexpr Nanos kMs = 1'000'000;
+
+std::string_view Text(const Reply& r) { return r.str; }
+
+int64_t ToInt(const Reply& r) {
+  if (r.type == Reply::Type::kInteger) return r.integer;
+  int64_t v = 0;
+  std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+  return v;
+}
+
+std::string Ms(Nanos d) { return std::to_string(d / kMs); }
+
+}  // namespace
+
+std::string_view RedisStore::Answer::Word(size_t i) const {
+  if (!words || first + i >= words->size()) return {};
+  return Text((*words)[first + i]);
+}
+
+uint64_t RedisStore::Answer::Number(size_t i) const {
+  int64_t v = Signed(i);
+  return v < 0 ? 0 : static_cast<uint64_t>(v);
+}
+
+int64_t RedisStore::Answer::Signed(size_t i) const {
+  if (!words || first + i >= words->size()) return 0;
+  return ToInt((*words)[first + i]);
+}
+
+RedisStore::RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions options,
+                       command::Host* host)
+    : loop_(loop),
+      clock_(clock),
+      opt_(std::move(options)),
+      host_(host),
+      link_(loop, clock, opt_.url, *this, opt_.retry),
+      tag_(opt_.prefix + ":{0}"),
+      channel_(tag_ + ":w") {}
+
+RedisStore::~RedisStore() = default;
+
+bool RedisStore::Start(std::string* error) {
+  link_.Subscribe(channel_);
+  link_.Start();
+  Nanos deadline = clock_.Now() + opt_.retry;
+  while (!started_ && !setup_failed_ && clock_.Now() < deadline) {
+    Nanos next = link_.Poll();
+    Nanos wait = std::min<Nanos>(10 * kMs, std::max<Nanos>(0, next - clock_.Now()));
+    loop_.Poll(wait);
+  }
+  if (setup_failed_) {
+    *error = setup_error_;
+    return false;
+  }
+  if (!started_) {
+    *error = "--store: cannot reach a Redis master at " + link_.master() +
+             " (it did not answer within --store-retry)";
+    return false;
+  }
+  return true;
+}
+
+void RedisStore::Stop() {
+  if (!link_.ready() || fid_ == "0") return;
+  bool done = false;
+  Call("quit", {fid_}, true, [&done](const Answer&) { done = true; });
+  Nanos deadline = clock_.Now() + kSecond;
+  while (!done && clock_.Now() < deadline) {
+    SendWait();
+    link_.Flush();
+    link_.Poll();
+    loop_.Poll(10 * kMs);
+  }
+}
+
+void RedisStore::OnConnected() {
+  // The settings stalkd relies on (docs/SCALE-OUT.md, "Redis settings").
+  auto fail = [this](std::string why) {
+    if (!started_) {
+      setup_failed_ = true;
+      setup_error_ = "--store: Redis at " + link_.master() + ": " + why;
+    } else {
+      fprintf(stderr, "stalkd: Redis at %s: %s\n", link_.master().c_str(), why.c_str());
+    }
+    link_.Reset(why);
+  };
+  link_.SendSetup({"CONFIG", "GET", "appendonly"}, [this, fail](const Reply& r) {
+    if (r.error() || r.elements.size() < 2 || r.elements[1].str != "yes") {
+      return fail("appendonly must be yes (an acknowledged job must survive a restart)");
+    }
+  });
+  link_.SendSetup({"CONFIG", "GET", "maxmemory-policy"}, [fail](const Reply& r) {
+    if (r.error() || r.elements.size() < 2 || r.elements[1].str != "noeviction") {
+      return fail("maxmemory-policy must be noeviction (Redis must never evict a job)");
+    }
+  });
+  if (opt_.wait_replicas > 0) {
+    link_.SendSetup({"CONFIG", "GET", "min-replicas-to-write"}, [fail](const Reply& r) {
+      if (r.error() || r.elements.size() < 2 || ToInt(r.elements[1]) < 1) {
+        return fail(
+            "min-replicas-to-write must be at least 1 with --store-wait above 0 (or run "
+            "with --store-wait 0 on a Redis without replicas)");
+      }
+    });
+  }
+  link_.SendSetup({"FCALL", "stalkd_version", "0"}, [this](const Reply& r) {
+    if (setup_failed_) return;
+    if (!r.error() && r.str == kFunctionsVersion) return Setup();
+    link_.SendSetup({"FUNCTION", "LOAD", "REPLACE", kFunctionsLua}, [this](const Reply& l) {
+      if (setup_failed_) return;
+      if (l.error()) {
+        setup_failed_ = !started_;
+        setup_error_ = "--store: FUNCTION LOAD failed: " + l.str;
+        return link_.Reset(l.str);
+      }
+      Setup();
+    });
+  });
+}
+
+void RedisStore::Setup() {
+  std::string tag = tag_;
+  link_.SendSetup({"FCALL", "stalkd_lease", "1", tag, fid_, Ms(opt_.lease)},
+                  [this](const Reply& r) {
+                    if (r.error() || r.elements.size() < 4) {
+                      setup_failed_ = !started_;
+                      setup_error_ = "--store: taking a front-end id failed: " + r.str;
+                      return link_.Reset(r.str);
+                    }
+                    fid_ = r.elements[3].str;
+                    Learn(ToInt(r.elements[0]), ToInt(r.elements[1]));
+                    started_ = true;
+                    link_.SetReady();
+                    next_lease_ = clock_.Now() + opt_.lease / 4;
+                    next_pump_ = 0;
+                    // Pub/sub may have missed wake-ups while we were away.
+                    for (RedisSession* s : waiters_) {
+                      if (!s->claiming_) s->Claim();
+                    }
+                    next_waiter_lease_ = 0;
+                  });
+}
+
+void RedisStore::OnLost(std::string_view why) {
+  fprintf(stderr, "stalkd: lost the Redis master (%.*s); reconnecting\n",
+          static_cast<int>(why.size()), why.data());
+}
+
+void RedisStore::OnMessage(std::string_view channel, std::string_view message) {
+  if (channel == channel_) Wake(message);
+}
+
+void RedisStore::Learn(int64_t redis_now_ms, int64_t next_due_ms) {
+  Nanos now = clock_.Now();
+  offset_ = redis_now_ms * kMs - now;
+  next_due_ = next_due_ms < 0 ? kForever : LocalTime(next_due_ms);
+}
+
+void RedisStore::Call(std::string_view fn, std::span<const std::string_view> args, bool writes,
+                      Handler done) {
+  std::string name = "stalkd_";
+  name.append(fn);
+  std::vector<std::string_view> argv;
+  argv.reserve(args.size() + 4);
+  argv.insert(argv.end(), {"FCALL", name, "1", tag_});
+  argv.insert(argv.end(), args.begin(), args.end());
+  bool wait = writes && opt_.wait_replicas > 0;
+  if (wait) need_wait_ = true;
+  link_.Send(std::span<const std::string_view>(argv),
+             [this, wait, done = std::move(done)](const Reply& r) mutable {
+               if (wait && !r.error()) {
+                 held_.push_back({r, std::move(done)});
+                 return;
+               }
+               Deliver(r, done);
+             });
+}
+
+void RedisStore::Deliver(const Reply& r, const Handler& done) {
+  Answer a;
+  if (r.type == Reply::Type::kLost) {
+    a.lost = true;
+  } else if (r.type == Reply::Type::kError) {
+    a.oom = r.ErrorIs("OOM");
+    a.lost = !a.oom;
+    if (a.lost) {
+      fprintf(stderr, "stalkd: Redis answered an error: %s\n", r.str.c_str());
+    }
+  } else if (r.type != Reply::Type::kArray || r.elements.size() < 2) {
+    a.lost = true;
+  } else {
+    Learn(ToInt(r.elements[0]), ToInt(r.elements[1]));
+    if (r.elements.size() > 2) a.status = r.elements[2].str;
+    a.words = &r.elements;
+    a.first = 3;
+  }
+  done(a);
+}
+
+void RedisStore::SendWait() {
+  if (!need_wait_) return;
+  need_wait_ = false;
+  std::string n = std::to_string(opt_.wait_replicas);
+  std::string ms = Ms(opt_.wait_timeout);
+  link_.Send({"WAIT", n, ms}, [this](const Reply& r) {
+    std::vector<Held> batch;
+    batch.swap(held_);
+    bool ok = r.type == Reply::Type::kInteger && r.integer >= opt_.wait_replicas;
+    if (!ok) {
+      fprintf(stderr, "stalkd: WAIT %d answered %s: %zu replies say INTERNAL_ERROR\n",
+              opt_.wait_replicas,
+              r.type == Reply::Type::kInteger ? std::to_string(r.integer).c_str() : r.str.c_str(),
+              batch.size());
+    }
+    Reply lost;
+    lost.type = Reply::Type::kLost;
+    lost.str = "WAIT did not confirm a replica";
+    for (Held& h : batch) Deliver(ok ? h.reply : lost, h.done);
+  });
+}
+
+std::unique_ptr<command::Session> RedisStore::Open(command::Client& client) {
+  uint64_t fid = 0;
+  std::from_chars(fid_.data(), fid_.data() + fid_.size(), fid);
+  uint64_t sid = fid * (uint64_t{1} << 24) + (++next_conn_ % (uint64_t{1} << 24));
+  total_connections_++;
+  return std::make_unique<RedisSession>(*this, client, sid);
+}
+
+void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta) {
+  std::string du = std::to_string(using_delta), dw = std::to_string(watching_delta);
+  Call("ref", {fid_, tube, du, dw}, false, [](const Answer&) {});
+}
+
+void RedisStore::AddWaiter(RedisSession* s) { waiters_.push_back(s); }
+
+uint64_t RedisStore::Waiting() const {
+  // A reserve whose call is on its way is not waiting yet (nor, briefly, one claiming a job
+  // it was woken for).
+  return std::count_if(waiters_.begin(), waiters_.end(),
+                       [](const RedisSession* s) { return !s->claiming_; });
+}
+
+void RedisStore::RemoveWaiter(RedisSession* s) { std::erase(waiters_, s); }
+
+void RedisStore::Wake(std::string_view tube) {
+  // One job became ready in `tube`: the first idle waiter watching it claims it; if every
+  // one is already claiming, the first of those claims again when its call returns empty.
+  RedisSession* busy = nullptr;
+  for (RedisSession* s : waiters_) {
+    if (std::find(s->watch_.begin(), s->watch_.end(), tube) == s->watch_.end()) continue;
+    if (!s->claiming_) return s->Claim();
+    if (!busy && !s->reclaim_) busy = s;
+  }
+  if (busy) busy->reclaim_ = true;
+}
+
+void RedisStore::Pump() {
+  if (pumping_ || !link_.ready()) return;
+  pumping_ = true;
+  next_pump_ = clock_.Now() + kSecond;  // the safety net: every front end pumps each second
+  Call("pump", {std::to_string(kPumpLimit)}, true, [this](const Answer& a) {
+    pumping_ = false;
+    if (!a.lost && a.Number(0) >= static_cast<uint64_t>(kPumpLimit)) next_pump_ = 0;
+  });
+}
+
+void RedisStore::RenewLease() {
+  next_lease_ = clock_.Now() + opt_.lease / 4;
+  if (!link_.ready()) return;
+  // This front end's counters, for the `stats` of the others.
+  std::vector<std::string> kv;
+  uint64_t producers = 0, workers = 0;
+  for (RedisSession* s : sessions_) {
+    if (s->put_any_) producers++;
+    if (s->worker_) workers++;
+  }
+  for (size_t i = 0; i < command::kVerbCount; i++) {
+    if (cmds_[i] == 0) continue;
+    kv.push_back("c" + std::to_string(i));
+    kv.push_back(std::to_string(cmds_[i]));
+  }
+  kv.insert(kv.end(), {"conn", std::to_string(sessions_.size()), "tconn",
+                       std::to_string(total_connections_), "wait", std::to_string(Waiting()),
+                       "prod", std::to_string(producers), "work", std::to_string(workers)});
+  std::vector<std::string_view> args{fid_};
+  std::string lease = Ms(opt_.lease);
+  args.push_back(lease);
+  for (const std::string& s : kv) args.push_back(s);
+  Call("lease", std::span<const std::string_view>(args), false, [](const Answer&) {});
+}
+
+void RedisStore::RefreshWaiterLease() {
+  next_waiter_lease_ = clock_.Now() + opt_.lease / 2;
+  if (waiters_.empty() || !link_.ready()) return;
+  std::unordered_set<std::string_view> tubes;
+  for (RedisSession* s : waiters_) tubes.insert(s->watch_.begin(), s->watch_.end());
+  std::string lease = Ms(opt_.lease);
+  std::vector<std::string_view> args{lease};
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  Call("wait", std::span<const std::string_view>(args), false, [](const Answer&) {});
+}
+
+command::Result RedisStore::FillStats(const Answer& a) {
+  // ready urgent reserved delayed buried total timeouts expired exhausted tubes, then per
+  // other live front end "--" and its counters as name value pairs.
+  command::ServerStats& s = stats_;
+  s = {};
+  s.ready = a.Number(0);
+  s.urgent = a.Number(1);
+  s.reserved = a.Number(2);
+  s.delayed = a.Number(3);
+  s.buried = a.Number(4);
+  s.total_jobs = a.Number(5);
+  s.timeouts = a.Number(6);
+  s.expired = a.Number(7);
+  s.tries_exhausted = a.Number(8);
+  s.tubes = a.Number(9);
+  std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
+  s.connections = sessions_.size();
+  s.total_connections = total_connections_;
+  s.waiting = Waiting();
+  for (RedisSession* x : sessions_) {
+    s.producers += x->put_any_;
+    s.workers += x->worker_;
+  }
+  for (size_t i = 10; i + 1 < a.size(); i++) {
+    std::string_view k = a.Word(i);
+    if (k == "--") continue;
+    uint64_t v = a.Number(++i);
+    if (k.size() > 1 && k[0] == 'c') {
+      size_t verb = 0;
+      std::from_chars(k.data() + 1, k.data() + k.size(), verb);
+      if (verb < command::kVerbCount) s.cmds[verb] += v;
+    } else if (k == "conn") {
+      s.connections += v;
+    } else if (k == "tconn") {
+      s.total_connections += v;
+    } else if (k == "wait") {
+      s.waiting += v;
+    } else if (k == "prod") {
+      s.producers += v;
+    } else if (k == "work") {
+      s.workers += v;
+    }
+  }
+  s.max_job_size = opt_.max_job_size;
+  s.draining = draining_;
+  if (host_) s.host = host_->CurrentStats();
+  command::Result r = command::Result::Of(command::Outcome::kStats);
+  r.stats = &s;
+  return r;
+}
+
+Nanos RedisStore::Tick() {
+  Nanos next = link_.Poll();
+  Nanos now = clock_.Now();
+  if (link_.ready()) {
+    if (now >= next_lease_) RenewLease();
+    if (now >= next_due_ || now >= next_pump_) Pump();
+    if (now >= next_waiter_lease_) RefreshWaiterLease();
+  }
+  // Waiting reserves: timeouts and DEADLINE_SOON.
+  for (size_t i = 0; i < waiters_.size();) {
+    RedisSession* s = waiters_[i];
+    if (!s->claiming_) {
+      if (now >= s->wait_until_) {
+        s->StopWaiting(Result::Of(Outcome::kTimedOut));
+        continue;
+      }
+      if (s->DeadlineSoon(now)) {
+        s->StopWaiting(Result::Of(Outcome::kDeadlineSoon));
+        continue;
+      }
+      next = std::min({next, s->wait_until_, s->NextDeadlineSoon()});
+    }
+    i++;
+  }
+  SendWait();
+  link_.Flush();
+  if (link_.ready()) next = std::min({next, next_lease_, next_pump_, next_waiter_lease_});
+  if (!pumping_ && link_.ready()) next = std::min(next, next_due_);
+  return next;
+}
+
+}  // namespace stalkd::redis
