@@ -70,9 +70,11 @@ class TextWorld {
   // Sends bytes from client i, settles, and returns everything every client got.
   std::string Do(size_t i, std::string_view in) {
     command::FrontEnd& f = client(i).conv;
-    char* p = f.PrepareInput(in.size());
-    std::memcpy(p, in.data(), in.size());
-    f.CommitInput(in.size());
+    if (!in.empty()) {
+      char* p = f.PrepareInput(in.size());
+      std::memcpy(p, in.data(), in.size());
+      f.CommitInput(in.size());
+    }
     Settle();
     std::string out;
     for (size_t k = 0; k < clients_.size(); k++) {
