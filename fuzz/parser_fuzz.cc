@@ -10,9 +10,10 @@
 //
 // Extension arguments are parsed by the conversation (extensions.cc), so an extension line
 // (the input up to its first CRLF) is also sent to a Conversation over a fresh MemoryStore
-// and its reply checked against a reference grammar written from docs/EXTENSIONS.md; for
-// put-ext and put-many the rest of the input, cut or padded to the announced size, is the
-// body or block, and the INSERTED / INSERTED-MANY replies are checked too.
+// (for inputs of odd length through a store::DeferredStore, which answers every call late:
+// the replies must be the same) and its reply checked against a reference grammar written from
+// docs/EXTENSIONS.md; for put-ext and put-many the rest of the input, cut or padded to the
+// announced size, is the body or block, and the INSERTED / INSERTED-MANY replies are checked too.
 #include <cinttypes>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include "command/values.h"
 #include "protocol/command.h"
 #include "protocol/conversation.h"
+#include "store/deferred_store.h"
 #include "store/memory_store.h"
 
 using stalkd::command::IsTubeNameChar;
@@ -379,11 +381,19 @@ bool RefTubeState(std::string_view w, bool reserved_ok, bool all_ok) {
          (all_ok && w == "all");
 }
 
-class NoLateResults final : public stalkd::command::Client {
+// The conversation's client: over the memory store nothing answers late; over a
+// DeferredStore everything but use/watch/ignore does, and the replies are the same.
+class LateResults final : public stalkd::command::Client {
  public:
-  void OnResult(const stalkd::command::Result&) override {
-    STALKD_CHECK(false && "late result in parser_fuzz");
+  explicit LateResults(bool deferred) : deferred_(deferred) {}
+  void OnResult(const stalkd::command::Result& r) override {
+    STALKD_CHECK(deferred_ && conv);
+    conv->OnResult(r);
   }
+  stalkd::protocol::Conversation* conv = nullptr;
+
+ private:
+  bool deferred_;
 };
 
 constexpr size_t kStoreMaxJobSize = 64;
@@ -473,16 +483,25 @@ void CheckPutManyBlock(const std::string& out, uint64_t count, std::string_view 
 // body or block made of `payload` to a Conversation on a fresh store, and checks the
 // replies against the reference grammar.
 void CheckExtensionConversation(Verb verb, size_t verb_len, std::string_view line,
-                                std::string_view payload) {
+                                std::string_view payload, bool deferred) {
   stalkd::FakeClock clock;
-  stalkd::store::MemoryStore store(clock, {{}, kStoreMaxJobSize}, nullptr);
-  NoLateResults client;
+  stalkd::store::MemoryStore memory(clock, {{}, kStoreMaxJobSize}, nullptr);
+  stalkd::store::DeferredStore late(memory);
+  stalkd::command::Store& store = deferred ? static_cast<stalkd::command::Store&>(late) : memory;
+  LateResults client(deferred);
   stalkd::protocol::Conversation conv(store, client);
-  auto send = [&conv](std::string_view bytes) {
+  client.conv = &conv;
+  auto send = [&conv, &store](std::string_view bytes) {
     char* p = conv.PrepareInput(bytes.size());
     std::memcpy(p, bytes.data(), bytes.size());
     conv.CommitInput(bytes.size());
     conv.Run(16);
+    // put-many's puts answer one per Tick: at most 1000 of them.
+    for (int i = 0; i < 2000 && store.Busy(); i++) {
+      store.Tick();
+      conv.Run(16);
+    }
+    STALKD_CHECK(!store.Busy());
     std::string out = std::move(conv.output());
     conv.output().clear();
     return out;
@@ -631,8 +650,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t first_len = 0;
   Verb first_ext = ExtensionVerb(first, &first_len);
   if (first_ext != Verb::kUnknown) {
+    // Over a store that answers everything late for inputs of odd length.
     CheckExtensionConversation(first_ext, first_len, first,
-                               eol == std::string_view::npos ? "" : line.substr(eol + 2));
+                               eol == std::string_view::npos ? "" : line.substr(eol + 2),
+                               size % 2 == 1);
   }
   if (st != ParseStatus::kOk) return 0;
 

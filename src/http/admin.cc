@@ -51,7 +51,7 @@ class AdminCall {
  public:
   AdminCall(Exchange& ex, TokenStore& tokens, AdminHost& host)
       : ex_(ex), tokens_(tokens), host_(host) {}
-  void Run();
+  Co<> Run();
 
  private:
   Response& resp() { return ex_.response; }
@@ -60,7 +60,7 @@ class AdminCall {
   void Tokens(const std::string& ns);
   void TokenDelete(const std::string& ns, const std::string& token);
   void TokenLimit(const std::string& ns, const std::string& token);
-  void Info();
+  Co<> Info();
   void Limits();
   void Status(int code, std::string_view status) {
     resp().status = code;
@@ -96,19 +96,19 @@ bool StripPool(std::string_view raw, std::string_view* token) {
   return raw.substr(0, colon) == "default";
 }
 
-void AdminCall::Run() {
+Co<> AdminCall::Run() {
   Method m = ex_.request.method;
   if (!target_.Parse(ex_.request.target)) {
     // A transport error (docs/HTTP.md, section 2), as on the API listener.
     Route("unknown");
     ex_.request.keep_alive = false;
-    return Fail(400, "malformed request");
+    co_return Fail(400, "malformed request");
   }
   bool probe = target_.segments().size() == 1 &&
                (target_.segments()[0] == "healthz" || target_.segments()[0] == "readyz");
   if (host_.recovering() && !probe) {
     Route("recovering");
-    return Fail(503, "recovering");
+    co_return Fail(503, "recovering");
   }
   const std::vector<std::string>& seg = target_.segments();
   bool get = m == Method::kGet || m == Method::kHead;
@@ -116,17 +116,17 @@ void AdminCall::Run() {
     const std::string& s = seg[0];
     if (s == "healthz") {
       Route("healthz");
-      return Status(200, "ok");
+      co_return Status(200, "ok");
     }
     if (s == "readyz") {
       Route("readyz");
-      if (host_.recovering()) return Status(503, "recovering");
-      if (host_.ready()) return Status(200, "ready");
-      return Status(503, "draining");
+      if (host_.recovering()) co_return Status(503, "recovering");
+      if (host_.ready()) co_return Status(200, "ready");
+      co_return Status(503, "draining");
     }
     if (s == "limits") {
       Route("list_limits");
-      return Limits();
+      co_return Limits();
     }
     if (s == "version") {
       Route("version");
@@ -140,31 +140,30 @@ void AdminCall::Run() {
       w.Key("version");
       w.String(host_.version());
       w.EndObject();
-      return;
+      co_return;
     }
     if (s == "pools") {
       Route("pools");
       std::optional<std::string_view> kind = target_.Query("kind");
-      if (kind && *kind != "redis" && *kind != "memory") return Fail(400, "invalid kind");
+      if (kind && *kind != "redis" && *kind != "memory") co_return Fail(400, "invalid kind");
       resp().status = 200;
       resp().body = "[\"default\"]";
-      return;
+      co_return;
     }
     if (s == "info") {
       Route("info");
-      return Info();
+      co_return co_await Info();
     }
     if (s == "metrics") {
       Route("metrics");
-      ex_.task = host_.ScrapeMetrics(ex_.session, &resp());
-      return;
+      co_return co_await host_.ScrapeMetrics(ex_.session, &resp());
     }
   }
   if (seg.size() >= 2 && seg[0] == "token") {
     std::string ns = seg[1];
-    if (seg.size() == 2) return Tokens(ns);
-    if (seg.size() == 3 && m == Method::kDelete) return TokenDelete(ns, seg[2]);
-    if (seg.size() == 4 && seg[3] == "limit") return TokenLimit(ns, seg[2]);
+    if (seg.size() == 2) co_return Tokens(ns);
+    if (seg.size() == 3 && m == Method::kDelete) co_return TokenDelete(ns, seg[2]);
+    if (seg.size() == 4 && seg[3] == "limit") co_return TokenLimit(ns, seg[2]);
   }
   Route("unknown");
   Fail(404, "api not found");
@@ -330,9 +329,9 @@ void AdminCall::TokenLimit(const std::string& ns, const std::string& raw) {
   w.EndObject();
 }
 
-void AdminCall::Info() {
+Co<> AdminCall::Info() {
   // Every namespace with its queues: the tubes named "ns/queue".
-  command::Result r = ex_.session.ListTubes();
+  command::Result r = co_await Ask(ex_.session.ListTubes());
   std::map<std::string, std::vector<std::string>, std::less<>> info;
   if (r.outcome == command::Outcome::kTubeList) {
     for (std::string_view t : *r.tubes) {
@@ -368,6 +367,11 @@ void AdminCall::Limits() {
     w.EndObject();
   }
   w.EndArray();
+}
+
+Co<> HandleAdmin(Exchange& ex, TokenStore& tokens, AdminHost& host) {
+  AdminCall call(ex, tokens, host);
+  co_await call.Run();
 }
 
 }  // namespace
@@ -436,7 +440,7 @@ void AdminService::Handle(Exchange& ex) {
     return Error(&ex.response, 503, "recovering");
   }
   if (dashboard) return dashboard_->Handle(ex);
-  AdminCall(ex, tokens_, host_).Run();
+  Serve(ex, HandleAdmin(ex, tokens_, host_));
 }
 
 void AdminService::Answered(const Exchange& ex, Nanos done) {

@@ -26,8 +26,8 @@ class AdminHost {
   virtual bool ready() const = 0;
   // The binlog is being replayed: only /healthz and /readyz are answered.
   virtual bool recovering() const = 0;
-  // Starts a /metrics scrape answered into *resp, now or through the returned task.
-  virtual std::unique_ptr<Task> ScrapeMetrics(command::Session& s, Response* resp) = 0;
+  // A /metrics scrape answered into *resp (in slices, or waiting for the store).
+  virtual Co<> ScrapeMetrics(command::Session& s, Response* resp) = 0;
 
  protected:
   ~AdminHost() = default;

@@ -50,16 +50,16 @@ std::optional<uint64_t> ParseJobId(std::string_view s) {
 
 // One job as lmstfy's consume and peek show it. Needs the job's stats; `body` must be
 // copied before the StatsJob call invalidates it.
-bool WriteJob(Session& s, std::string_view ns, std::string_view tube, uint64_t id,
-              std::string_view body, bool with_msg, JsonWriter& w) {
+Co<bool> WriteJob(Session& s, std::string_view ns, std::string_view tube, uint64_t id,
+                  std::string_view body, bool with_msg, JsonWriter& w) {
   std::string data;
   AppendBase64(body, &data);
-  Result st = s.StatsJob(id);
-  if (st.outcome != Outcome::kJobStats) return false;
+  Result st = co_await Ask(s.StatsJob(id));
+  if (st.outcome != Outcome::kJobStats) co_return false;
   const command::JobStats& js = *st.job_stats;
   std::string_view job_ns, queue;
-  if (!SplitTube(js.tube, &job_ns, &queue) || job_ns != ns) return false;
-  if (!tube.empty() && js.tube != tube) return false;
+  if (!SplitTube(js.tube, &job_ns, &queue) || job_ns != ns) co_return false;
+  if (!tube.empty() && js.tube != tube) co_return false;
   const command::JobExtensionStats* x = js.extension;
   w.StartObject();
   w.Key("attributes");
@@ -98,19 +98,19 @@ bool WriteJob(Session& s, std::string_view ns, std::string_view tube, uint64_t i
   w.Key("ttl");
   w.Int(x && x->has_ttl ? x->ttl_left_s : 0);
   w.EndObject();
-  return true;
+  co_return true;
 }
 
 // Makes the session watch exactly `tubes` (a consume's queues).
-void WatchOnly(Session& s, const std::vector<std::string>& tubes) {
-  for (const std::string& t : tubes) s.Watch(t);
-  Result r = s.ListTubesWatched();
-  if (r.outcome != Outcome::kTubeList) return;
+Co<> WatchOnly(Session& s, const std::vector<std::string>& tubes) {
+  for (const std::string& t : tubes) co_await Ask(s.Watch(t));
+  Result r = co_await Ask(s.ListTubesWatched());
+  if (r.outcome != Outcome::kTubeList) co_return;
   std::vector<std::string> drop;
   for (std::string_view t : *r.tubes) {
     if (std::find(tubes.begin(), tubes.end(), t) == tubes.end()) drop.emplace_back(t);
   }
-  for (const std::string& t : drop) s.Ignore(t);
+  for (const std::string& t : drop) co_await Ask(s.Ignore(t));
 }
 
 // What the reserve gave: the jobs' ids and bodies, copied out of the result.
@@ -124,16 +124,17 @@ struct Reserved {
 };
 
 // The consume's answer from the jobs it reserved.
-void AnswerConsume(Session& s, std::string_view ns, const Reserved& got, bool batch,
+Co<> AnswerConsume(Session& s, std::string_view ns, const Reserved& got, bool batch,
                    Response* resp) {
-  if (got.jobs.empty()) return Message(resp, 404, "no job available");
+  if (got.jobs.empty()) co_return Message(resp, 404, "no job available");
   resp->status = 200;
   resp->body.clear();
   JsonWriter w(&resp->body);
   if (batch) w.StartArray();
   size_t written = 0;
   for (const auto& [id, body] : got.jobs) {
-    if (WriteJob(s, ns, "", id, body, true, w)) written++;
+    bool ok = co_await WriteJob(s, ns, "", id, body, true, w);
+    if (ok) written++;
     if (!batch) break;
   }
   if (batch) w.EndArray();
@@ -177,113 +178,6 @@ std::vector<std::string_view> SplitJsonArray(std::string_view text) {
   return out;
 }
 
-// A consume that waits for a job (long poll).
-class ConsumeTask final : public Task {
- public:
-  ConsumeTask(Session& s, std::string ns, bool batch) : s_(s), ns_(std::move(ns)), batch_(batch) {}
-
-  bool Step(Response* resp) override {
-    AnswerConsume(s_, ns_, got_, batch_, resp);
-    return true;
-  }
-  void OnResult(const Result& r) override {
-    got_.Take(r);
-    waiting_ = false;
-  }
-  bool waiting() const override { return waiting_; }
-  bool waits_for_client() const override { return true; }
-  void Abandon() override {
-    got_.Take(s_.AbandonReserve());
-    waiting_ = false;
-  }
-
- private:
-  Session& s_;
-  std::string ns_;
-  bool batch_;
-  bool waiting_ = true;
-  Reserved got_;
-};
-
-// Waits for a store call's late result, then answers with a fixed response.
-class AwaitTask final : public Task {
- public:
-  explicit AwaitTask(Response answer) : answer_(std::move(answer)) {}
-  bool Step(Response* resp) override {
-    *resp = std::move(answer_);
-    return true;
-  }
-  void OnResult(const Result&) override { waiting_ = false; }
-  bool waiting() const override { return waiting_; }
-
- private:
-  Response answer_;
-  bool waiting_ = true;
-};
-
-// Deletes up to `limit` of a tube's dead letters from the head (the order they were buried
-// in, as peek and respawn take them), a slice per step.
-class DeleteDeadTask final : public Task {
- public:
-  DeleteDeadTask(Session& s, std::string tube, int64_t limit)
-      : s_(s), tube_(std::move(tube)), left_(limit) {}
-
-  bool Step(Response* resp) override {
-    int64_t n = std::min<int64_t>(left_, kSliceJobs);
-    bool more = s_.Use(tube_).outcome == Outcome::kUsing;
-    for (int64_t i = 0; i < n && more; i++) {
-      Result head = s_.PeekBuried();
-      more = head.outcome == Outcome::kFound && s_.Delete(head.job.id).outcome == Outcome::kDeleted;
-      if (more) left_--;
-    }
-    if (more && left_ > 0) return false;
-    resp->status = 204;
-    return true;
-  }
-  void OnResult(const Result&) override {}
-  bool waiting() const override { return false; }
-
- private:
-  Session& s_;
-  std::string tube_;
-  int64_t left_;
-};
-
-// Respawns up to `limit` of a tube's dead letters, a slice per step.
-class RespawnTask final : public Task {
- public:
-  RespawnTask(Session& s, std::string tube, int64_t limit, uint32_t ttl_s)
-      : s_(s), tube_(std::move(tube)), left_(limit), ttl_s_(ttl_s) {}
-
-  bool Step(Response* resp) override {
-    uint32_t n = static_cast<uint32_t>(std::min<int64_t>(left_, kSliceJobs));
-    Result r = s_.Respawn(tube_, n, ttl_s_);
-    uint64_t done = r.outcome == Outcome::kKicked ? r.number : 0;
-    count_ += done;
-    left_ -= static_cast<int64_t>(done);
-    if (done == n && left_ > 0) return false;
-    resp->status = 200;
-    resp->body.clear();
-    JsonWriter w(&resp->body);
-    w.StartObject();
-    w.Key("count");
-    w.Uint(count_);
-    w.Key("msg");
-    w.String("respawned");
-    w.EndObject();
-    return true;
-  }
-  void OnResult(const Result&) override {}
-  bool waiting() const override { return false; }
-
- private:
-  Session& s_;
-  std::string tube_;
-  int64_t left_;
-  uint32_t ttl_s_;
-  uint64_t count_ = 0;
-};
-
 enum class Throttle : uint8_t { kNone, kProduce, kConsume };
 
 // One request on its way through lmstfy's middleware and handler.
@@ -292,7 +186,7 @@ class Call {
   Call(Exchange& ex, Access& access, const ApiOptions& options)
       : ex_(ex), s_(ex.session), access_(access), options_(options) {}
 
-  void Run();
+  Co<> Run();
 
  private:
   Response& resp() { return ex_.response; }
@@ -302,23 +196,23 @@ class Call {
   // A numeric query parameter as lmstfy parses it; false: answered 400 "invalid <name>".
   bool Uint(std::string_view name, uint64_t def, int bits, uint64_t* out);
 
-  void Publish(bool republish);
-  void PublishBulk();
-  void Consume();
-  void Delete();
-  void PeekQueue();
-  void PeekJob();
-  void Size(bool dead);
-  void DestroyQueue();
-  void PeekDeadLetter();
-  void RespawnDeadLetter();
-  void DeleteDeadLetter();
+  Co<> Publish(bool republish);
+  Co<> PublishBulk();
+  Co<> Consume();
+  Co<> Delete();
+  Co<> PeekQueue();
+  Co<> PeekJob();
+  Co<> Size(bool dead);
+  Co<> DestroyQueue();
+  Co<> PeekDeadLetter();
+  Co<> RespawnDeadLetter();
+  Co<> DeleteDeadLetter();
 
   // Puts one job into tube_; false: answered with the failure.
-  bool Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s, uint32_t tries,
-           std::span<const command::Attribute> attrs, uint64_t* id);
+  Co<bool> Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s,
+               uint32_t tries, std::span<const command::Attribute> attrs, uint64_t* id);
   // Deletes job `id` if it is in tube_.
-  void DeleteInTube(uint64_t id);
+  Co<> DeleteInTube(uint64_t id);
 
   Exchange& ex_;
   Session& s_;
@@ -329,12 +223,12 @@ class Call {
   std::vector<std::string> queues_, tubes_;  // a consume's
 };
 
-void Call::Run() {
+Co<> Call::Run() {
   Method m = ex_.request.method;
   if (!target_.Parse(ex_.request.target)) {
     ex_.route = "unknown";
     ex_.request.keep_alive = false;  // a transport error: the connection closes after it
-    return Fail(400, "malformed request");
+    co_return Fail(400, "malformed request");
   }
   const std::vector<std::string>& seg = target_.segments();
   auto route = [&](std::string_view name) { ex_.route = name; };
@@ -342,82 +236,82 @@ void Call::Run() {
       std::any_of(seg.begin(), seg.end(), [](const std::string& s) { return s.empty(); });
   if (seg.size() < 3 || seg[0] != "api" || empty_segment) {
     route("unknown");
-    return Fail(404, "api not found");
+    co_return Fail(404, "api not found");
   }
   ns_ = seg[1];
   queue_ = seg[2];
   if (seg.size() == 3) {
     if (m == Method::kPut) {
       route("publish");
-      if (Admit(false, true, Throttle::kProduce)) Publish(false);
-      return;
+      if (Admit(false, true, Throttle::kProduce)) co_await Publish(false);
+      co_return;
     }
     if (m == Method::kGet) {
       route("consume");
-      if (Admit(true, true, Throttle::kConsume)) Consume();
-      return;
+      if (Admit(true, true, Throttle::kConsume)) co_await Consume();
+      co_return;
     }
     if (m == Method::kDelete) {
       route("destroy_queue");
-      if (Admit(false, true, Throttle::kNone)) DestroyQueue();
-      return;
+      if (Admit(false, true, Throttle::kNone)) co_await DestroyQueue();
+      co_return;
     }
   } else if (seg.size() == 4) {
     const std::string& what = seg[3];
     if (what == "bulk" && m == Method::kPut) {
       route("publish_bulk");
-      if (Admit(false, true, Throttle::kProduce)) PublishBulk();
-      return;
+      if (Admit(false, true, Throttle::kProduce)) co_await PublishBulk();
+      co_return;
     }
     if (what == "peek" && m == Method::kGet) {
       route("peek_queue");
-      if (Admit(false, true, Throttle::kNone)) PeekQueue();
-      return;
+      if (Admit(false, true, Throttle::kNone)) co_await PeekQueue();
+      co_return;
     }
     if (what == "size" && m == Method::kGet) {
       route("size");
-      if (Admit(false, false, Throttle::kNone)) Size(false);
-      return;
+      if (Admit(false, false, Throttle::kNone)) co_await Size(false);
+      co_return;
     }
     if (what == "deadletter") {
       if (m == Method::kGet) {
         route("peek_deadletter");
-        if (Admit(false, true, Throttle::kNone)) PeekDeadLetter();
-        return;
+        if (Admit(false, true, Throttle::kNone)) co_await PeekDeadLetter();
+        co_return;
       }
       if (m == Method::kPut) {
         route("respawn_deadletter");
-        if (Admit(false, true, Throttle::kNone)) RespawnDeadLetter();
-        return;
+        if (Admit(false, true, Throttle::kNone)) co_await RespawnDeadLetter();
+        co_return;
       }
       if (m == Method::kDelete) {
         route("delete_deadletter");
-        if (Admit(false, true, Throttle::kNone)) DeleteDeadLetter();
-        return;
+        if (Admit(false, true, Throttle::kNone)) co_await DeleteDeadLetter();
+        co_return;
       }
     }
   } else if (seg.size() == 5) {
     if (seg[3] == "job") {
       if (m == Method::kPut) {
         route("republish");
-        if (Admit(false, true, Throttle::kNone)) Publish(true);
-        return;
+        if (Admit(false, true, Throttle::kNone)) co_await Publish(true);
+        co_return;
       }
       if (m == Method::kGet) {
         route("peek_job");
-        if (Admit(false, true, Throttle::kNone)) PeekJob();
-        return;
+        if (Admit(false, true, Throttle::kNone)) co_await PeekJob();
+        co_return;
       }
       if (m == Method::kDelete) {
         route("delete");
-        if (Admit(false, true, Throttle::kNone)) Delete();
-        return;
+        if (Admit(false, true, Throttle::kNone)) co_await Delete();
+        co_return;
       }
     }
     if (seg[3] == "deadletter" && seg[4] == "size" && m == Method::kGet) {
       route("deadletter_size");
-      if (Admit(false, false, Throttle::kNone)) Size(true);
-      return;
+      if (Admit(false, false, Throttle::kNone)) co_await Size(true);
+      co_return;
     }
   }
   route("unknown");
@@ -512,11 +406,12 @@ bool Call::Uint(std::string_view name, uint64_t def, int bits, uint64_t* out) {
   return true;
 }
 
-bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s,
-               uint32_t tries, std::span<const command::Attribute> attrs, uint64_t* id) {
-  if (Result u = s_.Use(tube_); u.outcome != Outcome::kUsing) {
+Co<bool> Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t ttl_s,
+                   uint32_t tries, std::span<const command::Attribute> attrs, uint64_t* id) {
+  Result u = co_await Ask(s_.Use(tube_));
+  if (u.outcome != Outcome::kUsing) {
     Fail(400, "invalid queue name");
-    return false;
+    co_return false;
   }
   command::PutOptions opts;
   opts.tries = tries;
@@ -535,10 +430,10 @@ bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t t
     std::copy(body.begin(), body.end(), slot.data);
     slot.data[body.size()] = '\r';
     slot.data[body.size() + 1] = '\n';
-    Result r = s_.CommitPut();
+    Result r = co_await Ask(s_.CommitPut());
     if (r.outcome == Outcome::kInserted) {
       *id = r.number;
-      return true;
+      co_return true;
     }
     o = r.outcome;
   }
@@ -555,7 +450,7 @@ bool Call::Put(std::string_view body, uint32_t pri, uint32_t delay_s, uint32_t t
     default:
       Fail(500, "internal error");
   }
-  return false;
+  co_return false;
 }
 
 // The attributes of Job-Attr-* headers, checked against the engine's limits
@@ -585,30 +480,29 @@ const char* CheckAttributes(const Request& req, std::vector<command::Attribute>*
   return nullptr;
 }
 
-void Call::Publish(bool republish) {
+Co<> Call::Publish(bool republish) {
   std::optional<uint64_t> old_id;
   if (republish) {
     old_id = ParseJobId(target_.segments()[4]);
-    if (!old_id) return Fail(400, "invalid job id");
+    if (!old_id) co_return Fail(400, "invalid job id");
   }
   uint64_t delay, ttl, tries, priority;
-  if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) return;
-  if (ttl > 0 && ttl < delay) return Fail(400, "ttl is shorter than delay");
-  if (!Uint("tries", kDefaultTries, 16, &tries)) return;
-  if (tries == 0) return Fail(400, "tries shouldn't be zero");
-  if (!Uint("priority", 0, 8, &priority)) return;
+  if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) co_return;
+  if (ttl > 0 && ttl < delay) co_return Fail(400, "ttl is shorter than delay");
+  if (!Uint("tries", kDefaultTries, 16, &tries)) co_return;
+  if (tries == 0) co_return Fail(400, "tries shouldn't be zero");
+  if (!Uint("priority", 0, 8, &priority)) co_return;
   const std::string& body = ex_.request.body;
-  if (body.size() > options_.max_job_size) return Fail(413, "body too large");
+  if (body.size() > options_.max_job_size) co_return Fail(413, "body too large");
   std::vector<command::Attribute> attrs;
-  if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
-  if (old_id) DeleteInTube(*old_id);
+  if (const char* e = CheckAttributes(ex_.request, &attrs)) co_return Fail(400, e);
+  if (old_id) co_await DeleteInTube(*old_id);
   uint64_t id;
   // lmstfy's priority: higher is consumed first; beanstalkd's: lower is.
   uint32_t pri = static_cast<uint32_t>(255 - priority);
-  if (!Put(body, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
-           static_cast<uint32_t>(tries), attrs, &id)) {
-    return;
-  }
+  bool put = co_await Put(body, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
+                          static_cast<uint32_t>(tries), attrs, &id);
+  if (!put) co_return;
   resp().status = 201;
   JsonWriter w(&resp().body);
   w.StartObject();
@@ -619,39 +513,38 @@ void Call::Publish(bool republish) {
   w.EndObject();
 }
 
-void Call::PublishBulk() {
+Co<> Call::PublishBulk() {
   uint64_t delay, ttl, tries, priority;
-  if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) return;
-  if (ttl > 0 && ttl < delay) return Fail(400, "ttl is shorter than delay");
-  if (!Uint("tries", kDefaultTries, 16, &tries)) return;
-  if (tries == 0) return Fail(400, "tries shouldn't be zero");
-  if (!Uint("priority", 0, 8, &priority)) return;
+  if (!Uint("delay", 0, 32, &delay) || !Uint("ttl", kDefaultTtlS, 32, &ttl)) co_return;
+  if (ttl > 0 && ttl < delay) co_return Fail(400, "ttl is shorter than delay");
+  if (!Uint("tries", kDefaultTries, 16, &tries)) co_return;
+  if (tries == 0) co_return Fail(400, "tries shouldn't be zero");
+  if (!Uint("priority", 0, 8, &priority)) co_return;
   const std::string& text = ex_.request.body;
   rapidjson::Document doc;
   // Iterative: a recursive parse of a deeply nested body would overflow the stack.
   doc.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
   if (doc.HasParseError() || (!doc.IsArray() && !doc.IsNull())) {
-    return Fail(400, "request body should be an array of objects");
+    co_return Fail(400, "request body should be an array of objects");
   }
   size_t count = doc.IsArray() ? doc.Size() : 0;  // Go reads null as an empty array
-  if (count == 0) return Fail(400, "no jobs");
-  if (count > kMaxBulkJobs) return Fail(400, "too many jobs");
+  if (count == 0) co_return Fail(400, "no jobs");
+  if (count > kMaxBulkJobs) co_return Fail(400, "too many jobs");
   // Each job is an element's JSON text as sent, as lmstfy stores json.RawMessage.
   std::vector<std::string_view> bodies = SplitJsonArray(text);
-  if (bodies.size() != count) return Fail(400, "request body should be an array of objects");
+  if (bodies.size() != count) co_return Fail(400, "request body should be an array of objects");
   for (std::string_view b : bodies) {
-    if (b.size() > options_.max_job_size) return Fail(413, "job too large");
+    if (b.size() > options_.max_job_size) co_return Fail(413, "job too large");
   }
   std::vector<command::Attribute> attrs;
-  if (const char* e = CheckAttributes(ex_.request, &attrs)) return Fail(400, e);
+  if (const char* e = CheckAttributes(ex_.request, &attrs)) co_return Fail(400, e);
   std::vector<uint64_t> ids;
   uint32_t pri = static_cast<uint32_t>(255 - priority);
   for (std::string_view b : bodies) {
     uint64_t id;
-    if (!Put(b, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
-             static_cast<uint32_t>(tries), attrs, &id)) {
-      return;
-    }
+    bool put = co_await Put(b, pri, static_cast<uint32_t>(delay), static_cast<uint32_t>(ttl),
+                            static_cast<uint32_t>(tries), attrs, &id);
+    if (!put) co_return;
     ids.push_back(id);
   }
   resp().status = 201;
@@ -666,22 +559,22 @@ void Call::PublishBulk() {
   w.EndObject();
 }
 
-void Call::Consume() {
+Co<> Call::Consume() {
   uint64_t ttr, timeout, count;
-  if (!Uint("ttr", kDefaultTtrS, 32, &ttr) || !Uint("timeout", 0, 32, &timeout)) return;
+  if (!Uint("ttr", kDefaultTtrS, 32, &ttr) || !Uint("timeout", 0, 32, &timeout)) co_return;
   std::optional<std::string_view> c = target_.Query("count");
   std::optional<uint64_t> n = c ? ParseUint(*c, 32) : std::optional<uint64_t>(1);
-  if (!n || *n == 0 || *n > kMaxConsumeCount) return Fail(400, "invalid count");
+  if (!n || *n == 0 || *n > kMaxConsumeCount) co_return Fail(400, "invalid count");
   count = *n;
   bool freeze = false;
   if (std::optional<std::string_view> f = target_.Query("freeze_tries")) {
     std::optional<bool> b = ParseBool(*f);
-    if (!b) return Fail(400, "invalid freeze_tries value");
+    if (!b) co_return Fail(400, "invalid freeze_tries value");
     freeze = *b;
   }
   bool multi = tubes_.size() > 1;
   if (multi && timeout == 0) {
-    return Fail(400, "timeout must be provided to consume multiple queues");
+    co_return Fail(400, "timeout must be provided to consume multiple queues");
   }
   bool batch = count > 1;
   command::ReserveArgs args;
@@ -695,63 +588,63 @@ void Call::Consume() {
     args.timeout = 0;
     args.count = static_cast<uint32_t>(count);
     for (const std::string& t : tubes_) {
-      WatchOnly(s_, {t});
-      got.Take(s_.ReserveExt(args));
-      if (!got.jobs.empty()) return AnswerConsume(s_, ns_, got, batch, &resp());
+      std::vector<std::string> one(1, t);
+      co_await WatchOnly(s_, one);
+      got.Take(co_await Ask(s_.ReserveExt(args), /*client_waits=*/true));
+      if (!got.jobs.empty()) co_return co_await AnswerConsume(s_, ns_, got, batch, &resp());
     }
   }
-  WatchOnly(s_, tubes_);
+  co_await WatchOnly(s_, tubes_);
   args.timeout = static_cast<Nanos>(timeout) * kSecond;
-  Result r = s_.ReserveExt(args);
-  if (r.outcome == Outcome::kPending) {
-    ex_.task = std::make_unique<ConsumeTask>(s_, ns_, batch);
-    return;
-  }
-  got.Take(r);
-  AnswerConsume(s_, ns_, got, batch, &resp());
+  // A long poll waits here, as a waiting reserve does, until a job comes, the timeout
+  // passes or the client goes away (AbandonReserve: no job).
+  got.Take(co_await Ask(s_.ReserveExt(args), /*client_waits=*/true));
+  co_await AnswerConsume(s_, ns_, got, batch, &resp());
 }
 
-void Call::DeleteInTube(uint64_t id) {
-  Result st = s_.StatsJob(id);
-  if (st.outcome != Outcome::kJobStats || st.job_stats->tube != tube_) return;
-  s_.Delete(id);
+Co<> Call::DeleteInTube(uint64_t id) {
+  Result st = co_await Ask(s_.StatsJob(id));
+  if (st.outcome != Outcome::kJobStats || st.job_stats->tube != tube_) co_return;
+  co_await Ask(s_.Delete(id));
 }
 
-void Call::Delete() {
+Co<> Call::Delete() {
   std::optional<uint64_t> id = ParseJobId(target_.segments()[4]);
-  if (!id) return Fail(400, "invalid job id");
-  DeleteInTube(*id);
+  if (!id) co_return Fail(400, "invalid job id");
+  co_await DeleteInTube(*id);
   resp().status = 204;
 }
 
-void Call::PeekJob() {
+Co<> Call::PeekJob() {
   std::optional<uint64_t> id = ParseJobId(target_.segments()[4]);
-  if (!id) return Fail(400, "invalid job id");
-  Result r = s_.Peek(*id);
+  if (!id) co_return Fail(400, "invalid job id");
+  Result r = co_await Ask(s_.Peek(*id));
   if (r.outcome == Outcome::kFound) {
     std::string body(r.job.body);
     resp().status = 200;
     JsonWriter w(&resp().body);
-    if (WriteJob(s_, ns_, tube_, *id, body, false, w)) return;
+    bool ok = co_await WriteJob(s_, ns_, tube_, *id, body, false, w);
+    if (ok) co_return;
   }
   Fail(404, "job not found");
 }
 
-void Call::PeekQueue() {
-  s_.Use(tube_);
-  Result r = s_.PeekReady();
+Co<> Call::PeekQueue() {
+  co_await Ask(s_.Use(tube_));
+  Result r = co_await Ask(s_.PeekReady());
   if (r.outcome == Outcome::kFound) {
     uint64_t id = r.job.id;
     std::string body(r.job.body);
     resp().status = 200;
     JsonWriter w(&resp().body);
-    if (WriteJob(s_, ns_, tube_, id, body, false, w)) return;
+    bool ok = co_await WriteJob(s_, ns_, tube_, id, body, false, w);
+    if (ok) co_return;
   }
   Fail(404, "job not found");
 }
 
-void Call::Size(bool dead) {
-  Result r = s_.StatsTube(tube_);
+Co<> Call::Size(bool dead) {
+  Result r = co_await Ask(s_.StatsTube(tube_));
   uint64_t size = 0;
   if (r.outcome == Outcome::kTubeStats) size = dead ? r.tube_stats->buried : r.tube_stats->ready;
   resp().status = 200;
@@ -766,24 +659,18 @@ void Call::Size(bool dead) {
   w.EndObject();
 }
 
-void Call::DestroyQueue() {
-  Response done;
-  done.status = 204;
-  Result r = s_.Purge(tube_, command::StateFilter::kReady);
-  if (r.outcome == Outcome::kPending) {
-    ex_.task = std::make_unique<AwaitTask>(std::move(done));
-    return;
-  }
-  resp() = std::move(done);
+Co<> Call::DestroyQueue() {
+  co_await Ask(s_.Purge(tube_, command::StateFilter::kReady));
+  resp().status = 204;
 }
 
-void Call::PeekDeadLetter() {
-  Result r = s_.StatsTube(tube_);
+Co<> Call::PeekDeadLetter() {
+  Result r = co_await Ask(s_.StatsTube(tube_));
   uint64_t size = r.outcome == Outcome::kTubeStats ? r.tube_stats->buried : 0;
   std::string head;
   if (size > 0) {
-    s_.Use(tube_);
-    Result b = s_.PeekBuried();
+    co_await Ask(s_.Use(tube_));
+    Result b = co_await Ask(s_.PeekBuried());
     if (b.outcome == Outcome::kFound) head = JobIdString(b.job.id);
   }
   resp().status = 200;
@@ -800,24 +687,60 @@ void Call::PeekDeadLetter() {
   w.EndObject();
 }
 
-void Call::RespawnDeadLetter() {
+Co<> Call::RespawnDeadLetter() {
   std::optional<std::string_view> l = target_.Query("limit");
   std::optional<int64_t> limit = l ? ParseInt64(*l) : std::optional<int64_t>(1);
-  if (!limit || *limit <= 0) return Fail(400, "invalid limit");
+  if (!limit || *limit <= 0) co_return Fail(400, "invalid limit");
   std::optional<std::string_view> t = target_.Query("ttl");
   std::optional<int64_t> ttl = t ? ParseInt64(*t) : std::optional<int64_t>(kDefaultTtlS);
-  if (!ttl || *ttl < 0 || *ttl > UINT32_MAX) return Fail(400, "invalid ttl");
+  if (!ttl || *ttl < 0 || *ttl > UINT32_MAX) co_return Fail(400, "invalid ttl");
   uint32_t ttl_s = static_cast<uint32_t>(*ttl);
-  auto task = std::make_unique<RespawnTask>(s_, tube_, *limit, ttl_s);
-  if (!task->Step(&resp())) ex_.task = std::move(task);
+  // A slice of kSliceJobs per step.
+  int64_t left = *limit;
+  uint64_t count = 0;
+  for (;;) {
+    uint32_t n = static_cast<uint32_t>(std::min<int64_t>(left, kSliceJobs));
+    Result r = co_await Ask(s_.Respawn(tube_, n, ttl_s));
+    uint64_t done = r.outcome == Outcome::kKicked ? r.number : 0;
+    count += done;
+    left -= static_cast<int64_t>(done);
+    if (done != n || left == 0) break;
+    co_await Slice();
+  }
+  resp().status = 200;
+  resp().body.clear();
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key("count");
+  w.Uint(count);
+  w.Key("msg");
+  w.String("respawned");
+  w.EndObject();
 }
 
-void Call::DeleteDeadLetter() {
+Co<> Call::DeleteDeadLetter() {
   std::optional<std::string_view> l = target_.Query("limit");
   std::optional<int64_t> limit = l ? ParseInt64(*l) : std::optional<int64_t>(1);
-  if (!limit || *limit <= 0) return Fail(400, "invalid limit");
-  auto task = std::make_unique<DeleteDeadTask>(s_, tube_, *limit);
-  if (!task->Step(&resp())) ex_.task = std::move(task);
+  if (!limit || *limit <= 0) co_return Fail(400, "invalid limit");
+  // Deletes up to `limit` dead letters from the head (the order they were buried in, as
+  // peek and respawn take them), kSliceJobs per step.
+  int64_t left = *limit;
+  for (bool more = true; more;) {
+    int64_t n = std::min<int64_t>(left, kSliceJobs);
+    Result use = co_await Ask(s_.Use(tube_));
+    more = use.outcome == Outcome::kUsing;
+    for (int64_t i = 0; i < n && more; i++) {
+      Result head = co_await Ask(s_.PeekBuried());
+      more = head.outcome == Outcome::kFound;
+      if (!more) break;
+      Result del = co_await Ask(s_.Delete(head.job.id));
+      more = del.outcome == Outcome::kDeleted;
+      if (more) left--;
+    }
+    if (!more || left == 0) break;
+    co_await Slice();
+  }
+  resp().status = 204;
 }
 
 }  // namespace
@@ -826,7 +749,16 @@ ApiService::ApiService(const Clock& clock, Access& access, ApiObserver* observer
                        ApiOptions options)
     : clock_(clock), access_(access), observer_(observer), options_(options) {}
 
-void ApiService::Handle(Exchange& ex) { Call(ex, access_, options_).Run(); }
+namespace {
+
+Co<> Handle(Exchange& ex, Access& access, const ApiOptions& options) {
+  Call call(ex, access, options);
+  co_await call.Run();
+}
+
+}  // namespace
+
+void ApiService::Handle(Exchange& ex) { Serve(ex, http::Handle(ex, access_, options_)); }
 
 void ApiService::Answered(const Exchange& ex, Nanos done) {
   // lmstfy's RemedyLimiter: a counted request that did not succeed is given back.

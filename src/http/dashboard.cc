@@ -167,31 +167,32 @@ struct TubeRow {
   int64_t next_age_s = 0;
 };
 
-bool ReadTube(Session& s, std::string_view name, TubeRow* row) {
-  Result r = s.StatsTube(name);
-  if (r.outcome != Outcome::kTubeStats) return false;
+Co<bool> ReadTube(Session& s, std::string_view name, TubeRow* row) {
+  Result r = co_await Ask(s.StatsTube(name));
+  if (r.outcome != Outcome::kTubeStats) co_return false;
   row->name = name;
   row->st = *r.tube_stats;
   row->st.name = {};
-  return true;
+  co_return true;
 }
 
 // The job a reserve would take next (peek-ready: best priority, then lowest id) and its age.
 // The session uses the tube meanwhile, then "default" again, so the dashboard's connection
 // keeps no tube alive.
-void ReadNextReady(Session& s, TubeRow* row) {
-  if (row->st.ready == 0) return;
-  if (s.Use(row->name).outcome != Outcome::kUsing) return;
-  Result p = s.PeekReady();
+Co<> ReadNextReady(Session& s, TubeRow* row) {
+  if (row->st.ready == 0) co_return;
+  Result use = co_await Ask(s.Use(row->name));
+  if (use.outcome != Outcome::kUsing) co_return;
+  Result p = co_await Ask(s.PeekReady());
   if (p.outcome == Outcome::kFound) {
     uint64_t id = p.job.id;
-    Result st = s.StatsJob(id);
+    Result st = co_await Ask(s.StatsJob(id));
     if (st.outcome == Outcome::kJobStats) {
       row->next_id = id;
       row->next_age_s = st.job_stats->age_s;
     }
   }
-  s.Use(kDefaultTube);
+  co_await Ask(s.Use(kDefaultTube));
 }
 
 // The history of one tube (or of the server) as points of `step` seconds each, oldest
@@ -324,13 +325,6 @@ void WriteJobFields(const command::JobStats& js, JsonWriter& w) {
   }
 }
 
-// A request's work in slices: a step each, never waiting for the store.
-class SlicedTask : public Task {
- public:
-  void OnResult(const Result&) override {}
-  bool waiting() const override { return false; }
-};
-
 // ------------------------------------------------------------------------------ tube list
 
 // Case-insensitive substring match (tube names are ASCII); `lower` is lower case already.
@@ -361,23 +355,30 @@ struct ListQuery {
 // heap, so nothing sorts all 100,000 names. Sorting by a count reads each matching tube's
 // stats, kStatsSlice per step. A tube made or removed during the search may be missed, or
 // seen twice, in this one answer (never shown twice).
-class TubesTask final : public SlicedTask {
+class TubesSearch {
  public:
-  TubesTask(Session& s, Dashboard& d, ListQuery q, Nanos now)
+  TubesSearch(Session& s, Dashboard& d, ListQuery q, Nanos now)
       : s_(s), d_(d), q_(std::move(q)), now_(now), keep_(q_.offset + q_.limit), heap_(Cmp{this}) {}
+  TubesSearch(const TubesSearch&) = delete;
+  TubesSearch& operator=(const TubesSearch&) = delete;
 
-  bool Step(Response* resp) override {
-    switch (phase_) {
-      case Phase::kScan:
-        return Scan(resp);
-      case Phase::kStats:
-        Stats();
-        return false;
-      case Phase::kPage:
-        Page(resp);
-        return true;
+  // A phase's step at a time.
+  Co<> Run(Response* resp) {
+    for (;;) {
+      switch (phase_) {
+        case Phase::kScan: {
+          bool done = co_await Scan(resp);
+          if (done) co_return;
+          break;
+        }
+        case Phase::kStats:
+          co_await Stats();
+          break;
+        case Phase::kPage:
+          co_return co_await Page(resp);
+      }
+      co_await Slice();
     }
-    return true;
   }
 
  private:
@@ -388,7 +389,7 @@ class TubesTask final : public SlicedTask {
   };
   // a before b in the answer's order.
   struct Cmp {
-    const TubesTask* t;
+    const TubesSearch* t;
     bool operator()(const Entry& a, const Entry& b) const {
       if (t->q_.sort && a.key != b.key) {
         return t->q_.desc ? a.key > b.key : a.key < b.key;
@@ -416,11 +417,11 @@ class TubesTask final : public SlicedTask {
     heap_.push(Entry{key, std::string(name)});
   }
 
-  bool Scan(Response* resp) {
-    Result r = s_.ListTubes();
+  Co<bool> Scan(Response* resp) {
+    Result r = co_await Ask(s_.ListTubes());
     if (r.outcome != Outcome::kTubeList) {
       Fail(resp, 500, "cannot list the tubes");
-      return true;
+      co_return true;
     }
     const std::vector<std::string_view>& names = *r.tubes;
     total_ = names.size();
@@ -435,15 +436,15 @@ class TubesTask final : public SlicedTask {
         candidates_.emplace_back(name);
       }
     }
-    if (pos_ < names.size()) return false;
+    if (pos_ < names.size()) co_return false;
     phase_ = q_.sort ? Phase::kStats : Phase::kPage;
-    return false;
+    co_return false;
   }
 
-  void Stats() {
+  Co<> Stats() {
     size_t end = std::min(candidates_.size(), next_ + kStatsSlice);
     for (; next_ < end; next_++) {
-      Result r = s_.StatsTube(candidates_[next_]);
+      Result r = co_await Ask(s_.StatsTube(candidates_[next_]));
       if (r.outcome != Outcome::kTubeStats) {
         matched_--;  // gone since the scan
         continue;
@@ -456,7 +457,7 @@ class TubesTask final : public SlicedTask {
     }
   }
 
-  void Page(Response* resp) {
+  Co<> Page(Response* resp) {
     // The page is the worst kept: those past the offset. Only they are taken out, so a
     // deep page costs limit heap pops, not a sort of everything kept.
     std::vector<Entry> page;
@@ -470,8 +471,9 @@ class TubesTask final : public SlicedTask {
     for (const Entry& e : page) {
       if (!seen.insert(e.name).second) continue;
       TubeRow row;
-      if (!ReadTube(s_, e.name, &row)) continue;
-      ReadNextReady(s_, &row);
+      bool found = co_await ReadTube(s_, e.name, &row);
+      if (!found) continue;
+      co_await ReadNextReady(s_, &row);
       d_.history().Track(row.name, now_);
       rows.push_back(std::move(row));
     }
@@ -517,32 +519,26 @@ class TubesTask final : public SlicedTask {
 // from list-jobs (never a reserve: browsing changes nothing). Each list-jobs call looks at
 // up to 65536 ids; one per step, at most kMaxListCalls per request, then the page says
 // where to go on.
-class JobsTask final : public SlicedTask {
+class JobsPage {
  public:
-  JobsTask(Session& s, std::string tube, StateFilter state, uint64_t from, uint32_t limit)
+  JobsPage(Session& s, std::string tube, StateFilter state, uint64_t from, uint32_t limit)
       : s_(s), tube_(std::move(tube)), state_(state), from_(from), limit_(limit) {}
 
-  bool Step(Response* resp) override {
-    if (listing_) {
-      Result r = s_.ListJobs(tube_, state_, from_, limit_ - static_cast<uint32_t>(ids_.size()));
-      if (r.outcome == Outcome::kNotFound) {
-        Fail(resp, 404, "tube not found");
-        return true;
-      }
-      if (r.outcome != Outcome::kJobList) {
-        Fail(resp, 400, "invalid request");
-        return true;
-      }
+  Co<> Run(Response* resp) {
+    while (listing_) {
+      Result r = co_await Ask(
+          s_.ListJobs(tube_, state_, from_, limit_ - static_cast<uint32_t>(ids_.size())));
+      if (r.outcome == Outcome::kNotFound) co_return Fail(resp, 404, "tube not found");
+      if (r.outcome != Outcome::kJobList) co_return Fail(resp, 400, "invalid request");
       ids_.insert(ids_.end(), r.ids->begin(), r.ids->end());
       from_ = r.number;
       calls_++;
-      if (ids_.size() < limit_ && from_ != 0 && calls_ < kMaxListCalls) return false;
-      listing_ = false;
-      return false;
+      if (ids_.size() >= limit_ || from_ == 0 || calls_ >= kMaxListCalls) listing_ = false;
+      co_await Slice();
     }
     Ok(resp);
     TubeRow tube;
-    bool have_tube = ReadTube(s_, tube_, &tube);
+    bool have_tube = co_await ReadTube(s_, tube_, &tube);
     JsonWriter w(&resp->body);
     w.StartObject();
     w.Key("tube");
@@ -556,11 +552,11 @@ class JobsTask final : public SlicedTask {
     w.Key("jobs");
     w.StartArray();
     for (uint64_t id : ids_) {
-      Result p = s_.Peek(id);
+      Result p = co_await Ask(s_.Peek(id));
       if (p.outcome != Outcome::kFound) continue;  // gone since it was listed
       std::string body(p.job.body.substr(0, kRowPreview));
       size_t size = p.job.body.size();
-      Result st = s_.StatsJob(id);
+      Result st = co_await Ask(s_.StatsJob(id));
       if (st.outcome != Outcome::kJobStats) continue;
       w.StartObject();
       WriteJobFields(*st.job_stats, w);
@@ -574,7 +570,6 @@ class JobsTask final : public SlicedTask {
     }
     w.EndArray();
     w.EndObject();
-    return true;
   }
 
  private:
@@ -590,62 +585,25 @@ class JobsTask final : public SlicedTask {
 
 // ------------------------------------------------------------------------------ actions
 
-// A store call that may answer later (a kick of more than 1000 jobs, a purge): waits for
-// it, then answers {"<key>": n} and uses "default" again.
-class CountTask final : public Task {
- public:
-  CountTask(Session& s, std::string_view key) : s_(s), key_(key) {}
-  bool Step(Response* resp) override {
-    s_.Use(kDefaultTube);
-    Ok(resp);
-    JsonWriter w(&resp->body);
-    w.StartObject();
-    w.Key(key_);
-    w.Uint(n_);
-    w.EndObject();
-    return true;
-  }
-  void OnResult(const Result& r) override {
-    n_ = r.number;
-    waiting_ = false;
-  }
-  bool waiting() const override { return waiting_; }
-
- private:
-  Session& s_;
-  std::string_view key_;
-  uint64_t n_ = 0;
-  bool waiting_ = true;
-};
-
 // Respawns up to `count` dead letters, kRespawnSlice per step.
-class RespawnTask final : public SlicedTask {
- public:
-  RespawnTask(Session& s, std::string tube, uint64_t count, uint32_t ttl_s)
-      : s_(s), tube_(std::move(tube)), left_(count), ttl_s_(ttl_s) {}
-  bool Step(Response* resp) override {
-    auto n = static_cast<uint32_t>(std::min<uint64_t>(left_, kRespawnSlice));
-    Result r = s_.Respawn(tube_, n, ttl_s_);
+Co<> Respawn(Session& s, std::string tube, uint64_t count, uint32_t ttl_s, Response* resp) {
+  uint64_t done = 0;
+  for (uint64_t left = count;;) {
+    auto n = static_cast<uint32_t>(std::min<uint64_t>(left, kRespawnSlice));
+    Result r = co_await Ask(s.Respawn(tube, n, ttl_s));
     uint64_t got = r.outcome == Outcome::kKicked ? r.number : 0;
-    done_ += got;
-    left_ -= got;
-    if (got == n && left_ > 0) return false;
-    Ok(resp);
-    JsonWriter w(&resp->body);
-    w.StartObject();
-    w.Key("respawned");
-    w.Uint(done_);
-    w.EndObject();
-    return true;
+    done += got;
+    left -= got;
+    if (got != n || left == 0) break;
+    co_await Slice();
   }
-
- private:
-  Session& s_;
-  std::string tube_;
-  uint64_t left_;
-  uint32_t ttl_s_;
-  uint64_t done_ = 0;
-};
+  Ok(resp);
+  JsonWriter w(&resp->body);
+  w.StartObject();
+  w.Key("respawned");
+  w.Uint(done);
+  w.EndObject();
+}
 
 struct MoveError {
   int status;
@@ -657,13 +615,13 @@ struct MoveError {
 // other client acts in between. A reserved job cannot be moved (its worker holds it); a
 // buried one arrives ready; a job with no tries left gets one. The session uses `to`
 // afterwards (the caller uses "default" again).
-std::optional<MoveError> MoveJob(Session& s, uint64_t id, std::string_view to, uint64_t* new_id,
-                                 size_t* bytes) {
-  Result st = s.StatsJob(id);
-  if (st.outcome != Outcome::kJobStats) return MoveError{404, "job not found"};
+Co<std::optional<MoveError>> MoveJob(Session& s, uint64_t id, std::string_view to, uint64_t* new_id,
+                                     size_t* bytes) {
+  Result st = co_await Ask(s.StatsJob(id));
+  if (st.outcome != Outcome::kJobStats) co_return MoveError{404, "job not found"};
   const command::JobStats& js = *st.job_stats;
-  if (js.state == "reserved") return MoveError{409, "a reserved job cannot be moved"};
-  if (js.tube == to) return MoveError{400, "the job is in that tube already"};
+  if (js.state == "reserved") co_return MoveError{409, "a reserved job cannot be moved"};
+  if (js.tube == to) co_return MoveError{400, "the job is in that tube already"};
   command::PutArgs args;
   args.pri = js.pri;
   args.ttr_s = js.ttr_s;
@@ -684,10 +642,11 @@ std::optional<MoveError> MoveJob(Session& s, uint64_t id, std::string_view to, u
   for (const auto& [n, v] : attr_text) attrs.push_back({n, v});
   opts.key = key;
   opts.attributes = attrs;
-  Result p = s.Peek(id);
-  if (p.outcome != Outcome::kFound) return MoveError{404, "job not found"};
+  Result p = co_await Ask(s.Peek(id));
+  if (p.outcome != Outcome::kFound) co_return MoveError{404, "job not found"};
   std::string body(p.job.body);
-  if (s.Use(to).outcome != Outcome::kUsing) return MoveError{400, "invalid tube name"};
+  Result use = co_await Ask(s.Use(to));
+  if (use.outcome != Outcome::kUsing) co_return MoveError{400, "invalid tube name"};
   args.bytes = static_cast<uint32_t>(body.size());
   args.verb = command::Verb::kPut;
   args.options = &opts;
@@ -697,43 +656,54 @@ std::optional<MoveError> MoveJob(Session& s, uint64_t id, std::string_view to, u
     std::copy(body.begin(), body.end(), slot.data);
     slot.data[body.size()] = '\r';
     slot.data[body.size() + 1] = '\n';
-    Result c = s.CommitPut();
+    Result c = co_await Ask(s.CommitPut());
     o = c.outcome;
     if (o == Outcome::kInserted) {
-      if (s.Delete(id).outcome != Outcome::kDeleted) {
-        s.Delete(c.number);
-        return MoveError{409, "the job changed; nothing was moved"};
+      Result del = co_await Ask(s.Delete(id));
+      if (del.outcome != Outcome::kDeleted) {
+        co_await Ask(s.Delete(c.number));
+        co_return MoveError{409, "the job changed; nothing was moved"};
       }
       *new_id = c.number;
       *bytes += body.size();
-      return std::nullopt;
+      co_return std::nullopt;
     }
   }
   switch (o) {
     case Outcome::kExists:
-      return MoveError{409, "the target tube has a job with the same key"};
+      co_return MoveError{409, "the target tube has a job with the same key"};
     case Outcome::kJobTooBig:
-      return MoveError{413, "job too big"};
+      co_return MoveError{413, "job too big"};
     case Outcome::kDraining:
-      return MoveError{503, "server is draining"};
+      co_return MoveError{503, "server is draining"};
     case Outcome::kOutOfMemory:
-      return MoveError{503, "out of memory"};
+      co_return MoveError{503, "out of memory"};
     default:
-      return MoveError{500, "internal error"};
+      co_return MoveError{500, "internal error"};
   }
 }
 
 // Moves up to `count` of a tube's jobs in one state to another tube: lists them
 // kMoveListSlice ids at a time and moves up to kMoveSliceBytes of bodies per step.
-class MoveTask final : public SlicedTask {
+class MoveJobs {
  public:
-  MoveTask(Session& s, std::string tube, StateFilter state, std::string to, uint64_t count)
+  MoveJobs(Session& s, std::string tube, StateFilter state, std::string to, uint64_t count)
       : s_(s), tube_(std::move(tube)), state_(state), to_(std::move(to)), left_(count) {}
 
-  bool Step(Response* resp) override {
+  Co<> Run(Response* resp) {
+    for (;;) {
+      bool done = co_await Step(resp);
+      if (done) break;
+      co_await Slice();
+    }
+  }
+
+ private:
+  // One step; true once *resp holds the answer.
+  Co<bool> Step(Response* resp) {
     if (ids_.empty() && from_ != 0 && left_ > 0) {
       auto n = static_cast<uint32_t>(std::min<uint64_t>(left_, kMoveListSlice));
-      Result r = s_.ListJobs(tube_, state_, from_, n);
+      Result r = co_await Ask(s_.ListJobs(tube_, state_, from_, n));
       if (r.outcome == Outcome::kJobList) {
         ids_.assign(r.ids->begin(), r.ids->end());
         from_ = r.number;
@@ -745,7 +715,7 @@ class MoveTask final : public SlicedTask {
     size_t bytes = 0;
     while (next_ < ids_.size() && left_ > 0 && bytes < kMoveSliceBytes) {
       uint64_t new_id = 0;
-      std::optional<MoveError> e = MoveJob(s_, ids_[next_++], to_, &new_id, &bytes);
+      std::optional<MoveError> e = co_await MoveJob(s_, ids_[next_++], to_, &new_id, &bytes);
       if (e) {
         failed_++;
         if (error_.empty()) error_ = e->text;
@@ -756,8 +726,8 @@ class MoveTask final : public SlicedTask {
       }
     }
     if (next_ == ids_.size()) ids_.clear();
-    if (left_ > 0 && (!ids_.empty() || from_ != 0)) return false;
-    s_.Use(kDefaultTube);
+    if (left_ > 0 && (!ids_.empty() || from_ != 0)) co_return false;
+    co_await Ask(s_.Use(kDefaultTube));
     Ok(resp);
     JsonWriter w(&resp->body);
     w.StartObject();
@@ -772,10 +742,8 @@ class MoveTask final : public SlicedTask {
       w.String(error_);
     }
     w.EndObject();
-    return true;
+    co_return true;
   }
-
- private:
   Session& s_;
   std::string tube_;
   StateFilter state_;
@@ -793,26 +761,28 @@ class MoveTask final : public SlicedTask {
 class DashboardCall {
  public:
   DashboardCall(Exchange& ex, Dashboard& d) : ex_(ex), s_(ex.session), d_(d) {}
-  void Run();
+  Co<> Run();
 
  private:
   Response& resp() { return ex_.response; }
   void Route(std::string_view name) { ex_.route = name; }
   void Asset(std::string_view name);
-  void Api();
-  void Server();
-  void Tubes();
-  void Tube(const std::string& name);
-  void Jobs(const std::string& tube);
-  void TubeAction(const std::string& tube, std::string_view action);
-  void Job(uint64_t id);
-  void JobBody(uint64_t id);
-  void JobAction(uint64_t id, std::string_view action);
+  Co<> Api();
+  Co<> Server();
+  Co<> Tubes();
+  Co<> Tube(const std::string& name);
+  Co<> Jobs(const std::string& tube);
+  Co<> TubeAction(const std::string& tube, std::string_view action);
+  Co<> Job(uint64_t id);
+  Co<> JobBody(uint64_t id);
+  Co<> JobAction(uint64_t id, std::string_view action);
   // A uint32 query parameter: absent is `def`; invalid or out of [lo, hi] answers 400
   // "invalid <name>" and gives nullopt.
   std::optional<uint64_t> Number(std::string_view name, uint64_t def, uint64_t lo, uint64_t hi);
   // The tube of the path exists; false: answered (400 or 404).
-  bool TubeExists(const std::string& name, TubeRow* row);
+  Co<bool> TubeExists(const std::string& name, TubeRow* row);
+  // {"<key>": n} after a kick or purge, the session using "default" again.
+  Co<> AnswerCount(std::string_view key, uint64_t n);
 
   Exchange& ex_;
   Session& s_;
@@ -820,21 +790,21 @@ class DashboardCall {
   Target target_;
 };
 
-void DashboardCall::Run() {
+Co<> DashboardCall::Run() {
   if (!target_.Parse(ex_.request.target)) {
     Route("dashboard");
-    return Fail(&resp(), 400, "invalid request target");
+    co_return Fail(&resp(), 400, "invalid request target");
   }
   const std::vector<std::string>& seg = target_.segments();
   Method m = ex_.request.method;
   bool get = m == Method::kGet || m == Method::kHead;
-  if (seg.size() >= 3 && seg[0] == "dashboard" && seg[1] == "api") return Api();
+  if (seg.size() >= 3 && seg[0] == "dashboard" && seg[1] == "api") co_return co_await Api();
   if (get) {
     if ((seg.size() == 1 && (seg[0].empty() || seg[0] == "dashboard")) ||
         (seg.size() == 2 && seg[0] == "dashboard" && seg[1].empty())) {
-      return Asset("index.html");
+      co_return Asset("index.html");
     }
-    if (seg.size() == 2 && seg[0] == "dashboard") return Asset(seg[1]);
+    if (seg.size() == 2 && seg[0] == "dashboard") co_return Asset(seg[1]);
   }
   Route("unknown");
   Fail(&resp(), 404, "api not found");
@@ -865,19 +835,20 @@ std::optional<uint64_t> DashboardCall::Number(std::string_view name, uint64_t de
   return n;
 }
 
-bool DashboardCall::TubeExists(const std::string& name, TubeRow* row) {
+Co<bool> DashboardCall::TubeExists(const std::string& name, TubeRow* row) {
   if (!command::IsValidTubeName(name)) {
     Fail(&resp(), 400, "invalid tube name");
-    return false;
+    co_return false;
   }
-  if (!ReadTube(s_, name, row)) {
+  bool found = co_await ReadTube(s_, name, row);
+  if (!found) {
     Fail(&resp(), 404, "tube not found");
-    return false;
+    co_return false;
   }
-  return true;
+  co_return true;
 }
 
-void DashboardCall::Api() {
+Co<> DashboardCall::Api() {
   const std::vector<std::string>& seg = target_.segments();
   Method m = ex_.request.method;
   bool get = m == Method::kGet || m == Method::kHead;
@@ -888,58 +859,58 @@ void DashboardCall::Api() {
   // alone would not stop another site's page from posting here.
   if ((post || del) && ex_.request.requested_with.empty()) {
     Route("dashboard_forbidden");
-    return Fail(&resp(), 403, "missing X-Requested-With header");
+    co_return Fail(&resp(), 403, "missing X-Requested-With header");
   }
   const std::string& what = seg[2];
   if (what == "server" && seg.size() == 3 && get) {
     Route("dashboard_server");
-    return Server();
+    co_return co_await Server();
   }
   if (what == "tubes" && seg.size() == 3 && get) {
     Route("dashboard_tubes");
-    return Tubes();
+    co_return co_await Tubes();
   }
   if (what == "tubes" && seg.size() >= 4) {
     const std::string& tube = seg[3];
     if (seg.size() == 4 && get) {
       Route("dashboard_tube");
-      return Tube(tube);
+      co_return co_await Tube(tube);
     }
     if (seg.size() == 5 && seg[4] == "jobs" && get) {
       Route("dashboard_jobs");
-      return Jobs(tube);
+      co_return co_await Jobs(tube);
     }
-    if (seg.size() == 5 && post) return TubeAction(tube, seg[4]);
+    if (seg.size() == 5 && post) co_return co_await TubeAction(tube, seg[4]);
   }
   if (what == "jobs" && (seg.size() == 4 || seg.size() == 5)) {
     std::optional<uint64_t> id = seg[3].size() <= 20 ? ParseUint(seg[3], 64) : std::nullopt;
     if (!id) {
       Route("dashboard_job");
-      return Fail(&resp(), 400, "invalid job id");
+      co_return Fail(&resp(), 400, "invalid job id");
     }
     if (seg.size() == 4 && get) {
       Route("dashboard_job");
-      return Job(*id);
+      co_return co_await Job(*id);
     }
     if (seg.size() == 4 && del) {
       Route("dashboard_job_delete");
-      return JobAction(*id, "delete");
+      co_return co_await JobAction(*id, "delete");
     }
     if (seg.size() == 5 && seg[4] == "body" && get) {
       Route("dashboard_job_body");
-      return JobBody(*id);
+      co_return co_await JobBody(*id);
     }
-    if (seg.size() == 5 && post) return JobAction(*id, seg[4]);
+    if (seg.size() == 5 && post) co_return co_await JobAction(*id, seg[4]);
   }
   Route("unknown");
   Fail(&resp(), 404, "api not found");
 }
 
-void DashboardCall::Server() {
+Co<> DashboardCall::Server() {
   std::optional<uint64_t> step = Number("step", 1, 1, 60);
-  if (!step) return;
-  Result r = s_.Stats();
-  if (r.outcome != Outcome::kStats) return Fail(&resp(), 500, "internal error");
+  if (!step) co_return;
+  Result r = co_await Ask(s_.Stats());
+  if (r.outcome != Outcome::kStats) co_return Fail(&resp(), 500, "internal error");
   const command::ServerStats& st = *r.stats;
   const DashboardHistory& h = d_.history();
   BinlogMetrics b = d_.host().BinlogNow();
@@ -1072,7 +1043,17 @@ void DashboardCall::Server() {
   w.EndObject();
 }
 
-void DashboardCall::Tubes() {
+Co<> DashboardCall::AnswerCount(std::string_view key, uint64_t n) {
+  co_await Ask(s_.Use(kDefaultTube));
+  Ok(&resp());
+  JsonWriter w(&resp().body);
+  w.StartObject();
+  w.Key(key);
+  w.Uint(n);
+  w.EndObject();
+}
+
+Co<> DashboardCall::Tubes() {
   ListQuery q;
   if (auto v = target_.Query("q")) {
     q.q = *v;
@@ -1082,91 +1063,82 @@ void DashboardCall::Tubes() {
   }
   if (auto v = target_.Query("sort")) {
     q.sort = FindCount(*v);
-    if (!q.sort && *v != "name") return Fail(&resp(), 400, "invalid sort");
+    if (!q.sort && *v != "name") co_return Fail(&resp(), 400, "invalid sort");
   }
   if (auto v = target_.Query("order")) {
-    if (*v != "asc" && *v != "desc") return Fail(&resp(), 400, "invalid order");
+    if (*v != "asc" && *v != "desc") co_return Fail(&resp(), 400, "invalid order");
     q.desc = *v == "desc";
   } else {
     q.desc = q.sort != nullptr;  // counts: the biggest first
   }
   std::optional<uint64_t> offset = Number("offset", 0, 0, kMaxOffset);
-  if (!offset) return;
+  if (!offset) co_return;
   std::optional<uint64_t> limit = Number("limit", kDefaultPage, 1, kMaxPage);
-  if (!limit) return;
+  if (!limit) co_return;
   std::optional<uint64_t> step = Number("step", 5, 0, 60);
-  if (!step) return;
+  if (!step) co_return;
   q.offset = *offset;
   q.limit = static_cast<uint32_t>(*limit);
   q.step = *step;
-  auto task = std::make_unique<TubesTask>(s_, d_, std::move(q), ex_.now);
-  if (!task->Step(&resp())) ex_.task = std::move(task);
+  TubesSearch search(s_, d_, std::move(q), ex_.now);
+  co_await search.Run(&resp());
 }
 
-void DashboardCall::Tube(const std::string& name) {
+Co<> DashboardCall::Tube(const std::string& name) {
   std::optional<uint64_t> step = Number("step", 1, 0, 60);
-  if (!step) return;
+  if (!step) co_return;
   TubeRow row;
-  if (!TubeExists(name, &row)) return;
-  ReadNextReady(s_, &row);
+  bool exists = co_await TubeExists(name, &row);
+  if (!exists) co_return;
+  co_await ReadNextReady(s_, &row);
   d_.history().Track(name, ex_.now);
   Ok(&resp());
   JsonWriter w(&resp().body);
   WriteTubeRow(row, d_.history(), *step, w);
 }
 
-void DashboardCall::Jobs(const std::string& tube) {
+Co<> DashboardCall::Jobs(const std::string& tube) {
   std::optional<StateFilter> state = ParseState(target_.Query("state").value_or("ready"), false);
-  if (!state) return Fail(&resp(), 400, "invalid state");
+  if (!state) co_return Fail(&resp(), 400, "invalid state");
   std::optional<uint64_t> from = Number("from", 1, 0, UINT64_MAX);
-  if (!from) return;
+  if (!from) co_return;
   std::optional<uint64_t> limit = Number("limit", kDefaultPage, 1, kMaxPage);
-  if (!limit) return;
-  if (!command::IsValidTubeName(tube)) return Fail(&resp(), 400, "invalid tube name");
-  auto task = std::make_unique<JobsTask>(s_, tube, *state, std::max<uint64_t>(*from, 1),
-                                         static_cast<uint32_t>(*limit));
-  if (!task->Step(&resp())) ex_.task = std::move(task);
+  if (!limit) co_return;
+  if (!command::IsValidTubeName(tube)) co_return Fail(&resp(), 400, "invalid tube name");
+  JobsPage page(s_, tube, *state, std::max<uint64_t>(*from, 1), static_cast<uint32_t>(*limit));
+  co_await page.Run(&resp());
 }
 
-void DashboardCall::TubeAction(const std::string& tube, std::string_view action) {
+Co<> DashboardCall::TubeAction(const std::string& tube, std::string_view action) {
   TubeRow row;
   if (action == "kick") {
     Route("dashboard_kick");
     std::optional<uint64_t> count = Number("count", 1, 1, UINT32_MAX);
-    if (!count || !TubeExists(tube, &row)) return;
-    s_.Use(tube);
-    Result r = s_.Kick(static_cast<uint32_t>(*count));
-    auto task = std::make_unique<CountTask>(s_, "kicked");
-    if (r.outcome == Outcome::kPending) {
-      ex_.task = std::move(task);
-      return;
-    }
-    task->OnResult(r);
-    task->Step(&resp());
-    return;
+    if (!count) co_return;
+    bool exists = co_await TubeExists(tube, &row);
+    if (!exists) co_return;
+    co_await Ask(s_.Use(tube));
+    Result r = co_await Ask(s_.Kick(static_cast<uint32_t>(*count)));
+    co_return co_await AnswerCount("kicked", r.number);
   }
   if (action == "purge") {
     Route("dashboard_purge");
     std::optional<StateFilter> state = ParseState(target_.Query("state").value_or(""), true);
-    if (!state || *state == StateFilter::kReserved) return Fail(&resp(), 400, "invalid state");
-    if (!TubeExists(tube, &row)) return;
-    Result r = s_.Purge(tube, *state);
-    auto task = std::make_unique<CountTask>(s_, "purged");
-    if (r.outcome == Outcome::kPending) {
-      ex_.task = std::move(task);
-      return;
-    }
-    if (r.outcome == Outcome::kNotFound) return Fail(&resp(), 404, "tube not found");
-    task->OnResult(r);
-    task->Step(&resp());
-    return;
+    if (!state || *state == StateFilter::kReserved) co_return Fail(&resp(), 400, "invalid state");
+    bool exists = co_await TubeExists(tube, &row);
+    if (!exists) co_return;
+    Result r = co_await Ask(s_.Purge(tube, *state));
+    if (r.outcome == Outcome::kNotFound) co_return Fail(&resp(), 404, "tube not found");
+    co_return co_await AnswerCount("purged", r.number);
   }
   if (action == "pause") {
     Route("dashboard_pause");
     std::optional<uint64_t> seconds = Number("seconds", 0, 0, UINT32_MAX);
-    if (!seconds || !TubeExists(tube, &row)) return;
-    Result r = s_.PauseTube(tube, static_cast<uint32_t>(*seconds));
-    if (r.outcome != Outcome::kPaused) return Fail(&resp(), 404, "tube not found");
+    if (!seconds) co_return;
+    bool exists = co_await TubeExists(tube, &row);
+    if (!exists) co_return;
+    Result r = co_await Ask(s_.PauseTube(tube, static_cast<uint32_t>(*seconds)));
+    if (r.outcome != Outcome::kPaused) co_return Fail(&resp(), 404, "tube not found");
     Ok(&resp());
     JsonWriter w(&resp().body);
     w.StartObject();
@@ -1175,42 +1147,43 @@ void DashboardCall::TubeAction(const std::string& tube, std::string_view action)
     w.Key("seconds");
     w.Uint(*seconds);
     w.EndObject();
-    return;
+    co_return;
   }
   if (action == "respawn") {
     Route("dashboard_respawn");
     std::optional<uint64_t> count = Number("count", 1, 1, UINT64_MAX);
-    if (!count) return;
+    if (!count) co_return;
     std::optional<uint64_t> ttl = Number("ttl", 0, 0, UINT32_MAX);
-    if (!ttl || !TubeExists(tube, &row)) return;
-    auto task = std::make_unique<RespawnTask>(s_, tube, *count, static_cast<uint32_t>(*ttl));
-    if (!task->Step(&resp())) ex_.task = std::move(task);
-    return;
+    if (!ttl) co_return;
+    bool exists = co_await TubeExists(tube, &row);
+    if (!exists) co_return;
+    co_return co_await Respawn(s_, tube, *count, static_cast<uint32_t>(*ttl), &resp());
   }
   if (action == "move") {
     Route("dashboard_move");
     std::optional<StateFilter> state = ParseState(target_.Query("state").value_or(""), false);
-    if (!state || *state == StateFilter::kReserved) return Fail(&resp(), 400, "invalid state");
+    if (!state || *state == StateFilter::kReserved) co_return Fail(&resp(), 400, "invalid state");
     std::string to(target_.Query("to").value_or(""));
-    if (!command::IsValidTubeName(to)) return Fail(&resp(), 400, "invalid target tube");
-    if (to == tube) return Fail(&resp(), 400, "the jobs are in that tube already");
+    if (!command::IsValidTubeName(to)) co_return Fail(&resp(), 400, "invalid target tube");
+    if (to == tube) co_return Fail(&resp(), 400, "the jobs are in that tube already");
     std::optional<uint64_t> count = Number("count", UINT64_MAX, 1, UINT64_MAX);
-    if (!count || !TubeExists(tube, &row)) return;
-    auto task = std::make_unique<MoveTask>(s_, tube, *state, std::move(to), *count);
-    if (!task->Step(&resp())) ex_.task = std::move(task);
-    return;
+    if (!count) co_return;
+    bool exists = co_await TubeExists(tube, &row);
+    if (!exists) co_return;
+    MoveJobs move(s_, tube, *state, std::move(to), *count);
+    co_return co_await move.Run(&resp());
   }
   Route("unknown");
   Fail(&resp(), 404, "api not found");
 }
 
-void DashboardCall::Job(uint64_t id) {
-  Result p = s_.Peek(id);
-  if (p.outcome != Outcome::kFound) return Fail(&resp(), 404, "job not found");
+Co<> DashboardCall::Job(uint64_t id) {
+  Result p = co_await Ask(s_.Peek(id));
+  if (p.outcome != Outcome::kFound) co_return Fail(&resp(), 404, "job not found");
   std::string body(p.job.body.substr(0, kDetailPreview));
   size_t size = p.job.body.size();
-  Result st = s_.StatsJob(id);
-  if (st.outcome != Outcome::kJobStats) return Fail(&resp(), 404, "job not found");
+  Result st = co_await Ask(s_.StatsJob(id));
+  if (st.outcome != Outcome::kJobStats) co_return Fail(&resp(), 404, "job not found");
   const command::JobStats& js = *st.job_stats;
   Ok(&resp());
   JsonWriter w(&resp().body);
@@ -1245,46 +1218,49 @@ void DashboardCall::Job(uint64_t id) {
   w.EndObject();
 }
 
-void DashboardCall::JobBody(uint64_t id) {
-  Result p = s_.Peek(id);
-  if (p.outcome != Outcome::kFound) return Fail(&resp(), 404, "job not found");
+Co<> DashboardCall::JobBody(uint64_t id) {
+  Result p = co_await Ask(s_.Peek(id));
+  if (p.outcome != Outcome::kFound) co_return Fail(&resp(), 404, "job not found");
   resp().status = 200;
   resp().body.assign(p.job.body);
   resp().content_type = "application/octet-stream";
   resp().extra_headers = kApiHeaders;
 }
 
-void DashboardCall::JobAction(uint64_t id, std::string_view action) {
+Co<> DashboardCall::JobAction(uint64_t id, std::string_view action) {
   if (action == "delete") {
-    Result st = s_.StatsJob(id);
-    if (st.outcome != Outcome::kJobStats) return Fail(&resp(), 404, "job not found");
+    Result st = co_await Ask(s_.StatsJob(id));
+    if (st.outcome != Outcome::kJobStats) co_return Fail(&resp(), 404, "job not found");
     bool reserved = st.job_stats->state == "reserved";
-    if (s_.Delete(id).outcome != Outcome::kDeleted) {
-      if (reserved) return Fail(&resp(), 409, "the job is reserved: only its worker can delete it");
-      return Fail(&resp(), 404, "job not found");
+    Result del = co_await Ask(s_.Delete(id));
+    if (del.outcome != Outcome::kDeleted) {
+      if (reserved)
+        co_return Fail(&resp(), 409, "the job is reserved: only its worker can delete it");
+      co_return Fail(&resp(), 404, "job not found");
     }
     Ok(&resp());
     resp().body = "{\"deleted\":true}";
-    return;
+    co_return;
   }
   if (action == "kick") {
     Route("dashboard_job_kick");
-    if (s_.KickJob(id).outcome != Outcome::kKickedJob) {
-      return Fail(&resp(), 404, "job not found, or not buried or delayed");
+    Result kicked = co_await Ask(s_.KickJob(id));
+    if (kicked.outcome != Outcome::kKickedJob) {
+      co_return Fail(&resp(), 404, "job not found, or not buried or delayed");
     }
     Ok(&resp());
     resp().body = "{\"kicked\":true}";
-    return;
+    co_return;
   }
   if (action == "move") {
     Route("dashboard_job_move");
     std::string to(target_.Query("to").value_or(""));
-    if (!command::IsValidTubeName(to)) return Fail(&resp(), 400, "invalid target tube");
+    if (!command::IsValidTubeName(to)) co_return Fail(&resp(), 400, "invalid target tube");
     uint64_t new_id = 0;
     size_t bytes = 0;
-    std::optional<MoveError> e = MoveJob(s_, id, to, &new_id, &bytes);
-    s_.Use(kDefaultTube);
-    if (e) return Fail(&resp(), e->status, e->text);
+    std::optional<MoveError> e = co_await MoveJob(s_, id, to, &new_id, &bytes);
+    co_await Ask(s_.Use(kDefaultTube));
+    if (e) co_return Fail(&resp(), e->status, e->text);
     Ok(&resp());
     JsonWriter w(&resp().body);
     w.StartObject();
@@ -1295,10 +1271,15 @@ void DashboardCall::JobAction(uint64_t id, std::string_view action) {
     w.Key("tube");
     w.String(to);
     w.EndObject();
-    return;
+    co_return;
   }
   Route("unknown");
   Fail(&resp(), 404, "api not found");
+}
+
+Co<> HandleDashboard(Exchange& ex, Dashboard& d) {
+  DashboardCall call(ex, d);
+  co_await call.Run();
 }
 
 }  // namespace
@@ -1318,7 +1299,8 @@ bool Dashboard::Serves(std::string_view target) {
 void Dashboard::Handle(Exchange& ex) {
   std::string_view path = ex.request.target;
   if (path.starts_with("/dashboard/api/")) Activate(ex.now);
-  DashboardCall(ex, *this).Run();
+  ex.error_headers = kApiHeaders;
+  Serve(ex, HandleDashboard(ex, *this));
 }
 
 void Dashboard::Activate(Nanos now) {
@@ -1327,7 +1309,6 @@ void Dashboard::Activate(Nanos now) {
   session_ = store_.Open(*this);
   history_.Clear();
   next_round_ = now;
-  cursor_ = 0;
   reserves_total_ = 0;
 }
 
@@ -1338,35 +1319,53 @@ void Dashboard::Stop() {
 
 void Dashboard::Tick(Nanos now) {
   if (!session_) return;
-  if (!history_.in_round()) {
-    if (now - last_request_ >= kIdleStop) return Stop();
-    if (now < next_round_) return;
-    // A round a second; after the loop was held up, the next one a second from now.
-    next_round_ = next_round_ + kSecond > now ? next_round_ + kSecond : now + kSecond;
-    Result st = session_->Stats();
-    if (st.outcome != Outcome::kStats) return;
-    bool few = st.stats->tubes <= DashboardHistory::kMaxTubes;
-    history_.BeginRound(now, *st.stats, reserves_total_, host_.BinlogSyncs());
-    // While every tube fits, every tube has a history.
-    if (few) {
-      Result l = session_->ListTubes();
-      if (l.outcome == Outcome::kTubeList) {
-        for (std::string_view t : *l.tubes) history_.Discover(t);
-      }
+  if (round_) {
+    if (flow_.waiting) return;
+    return Ran(!flow_.failed && round_.Continue(flow_));
+  }
+  if (now - last_request_ >= kIdleStop) return Stop();
+  if (now < next_round_) return;
+  // A round a second; after the loop was held up, the next one a second from now.
+  next_round_ = next_round_ + kSecond > now ? next_round_ + kSecond : now + kSecond;
+  round_ = Round(now);
+  Ran(round_.Start(flow_));
+}
+
+void Dashboard::Ran(bool done) {
+  if (!done && !flow_.failed) return;  // a slice done, or waiting for the store
+  round_ = Co<>();
+  // The store could not answer (kInternalError): the round ends with what it has.
+  if (flow_.failed && history_.in_round()) history_.EndRound();
+  flow_.failed = false;
+}
+
+Co<> Dashboard::Round(Nanos now) {
+  Result st = co_await Ask(session_->Stats());
+  if (st.outcome != Outcome::kStats) co_return;
+  bool few = st.stats->tubes <= DashboardHistory::kMaxTubes;
+  history_.BeginRound(now, *st.stats, reserves_total_, host_.BinlogSyncs());
+  // While every tube fits, every tube has a history.
+  if (few) {
+    Result l = co_await Ask(session_->ListTubes());
+    if (l.outcome == Outcome::kTubeList) {
+      for (std::string_view t : *l.tubes) history_.Discover(t);
     }
-    cursor_ = 0;
   }
-  size_t end = std::min(history_.tube_count(), cursor_ + kSampleSlice);
-  for (; cursor_ < end; cursor_++) {
-    Result r = session_->StatsTube(history_.tube_name(cursor_));
-    history_.SampleTube(cursor_, r.outcome == Outcome::kTubeStats ? r.tube_stats : nullptr);
+  for (size_t cursor = 0;;) {
+    size_t end = std::min(history_.tube_count(), cursor + kSampleSlice);
+    for (; cursor < end; cursor++) {
+      Result r = co_await Ask(session_->StatsTube(history_.tube_name(cursor)));
+      history_.SampleTube(cursor, r.outcome == Outcome::kTubeStats ? r.tube_stats : nullptr);
+    }
+    if (cursor >= history_.tube_count()) break;
+    co_await Slice();
   }
-  if (cursor_ >= history_.tube_count()) history_.EndRound();
+  history_.EndRound();
 }
 
 Nanos Dashboard::next_tick() const {
   if (!session_) return kForever;
-  if (history_.in_round()) return 0;
+  if (round_) return flow_.waiting ? kForever : 0;  // a result wakes the loop when it comes
   return std::min(next_round_, last_request_ + kIdleStop);
 }
 

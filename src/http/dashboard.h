@@ -58,8 +58,8 @@ class Dashboard final : public command::Client {
   // A job of `tube` was reserved for the first time (command::Observer).
   void OnFirstReserve(std::string_view tube);
 
-  // command::Client: the sampler makes no call that answers later.
-  void OnResult(const command::Result&) override {}
+  // command::Client: a sampler's call answered later (the next Tick carries on).
+  void OnResult(const command::Result& r) override { Arrived(flow_, r); }
 
   bool sampling() const { return session_ != nullptr; }
   const DashboardHistory& history() const { return history_; }
@@ -71,6 +71,10 @@ class Dashboard final : public command::Client {
   // A dashboard request came at `now`: sample from now on.
   void Activate(Nanos now);
   void Stop();
+  // One round of samples: the server's, then kSampleSlice tubes' per Tick.
+  Co<> Round(Nanos now);
+  // The round ran a slice (done: to its end).
+  void Ran(bool done);
 
   const Clock& clock_;
   command::Store& store_;
@@ -80,7 +84,8 @@ class Dashboard final : public command::Client {
   Nanos last_request_ = 0;
   Nanos next_round_ = 0;
   Nanos next_discovery_ = 0;
-  size_t cursor_ = 0;            // the next tube of the round in progress
+  Flow flow_;                    // the round's coroutines (co.h)
+  Co<> round_;                   // the round in progress, if any
   uint64_t reserves_total_ = 0;  // first reservations while sampling
 };
 

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "command/store.h"
+#include "http/co.h"
 #include "http/request.h"
 
 // What an HTTP handler works with: the request, the connection's store session, and the
@@ -51,7 +52,15 @@ struct Exchange {
   // one that does not succeed is given back.
   std::string limited_ns, limited_token;
   enum class Limited : uint8_t { kNo, kProduce, kConsume } limited = Limited::kNo;
+  Flow flow;  // the handler's coroutines (co.h)
+  // Extra headers of the 500 a store's kInternalError answers (whole lines, ending in CRLF).
+  std::string_view error_headers;
 };
+
+// Runs a request's handler: to its end if no store call waits (then ex.response holds the
+// answer), or until one does (then ex.task drives it on: OnResult, Step). A store call
+// answered kInternalError ends it with 500 {"error": "internal error"}.
+void Serve(Exchange& ex, Co<> handler);
 
 // What a listener serves: the lmstfy API or the admin API.
 class Service {

@@ -99,7 +99,9 @@ bool HttpFrontEnd::NextRequest() {
                                {},
                                {},
                                {},
-                               Exchange::Limited::kNo});
+                               Exchange::Limited::kNo,
+                               {},
+                               {}});
   service_.Handle(*exchange_);
   if (exchange_->task) {
     task_ = std::move(exchange_->task);

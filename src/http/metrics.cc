@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "base/check.h"
+#include "http/exchange.h"
 
 namespace stalkd::http {
 
@@ -485,6 +486,35 @@ size_t MetricsWriter::WriteServer(std::string* out) const {
          "Tubes beyond the cap whose stats-tube values are summed under tube=\"_other\".",
          other_tubes_);
   return lines + 3;
+}
+
+Co<> Scrape(command::Session& s, const Metrics& m, BinlogMetrics binlog, Response* resp,
+            size_t tubes_per_step, size_t lines_per_step) {
+  MetricsWriter writer(&m);
+  command::Result st = co_await Ask(s.Stats());
+  if (st.outcome == command::Outcome::kStats) writer.Begin(*st.stats, binlog);
+  std::vector<std::string> tubes;
+  command::Result list = co_await Ask(s.ListTubes());
+  if (list.outcome == command::Outcome::kTubeList) {
+    tubes.assign(list.tubes->begin(), list.tubes->end());
+  }
+  co_await Slice();
+  for (size_t next = 0; next < tubes.size();) {
+    size_t end = std::min(tubes.size(), next + tubes_per_step);
+    for (; next < end; next++) {
+      command::Result r = co_await Ask(s.StatsTube(tubes[next]));
+      if (r.outcome == command::Outcome::kTubeStats) writer.AddTube(*r.tube_stats);
+    }
+    co_await Slice();
+  }
+  std::vector<std::string>().swap(tubes);
+  for (;;) {
+    bool more = writer.WriteSome(&resp->body, lines_per_step);
+    if (!more) break;
+    co_await Slice();
+  }
+  resp->status = 200;
+  resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
 }  // namespace stalkd::http

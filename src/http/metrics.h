@@ -12,7 +12,9 @@
 
 #include "base/clock.h"
 #include "base/string_map.h"
+#include "command/store.h"
 #include "command/values.h"
+#include "http/co.h"
 
 // Prometheus metrics for GET /metrics, in the text exposition format 0.0.4
 // (Content-Type: text/plain; version=0.0.4), every name under the prefix "stalkd_".
@@ -210,5 +212,11 @@ class MetricsWriter {
   size_t item_ = 0;
   bool writing_ = false;
 };
+
+// GET /metrics: the server's stats, then every tube's (`tubes_per_step` stats-tube calls per
+// step), then the text (about `lines_per_step` lines per step), into *resp.
+struct Response;
+Co<> Scrape(command::Session& s, const Metrics& m, BinlogMetrics binlog, Response* resp,
+            size_t tubes_per_step, size_t lines_per_step);
 
 }  // namespace stalkd::http

@@ -16,49 +16,6 @@ namespace {
 constexpr size_t kScrapeTubesPerStep = 250;
 constexpr size_t kScrapeLinesPerStep = 5000;
 
-// GET /metrics: the server's stats, then every tube's, then the text, a slice per step.
-class ScrapeTask final : public http::Task {
- public:
-  ScrapeTask(command::Session& s, const http::Metrics& m, const http::BinlogMetrics& b)
-      : s_(s), writer_(&m), binlog_(b) {}
-
-  bool Step(http::Response* resp) override {
-    if (!begun_) {
-      begun_ = true;
-      command::Result st = s_.Stats();
-      if (st.outcome == command::Outcome::kStats) writer_.Begin(*st.stats, binlog_);
-      command::Result list = s_.ListTubes();
-      if (list.outcome == command::Outcome::kTubeList) {
-        tubes_.assign(list.tubes->begin(), list.tubes->end());
-      }
-      return false;
-    }
-    if (next_tube_ < tubes_.size()) {
-      size_t end = std::min(tubes_.size(), next_tube_ + kScrapeTubesPerStep);
-      for (; next_tube_ < end; next_tube_++) {
-        command::Result r = s_.StatsTube(tubes_[next_tube_]);
-        if (r.outcome == command::Outcome::kTubeStats) writer_.AddTube(*r.tube_stats);
-      }
-      if (next_tube_ == tubes_.size()) std::vector<std::string>().swap(tubes_);
-      return false;
-    }
-    if (writer_.WriteSome(&resp->body, kScrapeLinesPerStep)) return false;
-    resp->status = 200;
-    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    return true;
-  }
-  void OnResult(const command::Result&) override {}
-  bool waiting() const override { return false; }
-
- private:
-  command::Session& s_;
-  http::MetricsWriter writer_;
-  http::BinlogMetrics binlog_;
-  bool begun_ = false;
-  std::vector<std::string> tubes_;
-  size_t next_tube_ = 0;
-};
-
 http::ApiOptions ApiOptionsFor(const Options& o) {
   http::ApiOptions a;
   a.max_job_size = o.max_job_size;
@@ -117,8 +74,9 @@ void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
   metrics_.ObserveHttp(route, status, latency);
 }
 
-std::unique_ptr<http::Task> HttpHost::ScrapeMetrics(command::Session& s, http::Response*) {
-  return std::make_unique<ScrapeTask>(s, metrics_, server_.BinlogMetricsNow());
+http::Co<> HttpHost::ScrapeMetrics(command::Session& s, http::Response* resp) {
+  return http::Scrape(s, metrics_, server_.BinlogMetricsNow(), resp, kScrapeTubesPerStep,
+                      kScrapeLinesPerStep);
 }
 
 http::BinlogMetrics HttpHost::BinlogNow() const { return server_.BinlogMetricsNow(); }

@@ -55,7 +55,7 @@ class HttpHost final : public http::Access,
   std::string_view version() const override;
   bool ready() const override;
   bool recovering() const override;
-  std::unique_ptr<http::Task> ScrapeMetrics(command::Session& s, http::Response* resp) override;
+  http::Co<> ScrapeMetrics(command::Session& s, http::Response* resp) override;
   // DashboardHost.
   http::BinlogMetrics BinlogNow() const override;
   const http::Histogram& BinlogSyncs() const override { return metrics_.binlog_sync(); }

@@ -25,6 +25,7 @@ class DeferredSession final : public command::Session, private command::Client {
   void Deliver() {
     STALKD_CHECK(has_result_);
     has_result_ = false;
+    if (store_.failing_) return client_.OnResult(Result::Of(Outcome::kInternalError));
     client_.OnResult(result_.result());
   }
 

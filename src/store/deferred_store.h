@@ -40,11 +40,15 @@ class DeferredStore final : public command::Store {
 
   // Sessions with a result to deliver.
   size_t ready() const { return ready_.size(); }
+  // While on, every late result is delivered as Outcome::kInternalError instead (the call
+  // was made: as a store whose connection was lost before the reply).
+  void set_failing(bool on) { failing_ = on; }
 
  private:
   friend class DeferredSession;
   command::Store& inner_;
   std::vector<DeferredSession*> ready_;
+  bool failing_ = false;
 };
 
 }  // namespace stalkd::store

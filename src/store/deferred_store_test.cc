@@ -70,9 +70,11 @@ class TextWorld {
   // Sends bytes from client i, settles, and returns everything every client got.
   std::string Do(size_t i, std::string_view in) {
     command::FrontEnd& f = client(i).conv;
-    char* p = f.PrepareInput(in.size());
-    std::memcpy(p, in.data(), in.size());
-    f.CommitInput(in.size());
+    if (!in.empty()) {
+      char* p = f.PrepareInput(in.size());
+      std::memcpy(p, in.data(), in.size());
+      f.CommitInput(in.size());
+    }
     Settle();
     std::string out;
     for (size_t k = 0; k < clients_.size(); k++) {
@@ -86,6 +88,7 @@ class TextWorld {
     clock.Advance(d);
     Settle();
   }
+  void set_failing(bool on) { deferred_->set_failing(on); }
 
   FakeClock clock;
 
@@ -185,6 +188,17 @@ TEST(DeferredStoreText, EveryCommandAnswersAsOverTheMemoryStore) {
   EXPECT_NE(direct[9].find("INSERTED-MANY 3\r\nINSERTED"), std::string::npos) << direct[9];
   EXPECT_NE(direct[14].find("[2] RESERVED"), std::string::npos) << direct[14];
   EXPECT_NE(direct[22].find("KICKED 1200"), std::string::npos) << direct[22];
+}
+
+TEST(DeferredStoreText, AStoreThatCannotTellAnswersInternalError) {
+  TextWorld w(true);
+  w.set_failing(true);
+  EXPECT_EQ(w.Do(0, "use t\r\nput 0 0 60 1\r\na\r\n" +
+                        PutMany({{"0 0 60 1", "b"}, {"0 0 60 1", "c"}}) + "peek 1\r\n"),
+            "[0] USING t\r\nINTERNAL_ERROR\r\nINSERTED-MANY 2\r\nINTERNAL_ERROR\r\n"
+            "INTERNAL_ERROR\r\nINTERNAL_ERROR\r\n");
+  w.set_failing(false);
+  EXPECT_EQ(w.Do(0, "peek 3\r\n"), "[0] FOUND 3 1\r\nc\r\n");  // the puts were made
 }
 
 TEST(DeferredStore, AnswersLaterOnTheNextTick) {
