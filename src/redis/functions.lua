@@ -366,6 +366,14 @@ local function done(B, now, ...)
   return {str(now), str(next_due(B)), ...}
 end
 
+-- The same with a list of words after the status: no unpack(), whose limit (a few thousand
+-- values) a list of tubes or jobs can pass.
+local function done_list(B, now, status, words)
+  local out = {str(now), str(next_due(B)), status}
+  for _, w in ipairs(words) do out[#out + 1] = w end
+  return out
+end
+
 -- version
 local function f_version() return VERSION end
 
@@ -436,7 +444,7 @@ local function f_reserve(B, now, a)
     if lease > 0 then lease_waiters(B, a, 7, now + lease) end
     return done(B, now, 'NONE')
   end
-  return done(B, now, unpack(out))
+  return done_list(B, now, table.remove(out, 1), out)
 end
 
 -- wait: lease_ms tube...: refreshes the waiters' lease of the tubes.
@@ -649,14 +657,14 @@ local function f_stats(B, now, a)
       for _, v in ipairs(redis.call('HGETALL', B .. 'fst:' .. fid)) do out[#out + 1] = v end
     end
   end
-  return done(B, now, unpack(out))
+  return done_list(B, now, table.remove(out, 1), out)
 end
 
 -- list_tubes: -> 'OK' tube...
 local function f_list_tubes(B, now, a)
   local t = redis.call('ZRANGE', B .. 'tubes', 0, -1)
   if #t == 0 then t = {'default'} end
-  return done(B, now, 'OK', unpack(t))
+  return done_list(B, now, 'OK', t)
 end
 
 -- pause: tube delay_s -> 'PAUSED' | 'NOT_FOUND'
@@ -772,7 +780,7 @@ local function f_lease(B, now, a)
   if #a > 2 then
     local kv = {}
     for i = 3, #a do kv[#kv + 1] = a[i] end
-    redis.call('HSET', B .. 'fst:' .. fid, unpack(kv))
+    for i = 1, #kv, 2 do redis.call('HSET', B .. 'fst:' .. fid, kv[i], kv[i + 1]) end
   end
   return done(B, now, 'FID', fid)
 end
@@ -843,7 +851,8 @@ local function f_list_jobs(B, now, a)
     end
     if #out >= n or id <= seq then nxt = id end
   end
-  return done(B, now, 'OK', str(nxt), unpack(out))
+  table.insert(out, 1, str(nxt))
+  return done_list(B, now, 'OK', out)
 end
 
 -- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its
