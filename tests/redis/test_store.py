@@ -108,6 +108,25 @@ class TestOneFrontEnd(StoreCase):
         self.assertTrue(ok, "no put accepted within 10 s of Redis' restart")
         self.assertEqual(c.cmd("peek 1"), b"FOUND 1 6\r\nbefore\r\n")
 
+    def test_connection_closed_during_a_long_redis_outage_gives_its_job_back(self):
+        # A client holding a reservation closes while Redis is down for longer than
+        # --store-retry (1 s here): once Redis is back, its job must be ready again (as at
+        # a close in beanstalkd), not only when its TTR (30 s) runs out.
+        r = self.redis(appendfsync="always")
+        fe = self.front_end(r.url(), redis_fixture.unique_prefix(), "--store-retry", "1000")
+        c, w = self.client(fe), self.client(fe)
+        self.assertEqual(c.put("job", ttr=30), b"INSERTED 1\r\n")
+        self.assertEqual(w.cmd("reserve-with-timeout 0"), b"RESERVED 1 3\r\njob\r\n")
+        r.kill()
+        w.close()
+        time.sleep(2.0)
+        r.restart()
+        t0 = time.monotonic()
+        state = lambda: beanstalk.stats_of(c, "stats-job 1")["state"]  # noqa: E731
+        back = wait_until(lambda: state() == "ready", 5.0, 0.1)
+        self.assertTrue(back, "job 1 still %s %.1fs after Redis came back"
+                        % (state(), time.monotonic() - t0))
+
 
 if __name__ == "__main__":
     unittest.main()
