@@ -187,8 +187,8 @@ local function leave(B, j)
   end
 end
 
-local function destroy(B, j)
-  leave(B, j)
+-- A job that has left its state goes: its record, TTL timer, key and attributes.
+local function drop(B, j)
   redis.call('DEL', jkey(B, j.id))
   if j.ttl > 0 then redis.call('ZREM', B .. 'x', 'l' .. mid(j.id)) end
   if j.flags >= FLAG_EXT then
@@ -201,6 +201,11 @@ local function destroy(B, j)
     redis.call('DEL', e)
   end
   maybe_free_tube(B, j.tube)
+end
+
+local function destroy(B, j)
+  leave(B, j)
+  drop(B, j)
 end
 
 -- The job's TTL passed while it was reserved: it goes once the reservation ends.
@@ -216,17 +221,8 @@ end
 local function end_reservation(B, j, pri, delay, why, now)
   leave(B, j)
   if expired(j, now) then
-    j.state = READY  -- left already; destroy must not leave again
-    redis.call('DEL', jkey(B, j.id))
-    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
     count(B, j.tube, 'expired', 1)
-    if j.flags >= FLAG_EXT then
-      local e = B .. 'e:' .. str(j.id)
-      local key = redis.call('HGET', e, 'key')
-      if key then redis.call('HDEL', B .. 'k:' .. j.tube, key) end
-      redis.call('DEL', e)
-    end
-    maybe_free_tube(B, j.tube)
+    drop(B, j)
     return false
   end
   j.pri = pri
@@ -481,11 +477,8 @@ local function f_bury(B, now, a)
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   leave(B, j)
   if expired(j, now) then
-    j.state = READY
-    redis.call('DEL', jkey(B, j.id))
-    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
     count(B, j.tube, 'expired', 1)
-    maybe_free_tube(B, j.tube)
+    drop(B, j)
     return done(B, now, 'BURIED')
   end
   j.pri = num(a[3])
@@ -516,15 +509,18 @@ local function kick_job(B, j, now)
   save(B, j)
 end
 
--- kick: tube n -> 'KICKED' n (buried first; if none, delayed)
+-- kick: tube n [which] -> 'KICKED' n which: buried jobs first or, if the tube has none,
+-- delayed ones (which: 'b:' or 'd:'). At most 1000 a call: the front end calls again with
+-- the `which` of the first call for the rest of a larger kick.
 local function f_kick(B, now, a)
-  local tube, n = a[1], num(a[2])
-  if n <= 0 then return done(B, now, 'KICKED', 0) end
-  local set = B .. 'b:' .. tube
-  if redis.call('EXISTS', set) == 0 then set = B .. 'd:' .. tube end
-  local ms = redis.call('ZRANGE', set, 0, n - 1)
+  local tube, n, set = a[1], math.min(num(a[2]), 1000), a[3]
+  if not set or set == '' then
+    set = redis.call('EXISTS', B .. 'b:' .. tube) == 1 and 'b:' or 'd:'
+  end
+  if n <= 0 then return done(B, now, 'KICKED', 0, set) end
+  local ms = redis.call('ZRANGE', B .. set .. tube, 0, n - 1)
   for _, m in ipairs(ms) do kick_job(B, load(B, idof(m)), now) end
-  return done(B, now, 'KICKED', #ms)
+  return done(B, now, 'KICKED', #ms, set)
 end
 
 -- kick_job: id -> 'KICKED' | 'NOT_FOUND'
@@ -539,7 +535,7 @@ end
 
 -- respawn: tube n ttl_s -> 'KICKED' n: buried jobs back with one try and a new TTL.
 local function f_respawn(B, now, a)
-  local tube, n, ttl_s = a[1], num(a[2]), num(a[3])
+  local tube, n, ttl_s = a[1], math.min(num(a[2]), 1000), num(a[3])
   if n <= 0 then return done(B, now, 'KICKED', 0) end
   local ms = redis.call('ZRANGE', B .. 'b:' .. tube, 0, n - 1)
   for _, m in ipairs(ms) do
@@ -582,8 +578,7 @@ local function f_stats_job(B, now, a)
   if not j then return done(B, now, 'NOT_FOUND') end
   local left = 0
   if j.state == DELAYED or j.state == RESERVED then left = j.deadline - now end
-  local ttr = j.ttr
-  if j.state == RESERVED and j.res_ttr > 0 then ttr = j.res_ttr end
+  local ttr = j.ttr  -- the job's own, also while a reserve-ext ttr= reservation runs
   local key, attrs = '', ''
   if j.flags >= FLAG_EXT then
     local e = redis.call('HMGET', B .. 'e:' .. str(j.id), 'key', 'attrs')
@@ -698,30 +693,41 @@ local function f_ref(B, now, a)
   return done(B, now)
 end
 
-local function release_session(B, sid, now)
+-- Gives back up to `limit` of a session's reservations; true when none are left.
+local function release_session(B, sid, now, limit)
   local s = B .. 's:' .. str(sid)
-  local ms = redis.call('SMEMBERS', s)
+  local ms = redis.call('SRANDMEMBER', s, limit)
   for _, m in ipairs(ms) do
     local j = load(B, idof(m))
     if j and j.state == RESERVED and j.owner == sid then
       end_reservation(B, j, j.pri, 0, 3, now)
+    else
+      redis.call('SREM', s, m)
     end
   end
-  redis.call('DEL', s)
+  if redis.call('EXISTS', s) == 1 then return false end
   redis.call('SREM', B .. 'fs:' .. str(math.floor(sid / SID_FID)), str(sid))
-  return #ms
+  return true
 end
 
--- release_conn: sid: a connection closed; its reserved jobs come back.
+-- release_conn: sid: a connection closed; its reserved jobs come back, 1000 a call
+-- ('MORE': call again).
 local function f_release_conn(B, now, a)
-  return done(B, now, 'RELEASED', release_session(B, num(a[1]), now))
+  return done(B, now, release_session(B, num(a[1]), now, 1000) and 'RELEASED' or 'MORE')
 end
 
 -- Gives back everything of a front end whose lease ran out: its connections' reservations
 -- and their tube references.
 local function reap(B, fid, now)
+  local budget = 1000  -- reservations given back per call: a big front end takes several
   for _, sid in ipairs(redis.call('SMEMBERS', B .. 'fs:' .. fid)) do
-    release_session(B, num(sid), now)
+    local n = redis.call('SCARD', B .. 's:' .. sid)
+    if n > budget then
+      release_session(B, num(sid), now, budget)
+      return false
+    end
+    release_session(B, num(sid), now, math.max(n, 1))
+    budget = budget - n
   end
   redis.call('DEL', B .. 'fs:' .. fid)
   for _, tube in ipairs(redis.call('SMEMBERS', B .. 'ft:' .. fid)) do
@@ -734,13 +740,19 @@ local function reap(B, fid, now)
   end
   redis.call('DEL', B .. 'ft:' .. fid, B .. 'fst:' .. fid)
   redis.call('ZREM', B .. 'fe', fid)
+  return true
 end
 
 -- pump: limit -> timer work; also reaps front ends whose lease ran out.
 local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
   local dead = redis.call('ZRANGE', B .. 'fe', '-inf', now, 'BYSCORE', 'LIMIT', 0, 4)
-  for _, fid in ipairs(dead) do reap(B, fid, now) end
+  for _, fid in ipairs(dead) do
+    if not reap(B, fid, now) then
+      n = num(a[1])  -- more to do: the caller pumps again at once
+      break
+    end
+  end
   return done(B, now, 'PUMPED', n)
 end
 
@@ -760,8 +772,7 @@ end
 
 -- quit: fid: a front end stops cleanly; its sessions are released as by reap.
 local function f_quit(B, now, a)
-  reap(B, a[1], now)
-  return done(B, now, 'OK')
+  return done(B, now, reap(B, a[1], now) and 'OK' or 'MORE')
 end
 
 -- purge: tube which limit -> 'PURGED' n more (more: 1 if jobs are left to purge)
@@ -801,15 +812,20 @@ local function f_list_jobs(B, now, a)
   local set = ({ready = 'r:', delayed = 'd:', buried = 'b:'})[state]
   local out = {}
   local nxt = 0
+  local last = from + 65535
   if set and redis.call('ZCARD', B .. set .. tube) <= 65536 then
     local ids = {}
     for _, m in ipairs(redis.call('ZRANGE', B .. set .. tube, 0, -1)) do
       local id = idof(m)
-      if id >= from then ids[#ids + 1] = id end
+      if id >= from and id <= last then ids[#ids + 1] = id end
     end
     table.sort(ids)
     for i = 1, math.min(n, #ids) do out[i] = str(ids[i]) end
-    if #ids > n then nxt = ids[n + 1] end
+    if #ids >= n and n > 0 then
+      nxt = ids[n] + 1
+    elseif last < seq then
+      nxt = last + 1
+    end
   else
     local id = from
     local last = math.min(seq, from + 65535)
