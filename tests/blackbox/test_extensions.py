@@ -1468,8 +1468,6 @@ class TestListJobs(ExtCase):
                 frm = nxt
             self.assertEqual(got, ids, state)
 
-    @beanstalk.embedded_store_only(
-        "list-jobs reads a state's whole set (docs/SCALE-OUT.md), no 65536-id scan")
     def test_scan_stops_after_65536_ids(self):
         c = self.client()
         c.cmd("use t")
