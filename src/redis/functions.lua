@@ -6,19 +6,20 @@
 -- Every function declares one key: the partition's bare hash tag `<prefix>:{<p>}`, which
 -- never exists; all keys it touches are built from it, so they share one hash slot (rule 1 of
 -- the design study, ready for Redis Cluster). Keys under a partition B = KEYS[1] .. ':':
---   B..'m'          HASH   seq, bseq, fid, job counters (ready urgent delayed reserved buried
---                          total timeouts expired exhausted)
+--   B..'m'          HASH   seq, bseq, rseq, fid, job counters (ready urgent delayed reserved
+--                          buried total timeouts expired exhausted)
 --   B..'j:'..id     STRING a job: header (HDR), tube name, body
 --   B..'e:'..id     HASH   a job's key and attributes (only for jobs that have them)
 --   B..'r:'..tube   ZSET   ready: score pri, member MID(id) (equal scores sort by member)
---   B..'d:'..tube   ZSET   delayed: score due ms, member MID(id)
+--   B..'d:'..tube   ZSET   delayed: score due ms (to the us), member MID(id)
 --   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
 --   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
 --   B..'k:'..tube   HASH   unique keys: key -> id
 --   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (0: default)
 --   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
 --                          (pause end), 'l'..MID (TTL), scored by due ms
---   B..'s:'..sid    SET    MIDs reserved by a session (connection)
+--   B..'s:'..sid    ZSET   MIDs reserved by a session (connection), scored by reservation
+--                          order (m's rseq): they come back in that order, as the engine's
 --   B..'fs:'..fid   SET    sessions of a front end that hold reservations
 --   B..'ft:'..fid   SET    tubes a front end references (use/watch)
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
@@ -46,8 +47,13 @@ end
 local function num(s) return tonumber(s) or 0 end
 local function str(n) return string.format('%.0f', n) end
 
+-- The running call's clock below the ms (0 to 0.999), set with its `now`: jobs delayed in
+-- the same ms are due in the order they were delayed, as the engine's (ns) deadlines.
+local sub_ms = 0
+
 local function now_ms()
   local t = redis.call('TIME')
+  sub_ms = (tonumber(t[2]) % 1000) / 1000
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
@@ -141,13 +147,14 @@ local function enter(B, j, state, now)
     if j.pri < URGENT then count(B, j.tube, 'urgent', 1) end
     wake(B, j.tube, now)
   elseif state == DELAYED then
-    redis.call('ZADD', B .. 'd:' .. j.tube, j.deadline, m)
-    redis.call('ZADD', B .. 'x', 'LT', j.deadline, 'd' .. j.tube)
+    local due = string.format('%.3f', j.deadline + sub_ms)
+    redis.call('ZADD', B .. 'd:' .. j.tube, due, m)
+    redis.call('ZADD', B .. 'x', 'LT', due, 'd' .. j.tube)
     count(B, j.tube, 'delayed', 1)
   elseif state == RESERVED then
     redis.call('ZADD', B .. 'x', j.deadline, 'r' .. m)
     if j.owner > 0 then
-      redis.call('SADD', B .. 's:' .. str(j.owner), m)
+      redis.call('ZADD', B .. 's:' .. str(j.owner), redis.call('HINCRBY', B .. 'm', 'rseq', 1), m)
       redis.call('SADD', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
     end
     count(B, j.tube, 'reserved', 1)
@@ -172,7 +179,7 @@ local function leave(B, j)
     redis.call('ZREM', B .. 'x', 'r' .. m)
     if j.owner > 0 then
       local s = B .. 's:' .. str(j.owner)
-      redis.call('SREM', s, m)
+      redis.call('ZREM', s, m)
       if redis.call('EXISTS', s) == 0 then
         redis.call('SREM', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
       end
@@ -294,7 +301,7 @@ end
 
 local function next_due(B)
   local h = redis.call('ZRANGE', B .. 'x', 0, 0, 'WITHSCORES')
-  if h[1] then return tonumber(h[2]) end
+  if h[1] then return math.ceil(tonumber(h[2])) end  -- a delayed head's score has us
   return -1
 end
 
@@ -696,13 +703,13 @@ end
 -- Gives back up to `limit` of a session's reservations; true when none are left.
 local function release_session(B, sid, now, limit)
   local s = B .. 's:' .. str(sid)
-  local ms = redis.call('SRANDMEMBER', s, limit)
+  local ms = redis.call('ZRANGE', s, 0, limit - 1)  -- the first reserved first, as the engine
   for _, m in ipairs(ms) do
     local j = load(B, idof(m))
     if j and j.state == RESERVED and j.owner == sid then
       end_reservation(B, j, j.pri, 0, 3, now)
     else
-      redis.call('SREM', s, m)
+      redis.call('ZREM', s, m)
     end
   end
   if redis.call('EXISTS', s) == 1 then return false end
@@ -721,7 +728,7 @@ end
 local function reap(B, fid, now)
   local budget = 1000  -- reservations given back per call: a big front end takes several
   for _, sid in ipairs(redis.call('SMEMBERS', B .. 'fs:' .. fid)) do
-    local n = redis.call('SCARD', B .. 's:' .. sid)
+    local n = redis.call('ZCARD', B .. 's:' .. sid)
     if n > budget then
       release_session(B, num(sid), now, budget)
       return false
@@ -834,7 +841,7 @@ local function f_list_jobs(B, now, a)
       if j and j.tube == tube and j.state == want then out[#out + 1] = str(id) end
       id = id + 1
     end
-    if id <= seq then nxt = id end
+    if #out >= n or id <= seq then nxt = id end
   end
   return done(B, now, 'OK', str(nxt), unpack(out))
 end

@@ -60,8 +60,12 @@ RedisSession::~RedisSession() {
   std::erase(store_.sessions_, this);
   // Reservations go back; a reserve still on its way is answered before this arrives.
   if (reserved_any_) store_.ReleaseConnection(sid_text_);
+  // The engine's order (beanstalkd's ms_clear: the first watched tube, the others from the
+  // back, then the used one), so that tubes vanishing together leave list-tubes as there.
+  for (size_t k = 0; k < watch_.size(); k++) {
+    store_.Ref(watch_[k == 0 ? 0 : watch_.size() - k], 0, -1);
+  }
   store_.Ref(use_, -1, 0);
-  for (const std::string& t : watch_) store_.Ref(t, 0, -1);
 }
 
 Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
