@@ -524,18 +524,21 @@ local function kick_job(B, j, now)
   save(B, j)
 end
 
--- kick: tube n [which] -> 'KICKED' n which: buried jobs first or, if the tube has none,
--- delayed ones (which: 'b:' or 'd:'). At most 1000 a call: the front end calls again with
--- the `which` of the first call for the rest of a larger kick.
+-- kick: tube n [which bound] -> 'KICKED' n which bound: buried jobs first or, if the tube has
+-- none, delayed ones (which: 'b:' or 'd:'). At most 1000 a call: the front end calls again
+-- with the first call's `which` and `bound` (the set's last score then), so a job that was
+-- kicked, reserved and buried again meanwhile is not kicked twice by one kick.
 local function f_kick(B, now, a)
-  local tube, n, set = a[1], math.min(num(a[2]), 1000), a[3]
+  local tube, n, set, bound = a[1], math.min(num(a[2]), 1000), a[3], a[4]
   if not set or set == '' then
     set = redis.call('EXISTS', B .. 'b:' .. tube) == 1 and 'b:' or 'd:'
+    local last = redis.call('ZRANGE', B .. set .. tube, -1, -1, 'WITHSCORES')
+    bound = last[2] or '-inf'
   end
-  if n <= 0 then return done(B, now, 'KICKED', 0, set) end
-  local ms = redis.call('ZRANGE', B .. set .. tube, 0, n - 1)
+  if n <= 0 then return done(B, now, 'KICKED', 0, set, bound) end
+  local ms = redis.call('ZRANGE', B .. set .. tube, '-inf', bound, 'BYSCORE', 'LIMIT', 0, n)
   for _, m in ipairs(ms) do kick_job(B, load(B, idof(m)), now) end
-  return done(B, now, 'KICKED', #ms, set)
+  return done(B, now, 'KICKED', #ms, set, bound)
 end
 
 -- kick_job: id -> 'KICKED' | 'NOT_FOUND'

@@ -152,6 +152,9 @@ void RedisStore::Setup() {
                     link_.SetReady();
                     next_lease_ = clock_.Now() + opt_.lease / 4;
                     next_pump_ = 0;
+                    std::vector<std::string> orphans;
+                    orphans.swap(orphans_);
+                    for (const std::string& sid : orphans) ReleaseConnection(sid);
                     // Pub/sub may have missed wake-ups while we were away.
                     for (RedisSession* s : waiters_) {
                       if (!s->claiming_) s->Claim();
@@ -254,7 +257,9 @@ void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta)
 void RedisStore::ReleaseConnection(const std::string& sid) {
   // 1000 reservations a call, so Redis serves others between the slices.
   Call("release_conn", {sid}, true, [this, sid](const Answer& a) {
-    if (a.status == "MORE") ReleaseConnection(sid);
+    if (a.status == "MORE") return ReleaseConnection(sid);
+    // Redis was away too long: give them back once it is here again, not at their TTRs.
+    if (a.lost) orphans_.push_back(sid);
   });
 }
 
