@@ -79,6 +79,8 @@ bool Conversation::runnable() const {
     case State::kWaiting:
     case State::kClosing:
       return false;
+    case State::kPutMany:  // the next put is made without input
+      return true;
     default:
       return in_end_ > in_begin_ && !needs_input_;
   }
