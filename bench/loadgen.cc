@@ -71,6 +71,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1859,6 +1860,9 @@ void scen_grow(const Opts& o) {
   std::vector<Seg> segs(static_cast<std::size_t>(S));
   Hist all;
   u64 replies = 0;
+  // the kSlow slowest puts as (latency, replies so far: the job count, reply time), a min-heap
+  constexpr std::size_t kSlow = 10;
+  std::vector<std::tuple<u64, u64, u64>> slow;
   std::string put = make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size));
   long long rss0 = rss_bytes(o.pid);
   Probe probe(L, o.probe_ms);
@@ -1871,6 +1875,14 @@ void scen_grow(const Opts& o) {
     Seg& s = segs[static_cast<std::size_t>(replies / seg)];
     s.lat.add(lat);
     all.add(lat);
+    if (slow.size() < kSlow || lat > std::get<0>(slow.front())) {
+      slow.emplace_back(lat, replies, now_ns());
+      std::push_heap(slow.begin(), slow.end(), std::greater<>());
+      if (slow.size() > kSlow) {
+        std::pop_heap(slow.begin(), slow.end(), std::greater<>());
+        slow.pop_back();
+      }
+    }
     if (++replies % seg == 0 || replies == N) {
       s.t_end = now_ns();
       s.rss = rss_bytes(o.pid);
@@ -1940,6 +1952,33 @@ void scen_grow(const Opts& o) {
   stalls += "]";
   j.integer("probe_replies_over_100ms", static_cast<long long>(slow100));
   j.raw("probe_stalls", stalls);
+  // the slowest puts and probe replies, slowest first, with the job count at the time (and
+  // the reply's CLOCK_MONOTONIC time, to find it in a trace)
+  std::sort(slow.begin(), slow.end(), std::greater<>());
+  std::string sp = "[";
+  for (const auto& [lat, at, t] : slow) {
+    char b[128];
+    std::snprintf(b, sizeof b, "%s{\"ms\":%.3f,\"at_job\":%llu,\"mono_s\":%.6f}", sp.size() > 1 ? "," : "",
+                  static_cast<double>(lat) / 1e6, static_cast<unsigned long long>(at), static_cast<double>(t) / 1e9);
+    sp += b;
+  }
+  j.raw("slowest_puts", sp + "]");
+  std::vector<const Probe::Sample*> ps;
+  for (const auto& s : probe.samples)
+    if (s.recv >= t0 && s.sent <= t1) ps.push_back(&s);
+  std::size_t np = std::min(kSlow, ps.size());
+  std::partial_sort(ps.begin(), ps.begin() + static_cast<std::ptrdiff_t>(np), ps.end(),
+                    [](const Probe::Sample* a, const Probe::Sample* b) { return a->recv - a->sent > b->recv - b->sent; });
+  std::string sq = "[";
+  for (std::size_t i = 0; i < np; ++i) {
+    const Probe::Sample& s = *ps[i];
+    double k = s.tx && s.rx && s.rx > s.tx ? static_cast<double>(s.rx - s.tx) / 1e6 : -1;
+    char b[192];
+    std::snprintf(b, sizeof b, "%s{\"ms\":%.3f,\"kernel_ms\":%.3f,\"jobs_ready\":%lld,\"mono_s\":%.6f}", i ? "," : "",
+                  static_cast<double>(s.recv - s.sent) / 1e6, k, s.field, static_cast<double>(s.recv) / 1e9);
+    sq += b;
+  }
+  j.raw("slowest_probes", sq + "]");
   pw.err.put(j);
   probe.errors.put(j.open("probe"));
   j.close();

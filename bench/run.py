@@ -6,10 +6,12 @@ Builds nothing. Usage:
     python3 bench/run.py [BUILD_DIR] [--quick] [--scenario NAME[,NAME...]] [--pairs N]
 
 BUILD_DIR defaults to build/release. Binaries (override with env):
-    STALKD_BIN      BUILD_DIR/stalkd
+    STALKD_BIN      BUILD_DIR/stalkd (or --stalkd-bin)
     LOADGEN_BIN     BUILD_DIR/bench/stalkd_loadgen (or BUILD_DIR/stalkd_loadgen)
     CEILING_BIN     BUILD_DIR/bench/stalkd_ceiling (or BUILD_DIR/stalkd_ceiling)
     BEANSTALKD_BIN  /usr/bin/beanstalkd
+--baseline PATH runs another stalkd build (e.g. the commit before a fix) as a further server in
+every pair, with stalkd's arguments, and adds a stalkd/baseline ratio column.
 If stalkd is missing, beanstalkd runs in its place ("stand-in"); the stalkd/beanstalkd ratio is
 then the noise floor of the machine.
 
@@ -655,8 +657,12 @@ def sc_grow(srv, p):
     m = {
         "puts_per_s": r.get("puts_per_s"),
         "cpu_us": r.get("server_cpu_us_per_op"),
+        "p99_ms": ms(get(r, "put_latency_us.p99_us")),
         "p999_ms": ms(get(r, "put_latency_us.p999_us")),
         "max_ms": ms(get(r, "put_latency_us.max_us")),
+        # job counts at the slowest put and the slowest stats reply (the JSON lists ten each)
+        "max_at_job": (r.get("slowest_puts") or [{}])[0].get("at_job"),
+        "probe_max_at_job": (r.get("slowest_probes") or [{}])[0].get("jobs_ready"),
         "probe_p99_ms": ms(get(r, "probe_us.p99_us")),
         "probe_max_ms": ms(get(r, "probe_us.max_us")),
         "probe_k_max_ms": ms(get(r, "probe_kernel_us.max_us")),
@@ -696,8 +702,10 @@ def count_label(n):
 def metrics_grow(p):
     seg, k = grow_segments(p)
     out = [("puts_per_s", "puts/s ↑"), ("last_puts_per_s", "puts/s in the last segment ↑"),
-           ("cpu_us", "server CPU µs/put ↓"), ("p999_ms", "put p99.9 ms, all puts ↓"),
-           ("max_ms", "put max ms, all puts ↓")]
+           ("cpu_us", "server CPU µs/put ↓"), ("p99_ms", "put p99 ms, all puts ↓"),
+           ("p999_ms", "put p99.9 ms, all puts ↓"), ("max_ms", "put max ms, all puts ↓"),
+           ("max_at_job", "jobs held at the slowest put"),
+           ("probe_max_at_job", "jobs ready at the slowest stats reply")]
     for i in range(k):
         a, b = count_label(i * seg), count_label(min(p["jobs"], (i + 1) * seg))
         out += [(f"seg{i}_p999_ms", f"puts {a}–{b}: put p99.9 ms ↓"),
@@ -1038,6 +1046,23 @@ SCENARIOS = [
              dict(jobs=10_000_000, size=100, conns=4, depth=100, segments=10, timeout=400),
              dict(jobs=200_000, size=100, conns=4, depth=100, segments=10, timeout=60),
              default=False),
+    # Issue 16's shape (finding 6): 4 connections x 64 puts in flight; targets put max <= 10 ms,
+    # stats max <= 5 ms. The JSON lists the ten slowest puts and stats replies with job counts.
+    Scenario("grow-64", "grow, issue 16's shape: {jobs} puts of {size} B without deletes "
+             "({conns} connections × {depth} in flight), stats probe every 1 ms "
+             "(targets: put max ≤ 10 ms, stats max ≤ 5 ms)",
+             sc_grow, metrics_grow,
+             dict(jobs=10_000_000, size=100, conns=4, depth=64, segments=10, timeout=400),
+             dict(jobs=200_000, size=100, conns=4, depth=64, segments=10, timeout=60),
+             default=False),
+    Scenario("grow-64-b", "grow, issue 16's shape with the binlog (-b, never fsync: -F): {jobs} "
+             "puts of {size} B without deletes ({conns} connections × {depth} in flight), "
+             "stats probe every 1 ms",
+             sc_grow, metrics_grow,
+             dict(jobs=10_000_000, size=100, conns=4, depth=64, segments=10, timeout=400),
+             dict(jobs=200_000, size=100, conns=4, depth=64, segments=10, timeout=60),
+             server_args={"stalkd": ["-b", "{tmpdir}", "-F"], "beanstalkd": ["-b", "{tmpdir}", "-F"]},
+             default=False),
     # HTTP (issue 13): stalkd only; each run measures the text protocol and the HTTP API on
     # fresh servers of the same build, alternating which goes first.
     Scenario("http-cycle", "HTTP cycle: {conns} keep-alive connections each looping publish "
@@ -1113,12 +1138,11 @@ def summarize(values):
 
 def table(sc, params, runs, server_labels):
     metrics = sc.metrics(params) if callable(sc.metrics) else sc.metrics
-    servers = [s for s in sc.servers if s in server_labels]
+    servers = [s for s in scenario_servers(sc) if s in server_labels]
     lines = [f"### {sc.title.format(**{k: v for k, v in params.items()})}", ""]
     head = ["metric"] + [server_labels[s] for s in servers]
-    show_ratio = "stalkd" in servers and "beanstalkd" in servers
-    if show_ratio:
-        head.append("stalkd/beanstalkd")
+    ratios = [b for b in ("beanstalkd", "baseline") if "stalkd" in servers and b in servers]
+    head += [f"stalkd/{b}" for b in ratios]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     summary = {}
@@ -1136,8 +1160,8 @@ def table(sc, params, runs, server_labels):
                 row.append(f"{fmt(st['median'])} ({fmt(st['min'])}–{fmt(st['max'])})")
             else:
                 row.append(fmt(st["median"]))
-        if show_ratio:
-            a, b = med.get("stalkd"), med.get("beanstalkd")
+        for other in ratios:
+            a, b = med.get("stalkd"), med.get(other)
             row.append(f"{a / b:.2f}" if a is not None and b else "—")
         lines.append("| " + " | ".join(row) + " |")
     failed = [r for r in runs if r.get("error")]
@@ -1146,16 +1170,29 @@ def table(sc, params, runs, server_labels):
     return "\n".join(lines) + "\n", summary
 
 
+def scenario_servers(sc):
+    """sc.servers, with the baseline (another stalkd build) right after stalkd."""
+    out = []
+    for kind in sc.servers:
+        out.append(kind)
+        if kind == "stalkd":
+            out.append("baseline")
+    return out
+
+
 def run_scenario(sc, params, pairs, bins):
     runs = []
     for pair in range(pairs):
-        for kind in sc.servers:
+        for kind in scenario_servers(sc):
             if kind not in bins:
                 continue
             binary, label = bins[kind]
-            srv = Server(kind, binary, sc.server_args.get(kind, ()), label=label)
+            # the baseline is a stalkd: same arguments, same scenario behaviour
+            as_kind = "stalkd" if kind == "baseline" else kind
+            srv = Server(as_kind, binary, sc.server_args.get(as_kind, ()), label=label)
             t0 = time.monotonic()
-            rec = {"server": kind, "pair": pair, "bin_mtime": os.stat(binary).st_mtime}
+            rec = {"server": kind, "pair": pair, "bin_mtime": os.stat(binary).st_mtime,
+                   "loadavg": os.getloadavg()}
             try:
                 if CFG.standin and kind == "stalkd" and any(
                         "{http_port}" in a for a in sc.server_args.get(kind, ())):
@@ -1169,7 +1206,8 @@ def run_scenario(sc, params, pairs, bins):
                 srv.cleanup()
             rec["seconds"] = round(time.monotonic() - t0, 2)
             status = "FAILED: " + rec["error"] if rec.get("error") else "ok"
-            print(f"  [{sc.name}] pair {pair + 1}/{pairs} {label}: {rec['seconds']} s {status}",
+            print(f"  [{sc.name}] pair {pair + 1}/{pairs} {label}: {rec['seconds']} s {status} "
+                  f"(load average {rec['loadavg'][0]:.2f} at the start)",
                   file=sys.stderr, flush=True)
             runs.append(rec)
     return runs
@@ -1186,6 +1224,12 @@ def main():
                     + ", ".join(s.name for s in SCENARIOS if not s.default))
     ap.add_argument("--pairs", type=int, help="rounds of A B (C) runs (default 3, --quick 1)")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the ceiling server")
+    ap.add_argument("--stalkd-bin", metavar="PATH", help="the stalkd to measure (as STALKD_BIN)")
+    ap.add_argument("--baseline", metavar="PATH",
+                    help="another stalkd build to run beside stalkd in every pair (same "
+                    "arguments), e.g. the commit before a fix")
+    ap.add_argument("--baseline-label", default="stalkd baseline", metavar="TEXT",
+                    help="its column's heading")
     ap.add_argument("--pin", metavar="S,L",
                     help="run the servers on CPU S and the load generator on CPU L")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
@@ -1200,7 +1244,7 @@ def main():
                                            os.path.join(bd, "stalkd_loadgen")])
     ceiling = find_bin("CEILING_BIN", [os.path.join(bd, "bench", "stalkd_ceiling"),
                                        os.path.join(bd, "stalkd_ceiling")])
-    stalkd = find_bin("STALKD_BIN", [os.path.join(bd, "stalkd")])
+    stalkd = args.stalkd_bin or find_bin("STALKD_BIN", [os.path.join(bd, "stalkd")])
     beanstalkd = os.environ.get("BEANSTALKD_BIN", "/usr/bin/beanstalkd")
     for what, path in (("loadgen", CFG.loadgen), ("beanstalkd", beanstalkd)):
         if not os.access(path, os.X_OK):
@@ -1215,6 +1259,10 @@ def main():
         bins["stalkd"] = (beanstalkd, "stalkd (stand-in: beanstalkd)")
     else:
         bins["stalkd"] = (stalkd, "stalkd")
+    if args.baseline:
+        if not os.access(args.baseline, os.X_OK):
+            sys.exit(f"run.py: baseline not found at {args.baseline}")
+        bins["baseline"] = (os.path.abspath(args.baseline), args.baseline_label)
     if not args.no_ceiling and os.access(ceiling, os.X_OK):
         bins["ceiling"] = (ceiling, "ceiling")
 
@@ -1235,6 +1283,7 @@ def main():
         "loadavg_start": os.getloadavg(), "quick": args.quick, "pairs": pairs,
         "stalkd_bin": stalkd, "stalkd_is_standin": standin, "beanstalkd_bin": beanstalkd,
         "ceiling_bin": bins.get("ceiling", (None,))[0], "loadgen_bin": CFG.loadgen,
+        "baseline_bin": bins.get("baseline", (None,))[0],
     }
     if not standin:
         st = os.stat(stalkd)
@@ -1252,7 +1301,7 @@ def main():
     out = {"meta": meta, "scenarios": {}}
     md = [f"## stalkd benchmark ({'quick' if args.quick else 'full'}, {pairs} pair(s), "
           f"{meta['date']}, {meta['cpus']} CPUs)", "",
-          "Cells: median (min–max) over the runs. Ratio: stalkd median ÷ beanstalkd median "
+          "Cells: median (min–max) over the runs. Ratio: stalkd median ÷ beanstalkd (baseline) median "
           "(↑ / ↓ marks which direction is better).", ""]
     if meta["loadavg_start"][0] > 1.0:
         md += [f"**The machine was busy at the start (load average {meta['loadavg_start'][0]:.1f} "

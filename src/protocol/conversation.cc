@@ -79,7 +79,7 @@ bool Conversation::runnable() const {
     case State::kWaiting:
     case State::kClosing:
       return false;
-    case State::kPutMany:  // the next put is made without input
+    case State::kPutMany:  // a put-many goes on with its next entry: it needs no input
       return true;
     default:
       return in_end_ > in_begin_ && !needs_input_;

@@ -6,19 +6,20 @@
 -- Every function declares one key: the partition's bare hash tag `<prefix>:{<p>}`, which
 -- never exists; all keys it touches are built from it, so they share one hash slot (rule 1 of
 -- the design study, ready for Redis Cluster). Keys under a partition B = KEYS[1] .. ':':
---   B..'m'          HASH   seq, bseq, fid, job counters (ready urgent delayed reserved buried
---                          total timeouts expired exhausted)
+--   B..'m'          HASH   seq, bseq, rseq, fid, job counters (ready urgent delayed reserved
+--                          buried total timeouts expired exhausted)
 --   B..'j:'..id     STRING a job: header (HDR), tube name, body
 --   B..'e:'..id     HASH   a job's key and attributes (only for jobs that have them)
 --   B..'r:'..tube   ZSET   ready: score pri, member MID(id) (equal scores sort by member)
---   B..'d:'..tube   ZSET   delayed: score due ms, member MID(id)
+--   B..'d:'..tube   ZSET   delayed: score due ms (to the us), member MID(id)
 --   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
 --   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
 --   B..'k:'..tube   HASH   unique keys: key -> id
 --   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (0: default)
 --   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
 --                          (pause end), 'l'..MID (TTL), scored by due ms
---   B..'s:'..sid    SET    MIDs reserved by a session (connection)
+--   B..'s:'..sid    ZSET   MIDs reserved by a session (connection), scored by reservation
+--                          order (m's rseq): they come back in that order, as the engine's
 --   B..'fs:'..fid   SET    sessions of a front end that hold reservations
 --   B..'ft:'..fid   SET    tubes a front end references (use/watch)
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
@@ -46,8 +47,13 @@ end
 local function num(s) return tonumber(s) or 0 end
 local function str(n) return string.format('%.0f', n) end
 
+-- The running call's clock below the ms (0 to 0.999), set with its `now`: jobs delayed in
+-- the same ms are due in the order they were delayed, as the engine's (ns) deadlines.
+local sub_ms = 0
+
 local function now_ms()
   local t = redis.call('TIME')
+  sub_ms = (tonumber(t[2]) % 1000) / 1000
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
@@ -141,13 +147,14 @@ local function enter(B, j, state, now)
     if j.pri < URGENT then count(B, j.tube, 'urgent', 1) end
     wake(B, j.tube, now)
   elseif state == DELAYED then
-    redis.call('ZADD', B .. 'd:' .. j.tube, j.deadline, m)
-    redis.call('ZADD', B .. 'x', 'LT', j.deadline, 'd' .. j.tube)
+    local due = string.format('%.3f', j.deadline + sub_ms)
+    redis.call('ZADD', B .. 'd:' .. j.tube, due, m)
+    redis.call('ZADD', B .. 'x', 'LT', due, 'd' .. j.tube)
     count(B, j.tube, 'delayed', 1)
   elseif state == RESERVED then
     redis.call('ZADD', B .. 'x', j.deadline, 'r' .. m)
     if j.owner > 0 then
-      redis.call('SADD', B .. 's:' .. str(j.owner), m)
+      redis.call('ZADD', B .. 's:' .. str(j.owner), redis.call('HINCRBY', B .. 'm', 'rseq', 1), m)
       redis.call('SADD', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
     end
     count(B, j.tube, 'reserved', 1)
@@ -172,7 +179,7 @@ local function leave(B, j)
     redis.call('ZREM', B .. 'x', 'r' .. m)
     if j.owner > 0 then
       local s = B .. 's:' .. str(j.owner)
-      redis.call('SREM', s, m)
+      redis.call('ZREM', s, m)
       if redis.call('EXISTS', s) == 0 then
         redis.call('SREM', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
       end
@@ -187,8 +194,8 @@ local function leave(B, j)
   end
 end
 
-local function destroy(B, j)
-  leave(B, j)
+-- A job that has left its state goes: its record, TTL timer, key and attributes.
+local function drop(B, j)
   redis.call('DEL', jkey(B, j.id))
   if j.ttl > 0 then redis.call('ZREM', B .. 'x', 'l' .. mid(j.id)) end
   if j.flags >= FLAG_EXT then
@@ -201,6 +208,11 @@ local function destroy(B, j)
     redis.call('DEL', e)
   end
   maybe_free_tube(B, j.tube)
+end
+
+local function destroy(B, j)
+  leave(B, j)
+  drop(B, j)
 end
 
 -- The job's TTL passed while it was reserved: it goes once the reservation ends.
@@ -216,17 +228,8 @@ end
 local function end_reservation(B, j, pri, delay, why, now)
   leave(B, j)
   if expired(j, now) then
-    j.state = READY  -- left already; destroy must not leave again
-    redis.call('DEL', jkey(B, j.id))
-    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
     count(B, j.tube, 'expired', 1)
-    if j.flags >= FLAG_EXT then
-      local e = B .. 'e:' .. str(j.id)
-      local key = redis.call('HGET', e, 'key')
-      if key then redis.call('HDEL', B .. 'k:' .. j.tube, key) end
-      redis.call('DEL', e)
-    end
-    maybe_free_tube(B, j.tube)
+    drop(B, j)
     return false
   end
   j.pri = pri
@@ -298,7 +301,7 @@ end
 
 local function next_due(B)
   local h = redis.call('ZRANGE', B .. 'x', 0, 0, 'WITHSCORES')
-  if h[1] then return tonumber(h[2]) end
+  if h[1] then return math.ceil(tonumber(h[2])) end  -- a delayed head's score has us
   return -1
 end
 
@@ -481,11 +484,8 @@ local function f_bury(B, now, a)
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   leave(B, j)
   if expired(j, now) then
-    j.state = READY
-    redis.call('DEL', jkey(B, j.id))
-    redis.call('ZREM', B .. 'x', 'l' .. mid(j.id))
     count(B, j.tube, 'expired', 1)
-    maybe_free_tube(B, j.tube)
+    drop(B, j)
     return done(B, now, 'BURIED')
   end
   j.pri = num(a[3])
@@ -516,15 +516,18 @@ local function kick_job(B, j, now)
   save(B, j)
 end
 
--- kick: tube n -> 'KICKED' n (buried first; if none, delayed)
+-- kick: tube n [which] -> 'KICKED' n which: buried jobs first or, if the tube has none,
+-- delayed ones (which: 'b:' or 'd:'). At most 1000 a call: the front end calls again with
+-- the `which` of the first call for the rest of a larger kick.
 local function f_kick(B, now, a)
-  local tube, n = a[1], num(a[2])
-  if n <= 0 then return done(B, now, 'KICKED', 0) end
-  local set = B .. 'b:' .. tube
-  if redis.call('EXISTS', set) == 0 then set = B .. 'd:' .. tube end
-  local ms = redis.call('ZRANGE', set, 0, n - 1)
+  local tube, n, set = a[1], math.min(num(a[2]), 1000), a[3]
+  if not set or set == '' then
+    set = redis.call('EXISTS', B .. 'b:' .. tube) == 1 and 'b:' or 'd:'
+  end
+  if n <= 0 then return done(B, now, 'KICKED', 0, set) end
+  local ms = redis.call('ZRANGE', B .. set .. tube, 0, n - 1)
   for _, m in ipairs(ms) do kick_job(B, load(B, idof(m)), now) end
-  return done(B, now, 'KICKED', #ms)
+  return done(B, now, 'KICKED', #ms, set)
 end
 
 -- kick_job: id -> 'KICKED' | 'NOT_FOUND'
@@ -539,7 +542,7 @@ end
 
 -- respawn: tube n ttl_s -> 'KICKED' n: buried jobs back with one try and a new TTL.
 local function f_respawn(B, now, a)
-  local tube, n, ttl_s = a[1], num(a[2]), num(a[3])
+  local tube, n, ttl_s = a[1], math.min(num(a[2]), 1000), num(a[3])
   if n <= 0 then return done(B, now, 'KICKED', 0) end
   local ms = redis.call('ZRANGE', B .. 'b:' .. tube, 0, n - 1)
   for _, m in ipairs(ms) do
@@ -582,8 +585,7 @@ local function f_stats_job(B, now, a)
   if not j then return done(B, now, 'NOT_FOUND') end
   local left = 0
   if j.state == DELAYED or j.state == RESERVED then left = j.deadline - now end
-  local ttr = j.ttr
-  if j.state == RESERVED and j.res_ttr > 0 then ttr = j.res_ttr end
+  local ttr = j.ttr  -- the job's own, also while a reserve-ext ttr= reservation runs
   local key, attrs = '', ''
   if j.flags >= FLAG_EXT then
     local e = redis.call('HMGET', B .. 'e:' .. str(j.id), 'key', 'attrs')
@@ -698,30 +700,41 @@ local function f_ref(B, now, a)
   return done(B, now)
 end
 
-local function release_session(B, sid, now)
+-- Gives back up to `limit` of a session's reservations; true when none are left.
+local function release_session(B, sid, now, limit)
   local s = B .. 's:' .. str(sid)
-  local ms = redis.call('SMEMBERS', s)
+  local ms = redis.call('ZRANGE', s, 0, limit - 1)  -- the first reserved first, as the engine
   for _, m in ipairs(ms) do
     local j = load(B, idof(m))
     if j and j.state == RESERVED and j.owner == sid then
       end_reservation(B, j, j.pri, 0, 3, now)
+    else
+      redis.call('ZREM', s, m)
     end
   end
-  redis.call('DEL', s)
+  if redis.call('EXISTS', s) == 1 then return false end
   redis.call('SREM', B .. 'fs:' .. str(math.floor(sid / SID_FID)), str(sid))
-  return #ms
+  return true
 end
 
--- release_conn: sid: a connection closed; its reserved jobs come back.
+-- release_conn: sid: a connection closed; its reserved jobs come back, 1000 a call
+-- ('MORE': call again).
 local function f_release_conn(B, now, a)
-  return done(B, now, 'RELEASED', release_session(B, num(a[1]), now))
+  return done(B, now, release_session(B, num(a[1]), now, 1000) and 'RELEASED' or 'MORE')
 end
 
 -- Gives back everything of a front end whose lease ran out: its connections' reservations
 -- and their tube references.
 local function reap(B, fid, now)
+  local budget = 1000  -- reservations given back per call: a big front end takes several
   for _, sid in ipairs(redis.call('SMEMBERS', B .. 'fs:' .. fid)) do
-    release_session(B, num(sid), now)
+    local n = redis.call('ZCARD', B .. 's:' .. sid)
+    if n > budget then
+      release_session(B, num(sid), now, budget)
+      return false
+    end
+    release_session(B, num(sid), now, math.max(n, 1))
+    budget = budget - n
   end
   redis.call('DEL', B .. 'fs:' .. fid)
   for _, tube in ipairs(redis.call('SMEMBERS', B .. 'ft:' .. fid)) do
@@ -734,13 +747,19 @@ local function reap(B, fid, now)
   end
   redis.call('DEL', B .. 'ft:' .. fid, B .. 'fst:' .. fid)
   redis.call('ZREM', B .. 'fe', fid)
+  return true
 end
 
 -- pump: limit -> timer work; also reaps front ends whose lease ran out.
 local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
   local dead = redis.call('ZRANGE', B .. 'fe', '-inf', now, 'BYSCORE', 'LIMIT', 0, 4)
-  for _, fid in ipairs(dead) do reap(B, fid, now) end
+  for _, fid in ipairs(dead) do
+    if not reap(B, fid, now) then
+      n = num(a[1])  -- more to do: the caller pumps again at once
+      break
+    end
+  end
   return done(B, now, 'PUMPED', n)
 end
 
@@ -760,8 +779,7 @@ end
 
 -- quit: fid: a front end stops cleanly; its sessions are released as by reap.
 local function f_quit(B, now, a)
-  reap(B, a[1], now)
-  return done(B, now, 'OK')
+  return done(B, now, reap(B, a[1], now) and 'OK' or 'MORE')
 end
 
 -- purge: tube which limit -> 'PURGED' n more (more: 1 if jobs are left to purge)
@@ -801,15 +819,20 @@ local function f_list_jobs(B, now, a)
   local set = ({ready = 'r:', delayed = 'd:', buried = 'b:'})[state]
   local out = {}
   local nxt = 0
+  local last = from + 65535
   if set and redis.call('ZCARD', B .. set .. tube) <= 65536 then
     local ids = {}
     for _, m in ipairs(redis.call('ZRANGE', B .. set .. tube, 0, -1)) do
       local id = idof(m)
-      if id >= from then ids[#ids + 1] = id end
+      if id >= from and id <= last then ids[#ids + 1] = id end
     end
     table.sort(ids)
     for i = 1, math.min(n, #ids) do out[i] = str(ids[i]) end
-    if #ids > n then nxt = ids[n + 1] end
+    if #ids >= n and n > 0 then
+      nxt = ids[n] + 1
+    elseif last < seq then
+      nxt = last + 1
+    end
   else
     local id = from
     local last = math.min(seq, from + 65535)
@@ -818,7 +841,7 @@ local function f_list_jobs(B, now, a)
       if j and j.tube == tube and j.state == want then out[#out + 1] = str(id) end
       id = id + 1
     end
-    if id <= seq then nxt = id end
+    if #out >= n or id <= seq then nxt = id end
   end
   return done(B, now, 'OK', str(nxt), unpack(out))
 end

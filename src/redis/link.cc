@@ -176,6 +176,7 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
 
   bool ready() const { return state_ == State::kReady; }
   size_t in_flight() const { return queued_.size() + user_written_ + lost_.size(); }
+  const std::string& why_not_ready() const { return why_; }
   std::string master() const {
     return state_ == State::kSetup || state_ == State::kReady ? data_.name() : std::string();
   }
@@ -183,6 +184,7 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   void OnOpen(Conn& c) override;
   void OnReply(Conn& c, Reply& r) override;
   void OnDown(Conn& c, const std::string& why) override;
+  void AfterEvents() override { Flush(); }
   void OnEvents(uint32_t events) override;  // the wake-up eventfd
 
  private:
@@ -340,8 +342,7 @@ void Link::Impl::Start() {
 void Link::Impl::Attempt() {
   next_attempt_ = kForever;
   if (!sentinel()) return ConnectMaster(url_.endpoints[0]);
-  state_ = State::kDiscovering;
-  why_ = "asking the sentinels for master " + url_.master_name;
+  state_ = State::kDiscovering;  // why_ keeps the last failure, if any
   sentinel_failures_ = 0;
   Ask();
 }
@@ -420,7 +421,8 @@ void Link::Impl::Down(const std::string& why) {
   data_.Close();
   pubsub_.Close();
   for (Written& w : written_) {
-    if (w.kind == Written::Kind::kUser) lost_.push_back({std::move(w.cb), "lost: " + why});
+    if (w.kind == Written::Kind::kUser)
+      lost_.push_back({std::move(w.cb), "connection lost, fate unknown: " + why});
   }
   written_.clear();
   user_written_ = 0;
@@ -633,7 +635,13 @@ void Link::Impl::OnWatchReply(Reply& r) {
   bool on_it = (state_ == State::kSetup || state_ == State::kReady) &&
                ParseNumber(words[4], 65535, &port) &&
                Endpoint{std::string(words[3]), port} == data_.peer();
-  if (state_ == State::kIdle || state_ == State::kWaiting || on_it) return;
+  if (state_ == State::kIdle || on_it) return;
+  if (state_ == State::kWaiting) {
+    // Between attempts (the old master is gone, say): the next one now, not after the backoff.
+    backoff_ = kMinBackoff;
+    next_attempt_ = clock_.Now();
+    return Wake();
+  }
   Down("sentinel: +switch-master " + r.elements[2].str);
   RunDeferred();
 }
@@ -667,6 +675,7 @@ Nanos Link::Impl::Poll() {
     q.cb(Reply{Reply::Type::kLost, 0, "not connected: " + why_, {}});
   }
   RunDeferred();
+  Flush();  // what the callbacks sent
 
   if (!lost_.empty() || notify_lost_) return now;
   Nanos next = kForever;
@@ -707,5 +716,6 @@ Nanos Link::Poll() { return impl_->Poll(); }
 bool Link::ready() const { return impl_->ready(); }
 size_t Link::in_flight() const { return impl_->in_flight(); }
 std::string Link::master() const { return impl_->master(); }
+std::string Link::why_not_ready() const { return impl_->why_not_ready(); }
 
 }  // namespace stalkd::redis

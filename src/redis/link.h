@@ -56,7 +56,10 @@ struct StoreUrl {
   int db = 0;                       // kRedis only (Sentinel-managed masters use db 0)
   std::string master_name;          // kSentinel
 };
-// false with *error set ("--store: ...") for anything malformed.
+// false with *error set ("--store: ...") for anything malformed. A port left out is 6379
+// (26379 for a sentinel). Hosts are numeric IPv4 addresses or "localhost" (127.0.0.1): no name
+// is resolved, so that connecting never blocks the loop on DNS; nor IPv6, TLS, AUTH (a URL
+// with user:password@ is refused), nor ?options.
 bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error);
 
 // A connection to the current Redis master, kept up: it connects (for kSentinel, after
@@ -65,13 +68,27 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error);
 // commands. It reconnects (with backoff up to 1 s) when the connection drops, and rediscovers
 // the master on Sentinel's +switch-master, on a READONLY reply, or when ROLE says replica.
 //
-// Commands sent while the link is not ready wait, unsent, for up to `retry_window`; then their
-// callbacks get kLost. Commands written when the connection drops get kLost too (fate
-// unknown). Callbacks run in the order the commands were sent, from inside Poll() or the loop's
-// event dispatch, never from inside Send().
+// Commands sent while the link is not ready wait, unsent, each for up to `retry_window` from
+// its Send; then its callback gets kLost "not connected: <why>". Commands written when the
+// connection drops get kLost too (fate unknown). Callbacks run in the order the commands were
+// sent. Callbacks and Listener calls run only from inside Poll() or the loop's event dispatch,
+// never from inside any other method of Link (Send, SendSetup, Flush, SetReady, Reset,
+// Subscribe, Start): what those decide (a kLost, OnLost) is delivered by the next dispatch or
+// Poll, and the link wakes its loop for it (an eventfd). Commands sent from callbacks are
+// written when the dispatch or Poll that ran them ends. Destroying the Link (never from one of
+// its callbacks) drops the callbacks still pending without calling them.
 //
 // A second connection to the same master carries pub/sub: Subscribe()d channels are
-// (re)subscribed whenever the link is (re)established; messages go to Listener::OnMessage.
+// (re)subscribed whenever the link is (re)established, and OnConnected waits until Redis has
+// confirmed them, so a message published after OnConnected reaches OnMessage. That
+// connection failing fails the link (OnLost: messages may have been missed). Subscribe
+// before Start for that guarantee; a channel added later is subscribed at once, but messages
+// published before Redis confirms it are missed.
+//
+// Connections use TCP_NODELAY and keepalive (a vanished peer is noticed in about 10 s).
+// Connecting, ROLE, SELECT and the SUBSCRIBE confirmations must complete within 2 s, else the
+// attempt counts as failed. Backoff between attempts: 10 ms doubling to 1 s, back to 10 ms
+// once ready.
 class Link {
  public:
   class Listener {
@@ -79,8 +96,8 @@ class Link {
     // Connected to a verified master. Send setup commands with SendSetup, then call
     // SetReady() (or Reset(why) to drop the connection and try again later).
     virtual void OnConnected() = 0;
-    // The link stopped being ready (connection lost, master changed): commands in flight
-    // have received or will receive kLost.
+    // The link stopped being ready (connection lost, master changed, Reset): commands in
+    // flight have received kLost. Called once for each OnConnected, after it.
     virtual void OnLost(std::string_view why) = 0;
     // A pub/sub message on a subscribed channel.
     virtual void OnMessage(std::string_view channel, std::string_view message) = 0;
@@ -98,11 +115,14 @@ class Link {
   // Starts connecting (non-blocking).
   void Start();
 
-  // Setup phase (between OnConnected and SetReady): sent at once, ahead of queued commands.
+  // Setup phase (between OnConnected and SetReady; also allowed when ready): written at once,
+  // ahead of queued commands. Outside those, the callback gets kLost (from the next Poll).
   void SendSetup(std::initializer_list<std::string_view> argv, Callback cb);
   void SendSetup(std::span<const std::string_view> argv, Callback cb);
   void SetReady();
-  // Drops the connection (e.g. a setup check failed) and reconnects after a backoff.
+  // Drops the connection (e.g. a setup check failed) and reconnects after a backoff. The
+  // kLost callbacks and OnLost follow from the dispatch or Poll. Ignored before Start and
+  // while waiting to reconnect.
   void Reset(std::string_view why);
 
   // A command: buffered and written on Flush() (or once 64 KiB are buffered); waits
@@ -112,18 +132,25 @@ class Link {
   // Writes what is buffered (as much as the socket takes; the rest when it is writable).
   void Flush();
 
-  // Kept across reconnects.
+  // Kept across reconnects (see the class comment for when messages are guaranteed).
   void Subscribe(std::string_view channel);
 
-  // Timers: reconnect backoff, retry-window expiry of queued commands, Sentinel re-checks.
-  // Returns when it next needs to be polled (kForever: not until an event).
+  // Timers: reconnect backoff, retry-window expiry of queued commands, Sentinel re-checks
+  // (every 1 s a sentinel is asked again; a new address drops the connection). Runs the
+  // callbacks that are due. Returns when it next needs to be polled, as an absolute time on
+  // the link's Clock (the convention of command::Store::Tick): now if work is left, kForever
+  // if nothing is due but events. Call it every loop iteration (it is cheap).
   Nanos Poll();
 
   bool ready() const;
   // Commands sent and not yet answered (written or waiting).
   size_t in_flight() const;
-  // The master's address while connected ("host:port"), for logs and stats.
+  // The master's address while connected, from OnConnected on ("host:port"), for logs and
+  // stats; empty otherwise.
   std::string master() const;
+  // Why the link is not ready, for messages ("127.0.0.1:6379: connect: Connection refused",
+  // "setting up 127.0.0.1:6379", "not started"); empty when ready.
+  std::string why_not_ready() const;
 
  private:
   class Impl;

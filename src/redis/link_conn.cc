@@ -143,6 +143,11 @@ void Conn::OnEvents(uint32_t events) {
   // the same number in the same epoll batch. So each step asks the socket itself.
   (void)events;
   if (fd_ < 0) return;
+  Handle();
+  owner_.AfterEvents();
+}
+
+void Conn::Handle() {
   uint64_t generation = generation_;
   if (connecting_) {
     int err = 0;

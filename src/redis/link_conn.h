@@ -24,6 +24,9 @@ class Conn final : public net::EventLoop::Handler {
     virtual void OnReply(Conn& c, Reply& r) = 0;
     // The connection failed or was closed by the peer; it is closed already.
     virtual void OnDown(Conn& c, const std::string& why) = 0;
+    // At the end of every OnEvents, whatever it called: the owner writes what the callbacks
+    // it ran have sent, in one go.
+    virtual void AfterEvents() = 0;
 
    protected:
     ~Owner() = default;
@@ -66,6 +69,7 @@ class Conn final : public net::EventLoop::Handler {
   void OnEvents(uint32_t events) override;
 
  private:
+  void Handle();
   void Fail(const std::string& why);
   // Writes until EAGAIN; on an error records it in broken_ and shuts the socket down.
   void Write();

@@ -59,10 +59,13 @@ RedisSession::~RedisSession() {
   if (waiting_) store_.RemoveWaiter(this);
   std::erase(store_.sessions_, this);
   // Reservations go back; a reserve still on its way is answered before this arrives.
-  if (reserved_any_)
-    store_.Call("release_conn", {sid_text_}, true, [](const RedisStore::Answer&) {});
+  if (reserved_any_) store_.ReleaseConnection(sid_text_);
+  // The engine's order (beanstalkd's ms_clear: the first watched tube, the others from the
+  // back, then the used one), so that tubes vanishing together leave list-tubes as there.
+  for (size_t k = 0; k < watch_.size(); k++) {
+    store_.Ref(watch_[k == 0 ? 0 : watch_.size() - k], 0, -1);
+  }
   store_.Ref(use_, -1, 0);
-  for (const std::string& t : watch_) store_.Ref(t, 0, -1);
 }
 
 Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
@@ -369,9 +372,24 @@ Result RedisSession::Touch(uint64_t id) {
 
 Result RedisSession::Kick(uint32_t count) {
   store_.Count(Verb::kKick);
-  std::string n = std::to_string(count);
-  return Ask("kick", {use_, n}, true, [](RedisSession&, const Answer& a) {
-    return Result::Of(Outcome::kKicked, a.Number(0));
+  pending_ = true;
+  KickStep(count, 0, "");
+  return Result::Of(Outcome::kPending);
+}
+
+// A kick goes in calls of up to 1000 jobs, each from the set (buried or delayed) the first
+// one chose.
+void RedisSession::KickStep(uint32_t left, uint64_t kicked, std::string which) {
+  std::string n = std::to_string(left);
+  store_.Call("kick", {use_, n, which}, true, [cell = cell_, left, kicked](const Answer& a) {
+    RedisSession* s = *cell;
+    if (!s) return;
+    if (a.lost) return s->Finish(Result::Of(Outcome::kInternalError));
+    uint64_t got = a.Number(0);
+    if (got == 1000 && left > 1000) {
+      return s->KickStep(left - 1000, kicked + got, std::string(a.Word(1)));
+    }
+    s->Finish(Result::Of(Outcome::kKicked, kicked + got));
   });
 }
 

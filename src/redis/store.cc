@@ -69,8 +69,7 @@ bool RedisStore::Start(std::string* error) {
     return false;
   }
   if (!started_) {
-    *error = "--store: cannot reach a Redis master at " + link_.master() +
-             " (it did not answer within --store-retry)";
+    *error = "--store: no Redis master within --store-retry: " + link_.why_not_ready();
     return false;
   }
   return true;
@@ -79,8 +78,12 @@ bool RedisStore::Start(std::string* error) {
 void RedisStore::Stop() {
   if (!link_.ready() || fid_ == "0") return;
   bool done = false;
-  Call("quit", {fid_}, true, [&done](const Answer&) { done = true; });
-  Nanos deadline = clock_.Now() + kSecond;
+  std::function<void(const Answer&)> next = [&](const Answer& a) {
+    if (a.status == "MORE") return Call("quit", {fid_}, true, next);
+    done = true;
+  };
+  Call("quit", {fid_}, true, next);
+  Nanos deadline = clock_.Now() + 5 * kSecond;
   while (!done && clock_.Now() < deadline) {
     SendWait();
     link_.Flush();
@@ -246,6 +249,13 @@ std::unique_ptr<command::Session> RedisStore::Open(command::Client& client) {
 void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta) {
   std::string du = std::to_string(using_delta), dw = std::to_string(watching_delta);
   Call("ref", {fid_, tube, du, dw}, false, [](const Answer&) {});
+}
+
+void RedisStore::ReleaseConnection(const std::string& sid) {
+  // 1000 reservations a call, so Redis serves others between the slices.
+  Call("release_conn", {sid}, true, [this, sid](const Answer& a) {
+    if (a.status == "MORE") ReleaseConnection(sid);
+  });
 }
 
 void RedisStore::AddWaiter(RedisSession* s) { waiters_.push_back(s); }

@@ -95,6 +95,7 @@ class RedisStore final : public command::Store, private Link::Listener {
   void RenewLease();
   void RefreshWaiterLease();
   void Wake(std::string_view tube);
+  void ReleaseConnection(const std::string& sid);
   void AddWaiter(RedisSession* s);
   void RemoveWaiter(RedisSession* s);
   uint64_t Waiting() const;
