@@ -50,7 +50,9 @@ RedisStore::RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions op
       opt_(std::move(options)),
       host_(host),
       link_(loop, clock, opt_.url, *this, opt_.retry),
-      tag_(opt_.prefix + ":{0}"),
+      // Pub/sub ignores the db number, so the db is part of every name: two deployments on
+      // one Redis, apart by db alone, do not wake each other's waiters.
+      tag_(opt_.prefix + (opt_.url.db ? "@" + std::to_string(opt_.url.db) : "") + ":{0}"),
       channel_(tag_ + ":w") {}
 
 RedisStore::~RedisStore() = default;
