@@ -13,7 +13,8 @@
 --   B..'r:'..tube   ZSET   ready: score pri, member MID(id) (equal scores sort by member)
 --   B..'d:'..tube   ZSET   delayed: score due ms (to the us), member MID(id)
 --   B..'b:'..tube   ZSET   buried: score bury sequence, member MID(id)
---   B..'t:'..tube   HASH   a tube: counters, pause, waiter lease, refs per front end
+--   B..'t:'..tube   HASH   a tube: counters (reserved, total, deletes...; its ready, delayed
+--                          and buried counts are its sets'), pause, waiter lease, refs
 --   B..'k:'..tube   HASH   unique keys: key -> id
 --   B..'tubes'      ZSET   tubes that exist, scored by their place in list-tubes (0: default)
 --   B..'x'          ZSET   timers: 'd'..tube (delayed head), 'r'..MID (TTR), 'p'..tube
@@ -51,6 +52,16 @@ local function str(n) return string.format('%.0f', n) end
 -- the same ms are due in the order they were delayed, as the engine's (ns) deadlines.
 local sub_ms = 0
 
+-- The timer set's head score as this call's apply_due found it (-1: empty), while nothing has
+-- changed the set since: next_due then needs no second look. nil: unknown.
+local x_head = nil
+
+-- ZADD or ZREM on the partition's timer set.
+local function xset(B, cmd, ...)
+  x_head = nil
+  return redis.call(cmd, B .. 'x', ...)
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   sub_ms = (tonumber(t[2]) % 1000) / 1000
@@ -61,13 +72,14 @@ local function jkey(B, id) return B .. 'j:' .. str(id) end
 
 local function load(B, id)
   local k = jkey(B, id)
-  local raw = redis.call('GETRANGE', k, 0, HLEN - 1)
+  -- The header and the tube name (at most 200 bytes) in one read.
+  local raw = redis.call('GETRANGE', k, 0, HLEN + 199)
   if #raw < HLEN then return nil end
   local j = {id = id}
   j.ver, j.state, j.pri, j.delay, j.ttr, j.reserves, j.timeouts, j.releases, j.buries,
       j.kicks, j.created, j.deadline, j.owner, j.limited, j.tries, j.ttl, j.reason, j.flags,
       j.res_ttr, j.tlen = struct.unpack(HDR, raw)
-  j.tube = redis.call('GETRANGE', k, HLEN, HLEN + j.tlen - 1)
+  j.tube = string.sub(raw, HLEN + 1, HLEN + j.tlen)
   return j
 end
 
@@ -88,6 +100,10 @@ local function count(B, tube, field, by)
   redis.call('HINCRBY', B .. 't:' .. tube, field, by)
 end
 
+-- A state's job count: per tube, the ready, delayed and buried sets hold it (ZCARD), so
+-- only the partition's total is counted.
+local function count_all(B, field, by) redis.call('HINCRBY', B .. 'm', field, by) end
+
 -- A tube exists while it holds jobs or a front end references it ("default" always).
 -- list-tubes shows tubes in beanstalkd's order: appended when made, and a freed tube's place
 -- taken by the last one.
@@ -105,10 +121,11 @@ end
 local function maybe_free_tube(B, tube)
   if tube == 'default' then return end
   local t = B .. 't:' .. tube
-  local v = redis.call('HMGET', t, 'ready', 'delayed', 'reserved', 'buried', 'refs')
-  for i = 1, 5 do
-    if num(v[i]) > 0 then return end
+  for _, set in ipairs({'r:', 'd:', 'b:'}) do
+    if redis.call('EXISTS', B .. set .. tube) == 1 then return end
   end
+  local v = redis.call('HMGET', t, 'reserved', 'refs')
+  if num(v[1]) > 0 or num(v[2]) > 0 then return end
   redis.call('DEL', t)
   local k = B .. 'tubes'
   local place = redis.call('ZSCORE', k, tube)
@@ -119,7 +136,7 @@ local function maybe_free_tube(B, tube)
       redis.call('ZADD', k, place, last)
     end
   end
-  redis.call('ZREM', B .. 'x', 'p' .. tube)
+  xset(B, 'ZREM', 'p' .. tube)
 end
 
 local function wake(B, tube, now)
@@ -130,9 +147,9 @@ end
 local function delayed_head(B, tube)
   local h = redis.call('ZRANGE', B .. 'd:' .. tube, 0, 0, 'WITHSCORES')
   if h[1] then
-    redis.call('ZADD', B .. 'x', h[2], 'd' .. tube)
+    xset(B, 'ZADD', h[2], 'd' .. tube)
   else
-    redis.call('ZREM', B .. 'x', 'd' .. tube)
+    xset(B, 'ZREM', 'd' .. tube)
   end
 end
 
@@ -143,16 +160,16 @@ local function enter(B, j, state, now)
   local m = mid(j.id)
   if state == READY then
     redis.call('ZADD', B .. 'r:' .. j.tube, j.pri, m)
-    count(B, j.tube, 'ready', 1)
-    if j.pri < URGENT then count(B, j.tube, 'urgent', 1) end
+    count_all(B, 'ready', 1)
+    if j.pri < URGENT then count_all(B, 'urgent', 1) end
     wake(B, j.tube, now)
   elseif state == DELAYED then
     local due = string.format('%.3f', j.deadline + sub_ms)
     redis.call('ZADD', B .. 'd:' .. j.tube, due, m)
-    redis.call('ZADD', B .. 'x', 'LT', due, 'd' .. j.tube)
-    count(B, j.tube, 'delayed', 1)
+    xset(B, 'ZADD', 'LT', due, 'd' .. j.tube)
+    count_all(B, 'delayed', 1)
   elseif state == RESERVED then
-    redis.call('ZADD', B .. 'x', j.deadline, 'r' .. m)
+    xset(B, 'ZADD', j.deadline, 'r' .. m)
     if j.owner > 0 then
       redis.call('ZADD', B .. 's:' .. str(j.owner), redis.call('HINCRBY', B .. 'm', 'rseq', 1), m)
       redis.call('SADD', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
@@ -161,7 +178,7 @@ local function enter(B, j, state, now)
   else
     local seq = redis.call('HINCRBY', B .. 'm', 'bseq', 1)
     redis.call('ZADD', B .. 'b:' .. j.tube, seq, m)
-    count(B, j.tube, 'buried', 1)
+    count_all(B, 'buried', 1)
   end
 end
 
@@ -169,14 +186,14 @@ local function leave(B, j)
   local m = mid(j.id)
   if j.state == READY then
     redis.call('ZREM', B .. 'r:' .. j.tube, m)
-    count(B, j.tube, 'ready', -1)
-    if j.pri < URGENT then count(B, j.tube, 'urgent', -1) end
+    count_all(B, 'ready', -1)
+    if j.pri < URGENT then count_all(B, 'urgent', -1) end
   elseif j.state == DELAYED then
     redis.call('ZREM', B .. 'd:' .. j.tube, m)
     delayed_head(B, j.tube)
-    count(B, j.tube, 'delayed', -1)
+    count_all(B, 'delayed', -1)
   elseif j.state == RESERVED then
-    redis.call('ZREM', B .. 'x', 'r' .. m)
+    xset(B, 'ZREM', 'r' .. m)
     if j.owner > 0 then
       local s = B .. 's:' .. str(j.owner)
       redis.call('ZREM', s, m)
@@ -190,14 +207,14 @@ local function leave(B, j)
     count(B, j.tube, 'reserved', -1)
   else
     redis.call('ZREM', B .. 'b:' .. j.tube, m)
-    count(B, j.tube, 'buried', -1)
+    count_all(B, 'buried', -1)
   end
 end
 
 -- A job that has left its state goes: its record, TTL timer, key and attributes.
 local function drop(B, j)
   redis.call('DEL', jkey(B, j.id))
-  if j.ttl > 0 then redis.call('ZREM', B .. 'x', 'l' .. mid(j.id)) end
+  if j.ttl > 0 then xset(B, 'ZREM', 'l' .. mid(j.id)) end
   if j.flags >= FLAG_EXT then
     local e = B .. 'e:' .. str(j.id)
     local key = redis.call('HGET', e, 'key')
@@ -253,6 +270,11 @@ end
 local function apply_due(B, now, limit)
   local x = B .. 'x'
   local done = 0
+  local h = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
+  if not h[1] or tonumber(h[2]) > now then
+    x_head = h[2] or -1
+    return 0
+  end
   while done < limit do
     local due = redis.call('ZRANGE', x, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
     if #due == 0 then break end
@@ -276,22 +298,22 @@ local function apply_due(B, now, limit)
           redis.call('HINCRBY', B .. 'm', 'timeouts', 1)
           end_reservation(B, j, j.pri, 0, 2, now)
         else
-          redis.call('ZREM', x, e)
+          xset(B, 'ZREM', e)
         end
         done = done + 1
       elseif kind == 'p' then
-        redis.call('ZREM', x, e)
+        xset(B, 'ZREM', e)
         local t = B .. 't:' .. rest
         redis.call('HDEL', t, 'pu', 'pd')
         wake(B, rest, now)
         done = done + 1
       elseif kind == 'l' then
-        redis.call('ZREM', x, e)
+        xset(B, 'ZREM', e)
         local j = load(B, idof(rest))
         if j and j.state ~= RESERVED then expire(B, j) end
         done = done + 1
       else
-        redis.call('ZREM', x, e)
+        xset(B, 'ZREM', e)
       end
       if done >= limit then break end
     end
@@ -300,6 +322,7 @@ local function apply_due(B, now, limit)
 end
 
 local function next_due(B)
+  if x_head then return x_head == -1 and -1 or math.ceil(tonumber(x_head)) end
   local h = redis.call('ZRANGE', B .. 'x', 0, 0, 'WITHSCORES')
   if h[1] then return math.ceil(tonumber(h[2])) end  -- a delayed head's score has us
   return -1
@@ -412,18 +435,18 @@ local function f_put(B, now, a)
     end
     if attrs ~= '' then redis.call('HSET', e, 'attrs', attrs) end
   end
-  touch_tube(B, tube)
+  local state = READY
+  if j.delay > 0 then
+    state = DELAYED
+    j.deadline = now + j.delay * 1000
+  end
+  j.state = state  -- the header written now is final: enter() changes nothing in it
+  -- A tube's first job since it was made: it may have been made by this put.
+  if redis.call('HINCRBY', B .. 't:' .. tube, 'total', 1) == 1 then touch_tube(B, tube) end
   redis.call('SET', jkey(B, seq), header(j) .. tube .. a[6])
   redis.call('HINCRBY', B .. 'm', 'total', 1)
-  redis.call('HINCRBY', B .. 't:' .. tube, 'total', 1)
-  if j.ttl > 0 then redis.call('ZADD', B .. 'x', j.ttl, 'l' .. mid(seq)) end
-  if j.delay > 0 then
-    j.deadline = now + j.delay * 1000
-    enter(B, j, DELAYED, now)
-  else
-    enter(B, j, READY, now)
-  end
-  save(B, j)
+  if j.ttl > 0 then xset(B, 'ZADD', j.ttl, 'l' .. mid(seq)) end
+  enter(B, j, state, now)
   return done(B, now, 'INSERTED', str(seq))
 end
 
@@ -510,7 +533,7 @@ local function f_touch(B, now, a)
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   local t = j.res_ttr > 0 and j.res_ttr or j.ttr
   j.deadline = now + t * 1000
-  redis.call('ZADD', B .. 'x', j.deadline, 'r' .. mid(j.id))
+  xset(B, 'ZADD', j.deadline, 'r' .. mid(j.id))
   save(B, j)
   return done(B, now, 'TOUCHED', str(j.deadline))
 end
@@ -561,11 +584,11 @@ local function f_respawn(B, now, a)
     leave(B, j)
     j.kicks = j.kicks + 1
     j.limited, j.tries, j.reason = 1, 1, 0
-    if j.ttl > 0 then redis.call('ZREM', B .. 'x', 'l' .. mid(j.id)) end
+    if j.ttl > 0 then xset(B, 'ZREM', 'l' .. mid(j.id)) end
     j.ttl = 0
     if ttl_s > 0 then
       j.ttl = now + ttl_s * 1000
-      redis.call('ZADD', B .. 'x', j.ttl, 'l' .. mid(j.id))
+      xset(B, 'ZADD', j.ttl, 'l' .. mid(j.id))
     end
     enter(B, j, READY, now)
     save(B, j)
@@ -636,8 +659,11 @@ local function f_stats_tube(B, now, a)
   local pu = num(v.pu)
   local pause_s, pause_left = 0, 0
   if pu > now then pause_s, pause_left = num(v.pd), pu - now end
-  return done(B, now, 'OK', str(num(v.ready)), str(num(v.urgent)), str(num(v.reserved)),
-              str(num(v.delayed)), str(num(v.buried)), str(num(v.total)), str(using),
+  local r = B .. 'r:' .. tube
+  return done(B, now, 'OK', str(redis.call('ZCARD', r)),
+              str(redis.call('ZCOUNT', r, '-inf', URGENT - 1)), str(num(v.reserved)),
+              str(redis.call('ZCARD', B .. 'd:' .. tube)),
+              str(redis.call('ZCARD', B .. 'b:' .. tube)), str(num(v.total)), str(using),
               str(watching), str(num(v.deletes)), str(num(v.pauses)), str(pause_s),
               str(pause_left), str(num(v.expired)), str(num(v.exhausted)),
               str(num(redis.call('HGET', B .. 'tt', tube))))
@@ -680,10 +706,10 @@ local function f_pause(B, now, a)
   redis.call('HINCRBY', t, 'pauses', 1)
   if d > 0 then
     redis.call('HSET', t, 'pu', now + d * 1000, 'pd', d)
-    redis.call('ZADD', B .. 'x', now + d * 1000, 'p' .. tube)
+    xset(B, 'ZADD', now + d * 1000, 'p' .. tube)
   else
     redis.call('HDEL', t, 'pu', 'pd')
-    redis.call('ZREM', B .. 'x', 'p' .. tube)
+    xset(B, 'ZREM', 'p' .. tube)
     wake(B, tube, now)
   end
   return done(B, now, 'PAUSED')
@@ -881,6 +907,7 @@ local function reg(name, fn, flags, raw)
   local callback = function(keys, a)
     local B = keys[1] .. ':'
     local now = now_ms()
+    x_head = nil
     if not raw then apply_due(B, now, 32) end
     return fn(B, now, a)
   end

@@ -622,8 +622,7 @@ Result RedisSession::StatsTube(std::string_view tube) {
     t.tries_exhausted = a.Number(13);
     t.default_tries = static_cast<uint32_t>(a.Number(14));
     for (const RedisSession* w : s.store_.waiters_) {
-      if (!w->claiming_ && std::find(w->watch_.begin(), w->watch_.end(), name) != w->watch_.end())
-        t.waiting++;
+      if (std::find(w->watch_.begin(), w->watch_.end(), name) != w->watch_.end()) t.waiting++;
     }
     Result r = Result::Of(Outcome::kTubeStats);
     r.tube_stats = &t;

@@ -268,10 +268,9 @@ void RedisStore::ReleaseConnection(const std::string& sid) {
 void RedisStore::AddWaiter(RedisSession* s) { waiters_.push_back(s); }
 
 uint64_t RedisStore::Waiting() const {
-  // A reserve whose call is on its way is not waiting yet (nor, briefly, one claiming a job
-  // it was woken for).
-  return std::count_if(waiters_.begin(), waiters_.end(),
-                       [](const RedisSession* s) { return !s->claiming_; });
+  // A reserve that may wait counts from its first call on (its answer may still be on the
+  // way: beanstalkd, answering at once, would count it unless a job was ready).
+  return waiters_.size();
 }
 
 void RedisStore::RemoveWaiter(RedisSession* s) { std::erase(waiters_, s); }
