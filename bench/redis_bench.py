@@ -9,7 +9,6 @@ around the whole parallel run (warm-up included), in cores.
 """
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -65,10 +64,10 @@ def parallel_loadgen(run, servers, scenario, redis_pid=None, **opts):
     return sum(r["ops_per_s"] for r in results), redis_cores, results
 
 
-def fcall_ceiling(master, n):
+def fcall_ceiling(run, master, n):
     """redis-benchmark of an FCALL of a no-op function: requests/s, and Redis' CPU (cores)."""
     master.call("FUNCTION", "LOAD", "REPLACE", NOOP_LIB)
-    c0, t0 = run_proc_cpu(master.pid), time.monotonic()
+    c0, t0 = run.proc_cpu_s(master.pid), time.monotonic()
     p = subprocess.run(["redis-benchmark", "-h", rf.HOST, "-p", str(master.port), "-n", str(n),
                         "-c", "50", "-P", "16", "-q", "FCALL", "noop", "0"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
@@ -77,13 +76,7 @@ def fcall_ceiling(master, n):
     m = re.findall(r"([0-9.]+) requests per second", text)
     if not m:
         raise RuntimeError("redis-benchmark: " + text[-300:])
-    return float(m[-1]), (run_proc_cpu(master.pid) - c0) / wall
-
-
-def run_proc_cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(m[-1]), (run.proc_cpu_s(master.pid) - c0) / wall
 
 
 def sc_redis_throughput(run, scenario, srv, p):
@@ -106,7 +99,8 @@ def sc_redis_throughput(run, scenario, srv, p):
             m[f"fe{n}_errors"] = sum(x.get("errors") or 0 for x in rs)
             raw[f"fe{n}"] = rs
             if n == p["front_ends"]:
-                m["fcall_rps"], m["fcall_redis_cores"] = fcall_ceiling(master, p["fcall_n"])
+                m["fcall_rps"], m["fcall_redis_cores"] = fcall_ceiling(run, master,
+                                                                       p["fcall_n"])
         finally:
             for s in fes:
                 s.cleanup()
