@@ -366,6 +366,14 @@ local function done(B, now, ...)
   return {str(now), str(next_due(B)), ...}
 end
 
+-- The same with a list of words after the status: no unpack(), whose limit (a few thousand
+-- values) a list of tubes or jobs can pass.
+local function done_list(B, now, status, words)
+  local out = {str(now), str(next_due(B)), status}
+  for _, w in ipairs(words) do out[#out + 1] = w end
+  return out
+end
+
 -- version
 local function f_version() return VERSION end
 
@@ -436,7 +444,7 @@ local function f_reserve(B, now, a)
     if lease > 0 then lease_waiters(B, a, 7, now + lease) end
     return done(B, now, 'NONE')
   end
-  return done(B, now, unpack(out))
+  return done_list(B, now, table.remove(out, 1), out)
 end
 
 -- wait: lease_ms tube...: refreshes the waiters' lease of the tubes.
@@ -516,18 +524,21 @@ local function kick_job(B, j, now)
   save(B, j)
 end
 
--- kick: tube n [which] -> 'KICKED' n which: buried jobs first or, if the tube has none,
--- delayed ones (which: 'b:' or 'd:'). At most 1000 a call: the front end calls again with
--- the `which` of the first call for the rest of a larger kick.
+-- kick: tube n [which bound] -> 'KICKED' n which bound: buried jobs first or, if the tube has
+-- none, delayed ones (which: 'b:' or 'd:'). At most 1000 a call: the front end calls again
+-- with the first call's `which` and `bound` (the set's last score then), so a job that was
+-- kicked, reserved and buried again meanwhile is not kicked twice by one kick.
 local function f_kick(B, now, a)
-  local tube, n, set = a[1], math.min(num(a[2]), 1000), a[3]
+  local tube, n, set, bound = a[1], math.min(num(a[2]), 1000), a[3], a[4]
   if not set or set == '' then
     set = redis.call('EXISTS', B .. 'b:' .. tube) == 1 and 'b:' or 'd:'
+    local last = redis.call('ZRANGE', B .. set .. tube, -1, -1, 'WITHSCORES')
+    bound = last[2] or '-inf'
   end
-  if n <= 0 then return done(B, now, 'KICKED', 0, set) end
-  local ms = redis.call('ZRANGE', B .. set .. tube, 0, n - 1)
+  if n <= 0 then return done(B, now, 'KICKED', 0, set, bound) end
+  local ms = redis.call('ZRANGE', B .. set .. tube, '-inf', bound, 'BYSCORE', 'LIMIT', 0, n)
   for _, m in ipairs(ms) do kick_job(B, load(B, idof(m)), now) end
-  return done(B, now, 'KICKED', #ms, set)
+  return done(B, now, 'KICKED', #ms, set, bound)
 end
 
 -- kick_job: id -> 'KICKED' | 'NOT_FOUND'
@@ -649,14 +660,14 @@ local function f_stats(B, now, a)
       for _, v in ipairs(redis.call('HGETALL', B .. 'fst:' .. fid)) do out[#out + 1] = v end
     end
   end
-  return done(B, now, unpack(out))
+  return done_list(B, now, table.remove(out, 1), out)
 end
 
 -- list_tubes: -> 'OK' tube...
 local function f_list_tubes(B, now, a)
   local t = redis.call('ZRANGE', B .. 'tubes', 0, -1)
   if #t == 0 then t = {'default'} end
-  return done(B, now, 'OK', unpack(t))
+  return done_list(B, now, 'OK', t)
 end
 
 -- pause: tube delay_s -> 'PAUSED' | 'NOT_FOUND'
@@ -772,7 +783,7 @@ local function f_lease(B, now, a)
   if #a > 2 then
     local kv = {}
     for i = 3, #a do kv[#kv + 1] = a[i] end
-    redis.call('HSET', B .. 'fst:' .. fid, unpack(kv))
+    for i = 1, #kv, 2 do redis.call('HSET', B .. 'fst:' .. fid, kv[i], kv[i + 1]) end
   end
   return done(B, now, 'FID', fid)
 end
@@ -843,7 +854,8 @@ local function f_list_jobs(B, now, a)
     end
     if #out >= n or id <= seq then nxt = id end
   end
-  return done(B, now, 'OK', str(nxt), unpack(out))
+  table.insert(out, 1, str(nxt))
+  return done_list(B, now, 'OK', out)
 end
 
 -- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its

@@ -373,21 +373,21 @@ Result RedisSession::Touch(uint64_t id) {
 Result RedisSession::Kick(uint32_t count) {
   store_.Count(Verb::kKick);
   pending_ = true;
-  KickStep(count, 0, "");
+  KickStep(count, 0, "", "");
   return Result::Of(Outcome::kPending);
 }
 
 // A kick goes in calls of up to 1000 jobs, each from the set (buried or delayed) the first
 // one chose.
-void RedisSession::KickStep(uint32_t left, uint64_t kicked, std::string which) {
+void RedisSession::KickStep(uint32_t left, uint64_t kicked, std::string which, std::string bound) {
   std::string n = std::to_string(left);
-  store_.Call("kick", {use_, n, which}, true, [cell = cell_, left, kicked](const Answer& a) {
+  store_.Call("kick", {use_, n, which, bound}, true, [cell = cell_, left, kicked](const Answer& a) {
     RedisSession* s = *cell;
     if (!s) return;
     if (a.lost) return s->Finish(Result::Of(Outcome::kInternalError));
     uint64_t got = a.Number(0);
     if (got == 1000 && left > 1000) {
-      return s->KickStep(left - 1000, kicked + got, std::string(a.Word(1)));
+      return s->KickStep(left - 1000, kicked + got, std::string(a.Word(1)), std::string(a.Word(2)));
     }
     s->Finish(Result::Of(Outcome::kKicked, kicked + got));
   });

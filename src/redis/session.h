@@ -84,7 +84,7 @@ class RedisSession final : public command::Session {
   void StopWaiting(const Result& r);
   void Forget(uint64_t id);
   void PurgeStep();
-  void KickStep(uint32_t left, uint64_t kicked, std::string which);
+  void KickStep(uint32_t left, uint64_t kicked, std::string which, std::string bound);
 
   RedisStore& store_;
   command::Client& client_;

@@ -50,7 +50,9 @@ RedisStore::RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions op
       opt_(std::move(options)),
       host_(host),
       link_(loop, clock, opt_.url, *this, opt_.retry),
-      tag_(opt_.prefix + ":{0}"),
+      // Pub/sub ignores the db number, so the db is part of every name: two deployments on
+      // one Redis, apart by db alone, do not wake each other's waiters.
+      tag_(opt_.prefix + (opt_.url.db ? "@" + std::to_string(opt_.url.db) : "") + ":{0}"),
       channel_(tag_ + ":w") {}
 
 RedisStore::~RedisStore() = default;
@@ -152,6 +154,9 @@ void RedisStore::Setup() {
                     link_.SetReady();
                     next_lease_ = clock_.Now() + opt_.lease / 4;
                     next_pump_ = 0;
+                    std::vector<std::string> orphans;
+                    orphans.swap(orphans_);
+                    for (const std::string& sid : orphans) ReleaseConnection(sid);
                     // Pub/sub may have missed wake-ups while we were away.
                     for (RedisSession* s : waiters_) {
                       if (!s->claiming_) s->Claim();
@@ -254,7 +259,9 @@ void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta)
 void RedisStore::ReleaseConnection(const std::string& sid) {
   // 1000 reservations a call, so Redis serves others between the slices.
   Call("release_conn", {sid}, true, [this, sid](const Answer& a) {
-    if (a.status == "MORE") ReleaseConnection(sid);
+    if (a.status == "MORE") return ReleaseConnection(sid);
+    // Redis was away too long: give them back once it is here again, not at their TTRs.
+    if (a.lost) orphans_.push_back(sid);
   });
 }
 

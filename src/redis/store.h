@@ -135,6 +135,7 @@ class RedisStore final : public command::Store, private Link::Listener {
   std::vector<Held> held_;  // answers waiting for the WAIT sent after them
 
   std::vector<RedisSession*> waiters_;  // FIFO
+  std::vector<std::string> orphans_;    // closed sessions whose release_conn was lost
   std::vector<RedisSession*> sessions_;
   uint64_t cmds_[command::kVerbCount] = {};
   uint64_t total_connections_ = 0;

@@ -57,8 +57,9 @@ class TextWorld {
       ASSERT_LT(round, 100000);
       bool progress = false;
       for (auto& c : clients_) {
-        if (!c) continue;
-        if (c->conv.runnable()) progress = true;
+        // As the server: only a conversation that says it can go on is run.
+        if (!c || !c->conv.runnable()) continue;
+        progress = true;
         c->conv.Run(1000000);
       }
       if (store().Busy()) progress = true;

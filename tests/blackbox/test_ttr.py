@@ -207,6 +207,8 @@ class TestSilentWorker(ServerCase):
         st = parse_yaml(o.cmd("stats"))
         self.assertEqual((st["job-timeouts"], st["current-jobs-reserved"]), ("2", "0"))
 
+    @beanstalk.embedded_store_only(
+        "DEADLINE_SOON by the front end's clock, TTR by Redis' (docs/SCALE-OUT.md)")
     def test_alternating_silent_workers(self):
         self.require_ttr_release()
         a, b = self.client(), self.client()

@@ -146,13 +146,14 @@ class Server:
         tail, self.store_prefix = store_args(self.binary, list(args))
         self.argv = argv = argv + tail
         self.log = log
-        if log:
-            with open(log, "ab") as f:
-                self.proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                             env=env, **(popen_kwargs or {}))
-        else:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        sink = open(log, "ab") if log else None
+        try:
+            self.proc = subprocess.Popen(argv, stdout=sink or subprocess.PIPE,
+                                         stderr=subprocess.STDOUT if sink else subprocess.PIPE,
                                          env=env, **(popen_kwargs or {}))
+        finally:
+            if sink:
+                sink.close()
         self._wait_ready()
 
     def _wait_ready(self, timeout=10.0):

@@ -8,7 +8,9 @@ when a connection fails) and record every put as
   info  fate unknown: INTERNAL_ERROR, a timeout, a dropped connection.
 Consumers reserve-with-timeout on every tube of the run and mostly delete (recording each
 delivery and each acknowledged DELETED); a few release (delay 0) or bury then kick-job, so
-those paths run under the nemesis too. The nemesis runs in the caller's (main) thread.
+those paths run under the nemesis too. A job a consumer gave back (released, buried, or held
+by a connection that failed) is expected to come again: that is not a duplicate. The nemesis
+runs in the caller's (main) thread.
 
 drain() stops the producers and lets the consumers empty the queue, judged by the store
 (stats-tube of every tube, not idle time), then sweeps what is left itself (kick, reserve).
@@ -17,7 +19,7 @@ check() computes:
   lost          ok puts neither delivered nor left over            (must be empty)
   unexpected    delivered bodies never put as ok or info           (must be empty)
   deletes_back  bodies delivered again after an acknowledged delete (must be empty)
-  duplicates    bodies delivered more often than put + released/kicked (reported)
+  duplicates    bodies delivered more often than put + given back   (reported)
   recovered     info puts that were delivered                      (reported)
 """
 import collections
@@ -28,7 +30,15 @@ import time
 
 import beanstalk
 
-IO_ERRORS = (OSError, EOFError, socket.timeout, ValueError, IndexError)
+
+
+class Indeterminate(Exception):
+    """INTERNAL_ERROR to a consumer's command: it may have run (a reserve may have reserved a
+    job for this connection). The consumer closes the connection, which gives back whatever
+    it may hold, as a careful client would."""
+
+
+IO_ERRORS = (OSError, EOFError, socket.timeout, ValueError, IndexError, Indeterminate)
 NOT_EXECUTED = (b"OUT_OF_MEMORY", b"DRAINING", b"JOB_TOO_BIG", b"BAD_FORMAT",
                 b"EXPECTED_CRLF")
 
@@ -43,8 +53,9 @@ class History:
         self.ok_times = []                           # monotonic time of each ok put's reply
         self.deliveries = collections.defaultdict(list)  # body -> [reserve sent at]
         self.deletes = {}                            # body -> DELETED received at
-        self.requeues = collections.Counter()        # body -> RELEASED / KICKED
+        self.requeues = collections.Counter()        # body -> times a consumer gave it back
         self.leftovers = set()                       # bodies swept up after the drain
+        self.consumer_errors = collections.Counter()  # why consumers reconnected
 
     def put(self, body, outcome, kind):
         with self.lock:
@@ -60,6 +71,10 @@ class History:
     def deleted(self, body):
         with self.lock:
             self.deletes[body] = time.monotonic()
+
+    def consumer_error(self, kind):
+        with self.lock:
+            self.consumer_errors[kind] += 1
 
     def requeued(self, body):
         with self.lock:
@@ -81,7 +96,8 @@ class History:
                 delivered=len(self.deliveries), leftovers=len(self.leftovers),
                 lost=sorted(ok - seen), unexpected=sorted(set(self.deliveries) - ok - info),
                 deletes_back=sorted(back), duplicates=dup,
-                recovered=sorted(info & seen), replies=dict(self.put_replies))
+                recovered=sorted(info & seen), replies=dict(self.put_replies),
+                consumer_errors=dict(self.consumer_errors))
 
     def write_gap(self, since, until):
         """The longest time without an ok put between `since` and `until` (monotonic)."""
@@ -102,10 +118,12 @@ class Result:
 
     def summary(self):
         return ("ok %d, info %d, fail %d; delivered %d, left over %d; lost %d, unexpected %d, "
-                "deletes back %d, duplicates %d, recovered %d; put replies %s"
+                "deletes back %d, duplicates %d, recovered %d; put replies %s; consumer "
+                "reconnects %s"
                 % (self.ok, self.info, self.fail, self.delivered, self.leftovers,
                    len(self.lost), len(self.unexpected), len(self.deletes_back),
-                   sum(self.duplicates.values()), len(self.recovered), self.replies))
+                   sum(self.duplicates.values()), len(self.recovered), self.replies,
+                   self.consumer_errors))
 
 
 class Workload:
@@ -114,7 +132,7 @@ class Workload:
     history.check()."""
 
     def __init__(self, front_ends, tubes, producers=3, consumers=2, pad=100, seed=1,
-                 reply_timeout=8.0, tag="w"):
+                 reply_timeout=8.0, tag="w", ttr=10):
         self.front_ends = list(front_ends)
         self.tubes = list(tubes)
         self.n_producers, self.n_consumers = producers, consumers
@@ -122,11 +140,18 @@ class Workload:
         self.seed = seed
         self.timeout = reply_timeout
         self.tag = tag
+        # Consumers finish a job in milliseconds: a TTR expiry means a reservation nobody
+        # held any more (counted in job_timeouts). Short, so that such a job comes back
+        # within drain()'s deadline.
+        self.ttr = ttr
+        self.job_timeouts = None
         self.history = History()
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
         self.threads = []
         self.errors = []                         # exceptions that ended a thread
+        self.last_counts = None                  # drain(): the store's last view
+        self.final_counts = None                 # the store's view after the sweep
 
     # ---- threads
 
@@ -175,7 +200,7 @@ class Workload:
             body = b"%s-p%d-%d|" % (self.tag.encode(), i, n) + self.pad
             n += 1
             try:
-                r = c.cmd(b"put 100 0 60 %d\r\n%s\r\n" % (len(body), body))
+                r = c.cmd(b"put 100 0 %d %d\r\n%s\r\n" % (self.ttr, len(body), body))
             except IO_ERRORS as e:
                 h.put(body, "info", type(e).__name__)
                 c.close()
@@ -196,6 +221,7 @@ class Workload:
     def _consumer(self, i):
         h, k, c = self.history, i, None
         rnd = random.Random(self.seed * 1000 + i)
+        held = None                              # the body of the job this consumer holds
         while not self.stop_consuming.is_set():
             if c is None:
                 c = self._connect(k)
@@ -211,29 +237,42 @@ class Workload:
                     continue
             try:
                 sent = time.monotonic()
-                r = c.cmd("reserve-with-timeout 1")
+                r = self._ask(c, "reserve-with-timeout 1")
                 if not r.startswith(b"RESERVED "):
-                    if r.startswith(b"INTERNAL_ERROR"):
-                        time.sleep(0.01)
                     continue
                 head, body = r.split(b"\r\n", 1)
-                jid, body = int(head.split()[1]), body[:-2]
-                h.delivered(body, sent)
+                jid, held = int(head.split()[1]), body[:-2]
+                h.delivered(held, sent)
                 roll = rnd.random()
                 if roll < 0.05:
-                    if c.cmd("release %d 100 0" % jid) == b"RELEASED\r\n":
-                        h.requeued(body)
+                    if self._ask(c, "release %d 100 0" % jid) == b"RELEASED\r\n":
+                        h.requeued(held)
                 elif roll < 0.10:
-                    if c.cmd("bury %d 100" % jid) == b"BURIED\r\n":
-                        if c.cmd("kick-job %d" % jid) == b"KICKED\r\n":
-                            h.requeued(body)
-                elif c.cmd("delete %d" % jid) == b"DELETED\r\n":
-                    h.deleted(body)
-            except IO_ERRORS:
+                    # Buried, it comes back by this kick-job or by drain()'s kick.
+                    if self._ask(c, "bury %d 100" % jid) == b"BURIED\r\n":
+                        h.requeued(held)
+                        held = None
+                        self._ask(c, "kick-job %d" % jid)
+                elif self._ask(c, "delete %d" % jid) == b"DELETED\r\n":
+                    h.deleted(held)
+                held = None
+            except IO_ERRORS as e:
+                h.consumer_error(type(e).__name__ + (
+                    " to " + str(e).split()[0] if isinstance(e, Indeterminate) else ""))
+                if held is not None:             # released when its connection closes
+                    h.requeued(held)
+                    held = None
                 c.close()
                 c, k = None, k + 1
         if c is not None:
             c.close()
+
+    @staticmethod
+    def _ask(c, command):
+        r = c.cmd(command)
+        if r == b"INTERNAL_ERROR\r\n":
+            raise Indeterminate(command)
+        return r
 
     # ---- the end
 
@@ -284,6 +323,7 @@ class Workload:
                 mon = None
                 time.sleep(0.1)
                 continue
+            self.last_counts = counts
             if any(counts.values()):
                 empty_since = None
             elif empty_since is None:
@@ -316,6 +356,7 @@ class Workload:
                 left.add(body[:-2])
                 c.cmd("delete %s" % head.split()[1].decode())
             self.final_counts = self._tube_counts(c)
+            self.job_timeouts = int(beanstalk.stats_of(c, "stats")["job-timeouts"])
         finally:
             c.close()
         return left
