@@ -1088,6 +1088,11 @@ SCENARIOS = [
              dict(conns=500, idle_s=0.5, ns="bench", timeout=20),
              servers=("stalkd",), server_args=HTTP_ARGS),
 ]
+# Issue 15, opt-in: stalkd's Redis store (redis-cycle, redis-pipeline, redis-memory,
+# redis-failover); they start their own Redis processes (bench/redis_bench.py).
+sys.path.insert(0, HERE)
+import redis_bench  # noqa: E402
+SCENARIOS += redis_bench.scenarios(sys.modules[__name__])
 
 
 # ------------------------------------------------------------------------------------------------
