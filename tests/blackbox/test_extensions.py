@@ -809,8 +809,15 @@ class TestReserveExt(ExtCase):
         # the first job wakes the waiter; how many of the batch are ready "at that moment" is
         # the server's choice: 1 to 3, each once, best first among them
         self.assertTrue(1 <= len(jobs) <= 3, raw)
-        self.assertEqual(jobs[0][0], 1)
-        self.assertEqual([j for j, _ in jobs[1:]], sorted((j for j, _ in jobs[1:]), reverse=True))
+        if beanstalk.redis_store():
+            # The Redis store does not hand a put's job to the waiter within the put: the
+            # waiter claims the best job ready when its claim runs (docs/SCALE-OUT.md,
+            # "Deviations"), so the batch is best first throughout.
+            self.assertEqual([j for j, _ in jobs], sorted((j for j, _ in jobs), reverse=True))
+        else:
+            self.assertEqual(jobs[0][0], 1)
+            self.assertEqual([j for j, _ in jobs[1:]],
+                             sorted((j for j, _ in jobs[1:]), reverse=True))
         st = self.stats(a)
         self.assertEqual((st["current-jobs-reserved"], st["current-jobs-ready"]),
                          (str(len(jobs)), str(3 - len(jobs))))
