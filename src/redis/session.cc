@@ -208,13 +208,15 @@ void RedisSession::OnClaim(const Answer& a) {
   if (abandoned_) return;  // its jobs come back by release_conn when the session closes
   Nanos now = store_.clock_.Now();
   if (a.lost || a.oom) {
-    if (waiting_ && now < wait_until_) return;  // the next wake-up or re-claim tries again
+    // The next wake-up or re-claim tries again.
+    if (waiting_ && now < wait_until_) return store_.Parked(*this);
     return StopWaiting(Result::Of(Outcome::kInternalError));
   }
   if (a.status == "RESERVED") return StopWaiting(Reserved(a));
   if (std::exchange(reclaim_, false)) return Claim();
   if (DeadlineSoon(now)) return StopWaiting(Result::Of(Outcome::kDeadlineSoon));
   if (now >= wait_until_) return StopWaiting(Result::Of(Outcome::kTimedOut));
+  store_.Parked(*this);
 }
 
 void RedisSession::StopWaiting(const Result& r) {

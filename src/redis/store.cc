@@ -96,15 +96,7 @@ void RedisStore::Stop() {
 
 void RedisStore::OnConnected() {
   // The settings stalkd relies on (docs/SCALE-OUT.md, "Redis settings").
-  auto fail = [this](std::string why) {
-    if (!started_) {
-      setup_failed_ = true;
-      setup_error_ = "--store: Redis at " + link_.master() + ": " + why;
-    } else {
-      fprintf(stderr, "stalkd: Redis at %s: %s\n", link_.master().c_str(), why.c_str());
-    }
-    link_.Reset(why);
-  };
+  auto fail = [this](std::string why) { SetupFailed("Redis at " + link_.master() + ": " + why); };
   link_.SendSetup({"CONFIG", "GET", "appendonly"}, [this, fail](const Reply& r) {
     if (r.error() || r.elements.size() < 2 || r.elements[1].str != "yes") {
       return fail("appendonly must be yes (an acknowledged job must survive a restart)");
@@ -129,24 +121,27 @@ void RedisStore::OnConnected() {
     if (!r.error() && r.str == kFunctionsVersion) return Setup();
     link_.SendSetup({"FUNCTION", "LOAD", "REPLACE", kFunctionsLua}, [this](const Reply& l) {
       if (setup_failed_) return;
-      if (l.error()) {
-        setup_failed_ = !started_;
-        setup_error_ = "--store: FUNCTION LOAD failed: " + l.str;
-        return link_.Reset(l.str);
-      }
+      if (l.error()) return SetupFailed("FUNCTION LOAD failed: " + l.str);
       Setup();
     });
   });
 }
 
+void RedisStore::SetupFailed(std::string why) {
+  if (!started_) {
+    setup_failed_ = true;
+    setup_error_ = "--store: " + why;
+  } else {
+    fprintf(stderr, "stalkd: %s\n", why.c_str());
+  }
+  link_.Reset(why);
+}
+
 void RedisStore::Setup() {
-  std::string tag = tag_;
-  link_.SendSetup({"FCALL", "stalkd_lease", "1", tag, fid_, Ms(opt_.lease)},
+  link_.SendSetup({"FCALL", "stalkd_lease", "1", tag_, fid_, Ms(opt_.lease)},
                   [this](const Reply& r) {
                     if (r.error() || r.elements.size() < 4) {
-                      setup_failed_ = !started_;
-                      setup_error_ = "--store: taking a front-end id failed: " + r.str;
-                      return link_.Reset(r.str);
+                      return SetupFailed("taking a front-end id failed: " + r.str);
                     }
                     fid_ = r.elements[3].str;
                     Learn(ToInt(r.elements[0]), ToInt(r.elements[1]));
@@ -266,6 +261,30 @@ void RedisStore::ReleaseConnection(const std::string& sid) {
 }
 
 void RedisStore::AddWaiter(RedisSession* s) { waiters_.push_back(s); }
+
+void RedisStore::Parked(const RedisSession& s) {
+  next_waiter_check_ = std::min({next_waiter_check_, s.wait_until_, s.NextDeadlineSoon()});
+}
+
+void RedisStore::CheckWaiters(Nanos now) {
+  // Only when a waiter's time has come, so an idle loop iteration does not walk the waiters.
+  next_waiter_check_ = kForever;
+  for (size_t i = 0; i < waiters_.size();) {
+    RedisSession* s = waiters_[i];
+    if (!s->claiming_) {  // one whose call is out is parked again when it returns
+      if (now >= s->wait_until_) {
+        s->StopWaiting(Result::Of(Outcome::kTimedOut));
+        continue;
+      }
+      if (s->DeadlineSoon(now)) {
+        s->StopWaiting(Result::Of(Outcome::kDeadlineSoon));
+        continue;
+      }
+      Parked(*s);
+    }
+    i++;
+  }
+}
 
 uint64_t RedisStore::Waiting() const {
   // A reserve that may wait counts from its first call on (its answer may still be on the
@@ -392,22 +411,8 @@ Nanos RedisStore::Tick() {
     if (now >= next_due_ || now >= next_pump_) Pump();
     if (now >= next_waiter_lease_) RefreshWaiterLease();
   }
-  // Waiting reserves: timeouts and DEADLINE_SOON.
-  for (size_t i = 0; i < waiters_.size();) {
-    RedisSession* s = waiters_[i];
-    if (!s->claiming_) {
-      if (now >= s->wait_until_) {
-        s->StopWaiting(Result::Of(Outcome::kTimedOut));
-        continue;
-      }
-      if (s->DeadlineSoon(now)) {
-        s->StopWaiting(Result::Of(Outcome::kDeadlineSoon));
-        continue;
-      }
-      next = std::min({next, s->wait_until_, s->NextDeadlineSoon()});
-    }
-    i++;
-  }
+  if (now >= next_waiter_check_) CheckWaiters(now);
+  next = std::min(next, next_waiter_check_);
   SendWait();
   link_.Flush();
   if (link_.ready()) next = std::min({next, next_lease_, next_pump_, next_waiter_lease_});

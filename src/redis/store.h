@@ -85,6 +85,10 @@ class RedisStore final : public command::Store, private Link::Listener {
   void Deliver(const Reply& reply, const Handler& done);
   void SendWait();
 
+  // Setup found Redis unusable: start-up fails with `why`; later, it is logged and the link
+  // tries again.
+  void SetupFailed(std::string why);
+
   // Link::Listener
   void OnConnected() override;
   void OnLost(std::string_view why) override;
@@ -97,6 +101,10 @@ class RedisStore final : public command::Store, private Link::Listener {
   void Wake(std::string_view tube);
   void ReleaseConnection(const std::string& sid);
   void AddWaiter(RedisSession* s);
+  // A waiter's call came back empty: it waits for a wake-up, its timeout or DEADLINE_SOON.
+  void Parked(const RedisSession& s);
+  // Ends the waits whose timeout or DEADLINE_SOON has come; notes when the next one does.
+  void CheckWaiters(Nanos now);
   void RemoveWaiter(RedisSession* s);
   uint64_t Waiting() const;
   void Ref(std::string_view tube, int using_delta, int watching_delta);
@@ -126,6 +134,7 @@ class RedisStore final : public command::Store, private Link::Listener {
   Nanos next_due_ = kForever;  // the store's next timer, in local time
   Nanos next_lease_ = 0;
   Nanos next_waiter_lease_ = 0;
+  Nanos next_waiter_check_ = kForever;  // the earliest timeout or DEADLINE_SOON of a waiter
   bool pumping_ = false;
   bool need_wait_ = false;
   struct Held {
