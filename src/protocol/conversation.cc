@@ -281,7 +281,11 @@ void Conversation::OnResult(const Result& r) {
       out_.append(later_->front().reply);
       later_->pop_front();
     }
-    if (!later_->empty()) return;
+    if (!later_->empty()) {
+      // A line held back may go ahead now (the session bounds what it has in flight).
+      if (state_ == State::kWaiting) state_ = State::kCommand;
+      return;
+    }
     later_.reset();
   } else {
     STALKD_CHECK(first_pending_);
