@@ -214,7 +214,7 @@ Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   wants_.back().args.count = std::max<uint32_t>(args.count, 1);
   if (wants_.size() == 1) {
     BecomeHead();
-  } else if (args.timeout > 0 && !waiting_) {
+  } else if (args.timeout > 0 && !waiting_ && !closing_) {
     waiting_ = true;
     store_.AddWaiter(this);
   }
@@ -227,7 +227,7 @@ void RedisSession::BecomeHead() {
   verb_ = w.verb;
   wait_args_ = w.args;
   Nanos now = store_.clock_.Now();
-  Nanos t = w.args.timeout;
+  Nanos t = closing_ ? 0 : w.args.timeout;
   wait_until_ = t == kForever || t > kForever - now ? kForever : now + t;
   // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
   // first call's answer makes it claim again.
@@ -283,6 +283,11 @@ void RedisSession::OnClaim(const Answer& a) {
 
 void RedisSession::AnswerHead(const Result& r) {
   wants_.pop_front();
+  // Half-closed: beanstalkd, its reserve waiting, answers it and reads nothing more.
+  if (closing_ && r.outcome == Outcome::kTimedOut) {
+    wants_.clear();
+    abandoned_ = true;
+  }
   if (wants_.empty() && waiting_) {
     waiting_ = false;
     reclaim_ = false;
@@ -344,6 +349,19 @@ Result RedisSession::AbandonReserve() {
   reclaim_ = false;
   abandoned_ = true;
   return Result::Of(Outcome::kTimedOut);
+}
+
+Result RedisSession::CloseReserve() {
+  if (abandoned_ || wants_.empty() || claims_out_ == 0) return AbandonReserve();
+  // Its claim is on its way: it answers, and so do the reserves behind it, none waiting.
+  closing_ = true;
+  wait_until_ = store_.clock_.Now();
+  if (waiting_) {
+    waiting_ = false;
+    reclaim_ = false;
+    store_.RemoveWaiter(this);
+  }
+  return Result::Of(Outcome::kPending);
 }
 
 Result RedisSession::ReserveJob(uint64_t id) {

@@ -26,6 +26,7 @@ class RedisSession final : public command::Session {
   void AbandonPut() override;
   Result Reserve(Nanos timeout) override;
   Result AbandonReserve() override;
+  Result CloseReserve() override;
   Result ReserveJob(uint64_t id) override;
   Result Peek(uint64_t id) override;
   Result PeekReady() override { return PeekState("ready", Verb::kPeekReady); }
@@ -147,6 +148,7 @@ class RedisSession final : public command::Session {
   std::vector<RedisStore::WaiterList::iterator> tube_at_;  // and per tube of watch_
   bool reclaim_ = false;    // a wake-up came while claiming: claim again if that finds none
   bool abandoned_ = false;  // the client went away while its reserve waited
+  bool closing_ = false;    // CloseReserve: the reserves answer as if none could wait
   Nanos wait_until_ = kForever;
   command::ReserveArgs wait_args_;
 
