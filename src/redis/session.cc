@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/check.h"
+
 namespace stalkd::redis {
 
 namespace {
@@ -11,6 +13,7 @@ namespace {
 constexpr Nanos kMs = 1'000'000;
 constexpr Nanos kSafetyMargin = kSecond;  // DEADLINE_SOON, as beanstalkd's SAFETY_MARGIN
 constexpr uint32_t kPurgeSlice = 1000;
+constexpr size_t kMaxPipelined = 1024;  // calls or reserves of one connection in flight
 
 std::string_view StateWord(command::StateFilter f) {
   switch (f) {
@@ -49,7 +52,7 @@ RedisSession::RedisSession(RedisStore& store, command::Client& client, uint64_t 
       sid_(sid),
       sid_text_(std::to_string(sid)),
       cell_(std::make_shared<RedisSession*>(this)) {
-  store_.sessions_.push_back(this);
+  store_.sessions_++;
   store_.Ref("default", 1, 1);
 }
 
@@ -57,7 +60,9 @@ RedisSession::~RedisSession() {
   *cell_ = nullptr;
   AbandonPut();  // a put cut off mid-body took its id, as in beanstalkd
   if (waiting_) store_.RemoveWaiter(this);
-  std::erase(store_.sessions_, this);
+  store_.sessions_--;
+  store_.producers_ -= put_any_;
+  store_.workers_ -= worker_;
   // Reservations go back; a reserve still on its way is answered before this arrives.
   if (reserved_any_) store_.ReleaseConnection(sid_text_);
   // The engine's order (beanstalkd's ms_clear: the first watched tube, the others from the
@@ -68,12 +73,49 @@ RedisSession::~RedisSession() {
   store_.Ref(use_, -1, 0);
 }
 
+// What may go ahead of pending results: a single call behind single calls (Redis answers a
+// connection's calls in order), a plain reserve behind plain reserves (OnClaim hands each
+// answer to the oldest). Never across the two, so that nothing is done ahead of a reserve
+// that may wait, nor a reserve ahead of the calls before it; never behind alone_.
+bool RedisSession::CanPipeline(Verb v) const {
+  // A client that pipelines faster than Redis answers waits, as for a full input buffer.
+  if (alone_ || calls_out_ + wants_.size() >= kMaxPipelined) return false;
+  switch (v) {
+    case Verb::kReserve:
+    case Verb::kReserveWithTimeout:
+      return calls_out_ == 0 && (wants_.empty() || verb_ != Verb::kReserveExt);
+    case Verb::kPut:
+    case Verb::kDelete:
+    case Verb::kRelease:
+    case Verb::kBury:
+    case Verb::kTouch:
+    case Verb::kPeek:
+    case Verb::kPeekReady:
+    case Verb::kPeekDelayed:
+    case Verb::kPeekBuried:
+    case Verb::kKickJob:
+    case Verb::kStatsJob:
+      return wants_.empty();
+    default:
+      return false;
+  }
+}
+
+void RedisSession::Worker() {
+  if (!std::exchange(worker_, true)) store_.workers_++;
+}
+
+void RedisSession::Producer() {
+  if (!std::exchange(put_any_, true)) store_.producers_++;
+}
+
 Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
                          std::function<Result(RedisSession&, const Answer&)> decode) {
-  pending_ = true;
+  calls_out_++;
   store_.Call(fn, args, writes, [cell = cell_, decode = std::move(decode)](const Answer& a) {
     RedisSession* s = *cell;
     if (!s) return;
+    s->calls_out_--;
     Result r;
     if (a.lost) {
       r = Result::Of(Outcome::kInternalError);
@@ -88,7 +130,7 @@ Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> 
 }
 
 void RedisSession::Finish(const Result& r) {
-  pending_ = false;
+  alone_ = false;
   client_.OnResult(r);
 }
 
@@ -119,7 +161,7 @@ command::PutSlot RedisSession::BeginPut(const command::PutArgs& a) {
   }
   put_.resize(size_t{a.bytes} + 2);
   put_open_ = true;
-  put_any_ = true;
+  Producer();
   slot.data = put_.data();
   slot.size = put_.size();
   return slot;
@@ -166,18 +208,13 @@ Result RedisSession::ReserveExt(const command::ReserveArgs& args) {
 
 Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   store_.Count(v);
-  worker_ = true;
-  verb_ = v;
+  Worker();
   abandoned_ = false;
-  wait_args_ = args;
-  wait_args_.count = std::max<uint32_t>(args.count, 1);
-  Nanos now = store_.clock_.Now();
-  wait_until_ =
-      args.timeout == kForever || args.timeout > kForever - now ? kForever : now + args.timeout;
-  pending_ = true;
-  // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
-  // first call's answer makes it claim again.
-  if (wait_until_ > now) {
+  wants_.push_back({v, args});
+  wants_.back().args.count = std::max<uint32_t>(args.count, 1);
+  if (wants_.size() == 1) {
+    BecomeHead();
+  } else if (args.timeout > 0 && !waiting_) {
     waiting_ = true;
     store_.AddWaiter(this);
   }
@@ -185,17 +222,35 @@ Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   return Result::Of(Outcome::kPending);
 }
 
+void RedisSession::BecomeHead() {
+  const Want& w = wants_.front();
+  verb_ = w.verb;
+  wait_args_ = w.args;
+  Nanos now = store_.clock_.Now();
+  Nanos t = w.args.timeout;
+  wait_until_ = t == kForever || t > kForever - now ? kForever : now + t;
+  // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
+  // first call's answer makes it claim again.
+  if (wait_until_ > now && !waiting_) {
+    waiting_ = true;
+    store_.AddWaiter(this);
+  }
+}
+
 void RedisSession::Claim() {
-  claiming_ = true;
+  claims_out_++;
   reserved_any_ = true;
   std::string count = std::to_string(wait_args_.count), ttr = std::to_string(wait_args_.ttr_s);
-  // Nothing ready and time left to wait: the call leases the tubes to waiters, so a job
-  // that becomes ready in one is published on the wake channel.
-  bool may_wait = wait_until_ > store_.clock_.Now();
-  std::string lease = may_wait ? std::to_string(store_.opt_.lease / kMs) : "0";
-  std::vector<std::string_view> args{
-      sid_text_, count, ttr, wait_args_.freeze_tries ? "1" : "0", wait_args_.detached ? "1" : "0",
-      lease};
+  // Nothing ready and a reserve that may wait: the call leases the tubes to waiters, so a
+  // job that becomes ready in one is published on the wake channel.
+  std::string lease = waiting_ ? std::to_string(store_.opt_.lease / kMs) : "0";
+  std::vector<std::string_view> args{sid_text_,
+                                     count,
+                                     ttr,
+                                     wait_args_.freeze_tries ? "1" : "0",
+                                     wait_args_.detached ? "1" : "0",
+                                     lease,
+                                     enlisted_ ? "1" : "0"};
   args.insert(args.end(), watch_.begin(), watch_.end());
   store_.Call("reserve", std::span<const std::string_view>(args), true,
               [cell = cell_](const Answer& a) {
@@ -204,27 +259,39 @@ void RedisSession::Claim() {
 }
 
 void RedisSession::OnClaim(const Answer& a) {
-  claiming_ = false;
-  if (abandoned_) return;  // its jobs come back by release_conn when the session closes
+  claims_out_--;
+  // Gone or abandoned: what it reserved comes back by release_conn when the session closes.
+  if (abandoned_ || wants_.empty()) return;
   Nanos now = store_.clock_.Now();
   if (a.lost || a.oom) {
+    if (claims_out_ > 0) return;  // a later claim's answer decides
     // The next wake-up or re-claim tries again.
     if (waiting_ && now < wait_until_) return store_.Parked(*this);
-    return StopWaiting(Result::Of(Outcome::kInternalError));
+    return AnswerHead(Result::Of(Outcome::kInternalError));
   }
-  if (a.status == "RESERVED") return StopWaiting(Reserved(a));
-  if (std::exchange(reclaim_, false)) return Claim();
-  if (DeadlineSoon(now)) return StopWaiting(Result::Of(Outcome::kDeadlineSoon));
-  if (now >= wait_until_) return StopWaiting(Result::Of(Outcome::kTimedOut));
-  store_.Parked(*this);
+  // A job goes to the head, whichever reserve's claim found it: a reserve behind the head
+  // was read after it, so the head, waiting, would have had it.
+  if (a.status == "RESERVED") {
+    enlisted_ = true;
+    return AnswerHead(Reserved(a));
+  }
+  if (claims_out_ == 0 && std::exchange(reclaim_, false)) return Claim();
+  if (DeadlineSoon(now)) return AnswerHead(Result::Of(Outcome::kDeadlineSoon));
+  if (now >= wait_until_) return AnswerHead(Result::Of(Outcome::kTimedOut));
+  if (claims_out_ == 0) store_.Parked(*this);  // else a later claim may bring one
 }
 
-void RedisSession::StopWaiting(const Result& r) {
-  if (waiting_) {
+void RedisSession::AnswerHead(const Result& r) {
+  wants_.pop_front();
+  if (wants_.empty() && waiting_) {
     waiting_ = false;
+    reclaim_ = false;
     store_.RemoveWaiter(this);
   }
   Finish(r);
+  if (wants_.empty()) return;
+  BecomeHead();
+  if (claims_out_ == 0) Claim();
 }
 
 Result RedisSession::Reserved(const Answer& a) {
@@ -273,8 +340,9 @@ Result RedisSession::AbandonReserve() {
     waiting_ = false;
     store_.RemoveWaiter(this);
   }
+  wants_.clear();
+  reclaim_ = false;
   abandoned_ = true;
-  pending_ = false;
   return Result::Of(Outcome::kTimedOut);
 }
 
@@ -284,11 +352,13 @@ Result RedisSession::ReserveJob(uint64_t id) {
   verb_ = Verb::kReserveJob;
   wait_args_ = {};
   std::string ids = std::to_string(id);
-  return Ask("reserve_job", {sid_text_, ids}, true, [](RedisSession& s, const Answer& a) {
-    if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
-    s.worker_ = true;
-    return s.Reserved(a);
-  });
+  return Ask("reserve_job", {sid_text_, ids, enlisted_ ? "1" : "0"}, true,
+             [](RedisSession& s, const Answer& a) {
+               if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
+               s.enlisted_ = true;
+               s.Worker();
+               return s.Reserved(a);
+             });
 }
 
 // ---------------------------------------------------------------------------- peek
@@ -374,7 +444,7 @@ Result RedisSession::Touch(uint64_t id) {
 
 Result RedisSession::Kick(uint32_t count) {
   store_.Count(Verb::kKick);
-  pending_ = true;
+  alone_ = true;
   KickStep(count, 0, "", "");
   return Result::Of(Outcome::kPending);
 }
@@ -438,7 +508,7 @@ Result RedisSession::Purge(std::string_view tube, command::StateFilter which) {
   purged_ = 0;
   purge_tube_ = tube;
   purge_what_ = which;
-  pending_ = true;
+  alone_ = true;
   PurgeStep();
   return Result::Of(Outcome::kPending);
 }
@@ -485,6 +555,7 @@ Result RedisSession::ListTubeUsed() {
 Result RedisSession::Watch(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kWatch);
+  STALKD_DCHECK(!waiting_);  // the store keeps a waiter's places by its watch list
   if (std::find(watch_.begin(), watch_.end(), tube) == watch_.end()) {
     watch_.emplace_back(tube);
     store_.Ref(tube, 0, 1);
@@ -495,6 +566,7 @@ Result RedisSession::Watch(std::string_view tube) {
 Result RedisSession::Ignore(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kIgnore);
+  STALKD_DCHECK(!waiting_);
   auto it = std::find(watch_.begin(), watch_.end(), tube);
   if (it == watch_.end()) return Result::Of(Outcome::kWatching, watch_.size());
   if (watch_.size() == 1) return Result::Of(Outcome::kNotIgnored);
@@ -529,6 +601,7 @@ Result RedisSession::ListTubes() {
 
 Result RedisSession::Stats() {
   store_.Count(Verb::kStats);
+  alone_ = true;
   return Ask("stats", {store_.fid_}, false,
              [](RedisSession& s, const Answer& a) { return s.store_.FillStats(a); });
 }
@@ -623,9 +696,8 @@ Result RedisSession::StatsTube(std::string_view tube) {
     t.expired = a.Number(12);
     t.tries_exhausted = a.Number(13);
     t.default_tries = static_cast<uint32_t>(a.Number(14));
-    for (const RedisSession* w : s.store_.waiters_) {
-      if (std::find(w->watch_.begin(), w->watch_.end(), name) != w->watch_.end()) t.waiting++;
-    }
+    auto w = s.store_.tube_waiters_.find(name);
+    if (w != s.store_.tube_waiters_.end()) t.waiting = w->second.size();
     Result r = Result::Of(Outcome::kTubeStats);
     r.tube_stats = &t;
     return r;
