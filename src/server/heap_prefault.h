@@ -24,7 +24,7 @@ namespace stalkd::server {
 // The thread must not make the loop wait. MADV_POPULATE_WRITE holds the address space's lock
 // for reading while it faults a range in, and the kernel may preempt it there (at the
 // cond_resched between pages); the loop's next brk needs that lock for writing, so it waits
-// until the thread has had a CPU again: 8-190 ms when other processes kept both CPUs busy.
+// until the thread has had a CPU again: up to 190 ms when other processes kept both CPUs busy.
 // So the thread works in small steps (kStep) and only while it gets a CPU at once: before and
 // after each step it reads how long it has waited for one so far (its run delay, from
 // /proc/thread-self/schedstat); after a wait of kMaxRunDelayNs or more (woken late, or
