@@ -301,8 +301,14 @@ void Conversation::OnResult(const Result& r) {
 void Conversation::OnInputClosed() {
   input_closed_ = true;
   if (!ReservePending()) return;
-  // beanstalkd never reads the commands behind a waiting reserve once its client has gone
-  // (pipelining: only reserves can be behind one, and they are dropped unanswered).
+  // beanstalkd never reads the commands behind a waiting reserve once its client has gone:
+  // reserves pipelined behind it are dropped unanswered (AbandonReserve ends them all). A
+  // session that let anything else go ahead of a reserve answers that too, so the wait
+  // then ends by its timeout.
+  if (later_ &&
+      !std::all_of(later_->begin(), later_->end(), [](const Later& l) { return l.reserve; })) {
+    return;
+  }
   first_pending_ = pending_reserve_ = false;
   later_.reset();
   AppendReply(session_->AbandonReserve(), &out_);

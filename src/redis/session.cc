@@ -250,7 +250,7 @@ void RedisSession::Claim() {
                                      wait_args_.freeze_tries ? "1" : "0",
                                      wait_args_.detached ? "1" : "0",
                                      lease,
-                                     enlisted_ ? "1" : "0"};
+                                     Enlisted() ? "1" : "0"};
   args.insert(args.end(), watch_.begin(), watch_.end());
   store_.Call("reserve", std::span<const std::string_view>(args), true,
               [cell = cell_](const Answer& a) {
@@ -272,7 +272,7 @@ void RedisSession::OnClaim(const Answer& a) {
   // A job goes to the head, whichever reserve's claim found it: a reserve behind the head
   // was read after it, so the head, waiting, would have had it.
   if (a.status == "RESERVED") {
-    enlisted_ = true;
+    if (!wait_args_.detached) Enlist();  // a detached job has no owner: nothing listed
     return AnswerHead(Reserved(a));
   }
   if (claims_out_ == 0 && std::exchange(reclaim_, false)) return Claim();
@@ -352,10 +352,10 @@ Result RedisSession::ReserveJob(uint64_t id) {
   verb_ = Verb::kReserveJob;
   wait_args_ = {};
   std::string ids = std::to_string(id);
-  return Ask("reserve_job", {sid_text_, ids, enlisted_ ? "1" : "0"}, true,
+  return Ask("reserve_job", {sid_text_, ids, Enlisted() ? "1" : "0"}, true,
              [](RedisSession& s, const Answer& a) {
                if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
-               s.enlisted_ = true;
+               s.Enlist();
                s.Worker();
                return s.Reserved(a);
              });
