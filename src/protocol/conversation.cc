@@ -216,10 +216,12 @@ bool Conversation::RunSteps(size_t max_steps) {
 void Conversation::Reply(Outcome o) { Answer(Result::Of(o)); }
 
 bool Conversation::MayPipeline(std::string_view line) const {
-  // Not while the output is already past its mark: what goes ahead adds to it.
+  // Not while the output is already past its mark (what goes ahead adds to it), nor a
+  // put-many, whose puts' results OnResult takes into its own reply.
   Command cmd;
   return !put_many_ && out_.size() < kOutputHighWater &&
-         ParseCommand(line, &cmd) == ParseStatus::kOk && session_->CanPipeline(cmd.verb);
+         ParseCommand(line, &cmd) == ParseStatus::kOk && cmd.verb != Verb::kPutMany &&
+         session_->CanPipeline(cmd.verb);
 }
 
 void Conversation::Answer(const Result& r, bool reserve) {

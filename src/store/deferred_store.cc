@@ -1,6 +1,7 @@
 #include "store/deferred_store.h"
 
 #include <algorithm>
+#include <deque>
 #include <utility>
 
 #include "base/check.h"
@@ -11,7 +12,7 @@ using command::Outcome;
 using command::Result;
 
 // One session of a DeferredStore: the inner store's session, whose late results come to it
-// (it is their Client), and the result waiting for the next Tick.
+// (it is their Client), and the results waiting for the next Tick.
 class DeferredSession final : public command::Session, private command::Client {
  public:
   DeferredSession(DeferredStore& store, command::Client& client)
@@ -21,13 +22,20 @@ class DeferredSession final : public command::Session, private command::Client {
     inner_.reset();
   }
 
-  // Delivers the waiting result (DeferredStore::Tick).
+  // Delivers the waiting results, in call order (DeferredStore::Tick).
   void Deliver() {
-    STALKD_CHECK(has_result_);
-    has_result_ = false;
-    if (store_.failing_) return client_.OnResult(Result::Of(Outcome::kInternalError));
-    client_.OnResult(result_.result());
+    STALKD_CHECK(!results_.empty());
+    std::deque<command::OwnedResult> results;
+    results.swap(results_);
+    for (const command::OwnedResult& r : results) {
+      client_.OnResult(store_.failing_ ? Result::Of(Outcome::kInternalError) : r.result());
+    }
   }
+
+  // Anything may go ahead of results that wait for a Tick: the inner store has answered
+  // the calls before it already, in order (as a Redis store's single calls); never
+  // behind an inner wait (a reserve), which may end in any later Tick.
+  bool CanPipeline(command::Verb) const override { return !inner_waiting_; }
 
   command::PutSlot BeginPut(const command::PutArgs& args) override {
     return Now(inner_->BeginPut(args));
@@ -43,8 +51,8 @@ class DeferredSession final : public command::Session, private command::Client {
       inner_waiting_ = false;
       return Now(inner_->AbandonReserve());
     }
-    if (has_result_) {
-      has_result_ = false;
+    if (!results_.empty()) {
+      results_.clear();
       std::erase(store_.ready_, this);
     }
     return Result::Of(Outcome::kTimedOut);
@@ -105,8 +113,8 @@ class DeferredSession final : public command::Session, private command::Client {
   }
   // The inner store's answer, kept for the next Tick; kPending either way.
   Result Later(const Result& r) {
-    // A session runs one command at a time (store.h).
-    STALKD_CHECK(!has_result_ && !inner_waiting_);
+    // A session runs one command at a time (store.h), but for what CanPipeline allows.
+    STALKD_CHECK(!inner_waiting_);
     Mark();
     if (r.outcome == Outcome::kPending) {
       inner_waiting_ = true;
@@ -116,9 +124,8 @@ class DeferredSession final : public command::Session, private command::Client {
     return Result::Of(Outcome::kPending);
   }
   void Keep(const Result& r) {
-    result_.Assign(r);
-    has_result_ = true;
-    store_.ready_.push_back(this);
+    if (results_.empty()) store_.ready_.push_back(this);
+    results_.emplace_back().Assign(r);
   }
   // command::Client: the inner store's late result.
   void OnResult(const Result& r) override {
@@ -131,9 +138,8 @@ class DeferredSession final : public command::Session, private command::Client {
   DeferredStore& store_;
   command::Client& client_;
   std::unique_ptr<command::Session> inner_;
-  command::OwnedResult result_;
-  bool has_result_ = false;     // result_ waits for the next Tick
-  bool inner_waiting_ = false;  // the inner store's result has not arrived yet
+  std::deque<command::OwnedResult> results_;  // wait for the next Tick
+  bool inner_waiting_ = false;                // the inner store's result has not arrived yet
 };
 
 DeferredStore::~DeferredStore() { STALKD_CHECK(ready_.empty()); }

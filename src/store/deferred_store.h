@@ -17,6 +17,8 @@ class DeferredSession;
 // store's result (deep-copied, command::OwnedResult) through the session's Client on the
 // next Tick(). A result the inner store itself delivers later (a reserve that waited, a
 // kick in slices) is delivered on the Tick after it arrived. Busy() while results wait.
+// Like the Redis store it lets calls go ahead of pending results (Session::CanPipeline),
+// but for behind a wait of the inner store; their results come on the Tick, in order.
 //
 // AbandonReserve ends a reserve whose result has not been delivered yet: the inner store's
 // wait, or, when the inner store had answered already, the delivery (what it reserved
