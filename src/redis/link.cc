@@ -27,6 +27,7 @@ namespace {
 
 constexpr std::string_view kRedisScheme = "redis://";
 constexpr std::string_view kSentinelScheme = "redis-sentinel://";
+constexpr std::string_view kClusterScheme = "redis-cluster://";
 constexpr int kRedisPort = 6379;
 constexpr int kSentinelPort = 26379;
 
@@ -79,10 +80,14 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
   } else if (url.starts_with(kSentinelScheme)) {
     u.kind = StoreUrl::Kind::kSentinel;
     rest = url.substr(kSentinelScheme.size());
+  } else if (url.starts_with(kClusterScheme)) {
+    u.kind = StoreUrl::Kind::kCluster;
+    rest = url.substr(kClusterScheme.size());
   } else {
     *error = "--store: '" + std::string(url) +
-             "' is neither redis://HOST:PORT[/DB] nor "
-             "redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER";
+             "' is none of redis://HOST:PORT[/DB], "
+             "redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER and "
+             "redis-cluster://HOST:PORT[,HOST:PORT...]";
     return false;
   }
   if (rest.find_first_of("?#") != std::string_view::npos) {
@@ -114,12 +119,22 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
       return false;
     }
   } else {
+    bool cluster = u.kind == StoreUrl::Kind::kCluster;
     while (!hosts.empty()) {
       std::string_view one = hosts.substr(0, hosts.find(','));
       Endpoint ep;
-      if (!ParseEndpoint(one, kSentinelPort, &ep, error)) return false;
+      if (!ParseEndpoint(one, cluster ? kRedisPort : kSentinelPort, &ep, error)) return false;
       u.endpoints.push_back(ep);
       hosts.remove_prefix(std::min(hosts.size(), one.size() + 1));
+    }
+    if (cluster) {
+      if (!path.empty() && path != "0") {
+        *error = "--store: '" + std::string(url) +
+                 "': a Redis Cluster has database 0 only (redis-cluster://HOST:PORT[,...])";
+        return false;
+      }
+      *out = std::move(u);
+      return true;
     }
     if (path.empty() || path.find_first_of(" \t\r\n/") != std::string_view::npos) {
       *error = "--store: '" + std::string(url) +
@@ -286,6 +301,7 @@ Link::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listene
       asker_(loop, *this),
       watcher_(loop, *this) {
   STALKD_CHECK(!url_.endpoints.empty());
+  STALKD_CHECK(url_.kind != StoreUrl::Kind::kCluster);  // that is ClusterLink's
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   STALKD_CHECK(wake_fd_ >= 0);
   STALKD_CHECK(loop_.Add(wake_fd_, EPOLLIN, this));
