@@ -1,7 +1,5 @@
 #include "redis/cluster.h"
 
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,11 +93,11 @@ bool ParseHostPort(std::string_view s, const std::string& fallback_host, Endpoin
 
 }  // namespace
 
-class ClusterLink::Impl final : public Conn::Owner, public net::EventLoop::Handler {
+class ClusterLink::Impl final : public Conn::Owner {
  public:
   Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listener& listener,
        Nanos retry_window);
-  ~Impl() override;
+  ~Impl();
 
   void Start();
   void Send(std::string_view key, std::span<const std::string_view> argv, Callback cb);
@@ -124,7 +122,6 @@ class ClusterLink::Impl final : public Conn::Owner, public net::EventLoop::Handl
   void OnReply(Conn& c, Reply& r) override;
   void OnDown(Conn& c, const std::string& why) override;
   void AfterEvents() override { Flush(); }
-  void OnEvents(uint32_t events) override;  // the wake-up eventfd
 
  private:
   struct Node;
@@ -177,7 +174,7 @@ class ClusterLink::Impl final : public Conn::Owner, public net::EventLoop::Handl
   void OnNodeLost(Node& n, std::string_view why);
   void Defer(Callback cb, Reply r);
   void RunDeferred();
-  void Wake();
+  void Wake() { waker_.Wake(); }
   // Slot map.
   void WantRefresh() {
     refresh_wanted_ = true;
@@ -237,8 +234,7 @@ class ClusterLink::Impl final : public Conn::Owner, public net::EventLoop::Handl
   Nanos next_subscribe_ = kForever;
 
   int depth_ = 0;  // > 0 while one of our callbacks or Listener calls runs
-  int wake_fd_ = -1;
-  bool woken_ = false;
+  Waker waker_;    // calls Poll
 };
 
 ClusterLink::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listener& listener,
@@ -249,36 +245,16 @@ ClusterLink::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, 
       listener_(listener),
       retry_window_(retry_window),
       prober_(loop, *this),
-      pubsub_(loop, *this) {
+      pubsub_(loop, *this),
+      waker_(loop, [this] { Poll(); }) {
   STALKD_CHECK(url_.kind == StoreUrl::Kind::kCluster && !url_.endpoints.empty());
   for (const Endpoint& e : url_.endpoints) Learn(e);
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  STALKD_CHECK(wake_fd_ >= 0);
-  STALKD_CHECK(loop_.Add(wake_fd_, EPOLLIN, this));
 }
 
 ClusterLink::Impl::~Impl() {
   nodes_.clear();
   prober_.Close();
   pubsub_.Close();
-  loop_.Remove(wake_fd_);
-  close(wake_fd_);
-}
-
-void ClusterLink::Impl::Wake() {
-  if (woken_) return;
-  woken_ = true;
-  uint64_t one = 1;
-  ssize_t n = write(wake_fd_, &one, sizeof one);
-  (void)n;  // EAGAIN: the counter is already non-zero
-}
-
-void ClusterLink::Impl::OnEvents(uint32_t) {
-  uint64_t count;
-  ssize_t n = read(wake_fd_, &count, sizeof count);
-  (void)n;
-  woken_ = false;
-  Poll();
 }
 
 void ClusterLink::Impl::Defer(Callback cb, Reply r) {

@@ -172,32 +172,8 @@ class TestListener final : public ClusterLink::Listener {
   int subscription_lost = 0;
 };
 
-class ClusterLinkTest : public ::testing::Test {
+class ClusterLinkTest : public test::LinkFixture<ClusterLink, TestListener> {
  protected:
-  void Open(const std::string& url, Nanos retry_window = 5 * kSecond,
-            std::initializer_list<std::string_view> channels = {}) {
-    StoreUrl parsed;
-    std::string error;
-    ASSERT_TRUE(ParseStoreUrl(url, &parsed, &error)) << error;
-    link_ = std::make_unique<ClusterLink>(loop_, clock_, parsed, listener_, retry_window);
-    listener_.link = link_.get();
-    for (std::string_view c : channels) link_->Subscribe(c);
-    link_->Start();
-  }
-  bool RunUntil(const std::function<bool()>& done, Nanos timeout = 5 * kSecond) {
-    Nanos end = clock_.Now() + timeout;
-    while (!done()) {
-      Nanos next = link_->Poll();
-      if (done()) break;
-      Nanos now = clock_.Now();
-      if (now >= end) return false;
-      loop_.Poll(std::max<Nanos>(0, std::min(next, end) - now));
-    }
-    return true;
-  }
-  void RunFor(Nanos d) {
-    RunUntil([] { return false; }, d);
-  }
   // A command whose reply lands in the returned slot (first: answered).
   std::shared_ptr<std::pair<bool, Reply>> Start(std::string_view key,
                                                 std::initializer_list<std::string_view> argv) {
@@ -211,11 +187,6 @@ class ClusterLinkTest : public ::testing::Test {
     EXPECT_TRUE(RunUntil([&] { return out->first; })) << "no reply in time";
     return out->second;
   }
-
-  net::EventLoop loop_;
-  SystemClock clock_;
-  TestListener listener_;
-  std::unique_ptr<ClusterLink> link_;
 };
 
 TEST(ClusterSlots, Crc16AndHashTags) {

@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -174,11 +172,11 @@ bool IsString(const Reply& r) {
 
 }  // namespace
 
-class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
+class Link::Impl final : public Conn::Owner {
  public:
   Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listener& listener,
        Nanos retry_window);
-  ~Impl() override;
+  ~Impl();
 
   void Start();
   void SendSetup(std::span<const std::string_view> argv, Callback cb);
@@ -200,7 +198,6 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   void OnReply(Conn& c, Reply& r) override;
   void OnDown(Conn& c, const std::string& why) override;
   void AfterEvents() override { Flush(); }
-  void OnEvents(uint32_t events) override;  // the wake-up eventfd
 
  private:
   enum class State : uint8_t {
@@ -245,7 +242,7 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   void OnWatchReply(Reply& r);
   // Runs the kLost callbacks and the OnLost notice that Down left.
   void RunDeferred();
-  void Wake();
+  void Wake() { waker_.Wake(); }
   void SubscribeAll();
   bool sentinel() const { return url_.kind == StoreUrl::Kind::kSentinel; }
 
@@ -273,8 +270,7 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   std::deque<Lost> lost_;
   bool notify_lost_ = false;
   std::string lost_why_;
-  int wake_fd_ = -1;
-  bool woken_ = false;
+  Waker waker_;  // calls Poll
   bool running_deferred_ = false;
 
   // Sentinel: `asker_` asks the sentinel at `sentinel_index_` where the master is;
@@ -298,13 +294,11 @@ Link::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listene
       retry_window_(retry_window),
       data_(loop, *this),
       pubsub_(loop, *this),
+      waker_(loop, [this] { Poll(); }),
       asker_(loop, *this),
       watcher_(loop, *this) {
   STALKD_CHECK(!url_.endpoints.empty());
   STALKD_CHECK(url_.kind != StoreUrl::Kind::kCluster);  // that is ClusterLink's
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  STALKD_CHECK(wake_fd_ >= 0);
-  STALKD_CHECK(loop_.Add(wake_fd_, EPOLLIN, this));
 }
 
 Link::Impl::~Impl() {
@@ -312,24 +306,6 @@ Link::Impl::~Impl() {
   pubsub_.Close();
   asker_.Close();
   watcher_.Close();
-  loop_.Remove(wake_fd_);
-  close(wake_fd_);
-}
-
-void Link::Impl::Wake() {
-  if (woken_) return;
-  woken_ = true;
-  uint64_t one = 1;
-  ssize_t n = write(wake_fd_, &one, sizeof one);
-  (void)n;  // EAGAIN: the counter is already non-zero
-}
-
-void Link::Impl::OnEvents(uint32_t) {
-  uint64_t count;
-  ssize_t n = read(wake_fd_, &count, sizeof count);
-  (void)n;
-  woken_ = false;
-  Poll();
 }
 
 void Link::Impl::RunDeferred() {

@@ -61,33 +61,8 @@ class TestListener final : public Link::Listener {
   std::vector<std::pair<std::string, std::string>> messages;
 };
 
-class LinkTest : public ::testing::Test {
+class LinkTest : public test::LinkFixture<Link, TestListener> {
  protected:
-  void Open(const std::string& url, Nanos retry_window = 5 * kSecond,
-            std::initializer_list<std::string_view> channels = {}) {
-    StoreUrl parsed;
-    std::string error;
-    ASSERT_TRUE(ParseStoreUrl(url, &parsed, &error)) << error;
-    link_ = std::make_unique<Link>(loop_, clock_, parsed, listener_, retry_window);
-    listener_.link = link_.get();
-    for (std::string_view c : channels) link_->Subscribe(c);
-    link_->Start();
-  }
-  // Drives the link on the loop (sleeping as long as Poll says) until `done`.
-  bool RunUntil(const std::function<bool()>& done, Nanos timeout = 5 * kSecond) {
-    Nanos end = clock_.Now() + timeout;
-    while (!done()) {
-      Nanos next = link_->Poll();
-      if (done()) break;
-      Nanos now = clock_.Now();
-      if (now >= end) return false;
-      loop_.Poll(std::max<Nanos>(0, std::min(next, end) - now));
-    }
-    return true;
-  }
-  void RunFor(Nanos d) {
-    RunUntil([] { return false; }, d);
-  }
   // Sends one command and runs until its reply.
   Reply Roundtrip(std::initializer_list<std::string_view> argv) {
     auto out = std::make_shared<std::pair<bool, Reply>>(
@@ -97,11 +72,6 @@ class LinkTest : public ::testing::Test {
     EXPECT_TRUE(RunUntil([&] { return out->first; })) << "no reply in time";
     return out->second;
   }
-
-  net::EventLoop loop_;
-  SystemClock clock_;
-  TestListener listener_;
-  std::unique_ptr<Link> link_;
 };
 
 TEST(LinkUrl, ParsesRedisAndSentinelUrls) {

@@ -15,10 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -27,6 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
+#include "net/event_loop.h"
 #include "redis/link.h"
 #include "redis/resp.h"
 
@@ -208,6 +212,43 @@ class Server {
   bool sentinel_;
   std::string dir_;
   pid_t pid_ = -1;
+};
+
+// The tests' driver of a link (Link or ClusterLink, with its test listener, which has a
+// `link` member): the loop, a clock, Open(url) and running the loop until a condition holds.
+template <typename L, typename Listener>
+class LinkFixture : public ::testing::Test {
+ protected:
+  void Open(const std::string& url, Nanos retry_window = 5 * kSecond,
+            std::initializer_list<std::string_view> channels = {}) {
+    StoreUrl parsed;
+    std::string error;
+    ASSERT_TRUE(ParseStoreUrl(url, &parsed, &error)) << error;
+    link_ = std::make_unique<L>(loop_, clock_, parsed, listener_, retry_window);
+    listener_.link = link_.get();
+    for (std::string_view c : channels) link_->Subscribe(c);
+    link_->Start();
+  }
+  // Drives the link on the loop (sleeping as long as Poll says) until `done`.
+  bool RunUntil(const std::function<bool()>& done, Nanos timeout = 5 * kSecond) {
+    Nanos end = clock_.Now() + timeout;
+    while (!done()) {
+      Nanos next = link_->Poll();
+      if (done()) break;
+      Nanos now = clock_.Now();
+      if (now >= end) return false;
+      loop_.Poll(std::max<Nanos>(0, std::min(next, end) - now));
+    }
+    return true;
+  }
+  void RunFor(Nanos d) {
+    RunUntil([] { return false; }, d);
+  }
+
+  net::EventLoop loop_;
+  SystemClock clock_;
+  Listener listener_;
+  std::unique_ptr<L> link_;
 };
 
 }  // namespace stalkd::redis::test
