@@ -142,12 +142,13 @@ class ClusterLink::Impl final : public Conn::Owner {
     std::string name;
     std::unique_ptr<NodeListener> listener;
     std::unique_ptr<Link> link;
-    bool dirty = false;  // sent to since the last flush
+    bool dirty = false;    // sent to since the last flush
+    bool serving = false;  // the slot map names it for a slot
   };
   // A command routed by slot: kept until answered, for resending.
   struct Command {
     int slot;
-    std::vector<std::string> argv;
+    std::string command;  // encoded (AppendCommand)
     Callback cb;
     Nanos deadline;
     int redirections = 0;
@@ -186,6 +187,13 @@ class ClusterLink::Impl final : public Conn::Owner {
   void ApplySlots(const Reply& r);
   void Learn(const Endpoint& at);
   void CollectNodes();
+  // Recounts unmapped_ and the nodes' serving flags from slots_.
+  void Recount();
+  // Wraps a callback given to a Link so that it runs as ours (see AsCallback).
+  Callback Ours(Callback cb) {
+    return [this, cb = std::move(cb)](const Reply& r) { AsCallback([&] { cb(r); }); };
+  }
+  bool rotate_probe_ = false;  // ask another node next time (the last map was stale)
   // Pub/sub.
   void SubscribeOn();
   void SubscribeFailed(const std::string& why);
@@ -213,7 +221,8 @@ class ClusterLink::Impl final : public Conn::Owner {
   size_t written_ = 0;  // routed commands written to a link, unanswered
   std::deque<Deferred> deferred_;
   Counters counters_;
-  bool collect_ = false;  // some node may serve no slot any more
+  bool collect_ = false;          // some node may serve no slot any more
+  int unmapped_ = kClusterSlots;  // slots the map names no master for
 
   // The prober: CLUSTER SLOTS of candidates_[probe_index_].
   Conn prober_;
@@ -341,7 +350,7 @@ void ClusterLink::Impl::SendSetup(const std::string& master, std::span<const std
   if (n == nullptr) {
     return Defer(std::move(cb), Reply{Reply::Type::kLost, 0, master + ": not a known master", {}});
   }
-  n->link->SendSetup(argv, std::move(cb));
+  n->link->SendSetup(argv, Ours(std::move(cb)));
 }
 
 void ClusterLink::Impl::SetReady(const std::string& master) {
@@ -361,7 +370,7 @@ void ClusterLink::Impl::Send(std::string_view key, std::span<const std::string_v
                              Callback cb) {
   auto c = std::make_shared<Command>();
   c->slot = KeySlot(key);
-  c->argv.assign(argv.begin(), argv.end());
+  AppendCommand(c->command, argv);
   c->cb = std::move(cb);
   c->deadline = clock_.Now() + retry_window_;
   Dispatch(c);
@@ -380,10 +389,9 @@ void ClusterLink::Impl::Dispatch(const CommandPtr& c) {
     if (depth_ > 0) Wake();
     return;
   }
-  std::vector<std::string_view> argv(c->argv.begin(), c->argv.end());
   written_++;
   Node* from = n;
-  n->link->Send(argv, [this, c, from](const Reply& r) {
+  n->link->SendEncoded(c->command, [this, c, from](const Reply& r) {
     written_--;
     AsCallback([&] { OnCommandReply(c, *from, r); });
   });
@@ -400,8 +408,9 @@ void ClusterLink::Impl::OnCommandReply(const CommandPtr& c, Node& from, const Re
         ParseHostPort(text.substr(space + 1), from.at.host, &to)) {
       counters_.moved++;
       WantRefresh();
+      rotate_probe_ = true;
       slots_[static_cast<size_t>(c->slot)] = &NodeAt(to);
-      collect_ = true;
+      Recount();
       return Dispatch(c);
     }
     return Complete(c, r);
@@ -455,7 +464,7 @@ void ClusterLink::Impl::SendTo(const std::string& master, std::span<const std::s
     std::string why = n == nullptr ? master + " is not a known master" : n->link->why_not_ready();
     return Defer(std::move(cb), Reply{Reply::Type::kLost, 0, "not connected: " + why, {}});
   }
-  n->link->Send(argv, std::move(cb));
+  n->link->Send(argv, Ours(std::move(cb)));
   MarkDirty(*n);
 }
 
@@ -480,6 +489,11 @@ void ClusterLink::Impl::Probe() {
   probing_ = true;
   probe_deadline_ = clock_.Now() + kAskTimeout;
   next_refresh_ = clock_.Now() + kRefreshInterval;
+  if (rotate_probe_) {
+    rotate_probe_ = false;
+    prober_.Close();
+    probe_index_++;
+  }
   if (!prober_.open()) {
     std::string why;
     if (!prober_.Connect(candidates_[probe_index_ % candidates_.size()], &why)) {
@@ -530,25 +544,39 @@ void ClusterLink::Impl::ApplySlots(const Reply& r) {
   }
   slots_ = slots;
   counters_.refreshes++;
-  collect_ = true;
+  Recount();
   DispatchWaiting();
+}
+
+void ClusterLink::Impl::Recount() {
+  unmapped_ = 0;
+  for (auto& n : nodes_) n->serving = false;
+  for (Node* n : slots_) {
+    if (n == nullptr) {
+      unmapped_++;
+    } else {
+      n->serving = true;
+    }
+  }
+  collect_ = true;
 }
 
 void ClusterLink::Impl::CollectNodes() {
   if (!collect_ || depth_ > 0) return;
   collect_ = false;
-  std::vector<Node*> used(slots_.begin(), slots_.end());
-  std::sort(used.begin(), used.end());
-  used.erase(std::unique(used.begin(), used.end()), used.end());
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    Node* n = it->get();
-    if (std::binary_search(used.begin(), used.end(), n)) {
-      ++it;
-    } else if (n->link->in_flight() > 0) {
+  for (size_t i = 0; i < nodes_.size();) {
+    Node& n = *nodes_[i];
+    if (n.serving) {
+      i++;
+    } else if (n.link->in_flight() > 0) {
       collect_ = true;  // later, once answered
-      ++it;
+      i++;
     } else {
-      it = nodes_.erase(it);
+      // The pairing of OnMasterConnected and OnMasterLost holds for a master dropped too.
+      std::string name = n.name;
+      bool told = !n.link->master().empty();
+      nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (told) AsCallback([&] { listener_.OnMasterLost(name, "it serves no slot any more"); });
     }
   }
 }
@@ -675,8 +703,9 @@ Nanos ClusterLink::Impl::Poll() {
 // ---- State
 
 bool ClusterLink::Impl::ready() const {
-  for (Node* n : slots_) {
-    if (n == nullptr || !n->link->ready()) return false;
+  if (unmapped_ > 0) return false;
+  for (const auto& n : nodes_) {
+    if (n->serving && !n->link->ready()) return false;
   }
   return true;
 }
@@ -684,7 +713,7 @@ bool ClusterLink::Impl::ready() const {
 std::vector<std::string> ClusterLink::Impl::masters() const {
   std::vector<std::string> out;
   for (const auto& n : nodes_) {
-    if (std::find(slots_.begin(), slots_.end(), n.get()) != slots_.end()) out.push_back(n->name);
+    if (n->serving) out.push_back(n->name);
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -80,8 +80,9 @@ class ClusterLink {
     // Master `master` ("host:port") is connected and verified. Send its setup with
     // SendSetup(master, ...), then SetReady(master) (or Reset(master, why)).
     virtual void OnMasterConnected(const std::string& master) = 0;
-    // That master's connection was lost (after OnMasterConnected): its commands in flight
-    // have received kLost.
+    // That master's connection was lost, or the master was dropped because it serves no slot
+    // any more: its commands in flight have received kLost. Once for each OnMasterConnected,
+    // after it.
     virtual void OnMasterLost(const std::string& master, std::string_view why) = 0;
     // A pub/sub message on a subscribed channel.
     virtual void OnMessage(std::string_view channel, std::string_view message) = 0;

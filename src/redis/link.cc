@@ -183,6 +183,7 @@ class Link::Impl final : public Conn::Owner {
   void SetReady();
   void Reset(std::string_view why);
   void Send(std::span<const std::string_view> argv, Callback cb);
+  void SendEncoded(std::string_view command, Callback cb);
   void Flush();
   void Subscribe(std::string_view channel);
   Nanos Poll();
@@ -224,6 +225,8 @@ class Link::Impl final : public Conn::Owner {
     std::string why;
   };
 
+  // A user command appended to data_: awaits its reply; written at 64 KiB.
+  void Sent(Callback cb);
   void Attempt();
   void ConnectMaster(const Endpoint& at);
   void HandshakeStep();
@@ -455,6 +458,19 @@ void Link::Impl::Send(std::span<const std::string_view> argv, Callback cb) {
     return;
   }
   data_.Append(argv);
+  Sent(std::move(cb));
+}
+
+void Link::Impl::SendEncoded(std::string_view command, Callback cb) {
+  if (state_ != State::kReady) {
+    queued_.push_back({std::string(command), std::move(cb), clock_.Now() + retry_window_});
+    return;
+  }
+  data_.AppendEncoded(command);
+  Sent(std::move(cb));
+}
+
+void Link::Impl::Sent(Callback cb) {
   written_.push_back({Written::Kind::kUser, std::move(cb)});
   user_written_++;
   if (data_.unwritten() >= kSendFlushSize) data_.Flush();
@@ -701,6 +717,9 @@ void Link::Send(std::initializer_list<std::string_view> argv, Callback cb) {
 }
 void Link::Send(std::span<const std::string_view> argv, Callback cb) {
   impl_->Send(argv, std::move(cb));
+}
+void Link::SendEncoded(std::string_view command, Callback cb) {
+  impl_->SendEncoded(command, std::move(cb));
 }
 void Link::Flush() { impl_->Flush(); }
 void Link::Subscribe(std::string_view channel) { impl_->Subscribe(channel); }

@@ -131,6 +131,8 @@ class Link {
   // unsent while the link is not ready.
   void Send(std::initializer_list<std::string_view> argv, Callback cb);
   void Send(std::span<const std::string_view> argv, Callback cb);
+  // The same, for a command already encoded by AppendCommand (resp.h), e.g. kept for resending.
+  void SendEncoded(std::string_view command, Callback cb);
   // Writes what is buffered (as much as the socket takes; the rest when it is writable).
   void Flush();
 
