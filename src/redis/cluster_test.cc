@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -27,8 +28,8 @@ using test::kMs;
 using test::Server;
 using test::WaitUntil;
 
-// Runs a program to its end, its output discarded; its exit status (-1 if not run).
-int Run(std::vector<std::string> args) {
+// Starts a program, its output discarded; its PID (-1 if it could not be started).
+pid_t Spawn(std::vector<std::string> args) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -40,10 +41,20 @@ int Run(std::vector<std::string> args) {
   pid_t pid = -1;
   int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
+  return rc == 0 ? pid : -1;
+}
+
+// The exit status of `pid` once it has ended (-1 if killed); `block`: waits for that.
+std::optional<int> Exited(pid_t pid, bool block) {
   int status = 0;
-  waitpid(pid, &status, 0);
+  if (waitpid(pid, &status, block ? 0 : WNOHANG) != pid) return std::nullopt;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Runs a program to its end; its exit status (-1 if it could not be run or was killed).
+int Run(std::vector<std::string> args) {
+  pid_t pid = Spawn(std::move(args));
+  return pid < 0 ? -1 : Exited(pid, true).value_or(-1);
 }
 
 std::string Text(const Reply& r) {
@@ -364,6 +375,85 @@ TEST_F(ClusterLinkTest, KilledMasterWaitsForPromotionWhileOthersServe) {
   printf("kill -9 of a master to its partition served again: %lld ms\n",
          static_cast<long long>(waited / kMs));
   EXPECT_TRUE(RunUntil([&] { return link_->ready(); }));
+}
+
+TEST_F(ClusterLinkTest, ReshardUnderLoadLosesNothing) {
+  Cluster cluster(3, 0);
+  Open(cluster.url(), 10 * kSecond);
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  std::vector<int> masters = cluster.MasterPorts();
+  int src = masters[0], dst = masters[1];
+  // The slots redis-cli moves first are the source's lowest: half the keys there.
+  int lowest = kClusterSlots;
+  for (int s = 0; s < kClusterSlots; s++) {
+    if (link_->master_of(s) == "127.0.0.1:" + std::to_string(src)) {
+      lowest = s;
+      break;
+    }
+  }
+  constexpr int kMoved = 200;
+  std::vector<std::string> keys;
+  for (int i = 0; keys.size() < 120; i++) {
+    std::string key = "{r" + std::to_string(i) + "}:n";
+    int slot = KeySlot(key);
+    bool moving = slot >= lowest && slot < lowest + kMoved;
+    if (moving == (keys.size() % 2 == 0)) keys.push_back(key);
+  }
+  std::vector<int64_t> acked(keys.size(), 0);
+  std::vector<std::string> errors;
+  size_t in_flight = 0, next = 0;
+  auto top_up = [&] {
+    while (in_flight < 64) {
+      size_t k = next++ % keys.size();
+      in_flight++;
+      link_->Send(keys[k], {"INCR", keys[k]}, [&, k](const Reply& r) {
+        in_flight--;
+        if (r.type == Reply::Type::kInteger) {
+          acked[k]++;
+        } else {
+          errors.push_back(Text(r));
+        }
+      });
+    }
+    link_->Flush();
+  };
+  top_up();
+  RunFor(100 * kMs);
+  pid_t cli = Spawn({"redis-cli", "--cluster", "reshard", "127.0.0.1:" + std::to_string(src),
+                     "--cluster-from", cluster.NodeId(src), "--cluster-to", cluster.NodeId(dst),
+                     "--cluster-slots", std::to_string(kMoved), "--cluster-yes"});
+  ASSERT_GT(cli, 0);
+  std::optional<int> done;
+  Nanos t0 = clock_.Now();
+  while (!done && clock_.Now() - t0 < 60 * kSecond) {
+    top_up();
+    RunUntil([&] { return in_flight < 32; }, 100 * kMs);
+    done = Exited(cli, false);
+  }
+  if (!done) {
+    kill(cli, SIGKILL);
+    Exited(cli, true);
+  }
+  ASSERT_EQ(done.value_or(-2), 0) << "redis-cli --cluster reshard";
+  Nanos took = clock_.Now() - t0;
+  top_up();
+  ASSERT_TRUE(RunUntil([&] { return in_flight == 0; }, 10 * kSecond));
+  EXPECT_TRUE(errors.empty()) << errors.size() << " errors, first: " << errors[0];
+  int64_t total = 0;
+  for (size_t k = 0; k < keys.size(); k++) {
+    total += acked[k];
+    Reply r = Roundtrip(keys[k], {"GET", keys[k]});
+    EXPECT_EQ(r.str, std::to_string(acked[k]))
+        << keys[k] << " on " << link_->master_of(KeySlot(keys[k]));
+  }
+  EXPECT_EQ(link_->master_of(lowest), "127.0.0.1:" + std::to_string(dst));
+  EXPECT_GE(link_->counters().moved, 1u);
+  printf(
+      "reshard of %d slots under load: %lld ms, %lld INCRs acknowledged, %llu MOVED followed, "
+      "%llu ASK/TRYAGAIN retries\n",
+      kMoved, static_cast<long long>(took / kMs), static_cast<long long>(total),
+      static_cast<unsigned long long>(link_->counters().moved),
+      static_cast<unsigned long long>(link_->counters().retried));
 }
 
 TEST_F(ClusterLinkTest, PubSubReachesSubscriberFromEveryNodeAndAfterItDies) {
