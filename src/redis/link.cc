@@ -249,7 +249,6 @@ class Link::Impl final : public Conn::Owner {
   void SubscribeAll();
   bool sentinel() const { return url_.kind == StoreUrl::Kind::kSentinel; }
 
-  net::EventLoop& loop_;
   const Clock& clock_;
   const StoreUrl url_;
   Listener& listener_;
@@ -290,8 +289,7 @@ class Link::Impl final : public Conn::Owner {
 
 Link::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listener& listener,
                  Nanos retry_window)
-    : loop_(loop),
-      clock_(clock),
+    : clock_(clock),
       url_(std::move(url)),
       listener_(listener),
       retry_window_(retry_window),
