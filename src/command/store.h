@@ -14,7 +14,8 @@
 // exactly once, through the session's Client (a waiting reserve, a kick done in slices, a
 // store's round trip). A session runs one command at a time: its front end makes no other
 // call on it (but the abandon calls) until a pending result has arrived, which keeps a
-// connection's pipelined replies in order.
+// connection's pipelined replies in order; unless the session allows the next call to go
+// ahead (Session::CanPipeline), and then answers in order itself.
 //
 // Durability: a store may answer before what the answer reflects is durable. Each result
 // raises the session's need_mark(); a front end's replies may leave the process only once
@@ -44,6 +45,13 @@ class Session {
   virtual PutSlot BeginPut(const PutArgs& args) = 0;
   virtual Result CommitPut() = 0;  // kInserted, kDraining, kOutOfMemory
   virtual void AbandonPut() = 0;
+
+  // Pipelining: whether a front end may make a call with this verb while earlier calls'
+  // results are still pending (asked only then). A session that allows it delivers the
+  // pending results through its Client in the order the calls were made; the results of
+  // calls it answers at once follow the pending ones in the front end's replies. Stores that
+  // answer at once but for a waiting reserve have no use for it (the default: never).
+  virtual bool CanPipeline(Verb) const { return false; }
 
   // timeout: kForever for `reserve`. kReserved, kTimedOut, kDeadlineSoon or kPending.
   virtual Result Reserve(Nanos timeout) = 0;

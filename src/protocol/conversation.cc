@@ -126,6 +126,10 @@ bool Conversation::RunSteps(size_t max_steps) {
             needs_input_ = true;
             return false;
           }
+          if (first_pending_ || later_) {  // its reply waits for theirs
+            state_ = State::kWaiting;
+            return false;
+          }
           // An overlong line: refuse it once and drop the rest of it, keeping the last byte
           // in case it is the '\r' of the line's CRLF.
           Reply(Outcome::kBadFormat);
@@ -135,6 +139,19 @@ bool Conversation::RunSteps(size_t max_steps) {
           continue;
         }
         std::string_view line(p, static_cast<size_t>(cr - p));
+        if (first_pending_ || later_) {
+          if (!MayPipeline(line)) {
+            state_ = State::kWaiting;  // until the pending results are in
+            return false;
+          }
+          if (first_pending_) {
+            // From now on every reply queues behind the pending one.
+            later_ = std::make_unique<std::deque<Later>>();
+            later_->push_back({{}, started_, verb_, false, pending_reserve_});
+            first_pending_ = pending_reserve_ = false;
+            started_ = 0;
+          }
+        }
         Consume(line.size() + 2);
         steps++;
         Execute(line);
@@ -196,11 +213,30 @@ bool Conversation::RunSteps(size_t max_steps) {
   return false;
 }
 
-void Conversation::Reply(Outcome o) { AppendReply(Result::Of(o), &out_); }
+void Conversation::Reply(Outcome o) { Answer(Result::Of(o)); }
 
-void Conversation::Answer(const Result& r) {
-  if (r.outcome == Outcome::kPending) {
-    state_ = State::kWaiting;
+bool Conversation::MayPipeline(std::string_view line) const {
+  Command cmd;
+  return !put_many_ && ParseCommand(line, &cmd) == ParseStatus::kOk &&
+         session_->CanPipeline(cmd.verb);
+}
+
+void Conversation::Answer(const Result& r, bool reserve) {
+  bool pending = r.outcome == Outcome::kPending;
+  if (later_) {
+    Later l{{}, started_, verb_, !pending, pending && reserve};
+    if (!pending) {
+      AppendReply(r, &l.reply);
+      Timed();
+    }
+    started_ = 0;
+    later_->push_back(std::move(l));
+    return;
+  }
+  STALKD_DCHECK(!first_pending_);
+  if (pending) {
+    first_pending_ = true;
+    pending_reserve_ = reserve;
     return;
   }
   AppendReply(r, &out_);
@@ -210,9 +246,8 @@ void Conversation::Answer(const Result& r) {
 // A reserve that waits ends when its client goes away; once it is answered, a client that
 // has gone is answered nothing more (DEADLINE_SOON, answered before waiting, is not).
 void Conversation::AnswerReserve(const Result& r) {
-  Answer(r);
+  Answer(r, true);
   if (r.outcome == Outcome::kPending) {
-    pending_reserve_ = true;
     if (input_closed_) OnInputClosed();  // nobody could ever read a later reply
   } else if (r.outcome != Outcome::kDeadlineSoon && input_closed_) {
     state_ = State::kClosing;
@@ -222,26 +257,52 @@ void Conversation::AnswerReserve(const Result& r) {
 void Conversation::OnResult(const Result& r) {
   // Only a conversation waiting for a result gets one; a reserved job nobody hears of
   // would be lost.
-  STALKD_CHECK(state_ == State::kWaiting && r.outcome != Outcome::kPending);
+  STALKD_CHECK(waiting() && r.outcome != Outcome::kPending);
   if (put_many_) {
     // One of put-many's puts: its reply waits for the others'; Run makes the next.
+    STALKD_CHECK(state_ == State::kWaiting);
     AppendReply(r, &put_many_->replies);
     state_ = State::kPutMany;
     return;
   }
-  state_ = State::kCommand;
-  AppendReply(r, &out_);
-  Timed();
-  if (std::exchange(pending_reserve_, false) && input_closed_) state_ = State::kClosing;
+  bool reserve;
+  if (later_) {
+    // The oldest pending result (the ones before it have gone out), then the replies
+    // behind it that are ready.
+    Later& first = later_->front();
+    STALKD_CHECK(!first.ready);
+    reserve = first.reserve;
+    AppendReply(r, &out_);
+    if (observer_ && first.started != 0) {
+      observer_->OnCommand(first.verb, observer_->Now() - first.started);
+    }
+    later_->pop_front();
+    while (!later_->empty() && later_->front().ready) {
+      out_.append(later_->front().reply);
+      later_->pop_front();
+    }
+    if (!later_->empty()) return;
+    later_.reset();
+  } else {
+    STALKD_CHECK(first_pending_);
+    first_pending_ = false;
+    reserve = std::exchange(pending_reserve_, false);
+    AppendReply(r, &out_);
+    Timed();
+  }
+  if (state_ == State::kWaiting) state_ = State::kCommand;
+  if (reserve && input_closed_) state_ = State::kClosing;
 }
 
 void Conversation::OnInputClosed() {
   input_closed_ = true;
-  if (state_ == State::kWaiting && pending_reserve_) {
-    pending_reserve_ = false;
-    AppendReply(session_->AbandonReserve(), &out_);
-    state_ = State::kClosing;
-  }
+  if (!ReservePending()) return;
+  // beanstalkd never reads the commands behind a waiting reserve once its client has gone
+  // (pipelining: only reserves can be behind one, and they are dropped unanswered).
+  first_pending_ = pending_reserve_ = false;
+  later_.reset();
+  AppendReply(session_->AbandonReserve(), &out_);
+  state_ = State::kClosing;
 }
 
 void Conversation::Skip(uint64_t bytes, Outcome reply_after) {

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,7 +24,9 @@ struct PutManyBatch {
 // (Call, in handlers.cc: one line per verb) and appends the encoded result (reply.h). A
 // result that is pending (a reserve that waits, a long kick) blocks the conversation until
 // it arrives through OnResult; further pipelined commands wait in the buffer, as in
-// beanstalkd. The server feeds it what it reads and writes out what it produces; tests and
+// beanstalkd, unless the session lets them go ahead (Session::CanPipeline: a store across
+// a network, whose every answer is late); their replies then wait behind the pending ones,
+// in order. The server feeds it what it reads and writes out what it produces; tests and
 // fuzzers drive it directly.
 class Conversation final : public command::FrontEnd {
  public:
@@ -49,8 +52,10 @@ class Conversation final : public command::FrontEnd {
 
   std::string& output() override { return out_; }
   bool closing() const override { return state_ == State::kClosing; }
-  bool waiting() const override { return state_ == State::kWaiting; }
-  bool waiting_for_client() const override { return waiting() && pending_reserve_; }
+  bool waiting() const override {
+    return state_ == State::kWaiting || first_pending_ || later_ != nullptr;
+  }
+  bool waiting_for_client() const override { return ReservePending(); }
   bool input_closed() const override { return input_closed_; }
   // True if Run() could make progress now (buffered input not already found incomplete).
   bool runnable() const override;
@@ -66,16 +71,31 @@ class Conversation final : public command::FrontEnd {
     kPutMany,  // put-many's puts under way: the next one is made by Run
     kSkipBody,
     kSkipLine,
-    kWaiting,
+    kWaiting,  // blocked until the pending results have arrived
     kClosing
+  };
+
+  // A reply in order behind a pending result (pipelining): ready, or a result still pending.
+  struct Later {
+    std::string reply;  // ready: the encoded reply
+    Nanos started = 0;  // with observer_: when its command was read
+    command::Verb verb = command::Verb::kUnknown;
+    bool ready = false;
+    bool reserve = false;  // a reserve's pending result
   };
 
   bool RunSteps(size_t max_steps);
   void Execute(std::string_view line);
   // The store call for one parsed command line (handlers.cc).
   command::Result Call(const Command& cmd);
-  void Answer(const command::Result& r);
+  // The current command's result: written, or pending, or held behind pending ones.
+  void Answer(const command::Result& r, bool reserve = false);
   void AnswerReserve(const command::Result& r);
+  // Whether the command on `line` may go ahead of the pending results (Session::CanPipeline).
+  bool MayPipeline(std::string_view line) const;
+  bool ReservePending() const {
+    return first_pending_ ? pending_reserve_ : (later_ && later_->front().reserve);
+  }
   void StartPut(const Command& cmd);
   void StartPut(const command::PutArgs& args);
   void FinishPut();
@@ -110,11 +130,17 @@ class Conversation final : public command::FrontEnd {
   State state_ = State::kCommand;
   command::Verb verb_ = command::Verb::kUnknown;  // the command being answered (observer_)
   bool input_closed_ = false;
-  bool needs_input_ = false;      // Run() stopped because the buffered input is incomplete
-  bool pending_reserve_ = false;  // kWaiting: the pending result is a reserve's
+  bool needs_input_ = false;  // Run() stopped because the buffered input is incomplete
+  // One result is pending and nothing was made after it: its reply goes straight out.
+  bool first_pending_ = false;
+  bool pending_reserve_ = false;  // first_pending_: the pending result is a reserve's
   command::Outcome skip_reply_ = command::Outcome::kBadFormat;  // kSkipBody: the reply after
 
   std::string out_;
+  // While commands were made behind a pending result (pipelining): the replies from the
+  // oldest pending one on, in order; each one goes out once those before it have. Null
+  // otherwise, so that a connection that never pipelines holds none.
+  std::unique_ptr<std::deque<Later>> later_;
 
   char* body_end_ = nullptr;            // kBody: the end of the put's slot (body + CRLF)
   std::unique_ptr<std::string> block_;  // kBlock: put-many's block (and its CRLF)

@@ -21,7 +21,8 @@
 --                          (pause end), 'l'..MID (TTL), scored by due ms
 --   B..'s:'..sid    ZSET   MIDs reserved by a session (connection), scored by reservation
 --                          order (m's rseq): they come back in that order, as the engine's
---   B..'fs:'..fid   SET    sessions of a front end that hold reservations
+--   B..'fs:'..fid   SET    sessions of a front end that have held reservations (until they
+--                          close: release_conn), so a dead front end's can be given back
 --   B..'ft:'..fid   SET    tubes a front end references (use/watch)
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
 --   B..'fst:'..fid  HASH   a front end's own counters for `stats` (cmd-*, connections)
@@ -39,6 +40,7 @@ local FLAG_DETACHED, FLAG_EXT = 1, 2
 -- limited tries_left ttl_deadline reason flags res_ttr tlen
 local HDR = '>BBI4I4I4I4I4I4I4I4dddBI4dBBI4H'
 local HLEN = 79  -- struct.size(HDR); the struct library is not there while the library loads
+local HEAD_END = '278'  -- HLEN + 199: a header and a tube name (at most 200 bytes) end by it
 
 local function mid(id) return struct.pack('>I4I4', math.floor(id / TWO32), id % TWO32) end
 local function idof(m)
@@ -46,7 +48,9 @@ local function idof(m)
   return hi * TWO32 + lo
 end
 local function num(s) return tonumber(s) or 0 end
-local function str(n) return string.format('%.0f', n) end
+-- Numbers go to Redis as text made here: redis.call() would format a Lua number with
+-- "%.17g", which costs more than most commands it calls (glibc's float printing).
+local function str(n) return string.format('%d', n) end
 
 -- The running call's clock below the ms (0 to 0.999), set with its `now`: jobs delayed in
 -- the same ms are due in the order they were delayed, as the engine's (ns) deadlines.
@@ -56,10 +60,30 @@ local sub_ms = 0
 -- changed the set since: next_due then needs no second look. nil: unknown.
 local x_head = nil
 
+-- Set by reserve and reserve_job: the caller's session is already listed in its front end's
+-- B..'fs:'..fid (the front end knows: it was told by an earlier reservation's answer).
+local enlisted = false
+
 -- ZADD or ZREM on the partition's timer set.
 local function xset(B, cmd, ...)
   x_head = nil
   return redis.call(cmd, B .. 'x', ...)
+end
+
+-- A timer that is new, or moves earlier: the head moves only if it comes before it.
+local function xadd(B, due, member, flag)
+  if flag then
+    redis.call('ZADD', B .. 'x', flag, due, member)
+  else
+    redis.call('ZADD', B .. 'x', due, member)
+  end
+  if x_head and (x_head == -1 or tonumber(due) < x_head) then x_head = tonumber(due) end
+end
+
+-- A timer whose score is known goes: the head stays unless it was at or before it.
+local function xrem(B, member, due)
+  redis.call('ZREM', B .. 'x', member)
+  if x_head and x_head ~= -1 and due <= x_head then x_head = nil end
 end
 
 local function now_ms()
@@ -70,16 +94,24 @@ end
 
 local function jkey(B, id) return B .. 'j:' .. str(id) end
 
-local function load(B, id)
+-- A job's header and tube; with `whole`, its body too (j.body), read with the rest.
+local function load(B, id, whole)
   local k = jkey(B, id)
   -- The header and the tube name (at most 200 bytes) in one read.
-  local raw = redis.call('GETRANGE', k, 0, HLEN + 199)
+  local raw
+  if whole then
+    raw = redis.call('GET', k)
+    if not raw then return nil end
+  else
+    raw = redis.call('GETRANGE', k, '0', HEAD_END)
+  end
   if #raw < HLEN then return nil end
   local j = {id = id}
   j.ver, j.state, j.pri, j.delay, j.ttr, j.reserves, j.timeouts, j.releases, j.buries,
       j.kicks, j.created, j.deadline, j.owner, j.limited, j.tries, j.ttl, j.reason, j.flags,
       j.res_ttr, j.tlen = struct.unpack(HDR, raw)
   j.tube = string.sub(raw, HLEN + 1, HLEN + j.tlen)
+  if whole then j.body = string.sub(raw, HLEN + j.tlen + 1) end
   return j
 end
 
@@ -89,12 +121,13 @@ local function header(j)
                      j.reason, j.flags, j.res_ttr, #j.tube)
 end
 
-local function save(B, j) redis.call('SETRANGE', jkey(B, j.id), 0, header(j)) end
+local function save(B, j) redis.call('SETRANGE', jkey(B, j.id), '0', header(j)) end
 
 local function body(B, j)
-  return redis.call('GETRANGE', jkey(B, j.id), HLEN + j.tlen, -1)
+  return redis.call('GETRANGE', jkey(B, j.id), str(HLEN + j.tlen), '-1')
 end
 
+-- Counters: `by` is '1' or '-1' (text: see str).
 local function count(B, tube, field, by)
   redis.call('HINCRBY', B .. 'm', field, by)
   redis.call('HINCRBY', B .. 't:' .. tube, field, by)
@@ -114,8 +147,8 @@ end
 local function touch_tube(B, tube)
   local k = B .. 'tubes'
   if redis.call('ZSCORE', k, tube) then return end
-  if redis.call('ZCARD', k) == 0 and tube ~= 'default' then redis.call('ZADD', k, 0, 'default') end
-  redis.call('ZADD', k, redis.call('ZCARD', k), tube)
+  if redis.call('ZCARD', k) == 0 and tube ~= 'default' then redis.call('ZADD', k, '0', 'default') end
+  redis.call('ZADD', k, str(redis.call('ZCARD', k)), tube)
 end
 
 local function maybe_free_tube(B, tube)
@@ -145,7 +178,7 @@ local function wake(B, tube, now)
 end
 
 local function delayed_head(B, tube)
-  local h = redis.call('ZRANGE', B .. 'd:' .. tube, 0, 0, 'WITHSCORES')
+  local h = redis.call('ZRANGE', B .. 'd:' .. tube, '0', '0', 'WITHSCORES')
   if h[1] then
     xset(B, 'ZADD', h[2], 'd' .. tube)
   else
@@ -159,26 +192,31 @@ local function enter(B, j, state, now)
   j.state = state
   local m = mid(j.id)
   if state == READY then
-    redis.call('ZADD', B .. 'r:' .. j.tube, j.pri, m)
-    count_all(B, 'ready', 1)
-    if j.pri < URGENT then count_all(B, 'urgent', 1) end
+    redis.call('ZADD', B .. 'r:' .. j.tube, str(j.pri), m)
+    count_all(B, 'ready', '1')
+    if j.pri < URGENT then count_all(B, 'urgent', '1') end
     wake(B, j.tube, now)
   elseif state == DELAYED then
     local due = string.format('%.3f', j.deadline + sub_ms)
     redis.call('ZADD', B .. 'd:' .. j.tube, due, m)
-    xset(B, 'ZADD', 'LT', due, 'd' .. j.tube)
-    count_all(B, 'delayed', 1)
+    xadd(B, due, 'd' .. j.tube, 'LT')
+    count_all(B, 'delayed', '1')
   elseif state == RESERVED then
-    xset(B, 'ZADD', j.deadline, 'r' .. m)
+    xadd(B, str(j.deadline), 'r' .. m)
     if j.owner > 0 then
-      redis.call('ZADD', B .. 's:' .. str(j.owner), redis.call('HINCRBY', B .. 'm', 'rseq', 1), m)
-      redis.call('SADD', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
+      redis.call('ZADD', B .. 's:' .. str(j.owner),
+                 str(redis.call('HINCRBY', B .. 'm', 'rseq', '1')), m)
+      -- Its session is listed with its front end (for reaping) until the session closes;
+      -- the front end says whether it has been already.
+      if not enlisted then
+        redis.call('SADD', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
+      end
     end
-    count(B, j.tube, 'reserved', 1)
+    count(B, j.tube, 'reserved', '1')
   else
-    local seq = redis.call('HINCRBY', B .. 'm', 'bseq', 1)
-    redis.call('ZADD', B .. 'b:' .. j.tube, seq, m)
-    count_all(B, 'buried', 1)
+    local seq = redis.call('HINCRBY', B .. 'm', 'bseq', '1')
+    redis.call('ZADD', B .. 'b:' .. j.tube, str(seq), m)
+    count_all(B, 'buried', '1')
   end
 end
 
@@ -186,35 +224,29 @@ local function leave(B, j)
   local m = mid(j.id)
   if j.state == READY then
     redis.call('ZREM', B .. 'r:' .. j.tube, m)
-    count_all(B, 'ready', -1)
-    if j.pri < URGENT then count_all(B, 'urgent', -1) end
+    count_all(B, 'ready', '-1')
+    if j.pri < URGENT then count_all(B, 'urgent', '-1') end
   elseif j.state == DELAYED then
     redis.call('ZREM', B .. 'd:' .. j.tube, m)
     delayed_head(B, j.tube)
-    count_all(B, 'delayed', -1)
+    count_all(B, 'delayed', '-1')
   elseif j.state == RESERVED then
-    xset(B, 'ZREM', 'r' .. m)
-    if j.owner > 0 then
-      local s = B .. 's:' .. str(j.owner)
-      redis.call('ZREM', s, m)
-      if redis.call('EXISTS', s) == 0 then
-        redis.call('SREM', B .. 'fs:' .. str(math.floor(j.owner / SID_FID)), str(j.owner))
-      end
-    end
+    xrem(B, 'r' .. m, j.deadline)
+    if j.owner > 0 then redis.call('ZREM', B .. 's:' .. str(j.owner), m) end
     j.owner = 0
     j.flags = j.flags - (j.flags % 2)  -- a reservation ends: no longer detached
     j.res_ttr = 0
-    count(B, j.tube, 'reserved', -1)
+    count(B, j.tube, 'reserved', '-1')
   else
     redis.call('ZREM', B .. 'b:' .. j.tube, m)
-    count_all(B, 'buried', -1)
+    count_all(B, 'buried', '-1')
   end
 end
 
 -- A job that has left its state goes: its record, TTL timer, key and attributes.
 local function drop(B, j)
   redis.call('DEL', jkey(B, j.id))
-  if j.ttl > 0 then xset(B, 'ZREM', 'l' .. mid(j.id)) end
+  if j.ttl > 0 then xrem(B, 'l' .. mid(j.id), j.ttl) end
   if j.flags >= FLAG_EXT then
     local e = B .. 'e:' .. str(j.id)
     local key = redis.call('HGET', e, 'key')
@@ -236,7 +268,7 @@ end
 local function expired(j, now) return j.ttl > 0 and j.ttl <= now end
 
 local function expire(B, j)
-  count(B, j.tube, 'expired', 1)
+  count(B, j.tube, 'expired', '1')
   destroy(B, j)
 end
 
@@ -245,14 +277,14 @@ end
 local function end_reservation(B, j, pri, delay, why, now)
   leave(B, j)
   if expired(j, now) then
-    count(B, j.tube, 'expired', 1)
+    count(B, j.tube, 'expired', '1')
     drop(B, j)
     return false
   end
   j.pri = pri
   if j.limited == 1 and j.tries == 0 then
     j.reason = why
-    count(B, j.tube, 'exhausted', 1)
+    count(B, j.tube, 'exhausted', '1')
     enter(B, j, BURIED, now)
   elseif delay > 0 then
     j.deadline = now + delay * 1000
@@ -270,19 +302,21 @@ end
 local function apply_due(B, now, limit)
   local x = B .. 'x'
   local done = 0
-  local h = redis.call('ZRANGE', x, 0, 0, 'WITHSCORES')
-  if not h[1] or tonumber(h[2]) > now then
-    x_head = h[2] or -1
+  local h = redis.call('ZRANGE', x, '0', '0', 'WITHSCORES')
+  local head = h[1] and tonumber(h[2])
+  if not head or head > now then
+    x_head = head or -1
     return 0
   end
+  local upto = str(now)
   while done < limit do
-    local due = redis.call('ZRANGE', x, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
+    local due = redis.call('ZRANGE', x, '-inf', upto, 'BYSCORE', 'LIMIT', '0', '16')
     if #due == 0 then break end
     for _, e in ipairs(due) do
       local kind, rest = string.sub(e, 1, 1), string.sub(e, 2)
       if kind == 'd' then
-        local ms = redis.call('ZRANGE', B .. 'd:' .. rest, '-inf', now, 'BYSCORE', 'LIMIT', 0,
-                              limit - done)
+        local ms = redis.call('ZRANGE', B .. 'd:' .. rest, '-inf', upto, 'BYSCORE', 'LIMIT', '0',
+                              str(limit - done))
         for _, m in ipairs(ms) do
           local j = load(B, idof(m))
           leave(B, j)
@@ -295,7 +329,7 @@ local function apply_due(B, now, limit)
         local j = load(B, idof(rest))
         if j and j.state == RESERVED then
           j.timeouts = j.timeouts + 1
-          redis.call('HINCRBY', B .. 'm', 'timeouts', 1)
+          redis.call('HINCRBY', B .. 'm', 'timeouts', '1')
           end_reservation(B, j, j.pri, 0, 2, now)
         else
           xset(B, 'ZREM', e)
@@ -322,8 +356,8 @@ local function apply_due(B, now, limit)
 end
 
 local function next_due(B)
-  if x_head then return x_head == -1 and -1 or math.ceil(tonumber(x_head)) end
-  local h = redis.call('ZRANGE', B .. 'x', 0, 0, 'WITHSCORES')
+  if x_head then return x_head == -1 and -1 or math.ceil(x_head) end
+  local h = redis.call('ZRANGE', B .. 'x', '0', '0', 'WITHSCORES')
   if h[1] then return math.ceil(tonumber(h[2])) end  -- a delayed head's score has us
   return -1
 end
@@ -343,7 +377,7 @@ local function best(B, tubes, first, now)
   for i = first, #tubes do
     local tube = tubes[i]
     if not paused(B, tube, now) then
-      local h = redis.call('ZRANGE', B .. 'r:' .. tube, 0, 0, 'WITHSCORES')
+      local h = redis.call('ZRANGE', B .. 'r:' .. tube, '0', '0', 'WITHSCORES')
       if h[1] then
         local p = tonumber(h[2])
         local id = idof(h[1])
@@ -355,7 +389,7 @@ local function best(B, tubes, first, now)
 end
 
 local function reserve_one(B, id, sid, ttr, freeze, detached, now)
-  local j = load(B, id)
+  local j = load(B, id, true)
   leave(B, j)
   j.reserves = j.reserves + 1
   if not freeze and j.limited == 1 and j.tries > 0 then j.tries = j.tries - 1 end
@@ -371,13 +405,13 @@ local function reserve_one(B, id, sid, ttr, freeze, detached, now)
 end
 
 local function job_reply(B, j, now)
-  return {str(j.id), body(B, j), str(j.deadline), str(j.created)}
+  return {str(j.id), j.body or body(B, j), str(j.deadline), str(j.created)}
 end
 
 local function lease_waiters(B, tubes, first, till)
   for i = first, #tubes do
     local t = B .. 't:' .. tubes[i]
-    if num(redis.call('HGET', t, 'wl')) < till then redis.call('HSET', t, 'wl', till) end
+    if num(redis.call('HGET', t, 'wl')) < till then redis.call('HSET', t, 'wl', str(till)) end
   end
 end
 
@@ -409,11 +443,11 @@ local function f_put(B, now, a)
   if key and key ~= '' then
     local old = redis.call('HGET', B .. 'k:' .. tube, key)
     if old then
-      redis.call('HINCRBY', B .. 'm', 'seq', 1)  -- the put took an id, as in the engine
+      redis.call('HINCRBY', B .. 'm', 'seq', '1')  -- the put took an id, as in the engine
       return done(B, now, 'EXISTS', old)
     end
   end
-  local seq = redis.call('HINCRBY', B .. 'm', 'seq', 1)
+  local seq = redis.call('HINCRBY', B .. 'm', 'seq', '1')
   local j = {id = seq, tube = tube, state = READY, pri = num(a[2]), delay = num(a[3]), ttr = num(a[4]),
              reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0, created = now,
              deadline = 0, owner = 0, limited = 0, tries = 0, ttl = 0, reason = 0, flags = 0,
@@ -442,29 +476,30 @@ local function f_put(B, now, a)
   end
   j.state = state  -- the header written now is final: enter() changes nothing in it
   -- A tube's first job since it was made: it may have been made by this put.
-  if redis.call('HINCRBY', B .. 't:' .. tube, 'total', 1) == 1 then touch_tube(B, tube) end
+  if redis.call('HINCRBY', B .. 't:' .. tube, 'total', '1') == 1 then touch_tube(B, tube) end
   redis.call('SET', jkey(B, seq), header(j) .. tube .. a[6])
-  redis.call('HINCRBY', B .. 'm', 'total', 1)
-  if j.ttl > 0 then xset(B, 'ZADD', j.ttl, 'l' .. mid(seq)) end
+  redis.call('HINCRBY', B .. 'm', 'total', '1')
+  if j.ttl > 0 then xadd(B, str(j.ttl), 'l' .. mid(seq)) end
   enter(B, j, state, now)
   return done(B, now, 'INSERTED', str(seq))
 end
 
--- reserve: sid count ttr freeze detached lease_ms tube... -> 'RESERVED' (id body deadline
--- created)... | 'NONE'. lease_ms > 0: nothing ready, so the caller will wait: waiters'
--- lease on the tubes until now + lease_ms (puts then publish on B..'w').
+-- reserve: sid count ttr freeze detached lease_ms enlisted tube... -> 'RESERVED' (id body
+-- deadline created)... | 'NONE'. lease_ms > 0: nothing ready, so the caller will wait:
+-- waiters' lease on the tubes until now + lease_ms (puts then publish on B..'w').
 local function f_reserve(B, now, a)
   local sid, n, ttr = num(a[1]), num(a[2]), num(a[3])
   local freeze, detached, lease = a[4] == '1', a[5] == '1', num(a[6])
+  enlisted = a[7] == '1'
   local out = {'RESERVED'}
   for _ = 1, n do
-    local id = best(B, a, 7, now)
+    local id = best(B, a, 8, now)
     if not id then break end
     local j = reserve_one(B, id, sid, ttr, freeze, detached, now)
     for _, v in ipairs(job_reply(B, j, now)) do out[#out + 1] = v end
   end
   if #out == 1 then
-    if lease > 0 then lease_waiters(B, a, 7, now + lease) end
+    if lease > 0 then lease_waiters(B, a, 8, now + lease) end
     return done(B, now, 'NONE')
   end
   return done_list(B, now, table.remove(out, 1), out)
@@ -476,8 +511,9 @@ local function f_wait(B, now, a)
   return done(B, now)
 end
 
--- reserve_job: sid id -> 'RESERVED' id body deadline created | 'NOT_FOUND'
+-- reserve_job: sid id enlisted -> 'RESERVED' id body deadline created | 'NOT_FOUND'
 local function f_reserve_job(B, now, a)
+  enlisted = a[3] == '1'
   local j = load(B, num(a[2]))
   if not j or j.state == RESERVED then return done(B, now, 'NOT_FOUND') end
   j = reserve_one(B, j.id, num(a[1]), 0, false, false, now)
@@ -491,7 +527,7 @@ local function f_delete(B, now, a)
   for i = 2, #a do
     local j = load(B, num(a[i]))
     if j and (j.state ~= RESERVED or reserved_by(j, sid)) then
-      redis.call('HINCRBY', B .. 't:' .. j.tube, 'deletes', 1)
+      redis.call('HINCRBY', B .. 't:' .. j.tube, 'deletes', '1')
       destroy(B, j)
       n = n + 1
     end
@@ -533,7 +569,7 @@ local function f_touch(B, now, a)
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   local t = j.res_ttr > 0 and j.res_ttr or j.ttr
   j.deadline = now + t * 1000
-  xset(B, 'ZADD', j.deadline, 'r' .. mid(j.id))
+  xset(B, 'ZADD', str(j.deadline), 'r' .. mid(j.id))
   save(B, j)
   return done(B, now, 'TOUCHED', str(j.deadline))
 end
@@ -584,11 +620,11 @@ local function f_respawn(B, now, a)
     leave(B, j)
     j.kicks = j.kicks + 1
     j.limited, j.tries, j.reason = 1, 1, 0
-    if j.ttl > 0 then xset(B, 'ZREM', 'l' .. mid(j.id)) end
+    if j.ttl > 0 then xrem(B, 'l' .. mid(j.id), j.ttl) end
     j.ttl = 0
     if ttl_s > 0 then
       j.ttl = now + ttl_s * 1000
-      xset(B, 'ZADD', j.ttl, 'l' .. mid(j.id))
+      xadd(B, str(j.ttl), 'l' .. mid(j.id))
     end
     enter(B, j, READY, now)
     save(B, j)
@@ -703,10 +739,10 @@ local function f_pause(B, now, a)
     return done(B, now, 'NOT_FOUND')
   end
   local t = B .. 't:' .. tube
-  redis.call('HINCRBY', t, 'pauses', 1)
+  redis.call('HINCRBY', t, 'pauses', '1')
   if d > 0 then
-    redis.call('HSET', t, 'pu', now + d * 1000, 'pd', d)
-    xset(B, 'ZADD', now + d * 1000, 'p' .. tube)
+    redis.call('HSET', t, 'pu', str(now + d * 1000), 'pd', str(d))
+    xset(B, 'ZADD', str(now + d * 1000), 'p' .. tube)
   else
     redis.call('HDEL', t, 'pu', 'pd')
     xset(B, 'ZREM', 'p' .. tube)
@@ -720,13 +756,13 @@ end
 local function f_ref(B, now, a)
   local fid, tube, du, dw = a[1], a[2], num(a[3]), num(a[4])
   local t = B .. 't:' .. tube
-  if du ~= 0 and redis.call('HINCRBY', t, 'u:' .. fid, du) <= 0 then
+  if du ~= 0 and redis.call('HINCRBY', t, 'u:' .. fid, str(du)) <= 0 then
     redis.call('HDEL', t, 'u:' .. fid)
   end
-  if dw ~= 0 and redis.call('HINCRBY', t, 'w:' .. fid, dw) <= 0 then
+  if dw ~= 0 and redis.call('HINCRBY', t, 'w:' .. fid, str(dw)) <= 0 then
     redis.call('HDEL', t, 'w:' .. fid)
   end
-  local refs = redis.call('HINCRBY', t, 'refs', du + dw)
+  local refs = redis.call('HINCRBY', t, 'refs', str(du + dw))
   if refs <= 0 then redis.call('HDEL', t, 'refs') end
   if refs > 0 then
     touch_tube(B, tube)
@@ -740,7 +776,7 @@ end
 -- Gives back up to `limit` of a session's reservations; true when none are left.
 local function release_session(B, sid, now, limit)
   local s = B .. 's:' .. str(sid)
-  local ms = redis.call('ZRANGE', s, 0, limit - 1)  -- the first reserved first, as the engine
+  local ms = redis.call('ZRANGE', s, '0', str(limit - 1))  -- the first reserved first, as the engine
   for _, m in ipairs(ms) do
     local j = load(B, idof(m))
     if j and j.state == RESERVED and j.owner == sid then
@@ -779,7 +815,7 @@ local function reap(B, fid, now)
     local v = redis.call('HMGET', t, 'u:' .. fid, 'w:' .. fid)
     local n = num(v[1]) + num(v[2])
     redis.call('HDEL', t, 'u:' .. fid, 'w:' .. fid)
-    if n > 0 and redis.call('HINCRBY', t, 'refs', -n) <= 0 then redis.call('HDEL', t, 'refs') end
+    if n > 0 and redis.call('HINCRBY', t, 'refs', str(-n)) <= 0 then redis.call('HDEL', t, 'refs') end
     maybe_free_tube(B, tube)
   end
   redis.call('DEL', B .. 'ft:' .. fid, B .. 'fst:' .. fid)
@@ -790,7 +826,7 @@ end
 -- pump: limit -> timer work; also reaps front ends whose lease ran out.
 local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
-  local dead = redis.call('ZRANGE', B .. 'fe', '-inf', now, 'BYSCORE', 'LIMIT', 0, 4)
+  local dead = redis.call('ZRANGE', B .. 'fe', '-inf', str(now), 'BYSCORE', 'LIMIT', '0', '4')
   for _, fid in ipairs(dead) do
     if not reap(B, fid, now) then
       n = num(a[1])  -- more to do: the caller pumps again at once
@@ -804,8 +840,8 @@ end
 -- and publishes its counters for `stats`. -> 'FID' fid
 local function f_lease(B, now, a)
   local fid = a[1]
-  if fid == '0' then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', 1)) end
-  redis.call('ZADD', B .. 'fe', now + num(a[2]), fid)
+  if fid == '0' then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', '1')) end
+  redis.call('ZADD', B .. 'fe', str(now + num(a[2])), fid)
   if #a > 2 then
     local kv = {}
     for i = 3, #a do kv[#kv + 1] = a[i] end
@@ -828,7 +864,7 @@ local function f_purge(B, now, a)
   local sets = {ready = {'r:'}, delayed = {'d:'}, buried = {'b:'}, all = {'r:', 'd:', 'b:'}}
   local n = 0
   for _, p in ipairs(sets[which]) do
-    local ms = redis.call('ZRANGE', B .. p .. tube, 0, limit - n - 1)
+    local ms = redis.call('ZRANGE', B .. p .. tube, '0', str(limit - n - 1))
     for _, m in ipairs(ms) do
       destroy(B, load(B, idof(m)))
       n = n + 1
@@ -887,7 +923,7 @@ end
 -- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its
 -- client gone mid-body): the next job's id skips it, as in beanstalkd.
 local function f_skip_id(B, now, a)
-  redis.call('HINCRBY', B .. 'm', 'seq', 1)
+  redis.call('HINCRBY', B .. 'm', 'seq', '1')
   return done(B, now, 'OK')
 end
 
@@ -908,6 +944,7 @@ local function reg(name, fn, flags, raw)
     local B = keys[1] .. ':'
     local now = now_ms()
     x_head = nil
+    enlisted = false
     if not raw then apply_due(B, now, 32) end
     return fn(B, now, a)
   end

@@ -68,12 +68,40 @@ RedisSession::~RedisSession() {
   store_.Ref(use_, -1, 0);
 }
 
+// What may go ahead of pending results: a single call behind single calls (Redis answers a
+// connection's calls in order), a plain reserve behind plain reserves (OnClaim hands each
+// answer to the oldest). Never across the two, so that nothing is done ahead of a reserve
+// that may wait, nor a reserve ahead of the calls before it; never behind alone_.
+bool RedisSession::CanPipeline(Verb v) const {
+  if (alone_) return false;
+  switch (v) {
+    case Verb::kReserve:
+    case Verb::kReserveWithTimeout:
+      return calls_out_ == 0 && (wants_.empty() || verb_ != Verb::kReserveExt);
+    case Verb::kPut:
+    case Verb::kDelete:
+    case Verb::kRelease:
+    case Verb::kBury:
+    case Verb::kTouch:
+    case Verb::kPeek:
+    case Verb::kPeekReady:
+    case Verb::kPeekDelayed:
+    case Verb::kPeekBuried:
+    case Verb::kKickJob:
+    case Verb::kStatsJob:
+      return wants_.empty();
+    default:
+      return false;
+  }
+}
+
 Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
                          std::function<Result(RedisSession&, const Answer&)> decode) {
-  pending_ = true;
+  calls_out_++;
   store_.Call(fn, args, writes, [cell = cell_, decode = std::move(decode)](const Answer& a) {
     RedisSession* s = *cell;
     if (!s) return;
+    s->calls_out_--;
     Result r;
     if (a.lost) {
       r = Result::Of(Outcome::kInternalError);
@@ -88,7 +116,7 @@ Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> 
 }
 
 void RedisSession::Finish(const Result& r) {
-  pending_ = false;
+  alone_ = false;
   client_.OnResult(r);
 }
 
@@ -167,17 +195,12 @@ Result RedisSession::ReserveExt(const command::ReserveArgs& args) {
 Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   store_.Count(v);
   worker_ = true;
-  verb_ = v;
   abandoned_ = false;
-  wait_args_ = args;
-  wait_args_.count = std::max<uint32_t>(args.count, 1);
-  Nanos now = store_.clock_.Now();
-  wait_until_ =
-      args.timeout == kForever || args.timeout > kForever - now ? kForever : now + args.timeout;
-  pending_ = true;
-  // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
-  // first call's answer makes it claim again.
-  if (wait_until_ > now) {
+  wants_.push_back({v, args});
+  wants_.back().args.count = std::max<uint32_t>(args.count, 1);
+  if (wants_.size() == 1) {
+    BecomeHead();
+  } else if (args.timeout > 0 && !waiting_) {
     waiting_ = true;
     store_.AddWaiter(this);
   }
@@ -185,17 +208,35 @@ Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   return Result::Of(Outcome::kPending);
 }
 
+void RedisSession::BecomeHead() {
+  const Want& w = wants_.front();
+  verb_ = w.verb;
+  wait_args_ = w.args;
+  Nanos now = store_.clock_.Now();
+  Nanos t = w.args.timeout;
+  wait_until_ = t == kForever || t > kForever - now ? kForever : now + t;
+  // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
+  // first call's answer makes it claim again.
+  if (wait_until_ > now && !waiting_) {
+    waiting_ = true;
+    store_.AddWaiter(this);
+  }
+}
+
 void RedisSession::Claim() {
-  claiming_ = true;
+  claims_out_++;
   reserved_any_ = true;
   std::string count = std::to_string(wait_args_.count), ttr = std::to_string(wait_args_.ttr_s);
-  // Nothing ready and time left to wait: the call leases the tubes to waiters, so a job
-  // that becomes ready in one is published on the wake channel.
-  bool may_wait = wait_until_ > store_.clock_.Now();
-  std::string lease = may_wait ? std::to_string(store_.opt_.lease / kMs) : "0";
-  std::vector<std::string_view> args{
-      sid_text_, count, ttr, wait_args_.freeze_tries ? "1" : "0", wait_args_.detached ? "1" : "0",
-      lease};
+  // Nothing ready and a reserve that may wait: the call leases the tubes to waiters, so a
+  // job that becomes ready in one is published on the wake channel.
+  std::string lease = waiting_ ? std::to_string(store_.opt_.lease / kMs) : "0";
+  std::vector<std::string_view> args{sid_text_,
+                                     count,
+                                     ttr,
+                                     wait_args_.freeze_tries ? "1" : "0",
+                                     wait_args_.detached ? "1" : "0",
+                                     lease,
+                                     enlisted_ ? "1" : "0"};
   args.insert(args.end(), watch_.begin(), watch_.end());
   store_.Call("reserve", std::span<const std::string_view>(args), true,
               [cell = cell_](const Answer& a) {
@@ -204,27 +245,39 @@ void RedisSession::Claim() {
 }
 
 void RedisSession::OnClaim(const Answer& a) {
-  claiming_ = false;
-  if (abandoned_) return;  // its jobs come back by release_conn when the session closes
+  claims_out_--;
+  // Gone or abandoned: what it reserved comes back by release_conn when the session closes.
+  if (abandoned_ || wants_.empty()) return;
   Nanos now = store_.clock_.Now();
   if (a.lost || a.oom) {
+    if (claims_out_ > 0) return;  // a later claim's answer decides
     // The next wake-up or re-claim tries again.
     if (waiting_ && now < wait_until_) return store_.Parked(*this);
-    return StopWaiting(Result::Of(Outcome::kInternalError));
+    return AnswerHead(Result::Of(Outcome::kInternalError));
   }
-  if (a.status == "RESERVED") return StopWaiting(Reserved(a));
-  if (std::exchange(reclaim_, false)) return Claim();
-  if (DeadlineSoon(now)) return StopWaiting(Result::Of(Outcome::kDeadlineSoon));
-  if (now >= wait_until_) return StopWaiting(Result::Of(Outcome::kTimedOut));
-  store_.Parked(*this);
+  // A job goes to the head, whichever reserve's claim found it: a reserve behind the head
+  // was read after it, so the head, waiting, would have had it.
+  if (a.status == "RESERVED") {
+    enlisted_ = true;
+    return AnswerHead(Reserved(a));
+  }
+  if (claims_out_ == 0 && std::exchange(reclaim_, false)) return Claim();
+  if (DeadlineSoon(now)) return AnswerHead(Result::Of(Outcome::kDeadlineSoon));
+  if (now >= wait_until_) return AnswerHead(Result::Of(Outcome::kTimedOut));
+  if (claims_out_ == 0) store_.Parked(*this);  // else a later claim may bring one
 }
 
-void RedisSession::StopWaiting(const Result& r) {
-  if (waiting_) {
+void RedisSession::AnswerHead(const Result& r) {
+  wants_.pop_front();
+  if (wants_.empty() && waiting_) {
     waiting_ = false;
+    reclaim_ = false;
     store_.RemoveWaiter(this);
   }
   Finish(r);
+  if (wants_.empty()) return;
+  BecomeHead();
+  if (claims_out_ == 0) Claim();
 }
 
 Result RedisSession::Reserved(const Answer& a) {
@@ -273,8 +326,9 @@ Result RedisSession::AbandonReserve() {
     waiting_ = false;
     store_.RemoveWaiter(this);
   }
+  wants_.clear();
+  reclaim_ = false;
   abandoned_ = true;
-  pending_ = false;
   return Result::Of(Outcome::kTimedOut);
 }
 
@@ -284,11 +338,13 @@ Result RedisSession::ReserveJob(uint64_t id) {
   verb_ = Verb::kReserveJob;
   wait_args_ = {};
   std::string ids = std::to_string(id);
-  return Ask("reserve_job", {sid_text_, ids}, true, [](RedisSession& s, const Answer& a) {
-    if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
-    s.worker_ = true;
-    return s.Reserved(a);
-  });
+  return Ask("reserve_job", {sid_text_, ids, enlisted_ ? "1" : "0"}, true,
+             [](RedisSession& s, const Answer& a) {
+               if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
+               s.enlisted_ = true;
+               s.worker_ = true;
+               return s.Reserved(a);
+             });
 }
 
 // ---------------------------------------------------------------------------- peek
@@ -374,7 +430,7 @@ Result RedisSession::Touch(uint64_t id) {
 
 Result RedisSession::Kick(uint32_t count) {
   store_.Count(Verb::kKick);
-  pending_ = true;
+  alone_ = true;
   KickStep(count, 0, "", "");
   return Result::Of(Outcome::kPending);
 }
@@ -438,7 +494,7 @@ Result RedisSession::Purge(std::string_view tube, command::StateFilter which) {
   purged_ = 0;
   purge_tube_ = tube;
   purge_what_ = which;
-  pending_ = true;
+  alone_ = true;
   PurgeStep();
   return Result::Of(Outcome::kPending);
 }
@@ -529,6 +585,7 @@ Result RedisSession::ListTubes() {
 
 Result RedisSession::Stats() {
   store_.Count(Verb::kStats);
+  alone_ = true;
   return Ask("stats", {store_.fid_}, false,
              [](RedisSession& s, const Answer& a) { return s.store_.FillStats(a); });
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 // RedisSession: the command::Session of RedisStore (store.h). Private to the store.
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ class RedisSession final : public command::Session {
   RedisSession(RedisStore& store, command::Client& client, uint64_t sid);
   ~RedisSession() override;
 
+  bool CanPipeline(Verb v) const override;
   command::PutSlot BeginPut(const command::PutArgs& args) override;
   Result CommitPut() override;
   void AbandonPut() override;
@@ -73,15 +75,18 @@ class RedisSession final : public command::Session {
   Result Using();
   Result Watching();
 
-  // Reserve: a call over the watched tubes; waits (registered with the store) when nothing
-  // is ready and the timeout allows.
+  // Reserve: a call over the watched tubes (a claim); waits (registered with the store) when
+  // nothing is ready and the timeout allows. Pipelined plain reserves each send their claim
+  // at once; a claim's answer goes to the oldest reserve not yet answered (the head).
   Result StartReserve(const command::ReserveArgs& args, Verb v);
   void Claim();
   void OnClaim(const Answer& a);
   Result Reserved(const Answer& a);
   bool DeadlineSoon(Nanos now);
   Nanos NextDeadlineSoon() const;
-  void StopWaiting(const Result& r);
+  // Answers the head reserve; the next one, if any, becomes the head.
+  void AnswerHead(const Result& r);
+  void BecomeHead();
   void Forget(uint64_t id);
   void PurgeStep();
   void KickStep(uint32_t left, uint64_t kicked, std::string which, std::string bound);
@@ -93,10 +98,14 @@ class RedisSession final : public command::Session {
   Cell cell_;
   std::string use_ = "default";
   std::vector<std::string> watch_{"default"};
-  bool pending_ = false;
+  size_t calls_out_ = 0;  // Ask calls whose answers are on their way
+  // Nothing may go ahead of the pending result: a kick or a purge in slices, or `stats`
+  // (its answer adds this front end's counters as they are when it arrives).
+  bool alone_ = false;
   Verb verb_ = Verb::kUnknown;
   Nanos started_ = 0;
   bool reserved_any_ = false;  // release_conn on close only if it may hold a reservation
+  bool enlisted_ = false;      // listed in its front end's fs: set (a reservation's answer came)
   bool worker_ = false;        // reserved, as beanstalkd's current-workers counts
   bool put_any_ = false;       // a producer
 
@@ -114,9 +123,16 @@ class RedisSession final : public command::Session {
   };
   std::vector<Hold> holds_;
 
-  // A reserve that waits.
-  bool waiting_ = false;
-  bool claiming_ = false;
+  // Reserves not answered yet, oldest (the head) first; more than one only when pipelined.
+  // The head's verb and arguments are in verb_ and wait_args_, its end in wait_until_ (its
+  // timeout counts from when it became the head, as the command would have been read then).
+  struct Want {
+    Verb verb;
+    command::ReserveArgs args;
+  };
+  std::deque<Want> wants_;
+  size_t claims_out_ = 0;   // reserve calls whose answers are on their way
+  bool waiting_ = false;    // registered with the store: a reserve that may wait
   bool reclaim_ = false;    // a wake-up came while claiming: claim again if that finds none
   bool abandoned_ = false;  // the client went away while its reserve waited
   Nanos wait_until_ = kForever;

@@ -154,7 +154,7 @@ void RedisStore::Setup() {
                     for (const std::string& sid : orphans) ReleaseConnection(sid);
                     // Pub/sub may have missed wake-ups while we were away.
                     for (RedisSession* s : waiters_) {
-                      if (!s->claiming_) s->Claim();
+                      if (s->claims_out_ == 0) s->Claim();
                     }
                     next_waiter_lease_ = 0;
                   });
@@ -271,13 +271,15 @@ void RedisStore::CheckWaiters(Nanos now) {
   next_waiter_check_ = kForever;
   for (size_t i = 0; i < waiters_.size();) {
     RedisSession* s = waiters_[i];
-    if (!s->claiming_) {  // one whose call is out is parked again when it returns
+    if (s->claims_out_ == 0) {  // one whose call is out is parked again when it returns
+      // Answering its head reserve may leave it waiting for the next one (pipelined): then
+      // it is looked at again, with that one's time.
       if (now >= s->wait_until_) {
-        s->StopWaiting(Result::Of(Outcome::kTimedOut));
+        s->AnswerHead(Result::Of(Outcome::kTimedOut));
         continue;
       }
       if (s->DeadlineSoon(now)) {
-        s->StopWaiting(Result::Of(Outcome::kDeadlineSoon));
+        s->AnswerHead(Result::Of(Outcome::kDeadlineSoon));
         continue;
       }
       Parked(*s);
@@ -300,7 +302,7 @@ void RedisStore::Wake(std::string_view tube) {
   RedisSession* busy = nullptr;
   for (RedisSession* s : waiters_) {
     if (std::find(s->watch_.begin(), s->watch_.end(), tube) == s->watch_.end()) continue;
-    if (!s->claiming_) return s->Claim();
+    if (s->claims_out_ == 0) return s->Claim();
     if (!busy && !s->reclaim_) busy = s;
   }
   if (busy) busy->reclaim_ = true;

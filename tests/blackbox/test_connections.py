@@ -165,6 +165,73 @@ class TestWaitingReserve(ServerCase):
         self.assertEqual(w.read_reply(), b"USING default\r\n")
         self.assertEqual(w.read_reply(), b"WATCHING 2\r\n")
 
+    def test_pipelined_reserves_are_answered_in_order_as_jobs_come(self):
+        # Several reserves in one send wait one after the other: each job goes to the
+        # oldest (on the Redis store all of their claims go out at once: CanPipeline).
+        w, p = self.client(), self.client()
+        w.send("reserve\r\n" * 3 + "list-tube-used\r\n")
+        self.assertTrue(w.no_reply_within(0.2))
+        p.put("a")
+        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\na\r\n")
+        self.assertTrue(w.no_reply_within(0.2))
+        p.put("b")
+        p.put("c")
+        self.assertEqual(w.read_reply(), b"RESERVED 2 1\r\nb\r\n")
+        self.assertEqual(w.read_reply(), b"RESERVED 3 1\r\nc\r\n")
+        self.assertEqual(w.read_reply(), b"USING default\r\n")
+
+    def test_pipelined_reserves_take_ready_jobs_best_first(self):
+        p, w = self.client(), self.client()
+        for pri, body in ((5, "x"), (1, "y"), (3, "z")):
+            p.put(body, pri=pri)
+        w.send("reserve\r\n" * 3 + "reserve-with-timeout 0\r\n")
+        self.assertEqual([w.read_reply() for _ in range(4)],
+                         [b"RESERVED 2 1\r\ny\r\n", b"RESERVED 3 1\r\nz\r\n",
+                          b"RESERVED 1 1\r\nx\r\n", b"TIMED_OUT\r\n"])
+
+    def test_put_behind_a_waiting_reserve_runs_after_it(self):
+        # The put must not go ahead of the reserve (which would then reserve it).
+        w = self.client()
+        t0 = time.monotonic()
+        w.send("reserve-with-timeout 1\r\nput 0 0 10 1\r\nx\r\nreserve-with-timeout 0\r\n")
+        self.assertEqual(w.read_reply(), b"TIMED_OUT\r\n")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.9)
+        self.assertEqual(w.read_reply(), b"INSERTED 1\r\n")
+        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+
+    def test_pipelined_reserve_timeouts_count_one_after_the_other(self):
+        w = self.client()
+        t0 = time.monotonic()
+        w.send("reserve-with-timeout 1\r\nreserve-with-timeout 0\r\nreserve-with-timeout 1\r\n")
+        self.assertEqual(w.read_reply(), b"TIMED_OUT\r\n")
+        self.assertEqual(w.read_reply(), b"TIMED_OUT\r\n")
+        self.assertEqual(w.read_reply(), b"TIMED_OUT\r\n")
+        self.assertGreaterEqual(time.monotonic() - t0, 1.9)
+
+    def test_pipelined_reserves_meet_deadline_soon(self):
+        p, w = self.client(), self.client()
+        p.put("x", ttr=1)
+        self.assertEqual(w.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
+        w.send("reserve-with-timeout 5\r\n" * 2)
+        self.assertEqual(w.read_reply(), b"DEADLINE_SOON\r\n")
+        self.assertEqual(w.read_reply(), b"DEADLINE_SOON\r\n")
+        # Once its TTR has ended, the job comes back to the next reserve.
+        time.sleep(1.2)
+        self.assertEqual(w.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
+
+    def test_half_closed_client_with_pipelined_reserves_gets_one_timed_out(self):
+        # beanstalkd answers the waiting reserve and reads nothing more.
+        a = self.client()
+        a.send("reserve\r\nreserve\r\n")
+        time.sleep(0.2)
+        a.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(a.read_reply(), b"TIMED_OUT\r\n")
+        a.sock.settimeout(5)
+        self.assertEqual(a.sock.recv(100), b"")
+        o = self.client()
+        o.put("x")
+        self.assertEqual(o.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
+
     def test_waiting_client_flooding_neither_spins_nor_buffers_it_all(self):
         # While its reserve waits, a client keeps sending: the server reads ahead up to its
         # input bound, then stops reading (and must not poll the socket in a loop).

@@ -18,6 +18,7 @@ Environment: STALKD_BIN (default build/release/stalkd); PROPERTY_SEEDS, PROPERTY
 PROPERTY_FIRST_SEED to run more or other seeds (defaults 30 x 400 from seed 1).
 Skipped when redis-server is not installed.
 """
+import contextlib
 import os
 import random
 import re
@@ -226,6 +227,26 @@ class Run:
                 c.send(b"list-tubes\r\n")
             for c in self.conns[conn]:
                 c.read_reply()
+        return out
+
+    def burst(self, conn, commands):
+        """Sends `commands` on connection `conn` of both servers in one write each (the
+        Redis store pipelines them: Session::CanPipeline); returns the two lists of replies
+        (normalised)."""
+        data = b"".join(commands)
+        for c in self.conns[conn]:
+            c.send(data)
+        out = []
+        for c in self.conns[conn]:
+            replies = []
+            for command in commands:
+                try:
+                    replies.append(normalise(command, read_whole_reply(c),
+                                             len(self.pair.fronts)))
+                except (socket.timeout, EOFError, OSError) as e:
+                    replies.append(b"<no reply: %s>" % type(e).__name__.encode())
+                    break
+            out.append(replies)
         return out
 
     def _settle(self, conn, connections):
@@ -463,26 +484,33 @@ class Comparison:
 
     redis_url = None
     front_ends = 1
+    bursts = False
 
     def new_pair(self):
         return Pair(self.redis_url, redis_fixture.unique_prefix(), self.front_ends)
 
-    def replay(self, steps):
-        """Sends (conn, command) steps to fresh servers; returns (index, both replies) of
-        the first mismatch, or None."""
+    @contextlib.contextmanager
+    def running(self):
+        """A Run on a fresh Pair, both closed after."""
         pair = self.new_pair()
         run = None
         try:
             run = Run(pair)
+            yield run
+        finally:
+            if run:
+                run.close()
+            pair.close()
+
+    def replay(self, steps):
+        """Sends (conn, command) steps to fresh servers; returns (index, both replies) of
+        the first mismatch, or None."""
+        with self.running() as run:
             for i, (conn, command) in enumerate(steps):
                 a, b = run.step(conn, command)
                 if a != b:
                     return i, a, b
             return None
-        finally:
-            if run:
-                run.close()
-            pair.close()
 
     def shrink(self, steps, seconds=30):
         """A shorter sequence that still ends in a mismatch (ddmin over steps, replayed for
@@ -508,13 +536,12 @@ class Comparison:
 
     def generate_and_compare(self, seed, n):
         """Runs seed's sequence of n commands; returns None, or a failure message."""
+        if self.bursts:
+            return self.generate_and_compare_bursts(seed, n)
         # Closing a connection is synchronised by `stats`, stale across front ends.
         gen = Generator(seed, reconnects=self.front_ends == 1)
-        pair = self.new_pair()
         steps = []
-        run = None
-        try:
-            run = Run(pair)
+        with self.running() as run:
             for i in range(n):
                 conn, command = gen.conn(), gen.command()
                 steps.append((conn, command))
@@ -524,10 +551,6 @@ class Comparison:
                 gen.learn(command, a)
             else:
                 return None
-        finally:
-            if run:
-                run.close()
-            pair.close()
         lines = ["seed %d, command %d on connection %d: %s" % (seed, i, conn, show(command))]
         lines += show_pair(a, b)
         short = self.shrink(steps)
@@ -537,6 +560,51 @@ class Comparison:
         if again:
             lines.append("its last replies:")
             lines += show_pair(again[1], again[2])
+        return "\n".join(lines)
+
+    def generate_and_compare_bursts(self, seed, n):
+        """The same, the commands sent in bursts of 1 to 12 on one connection, each burst in
+        one write (a reconnect or a cut-off put goes alone). Not shrunk: a burst's replies
+        depend on its commands arriving together."""
+        gen = Generator(seed, reconnects=True)
+        sent = 0
+        history = []
+        with self.running() as run:
+            while sent < n:
+                conn = gen.conn()
+                burst = []
+                for _ in range(gen.rng.randint(1, 12)):
+                    command = gen.command()
+                    if command == RECONNECT or command.startswith(b"<reconnect after>"):
+                        if not burst:
+                            burst.append(command)
+                        break
+                    burst.append(command)
+                sent += len(burst)
+                history.append((conn, burst))
+                if len(burst) == 1 and (burst[0] == RECONNECT or
+                                        burst[0].startswith(b"<reconnect after>")):
+                    a, b = run.step(conn, burst[0])
+                    a, b = [a], [b]
+                else:
+                    a, b = run.burst(conn, burst)
+                if a != b:
+                    break
+                for command, reply in zip(burst, a):
+                    gen.learn(command, reply)
+            else:
+                return None
+        lines = ["seed %d, burst %d on connection %d (bursts mode):" % (seed, len(history),
+                                                                         conn)]
+        for k, command in enumerate(burst):
+            x = a[k] if k < len(a) else b"<none>"
+            y = b[k] if k < len(b) else b"<none>"
+            mark = "   " if x == y else "!! "
+            lines.append("%s%s" % (mark, show(command)))
+            if x != y:
+                lines += show_pair(x, y)
+        lines.append("the bursts before (conn, commands):")
+        lines += ["  %d %s" % (c, show(b"".join(cmds))) for c, cmds in history[-6:-1]]
         return "\n".join(lines)
 
     def check_seeds(self, seeds, n):
@@ -573,6 +641,17 @@ class RedisCase(Comparison, unittest.TestCase):
 
 class RedisPropertyCase(RedisCase):
     """The property: stalkd on Redis answers as stalkd on its embedded store."""
+
+    def test_random_sequences(self):
+        self.check_seeds(range(FIRST_SEED, FIRST_SEED + SEEDS), COMMANDS)
+
+
+class RedisBurstsCase(RedisCase):
+    """The same with commands pipelined in bursts: the Redis store lets single calls and
+    reserves go ahead of pending results (Session::CanPipeline) and must still answer each
+    command in order, as the embedded store does one by one."""
+
+    bursts = True
 
     def test_random_sequences(self):
         self.check_seeds(range(FIRST_SEED, FIRST_SEED + SEEDS), COMMANDS)
