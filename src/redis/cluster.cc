@@ -409,8 +409,11 @@ void ClusterLink::Impl::OnCommandReply(const CommandPtr& c, Node& from, const Re
       counters_.moved++;
       WantRefresh();
       rotate_probe_ = true;
-      slots_[static_cast<size_t>(c->slot)] = &NodeAt(to);
-      Recount();
+      Node* owner = &NodeAt(to);
+      if (slots_[static_cast<size_t>(c->slot)] != owner) {
+        slots_[static_cast<size_t>(c->slot)] = owner;
+        Recount();
+      }
       return Dispatch(c);
     }
     return Complete(c, r);

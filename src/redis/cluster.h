@@ -121,7 +121,8 @@ class ClusterLink {
   // WAIT: if that master is not ready (or not known), the callback gets kLost "not connected".
   // No redirection is followed.
   void SendTo(const std::string& master, std::span<const std::string_view> argv, Callback cb);
-  // The command to every master serving slots now; `cb` gets each one's reply with its name.
+  // The command to every master serving slots now; `cb` gets each one's reply with its name
+  // (no call at all while no master is known: check masters() first).
   void SendAll(std::span<const std::string_view> argv,
                std::function<void(const std::string& master, const Reply&)> cb);
   // Setup, between OnMasterConnected(master) and SetReady(master), as Link::SendSetup.
