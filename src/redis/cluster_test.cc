@@ -159,11 +159,18 @@ class Cluster {
 
 class TestListener final : public ClusterLink::Listener {
  public:
+  // Sets the master ready after its setup: `library` loaded (if any), then a PING.
   void OnMasterConnected(const std::string& master) override {
     connected.push_back(master);
+    if (!library.empty()) {
+      std::string_view load[] = {"FUNCTION", "LOAD", "REPLACE", library};
+      link->SendSetup(master, load, [this](const Reply& r) {
+        if (r.error()) setup_errors.push_back(r.str);
+      });
+    }
     std::string_view ping[] = {"PING"};
     link->SendSetup(master, ping, [this, master](const Reply& r) {
-      if (r.str == "PONG") link->SetReady(master);
+      if (r.str == "PONG" && setup_errors.empty()) link->SetReady(master);
     });
   }
   void OnMasterLost(const std::string& master, std::string_view) override {
@@ -176,6 +183,8 @@ class TestListener final : public ClusterLink::Listener {
   void OnSubscriptionLost(std::string_view) override { subscription_lost++; }
 
   ClusterLink* link = nullptr;
+  std::string library;
+  std::vector<std::string> setup_errors;
   std::vector<std::string> connected;
   std::vector<std::string> lost;
   std::vector<std::pair<std::string, std::string>> messages;
@@ -331,6 +340,43 @@ TEST_F(ClusterLinkTest, RetryWindowEndsAStuckMigrationWithTheError) {
   Reply r = Roundtrip(key, {"GET", key});
   EXPECT_TRUE(r.ErrorIs("ASK ")) << Text(r);
   EXPECT_GE(clock_.Now() - t0, 200 * kMs);
+}
+
+// stalkd's rule (REDIS-STORE.md §2.6): a function declares only the bare partition tag, which
+// never exists, so a migrating slot's source answers ASK before running it even though the
+// partition's keys are still there; the call waits and runs once, on the target, after.
+TEST_F(ClusterLinkTest, FunctionsOnABareTagPauseWhileTheirSlotMigrates) {
+  Cluster cluster(3, 0);
+  listener_.library =
+      "#!lua name=clustertest\n"
+      "redis.register_function('bump', function(keys, args)\n"
+      "  return redis.call('INCR', keys[1] .. ':n')\n"
+      "end)\n";
+  Open(cluster.url());
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  EXPECT_TRUE(listener_.setup_errors.empty()) << listener_.setup_errors[0];
+  std::set<std::string> used;
+  for (int p = 0; p < 16; p++) {
+    std::string tag = "{" + std::to_string(p) + "}";
+    used.insert(link_->master_of(KeySlot(tag)));
+    EXPECT_EQ(Roundtrip(tag, {"FCALL", "bump", "1", tag}).integer, 1) << tag;
+  }
+  EXPECT_EQ(used.size(), 3u);  // loaded on every master
+  std::string tag = "{3}";
+  int slot = KeySlot(tag);
+  std::vector<int> masters = cluster.MasterPorts();
+  int src = Cluster::Owner(masters[0], slot);
+  int dst = masters[0] == src ? masters[1] : masters[0];
+  cluster.BeginMigration(slot, src, dst);
+  auto call = Start(tag, {"FCALL", "bump", "1", tag});
+  RunFor(200 * kMs);
+  EXPECT_FALSE(call->first) << Text(call->second);
+  EXPECT_EQ(Call(src, {"GET", tag + ":n"}).str, "1");  // it did not run on the source
+  cluster.MigrateKey(src, dst, tag + ":n");
+  cluster.EndMigration(slot, dst);
+  ASSERT_TRUE(RunUntil([&] { return call->first; }));
+  EXPECT_EQ(call->second.integer, 2) << Text(call->second);
+  EXPECT_EQ(Call(dst, {"GET", tag + ":n"}).str, "2");
 }
 
 TEST_F(ClusterLinkTest, KilledMasterWaitsForPromotionWhileOthersServe) {

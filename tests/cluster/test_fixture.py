@@ -92,7 +92,8 @@ class TestRedisCluster(unittest.TestCase):
         key = "{fo}:k"
         victim = c.owner(keyslot(key))
         victim.call("SET", key, "kept")
-        victim.call("WAIT", 1, 2000)
+        self.assertEqual(victim.call("WAIT", 1, 5000), 1)
+        victim_replicas = victim.info("replication")
         t0 = time.monotonic()
         c.kill_master(c.masters().index(victim))
         new = c.wait_failover(victim)
@@ -100,7 +101,8 @@ class TestRedisCluster(unittest.TestCase):
               % (time.monotonic() - t0), file=sys.stderr)
         self.assertIsNot(new, victim)
         self.assertEqual(new.role(), "master")
-        self.assertEqual(new.call("GET", key), b"kept")
+        self.assertEqual(new.call("GET", key), b"kept",
+                         "new master %d, replicas were %s" % (new.port, victim_replicas))
         self.assertEqual(len(c.masters()), 3)
         c.restart(victim)
         self.assertTrue(redis_fixture.wait_until(lambda: victim.role() == "slave", timeout=10))
