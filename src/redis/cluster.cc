@@ -154,6 +154,10 @@ class ClusterLink::Impl final : public Conn::Owner {
     int redirections = 0;
     Nanos backoff = kMinRetry;
     std::string last_error;  // why it waits or was retried
+    // Where it was written last: the Link callback captures only the Command (a shared_ptr,
+    // small enough for std::function's inline storage: no allocation per command).
+    Impl* impl = nullptr;
+    Node* to = nullptr;
   };
   using CommandPtr = std::shared_ptr<Command>;
   struct Deferred {
@@ -390,10 +394,12 @@ void ClusterLink::Impl::Dispatch(const CommandPtr& c) {
     return;
   }
   written_++;
-  Node* from = n;
-  n->link->SendEncoded(c->command, [this, c, from](const Reply& r) {
-    written_--;
-    AsCallback([&] { OnCommandReply(c, *from, r); });
+  c->impl = this;
+  c->to = n;
+  n->link->SendEncoded(c->command, [c](const Reply& r) {
+    Impl& impl = *c->impl;
+    impl.written_--;
+    impl.AsCallback([&] { impl.OnCommandReply(c, *c->to, r); });
   });
   MarkDirty(*n);
 }
