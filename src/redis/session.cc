@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/check.h"
+
 namespace stalkd::redis {
 
 namespace {
@@ -49,7 +51,7 @@ RedisSession::RedisSession(RedisStore& store, command::Client& client, uint64_t 
       sid_(sid),
       sid_text_(std::to_string(sid)),
       cell_(std::make_shared<RedisSession*>(this)) {
-  store_.sessions_.push_back(this);
+  store_.sessions_++;
   store_.Ref("default", 1, 1);
 }
 
@@ -57,7 +59,9 @@ RedisSession::~RedisSession() {
   *cell_ = nullptr;
   AbandonPut();  // a put cut off mid-body took its id, as in beanstalkd
   if (waiting_) store_.RemoveWaiter(this);
-  std::erase(store_.sessions_, this);
+  store_.sessions_--;
+  store_.producers_ -= put_any_;
+  store_.workers_ -= worker_;
   // Reservations go back; a reserve still on its way is answered before this arrives.
   if (reserved_any_) store_.ReleaseConnection(sid_text_);
   // The engine's order (beanstalkd's ms_clear: the first watched tube, the others from the
@@ -93,6 +97,14 @@ bool RedisSession::CanPipeline(Verb v) const {
     default:
       return false;
   }
+}
+
+void RedisSession::Worker() {
+  if (!std::exchange(worker_, true)) store_.workers_++;
+}
+
+void RedisSession::Producer() {
+  if (!std::exchange(put_any_, true)) store_.producers_++;
 }
 
 Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
@@ -147,7 +159,7 @@ command::PutSlot RedisSession::BeginPut(const command::PutArgs& a) {
   }
   put_.resize(size_t{a.bytes} + 2);
   put_open_ = true;
-  put_any_ = true;
+  Producer();
   slot.data = put_.data();
   slot.size = put_.size();
   return slot;
@@ -194,7 +206,7 @@ Result RedisSession::ReserveExt(const command::ReserveArgs& args) {
 
 Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   store_.Count(v);
-  worker_ = true;
+  Worker();
   abandoned_ = false;
   wants_.push_back({v, args});
   wants_.back().args.count = std::max<uint32_t>(args.count, 1);
@@ -342,7 +354,7 @@ Result RedisSession::ReserveJob(uint64_t id) {
              [](RedisSession& s, const Answer& a) {
                if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
                s.enlisted_ = true;
-               s.worker_ = true;
+               s.Worker();
                return s.Reserved(a);
              });
 }
@@ -541,6 +553,7 @@ Result RedisSession::ListTubeUsed() {
 Result RedisSession::Watch(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kWatch);
+  STALKD_DCHECK(!waiting_);  // the store keeps a waiter's places by its watch list
   if (std::find(watch_.begin(), watch_.end(), tube) == watch_.end()) {
     watch_.emplace_back(tube);
     store_.Ref(tube, 0, 1);
@@ -551,6 +564,7 @@ Result RedisSession::Watch(std::string_view tube) {
 Result RedisSession::Ignore(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kIgnore);
+  STALKD_DCHECK(!waiting_);
   auto it = std::find(watch_.begin(), watch_.end(), tube);
   if (it == watch_.end()) return Result::Of(Outcome::kWatching, watch_.size());
   if (watch_.size() == 1) return Result::Of(Outcome::kNotIgnored);
@@ -680,9 +694,8 @@ Result RedisSession::StatsTube(std::string_view tube) {
     t.expired = a.Number(12);
     t.tries_exhausted = a.Number(13);
     t.default_tries = static_cast<uint32_t>(a.Number(14));
-    for (const RedisSession* w : s.store_.waiters_) {
-      if (std::find(w->watch_.begin(), w->watch_.end(), name) != w->watch_.end()) t.waiting++;
-    }
+    auto w = s.store_.tube_waiters_.find(name);
+    if (w != s.store_.tube_waiters_.end()) t.waiting = w->second.size();
     Result r = Result::Of(Outcome::kTubeStats);
     r.tube_stats = &t;
     return r;

@@ -108,6 +108,8 @@ class RedisSession final : public command::Session {
   bool enlisted_ = false;      // listed in its front end's fs: set (a reservation's answer came)
   bool worker_ = false;        // reserved, as beanstalkd's current-workers counts
   bool put_any_ = false;       // a producer
+  void Worker();               // sets worker_, counted by the store
+  void Producer();             // sets put_any_, counted by the store
 
   // A put whose body is arriving.
   std::string put_;
@@ -131,8 +133,10 @@ class RedisSession final : public command::Session {
     command::ReserveArgs args;
   };
   std::deque<Want> wants_;
-  size_t claims_out_ = 0;   // reserve calls whose answers are on their way
-  bool waiting_ = false;    // registered with the store: a reserve that may wait
+  size_t claims_out_ = 0;  // reserve calls whose answers are on their way
+  bool waiting_ = false;   // registered with the store: a reserve that may wait
+  RedisStore::WaiterList::iterator waiter_at_;             // waiting_: in store_.waiters_
+  std::vector<RedisStore::WaiterList::iterator> tube_at_;  // and per tube of watch_
   bool reclaim_ = false;    // a wake-up came while claiming: claim again if that finds none
   bool abandoned_ = false;  // the client went away while its reserve waited
   Nanos wait_until_ = kForever;

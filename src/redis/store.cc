@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <unordered_set>
 
 #include "redis/session.h"
 
@@ -260,7 +259,14 @@ void RedisStore::ReleaseConnection(const std::string& sid) {
   });
 }
 
-void RedisStore::AddWaiter(RedisSession* s) { waiters_.push_back(s); }
+void RedisStore::AddWaiter(RedisSession* s) {
+  s->waiter_at_ = waiters_.insert(waiters_.end(), s);
+  s->tube_at_.clear();
+  for (const std::string& tube : s->watch_) {
+    WaiterList& l = tube_waiters_[tube];
+    s->tube_at_.push_back(l.insert(l.end(), s));
+  }
+}
 
 void RedisStore::Parked(const RedisSession& s) {
   next_waiter_check_ = std::min({next_waiter_check_, s.wait_until_, s.NextDeadlineSoon()});
@@ -269,22 +275,18 @@ void RedisStore::Parked(const RedisSession& s) {
 void RedisStore::CheckWaiters(Nanos now) {
   // Only when a waiter's time has come, so an idle loop iteration does not walk the waiters.
   next_waiter_check_ = kForever;
-  for (size_t i = 0; i < waiters_.size();) {
-    RedisSession* s = waiters_[i];
-    if (s->claims_out_ == 0) {  // one whose call is out is parked again when it returns
-      // Answering its head reserve may leave it waiting for the next one (pipelined): then
-      // it is looked at again, with that one's time.
-      if (now >= s->wait_until_) {
-        s->AnswerHead(Result::Of(Outcome::kTimedOut));
-        continue;
-      }
-      if (s->DeadlineSoon(now)) {
-        s->AnswerHead(Result::Of(Outcome::kDeadlineSoon));
-        continue;
-      }
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    RedisSession* s = *it++;           // answering may take it off the list
+    if (s->claims_out_ > 0) continue;  // one whose call is out is parked when it returns
+    // Answering its head reserve may leave it waiting for the next one (pipelined): that
+    // one's claim is out then.
+    if (now >= s->wait_until_) {
+      s->AnswerHead(Result::Of(Outcome::kTimedOut));
+    } else if (s->DeadlineSoon(now)) {
+      s->AnswerHead(Result::Of(Outcome::kDeadlineSoon));
+    } else {
       Parked(*s);
     }
-    i++;
   }
 }
 
@@ -294,14 +296,23 @@ uint64_t RedisStore::Waiting() const {
   return waiters_.size();
 }
 
-void RedisStore::RemoveWaiter(RedisSession* s) { std::erase(waiters_, s); }
+void RedisStore::RemoveWaiter(RedisSession* s) {
+  waiters_.erase(s->waiter_at_);
+  for (size_t i = 0; i < s->tube_at_.size(); i++) {
+    auto l = tube_waiters_.find(s->watch_[i]);
+    l->second.erase(s->tube_at_[i]);
+    if (l->second.empty()) tube_waiters_.erase(l);
+  }
+  s->tube_at_.clear();
+}
 
 void RedisStore::Wake(std::string_view tube) {
   // One job became ready in `tube`: the first idle waiter watching it claims it; if every
   // one is already claiming, the first of those claims again when its call returns empty.
+  auto l = tube_waiters_.find(std::string(tube));
+  if (l == tube_waiters_.end()) return;
   RedisSession* busy = nullptr;
-  for (RedisSession* s : waiters_) {
-    if (std::find(s->watch_.begin(), s->watch_.end(), tube) == s->watch_.end()) continue;
+  for (RedisSession* s : l->second) {
     if (s->claims_out_ == 0) return s->Claim();
     if (!busy && !s->reclaim_) busy = s;
   }
@@ -323,19 +334,14 @@ void RedisStore::RenewLease() {
   if (!link_.ready()) return;
   // This front end's counters, for the `stats` of the others.
   std::vector<std::string> kv;
-  uint64_t producers = 0, workers = 0;
-  for (RedisSession* s : sessions_) {
-    if (s->put_any_) producers++;
-    if (s->worker_) workers++;
-  }
   for (size_t i = 0; i < command::kVerbCount; i++) {
     if (cmds_[i] == 0) continue;
     kv.push_back("c" + std::to_string(i));
     kv.push_back(std::to_string(cmds_[i]));
   }
-  kv.insert(kv.end(), {"conn", std::to_string(sessions_.size()), "tconn",
+  kv.insert(kv.end(), {"conn", std::to_string(sessions_), "tconn",
                        std::to_string(total_connections_), "wait", std::to_string(Waiting()),
-                       "prod", std::to_string(producers), "work", std::to_string(workers)});
+                       "prod", std::to_string(producers_), "work", std::to_string(workers_)});
   std::vector<std::string_view> args{fid_};
   std::string lease = Ms(opt_.lease);
   args.push_back(lease);
@@ -345,12 +351,10 @@ void RedisStore::RenewLease() {
 
 void RedisStore::RefreshWaiterLease() {
   next_waiter_lease_ = clock_.Now() + opt_.lease / 2;
-  if (waiters_.empty() || !link_.ready()) return;
-  std::unordered_set<std::string_view> tubes;
-  for (RedisSession* s : waiters_) tubes.insert(s->watch_.begin(), s->watch_.end());
+  if (tube_waiters_.empty() || !link_.ready()) return;
   std::string lease = Ms(opt_.lease);
   std::vector<std::string_view> args{lease};
-  args.insert(args.end(), tubes.begin(), tubes.end());
+  for (const auto& [tube, waiting] : tube_waiters_) args.push_back(tube);
   Call("wait", std::span<const std::string_view>(args), false, [](const Answer&) {});
 }
 
@@ -370,13 +374,11 @@ command::Result RedisStore::FillStats(const Answer& a) {
   s.tries_exhausted = a.Number(8);
   s.tubes = a.Number(9);
   std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
-  s.connections = sessions_.size();
+  s.connections = sessions_;
   s.total_connections = total_connections_;
   s.waiting = Waiting();
-  for (RedisSession* x : sessions_) {
-    s.producers += x->put_any_;
-    s.workers += x->worker_;
-  }
+  s.producers = producers_;
+  s.workers = workers_;
   for (size_t i = 10; i + 1 < a.size(); i++) {
     std::string_view k = a.Word(i);
     if (k == "--") continue;

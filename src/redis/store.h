@@ -2,9 +2,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/clock.h"
@@ -143,9 +145,16 @@ class RedisStore final : public command::Store, private Link::Listener {
   };
   std::vector<Held> held_;  // answers waiting for the WAIT sent after them
 
-  std::vector<RedisSession*> waiters_;  // FIFO
-  std::vector<std::string> orphans_;    // closed sessions whose release_conn was lost
-  std::vector<RedisSession*> sessions_;
+  // Waiters in the order they began to wait: all of them (timeouts, claims again after an
+  // outage) and per watched tube (wake-ups, stats-tube, the waiters' lease), so that a
+  // wake-up walks only its tube's waiters and a waiter comes and goes in O(its tubes). A
+  // waiter keeps its places (RedisSession::waiter_at_, tube_at_): its watch list does not
+  // change while it waits.
+  using WaiterList = std::list<RedisSession*>;
+  WaiterList waiters_;
+  std::unordered_map<std::string, WaiterList> tube_waiters_;
+  std::vector<std::string> orphans_;  // closed sessions whose release_conn was lost
+  uint64_t sessions_ = 0, producers_ = 0, workers_ = 0;  // current ones (`stats`)
   uint64_t cmds_[command::kVerbCount] = {};
   uint64_t total_connections_ = 0;
   command::ServerStats stats_;
