@@ -112,6 +112,7 @@ class ClusterLink::Impl final : public Conn::Owner {
   Nanos Poll();
 
   bool ready() const;
+  std::string why_not_ready() const;
   std::vector<std::string> masters() const;
   std::string master_of(int slot) const;
   size_t in_flight() const;
@@ -719,6 +720,15 @@ bool ClusterLink::Impl::ready() const {
   return true;
 }
 
+std::string ClusterLink::Impl::why_not_ready() const {
+  if (!started_) return "not started";
+  for (const auto& n : nodes_) {
+    if (n->serving && !n->link->ready()) return n->link->why_not_ready();
+  }
+  if (unmapped_ > 0) return "no master known for " + std::to_string(unmapped_) + " slots";
+  return "";
+}
+
 std::vector<std::string> ClusterLink::Impl::masters() const {
   std::vector<std::string> out;
   for (const auto& n : nodes_) {
@@ -772,6 +782,7 @@ void ClusterLink::Flush() { impl_->Flush(); }
 void ClusterLink::Subscribe(std::string_view channel) { impl_->Subscribe(channel); }
 Nanos ClusterLink::Poll() { return impl_->Poll(); }
 bool ClusterLink::ready() const { return impl_->ready(); }
+std::string ClusterLink::why_not_ready() const { return impl_->why_not_ready(); }
 std::vector<std::string> ClusterLink::masters() const { return impl_->masters(); }
 std::string ClusterLink::master_of(int slot) const { return impl_->master_of(slot); }
 size_t ClusterLink::in_flight() const { return impl_->in_flight(); }

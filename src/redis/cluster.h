@@ -144,6 +144,9 @@ class ClusterLink {
 
   // Every slot is served by a master that is ready.
   bool ready() const;
+  // Why not, for messages ("127.0.0.1:7001: connect: Connection refused", "no master known
+  // for 5461 slots", "not started"); empty when ready.
+  std::string why_not_ready() const;
   // The masters serving slots now ("host:port"), sorted.
   std::vector<std::string> masters() const;
   // The master serving `slot` per the slot map ("" if none).

@@ -502,6 +502,32 @@ TEST_F(ClusterLinkTest, ReshardUnderLoadLosesNothing) {
       static_cast<unsigned long long>(link_->counters().retried));
 }
 
+TEST_F(ClusterLinkTest, DeadMasterWithoutReplicaLeavesItsSlotsWaitingThenLost) {
+  Cluster cluster(3, 0);
+  Open(cluster.url(), 600 * kMs);
+  EXPECT_EQ(link_->why_not_ready(), "no master known for 16384 slots");
+  ASSERT_TRUE(RunUntil([&] { return link_->ready(); }));
+  EXPECT_EQ(link_->why_not_ready(), "");
+  std::string dead_key = "{dead}:k", other_key;
+  std::string dead = link_->master_of(KeySlot(dead_key));
+  for (int i = 0; other_key.empty(); i++) {
+    std::string k = "{o" + std::to_string(i) + "}:k";
+    if (link_->master_of(KeySlot(k)) != dead) other_key = k;
+  }
+  cluster.node(std::stoi(dead.substr(dead.rfind(':') + 1))).Kill();
+  ASSERT_TRUE(RunUntil([&] { return !link_->ready(); }));
+  EXPECT_NE(link_->why_not_ready().find(dead), std::string::npos) << link_->why_not_ready();
+  Nanos t0 = clock_.Now();
+  auto waiting = Start(dead_key, {"SET", dead_key, "x"});
+  EXPECT_EQ(Roundtrip(other_key, {"SET", other_key, "y"}).str, "OK");
+  EXPECT_FALSE(waiting->first);
+  ASSERT_TRUE(RunUntil([&] { return waiting->first; }));
+  EXPECT_EQ(waiting->second.type, Reply::Type::kLost);
+  EXPECT_TRUE(waiting->second.str.starts_with("not connected: ")) << waiting->second.str;
+  EXPECT_GE(clock_.Now() - t0, 500 * kMs);
+  EXPECT_EQ(link_->in_flight(), 0u);
+}
+
 TEST_F(ClusterLinkTest, PubSubReachesSubscriberFromEveryNodeAndAfterItDies) {
   Cluster cluster(3, 0);
   Open(cluster.url(), 5 * kSecond, {"events"});

@@ -7,6 +7,7 @@ time is printed), the old master restarted as a replica, and that close() leaves
 Run: python3 -m unittest -v tests/cluster/test_fixture.py
 """
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -19,12 +20,12 @@ from redis_fixture import RespError  # noqa: E402
 
 
 def gone(pid):
-    """True once no process has id `pid` (close() reaps what it kills)."""
+    """True once `pid` has exited (a zombie not yet reaped counts as gone)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
         return True
-    return False
 
 
 @unittest.skipUnless(redis_fixture.available(), "redis-server not installed")
@@ -107,6 +108,28 @@ class TestRedisCluster(unittest.TestCase):
         c.restart(victim)
         self.assertTrue(redis_fixture.wait_until(lambda: victim.role() == "slave", timeout=10))
         self.assertEqual(len(c.masters()), 3)
+
+
+CHILD = """
+import os, signal, sys
+sys.path.insert(0, %r)
+from redis_cluster_fixture import RedisCluster
+c = RedisCluster(masters=3, replicas=0)
+print(" ".join(str(n.pid) for n in c.nodes), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@unittest.skipUnless(redis_fixture.available(), "redis-server not installed")
+class TestNoProcessOutlivesItsTest(unittest.TestCase):
+    def test_nodes_die_with_a_test_process_killed_by_sigkill(self):
+        r = subprocess.run([sys.executable, "-c", CHILD % LIB], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, -9, r.stderr[-2000:])
+        pids = [int(p) for p in r.stdout.split()]
+        self.assertEqual(len(pids), 3)
+        self.assertTrue(redis_fixture.wait_until(lambda: all(gone(p) for p in pids),
+                                                 timeout=5.0), pids)
 
 
 if __name__ == "__main__":
