@@ -198,7 +198,9 @@ class ClusterLink::Impl final : public Conn::Owner {
   Callback Ours(Callback cb) {
     return [this, cb = std::move(cb)](const Reply& r) { AsCallback([&] { cb(r); }); };
   }
-  bool rotate_probe_ = false;  // ask another node next time (the last map was stale)
+  bool rotate_probe_ = false;
+  std::string probe_error_;  // the last failure to learn the slot map  // ask another node next
+                             // time (the last map was stale)
   // Pub/sub.
   void SubscribeOn();
   void SubscribeFailed(const std::string& why);
@@ -220,8 +222,9 @@ class ClusterLink::Impl final : public Conn::Owner {
 
   std::vector<std::unique_ptr<Node>> nodes_;
   std::array<Node*, kClusterSlots> slots_{};
-  std::vector<Endpoint> candidates_;  // nodes to ask CLUSTER SLOTS (seeds, then learned)
-  std::deque<CommandPtr> waiting_;    // unsent: no ready master for their slot
+  std::vector<Endpoint> candidates_;   // nodes to ask CLUSTER SLOTS (seeds, then learned)
+  std::deque<CommandPtr> waiting_;     // unsent: no ready master for their slot
+  Nanos waiting_deadline_ = kForever;  // the earliest of theirs
   std::multimap<Nanos, CommandPtr> retries_;
   size_t written_ = 0;  // routed commands written to a link, unanswered
   std::deque<Deferred> deferred_;
@@ -391,6 +394,7 @@ void ClusterLink::Impl::Dispatch(const CommandPtr& c) {
       c->last_error = n->link->why_not_ready();
     }
     waiting_.push_back(c);
+    waiting_deadline_ = std::min(waiting_deadline_, c->deadline);
     if (depth_ > 0) Wake();
     return;
   }
@@ -452,12 +456,16 @@ void ClusterLink::Impl::Complete(const CommandPtr& c, const Reply& r) {
 void ClusterLink::Impl::DispatchWaiting() {
   std::deque<CommandPtr> waiting;
   waiting.swap(waiting_);
+  waiting_deadline_ = kForever;
   for (const CommandPtr& c : waiting) Dispatch(c);
 }
 
 void ClusterLink::Impl::Expire(Nanos now) {
+  if (now < waiting_deadline_) return;
+  waiting_deadline_ = kForever;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if ((*it)->deadline > now) {
+      waiting_deadline_ = std::min(waiting_deadline_, (*it)->deadline);
       ++it;
       continue;
     }
@@ -515,7 +523,7 @@ void ClusterLink::Impl::Probe() {
 }
 
 void ClusterLink::Impl::ProbeFailed(const std::string& why) {
-  (void)why;
+  probe_error_ = why;
   probing_ = false;
   probe_deadline_ = kForever;
   prober_.Close();
@@ -601,6 +609,7 @@ void ClusterLink::Impl::OnReply(Conn& c, Reply& r) {
   if (r.type != Reply::Type::kArray || r.elements.empty()) {
     return ProbeFailed(prober_.name() + ": CLUSTER SLOTS: " + Describe(r));
   }
+  probe_error_.clear();
   ApplySlots(r);
   background_refresh_ = clock_.Now() + kBackgroundRefresh;
 }
@@ -686,13 +695,13 @@ Nanos ClusterLink::Impl::Poll() {
     }
     if (!pubsub_.open() && now >= next_subscribe_) SubscribeOn();
   }
-  // Retries that are due, then what waits for a master.
+  // Retries that are due; what waits for a master is sent when one is ready (SetReady, a new
+  // slot map) or expires.
   while (!retries_.empty() && retries_.begin()->first <= now) {
     CommandPtr c = std::move(retries_.begin()->second);
     retries_.erase(retries_.begin());
     Dispatch(c);
   }
-  if (!waiting_.empty()) DispatchWaiting();
   Expire(now);
   RunDeferred();
   CollectNodes();
@@ -706,8 +715,7 @@ Nanos ClusterLink::Impl::Poll() {
     next = std::min(next, pubsub_.open() && !subscribed_ ? sub_deadline_ : next_subscribe_);
   }
   if (!retries_.empty()) next = std::min(next, retries_.begin()->first);
-  for (const CommandPtr& c : waiting_) next = std::min(next, c->deadline);
-  return next;
+  return std::min(next, waiting_deadline_);
 }
 
 // ---- State
@@ -725,7 +733,10 @@ std::string ClusterLink::Impl::why_not_ready() const {
   for (const auto& n : nodes_) {
     if (n->serving && !n->link->ready()) return n->link->why_not_ready();
   }
-  if (unmapped_ > 0) return "no master known for " + std::to_string(unmapped_) + " slots";
+  if (unmapped_ > 0) {
+    return "no master known for " + std::to_string(unmapped_) + " slots" +
+           (probe_error_.empty() ? "" : " (" + probe_error_ + ")");
+  }
   return "";
 }
 
