@@ -70,9 +70,10 @@ int KeySlot(std::string_view key);
 // Callbacks and Listener calls run only from inside Poll() or the loop's event dispatch, never
 // from inside another method (Send, SendTo, SendSetup, SetReady, Reset, Flush, Subscribe,
 // Start). Commands sent outside callbacks are written by Flush() (or once 64 KiB are buffered
-// for a master); commands sent from callbacks are written by the end of the dispatch or Poll
-// that ran them (the link wakes its loop for that). Destroying the ClusterLink (never from one
-// of its callbacks) drops the callbacks still pending without calling them.
+// for a master); commands sent from callbacks are written by the end of the dispatch that ran
+// them if they go to the same master, else when the loop next comes back to the ClusterLink
+// (it wakes its loop for that: one eventfd write per batch). Destroying the ClusterLink (never
+// from one of its callbacks) drops the callbacks still pending without calling them.
 class ClusterLink {
  public:
   class Listener {
