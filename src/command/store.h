@@ -49,7 +49,8 @@ class Session {
   // Pipelining: whether a front end may make a call with this verb while earlier calls'
   // results are still pending (asked only then). A session that allows it delivers the
   // pending results through its Client in the order the calls were made; the results of
-  // calls it answers at once follow the pending ones in the front end's replies. Stores that
+  // calls it answers at once follow the pending ones in the front end's replies; behind a
+  // reserve it allows only reserves (AbandonReserve ends them all). Stores that
   // answer at once but for a waiting reserve have no use for it (the default: never).
   virtual bool CanPipeline(Verb) const { return false; }
 

@@ -281,7 +281,11 @@ void Conversation::OnResult(const Result& r) {
       out_.append(later_->front().reply);
       later_->pop_front();
     }
-    if (!later_->empty()) return;
+    if (!later_->empty()) {
+      // A line held back may go ahead now (the session bounds what it has in flight).
+      if (state_ == State::kWaiting) state_ = State::kCommand;
+      return;
+    }
     later_.reset();
   } else {
     STALKD_CHECK(first_pending_);
@@ -297,8 +301,14 @@ void Conversation::OnResult(const Result& r) {
 void Conversation::OnInputClosed() {
   input_closed_ = true;
   if (!ReservePending()) return;
-  // beanstalkd never reads the commands behind a waiting reserve once its client has gone
-  // (pipelining: only reserves can be behind one, and they are dropped unanswered).
+  // beanstalkd never reads the commands behind a waiting reserve once its client has gone:
+  // reserves pipelined behind it are dropped unanswered (AbandonReserve ends them all). A
+  // session that let anything else go ahead of a reserve answers that too, so the wait
+  // then ends by its timeout.
+  if (later_ &&
+      !std::all_of(later_->begin(), later_->end(), [](const Later& l) { return l.reserve; })) {
+    return;
+  }
   first_pending_ = pending_reserve_ = false;
   later_.reset();
   AppendReply(session_->AbandonReserve(), &out_);

@@ -13,6 +13,7 @@ namespace {
 constexpr Nanos kMs = 1'000'000;
 constexpr Nanos kSafetyMargin = kSecond;  // DEADLINE_SOON, as beanstalkd's SAFETY_MARGIN
 constexpr uint32_t kPurgeSlice = 1000;
+constexpr size_t kMaxPipelined = 1024;  // calls or reserves of one connection in flight
 
 std::string_view StateWord(command::StateFilter f) {
   switch (f) {
@@ -77,7 +78,8 @@ RedisSession::~RedisSession() {
 // answer to the oldest). Never across the two, so that nothing is done ahead of a reserve
 // that may wait, nor a reserve ahead of the calls before it; never behind alone_.
 bool RedisSession::CanPipeline(Verb v) const {
-  if (alone_) return false;
+  // A client that pipelines faster than Redis answers waits, as for a full input buffer.
+  if (alone_ || calls_out_ + wants_.size() >= kMaxPipelined) return false;
   switch (v) {
     case Verb::kReserve:
     case Verb::kReserveWithTimeout:

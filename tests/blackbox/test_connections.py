@@ -383,6 +383,21 @@ class TestPipelining(ServerCase):
         for i in range(n):
             self.assertEqual(c.read_reply(), b"RESERVED %d 4\r\n%04d\r\n" % (i + 1, i))
 
+    def test_more_pipelined_than_a_store_keeps_in_flight(self):
+        # Past the Redis store's bound on one connection's calls in flight (1024), commands
+        # wait and go on as answers come: all answered, in order.
+        c = self.client()
+        n = 3000
+        c.send(b"".join(b"put 0 0 60 4\r\n%04d\r\npeek %d\r\n" % (i, i + 1)
+                        for i in range(n)))
+        for i in range(n):
+            self.assertEqual(c.read_reply(), b"INSERTED %d\r\n" % (i + 1))
+            self.assertEqual(c.read_reply(), b"FOUND %d 4\r\n%04d\r\n" % (i + 1, i))
+        c.send(b"reserve\r\n" * n + b"".join(b"delete %d\r\n" % (i + 1) for i in range(n)))
+        for i in range(n):
+            self.assertEqual(c.read_reply(), b"RESERVED %d 4\r\n%04d\r\n" % (i + 1, i))
+        self.assertEqual([c.read_reply() for _ in range(n)], [b"DELETED\r\n"] * n)
+
 
 class TestFragmentedInput(ServerCase):
     def test_command_and_body_byte_by_byte(self):
