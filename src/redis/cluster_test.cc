@@ -266,6 +266,13 @@ TEST_F(ClusterLinkTest, RoutesByHashTagToEveryMaster) {
   for (auto& [m, r] : roles) EXPECT_EQ(r, "master") << m;
   EXPECT_EQ(link_->counters().moved, 0u);
   EXPECT_EQ(link_->in_flight(), 0u);
+  // A master's setup redone (Reset): its slots wait meanwhile, then it is set up again.
+  std::string again = link_->master_of(KeySlot("{0}"));
+  link_->Reset(again, "setup failed, say");
+  EXPECT_EQ(Roundtrip("{0}", {"GET", "{0}:m"}).str, "v0");
+  EXPECT_EQ(listener_.lost, std::vector<std::string>{again});
+  EXPECT_EQ(listener_.connected.size(), 4u);
+  EXPECT_EQ(listener_.connected.back(), again);
 }
 
 TEST_F(ClusterLinkTest, FollowsMovedAfterSlotMigration) {
