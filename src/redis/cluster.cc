@@ -117,6 +117,7 @@ class ClusterLink::Impl final : public Conn::Owner {
   std::string master_of(int slot) const;
   size_t in_flight() const;
   const Counters& counters() const { return counters_; }
+  std::string answered_by() const { return answered_by_ ? *answered_by_ : std::string(); }
 
   // Conn::Owner: the slot-map prober and the pub/sub connection.
   void OnOpen(Conn&) override {}
@@ -250,6 +251,7 @@ class ClusterLink::Impl final : public Conn::Owner {
   Nanos sub_deadline_ = kForever;
   Nanos next_subscribe_ = kForever;
 
+  const std::string* answered_by_ = nullptr;  // during a Send callback: its master's name
   int depth_ = 0;  // > 0 while one of our callbacks or Listener calls runs
   Waker waker_;    // calls Poll
 };
@@ -450,7 +452,10 @@ void ClusterLink::Impl::Retry(const CommandPtr& c, const Node& from, const Reply
 
 void ClusterLink::Impl::Complete(const CommandPtr& c, const Reply& r) {
   Callback cb = std::move(c->cb);
+  const std::string* outer = answered_by_;
+  answered_by_ = r.type == Reply::Type::kLost ? nullptr : &c->to->name;
   AsCallback([&] { cb(r); });
+  answered_by_ = outer;
 }
 
 void ClusterLink::Impl::DispatchWaiting() {
@@ -798,5 +803,6 @@ std::vector<std::string> ClusterLink::masters() const { return impl_->masters();
 std::string ClusterLink::master_of(int slot) const { return impl_->master_of(slot); }
 size_t ClusterLink::in_flight() const { return impl_->in_flight(); }
 const ClusterLink::Counters& ClusterLink::counters() const { return impl_->counters(); }
+std::string ClusterLink::answered_by() const { return impl_->answered_by(); }
 
 }  // namespace stalkd::redis

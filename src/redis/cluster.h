@@ -155,6 +155,10 @@ class ClusterLink {
   // Commands sent and not yet answered (written, waiting or being retried).
   size_t in_flight() const;
   const Counters& counters() const;
+  // Inside the callback of a Send: the master ("host:port") whose reply it got, the one to
+  // WAIT on for that write (after redirections, not necessarily master_of(slot) at Send).
+  // Empty for kLost and the expiry of a waiting command, and outside such a callback.
+  std::string answered_by() const;
 
  private:
   class Impl;

@@ -242,8 +242,9 @@ TEST_F(ClusterLinkTest, RoutesByHashTagToEveryMaster) {
   for (int p = 0; p < 64; p++) {
     std::string tag = "{" + std::to_string(p) + "}";
     used.insert(link_->master_of(KeySlot(tag)));
-    link_->Send(tag, {"SET", tag + ":m", "v" + std::to_string(p)}, [&](const Reply& r) {
+    link_->Send(tag, {"SET", tag + ":m", "v" + std::to_string(p)}, [&, tag](const Reply& r) {
       EXPECT_EQ(r.str, "OK");
+      EXPECT_EQ(link_->answered_by(), link_->master_of(KeySlot(tag)));
       answered++;
     });
   }
@@ -292,7 +293,15 @@ TEST_F(ClusterLinkTest, FollowsMovedAfterSlotMigration) {
   cluster.MigrateKey(src, dst, key);
   cluster.EndMigration(slot, dst);
   EXPECT_EQ(link_->master_of(slot), "127.0.0.1:" + std::to_string(src));  // not known yet
-  EXPECT_EQ(Text(Roundtrip(key, {"GET", key})), "here");
+  std::string answered_by;
+  link_->Send(key, {"GET", key}, [&](const Reply& r) {
+    EXPECT_EQ(Text(r), "here");
+    answered_by = link_->answered_by();
+  });
+  link_->Flush();
+  ASSERT_TRUE(RunUntil([&] { return !answered_by.empty(); }));
+  EXPECT_EQ(answered_by, "127.0.0.1:" + std::to_string(dst));  // after the MOVED
+  EXPECT_EQ(link_->answered_by(), "");
   EXPECT_GE(link_->counters().moved, 1u);
   EXPECT_EQ(link_->master_of(slot), "127.0.0.1:" + std::to_string(dst));
   ASSERT_TRUE(RunUntil([&] { return link_->counters().refreshes >= 2; }));
