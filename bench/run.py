@@ -196,6 +196,25 @@ class Server:
         return proc_rss(self.pid)
 
 
+def start_busy(n):
+    """n processes spinning on the CPU (--busy), process i pinned to CPU i mod the CPU count."""
+    procs = []
+    for i in range(n):
+        p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        procs.append(p)
+        try:
+            os.sched_setaffinity(p.pid, {i % (os.cpu_count() or 1)})
+        except OSError:
+            pass
+    return procs
+
+
+def stop_busy(procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
 def stop_all(*_):
     for s in list(LIVE):
         s.stop(signal.SIGKILL)
@@ -1237,6 +1256,11 @@ def main():
                     help="its column's heading")
     ap.add_argument("--pin", metavar="S,L",
                     help="run the servers on CPU S and the load generator on CPU L")
+    ap.add_argument("--no-beanstalkd", action="store_true",
+                    help="skip beanstalkd (e.g. to compare stalkd with --baseline only)")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="keep N busy-loop processes running (process i pinned to CPU i mod the "
+                    "CPU count) for the whole run, to measure on a saturated machine")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
     args = ap.parse_args()
 
@@ -1270,6 +1294,8 @@ def main():
         bins["baseline"] = (os.path.abspath(args.baseline), args.baseline_label)
     if not args.no_ceiling and os.access(ceiling, os.X_OK):
         bins["ceiling"] = (ceiling, "ceiling")
+    if args.no_beanstalkd and not standin:
+        del bins["beanstalkd"]
 
     names = [n for a in args.scenario for n in a.split(",") if n]
     known = {s.name: s for s in SCENARIOS}
@@ -1288,7 +1314,7 @@ def main():
         "loadavg_start": os.getloadavg(), "quick": args.quick, "pairs": pairs,
         "stalkd_bin": stalkd, "stalkd_is_standin": standin, "beanstalkd_bin": beanstalkd,
         "ceiling_bin": bins.get("ceiling", (None,))[0], "loadgen_bin": CFG.loadgen,
-        "baseline_bin": bins.get("baseline", (None,))[0],
+        "baseline_bin": bins.get("baseline", (None,))[0], "busy_loops": args.busy,
     }
     if not standin:
         st = os.stat(stalkd)
@@ -1315,7 +1341,11 @@ def main():
     if standin:
         md += ["**stalkd was not built: beanstalkd stands in for it; the ratio column shows the "
                "run-to-run noise only.**", ""]
+    if args.busy:
+        md += [f"**{args.busy} busy-loop process(es) ran beside the servers throughout (--busy).**",
+               ""]
     failed = 0
+    busy = start_busy(args.busy)
     try:
         for sc in selected:
             params = sc.quick if args.quick else sc.full
@@ -1328,6 +1358,7 @@ def main():
             out["scenarios"][sc.name] = {"params": params, "summary": summary, "runs": runs}
     finally:
         stop_all()
+        stop_busy(busy)
     mtimes = {r["bin_mtime"] for sc in out["scenarios"].values() for r in sc["runs"]
               if r["server"] == "stalkd" and "bin_mtime" in r}
     if len(mtimes) > 1:

@@ -58,6 +58,12 @@ class Session {
   virtual Result Reserve(Nanos timeout) = 0;
   // The client went away while its reserve waited: kTimedOut; no result arrives later.
   virtual Result AbandonReserve() = 0;
+  // The client will send nothing more while a reserve of its is pending (a half-close). As
+  // AbandonReserve, unless the reserve is not waiting yet, only on its way (a store across
+  // a network): then kPending, and the pending reserves are answered as if none could wait
+  // (a job, or kTimedOut), in order, until one answers kTimedOut; the others then get
+  // nothing. beanstalkd answers a reserve before it notices the end of the input.
+  virtual Result CloseReserve() { return AbandonReserve(); }
   virtual Result ReserveJob(uint64_t id) = 0;
 
   virtual Result Peek(uint64_t id) = 0;

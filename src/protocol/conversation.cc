@@ -216,9 +216,10 @@ bool Conversation::RunSteps(size_t max_steps) {
 void Conversation::Reply(Outcome o) { Answer(Result::Of(o)); }
 
 bool Conversation::MayPipeline(std::string_view line) const {
+  // Not while the output is already past its mark: what goes ahead adds to it.
   Command cmd;
-  return !put_many_ && ParseCommand(line, &cmd) == ParseStatus::kOk &&
-         session_->CanPipeline(cmd.verb);
+  return !put_many_ && out_.size() < kOutputHighWater &&
+         ParseCommand(line, &cmd) == ParseStatus::kOk && session_->CanPipeline(cmd.verb);
 }
 
 void Conversation::Answer(const Result& r, bool reserve) {
@@ -277,6 +278,7 @@ void Conversation::OnResult(const Result& r) {
       observer_->OnCommand(first.verb, observer_->Now() - first.started);
     }
     later_->pop_front();
+    if (close_after_ && r.outcome == Outcome::kTimedOut) later_->clear();
     while (!later_->empty() && later_->front().ready) {
       out_.append(later_->front().reply);
       later_->pop_front();
@@ -296,6 +298,7 @@ void Conversation::OnResult(const Result& r) {
   }
   if (state_ == State::kWaiting) state_ = State::kCommand;
   if (reserve && input_closed_) state_ = State::kClosing;
+  if (close_after_ && r.outcome == Outcome::kTimedOut) state_ = State::kClosing;
 }
 
 void Conversation::OnInputClosed() {
@@ -309,9 +312,14 @@ void Conversation::OnInputClosed() {
       !std::all_of(later_->begin(), later_->end(), [](const Later& l) { return l.reserve; })) {
     return;
   }
+  Result r = session_->CloseReserve();
+  if (r.outcome == Outcome::kPending) {
+    close_after_ = true;  // its answer, and those of the reserves behind it, are coming
+    return;
+  }
   first_pending_ = pending_reserve_ = false;
   later_.reset();
-  AppendReply(session_->AbandonReserve(), &out_);
+  AppendReply(r, &out_);
   state_ = State::kClosing;
 }
 

@@ -94,6 +94,7 @@ class Conversation final : public command::FrontEnd {
   // Whether the command on `line` may go ahead of the pending results (Session::CanPipeline).
   bool MayPipeline(std::string_view line) const;
   bool ReservePending() const {
+    if (close_after_) return false;  // no longer waiting for the client
     return first_pending_ ? pending_reserve_ : (later_ && later_->front().reserve);
   }
   void StartPut(const Command& cmd);
@@ -134,6 +135,9 @@ class Conversation final : public command::FrontEnd {
   // One result is pending and nothing was made after it: its reply goes straight out.
   bool first_pending_ = false;
   bool pending_reserve_ = false;  // first_pending_: the pending result is a reserve's
+  // Input closed while reserves were on their way (Session::CloseReserve): their answers
+  // go out until one is TIMED_OUT, then the connection closes.
+  bool close_after_ = false;
   command::Outcome skip_reply_ = command::Outcome::kBadFormat;  // kSkipBody: the reply after
 
   std::string out_;

@@ -326,6 +326,7 @@ void Conversation::ContinuePutMany() {
   }
   out_.append("INSERTED-MANY ").append(std::to_string(pm.entries.size())).append("\r\n");
   out_.append(pm.replies);
+  Timed();
   put_many_.reset();
   state_ = State::kCommand;
 }

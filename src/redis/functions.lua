@@ -801,6 +801,7 @@ end
 local function reap(B, fid, now)
   local budget = 1000  -- reservations given back per call: a big front end takes several
   for _, sid in ipairs(redis.call('SMEMBERS', B .. 'fs:' .. fid)) do
+    if budget <= 0 then return false end
     local n = redis.call('ZCARD', B .. 's:' .. sid)
     if n > budget then
       release_session(B, num(sid), now, budget)
@@ -837,17 +838,21 @@ local function f_pump(B, now, a)
 end
 
 -- lease: fid lease_ms [name value]...: renews a front end's lease (a new fid: 0 takes one)
--- and publishes its counters for `stats`. -> 'FID' fid
+-- and publishes its counters for `stats`. -> 'FID' fid reaped (1: the lease had run out
+-- and the front end been reaped)
 local function f_lease(B, now, a)
   local fid = a[1]
-  if fid == '0' then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', '1')) end
-  redis.call('ZADD', B .. 'fe', str(now + num(a[2])), fid)
+  local renew = fid ~= '0'
+  if not renew then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', '1')) end
+  -- A renewal that adds the front end anew: it had been reaped (its sessions' reservations
+  -- given back, their fs: listing gone).
+  local reaped = redis.call('ZADD', B .. 'fe', str(now + num(a[2])), fid) == 1 and renew
   if #a > 2 then
     local kv = {}
     for i = 3, #a do kv[#kv + 1] = a[i] end
     for i = 1, #kv, 2 do redis.call('HSET', B .. 'fst:' .. fid, kv[i], kv[i + 1]) end
   end
-  return done(B, now, 'FID', fid)
+  return done(B, now, 'FID', fid, reaped and '1' or '0')
 end
 
 -- quit: fid: a front end stops cleanly; its sessions are released as by reap.

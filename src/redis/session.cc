@@ -214,7 +214,7 @@ Result RedisSession::StartReserve(const command::ReserveArgs& args, Verb v) {
   wants_.back().args.count = std::max<uint32_t>(args.count, 1);
   if (wants_.size() == 1) {
     BecomeHead();
-  } else if (args.timeout > 0 && !waiting_) {
+  } else if (args.timeout > 0 && !waiting_ && !closing_) {
     waiting_ = true;
     store_.AddWaiter(this);
   }
@@ -227,7 +227,7 @@ void RedisSession::BecomeHead() {
   verb_ = w.verb;
   wait_args_ = w.args;
   Nanos now = store_.clock_.Now();
-  Nanos t = w.args.timeout;
+  Nanos t = closing_ ? 0 : w.args.timeout;
   wait_until_ = t == kForever || t > kForever - now ? kForever : now + t;
   // A reserve that may wait is a waiter from now on, so a wake-up that arrives before its
   // first call's answer makes it claim again.
@@ -250,7 +250,7 @@ void RedisSession::Claim() {
                                      wait_args_.freeze_tries ? "1" : "0",
                                      wait_args_.detached ? "1" : "0",
                                      lease,
-                                     enlisted_ ? "1" : "0"};
+                                     Enlisted() ? "1" : "0"};
   args.insert(args.end(), watch_.begin(), watch_.end());
   store_.Call("reserve", std::span<const std::string_view>(args), true,
               [cell = cell_](const Answer& a) {
@@ -272,7 +272,7 @@ void RedisSession::OnClaim(const Answer& a) {
   // A job goes to the head, whichever reserve's claim found it: a reserve behind the head
   // was read after it, so the head, waiting, would have had it.
   if (a.status == "RESERVED") {
-    enlisted_ = true;
+    if (!wait_args_.detached) Enlist();  // a detached job has no owner: nothing listed
     return AnswerHead(Reserved(a));
   }
   if (claims_out_ == 0 && std::exchange(reclaim_, false)) return Claim();
@@ -283,6 +283,11 @@ void RedisSession::OnClaim(const Answer& a) {
 
 void RedisSession::AnswerHead(const Result& r) {
   wants_.pop_front();
+  // Half-closed: beanstalkd, its reserve waiting, answers it and reads nothing more.
+  if (closing_ && r.outcome == Outcome::kTimedOut) {
+    wants_.clear();
+    abandoned_ = true;
+  }
   if (wants_.empty() && waiting_) {
     waiting_ = false;
     reclaim_ = false;
@@ -346,16 +351,29 @@ Result RedisSession::AbandonReserve() {
   return Result::Of(Outcome::kTimedOut);
 }
 
+Result RedisSession::CloseReserve() {
+  if (abandoned_ || wants_.empty() || claims_out_ == 0) return AbandonReserve();
+  // Its claim is on its way: it answers, and so do the reserves behind it, none waiting.
+  closing_ = true;
+  wait_until_ = store_.clock_.Now();
+  if (waiting_) {
+    waiting_ = false;
+    reclaim_ = false;
+    store_.RemoveWaiter(this);
+  }
+  return Result::Of(Outcome::kPending);
+}
+
 Result RedisSession::ReserveJob(uint64_t id) {
   store_.Count(Verb::kReserveJob);
   reserved_any_ = true;
   verb_ = Verb::kReserveJob;
   wait_args_ = {};
   std::string ids = std::to_string(id);
-  return Ask("reserve_job", {sid_text_, ids, enlisted_ ? "1" : "0"}, true,
+  return Ask("reserve_job", {sid_text_, ids, Enlisted() ? "1" : "0"}, true,
              [](RedisSession& s, const Answer& a) {
                if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
-               s.enlisted_ = true;
+               s.Enlist();
                s.Worker();
                return s.Reserved(a);
              });

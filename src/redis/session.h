@@ -26,6 +26,7 @@ class RedisSession final : public command::Session {
   void AbandonPut() override;
   Result Reserve(Nanos timeout) override;
   Result AbandonReserve() override;
+  Result CloseReserve() override;
   Result ReserveJob(uint64_t id) override;
   Result Peek(uint64_t id) override;
   Result PeekReady() override { return PeekState("ready", Verb::kPeekReady); }
@@ -105,11 +106,19 @@ class RedisSession final : public command::Session {
   Verb verb_ = Verb::kUnknown;
   Nanos started_ = 0;
   bool reserved_any_ = false;  // release_conn on close only if it may hold a reservation
-  bool enlisted_ = false;      // listed in its front end's fs: set (a reservation's answer came)
-  bool worker_ = false;        // reserved, as beanstalkd's current-workers counts
-  bool put_any_ = false;       // a producer
-  void Worker();               // sets worker_, counted by the store
-  void Producer();             // sets put_any_, counted by the store
+  // Listed in its front end's fs: set (a reservation of its own, not detached, was
+  // answered) as of store_.enlist_epoch_ == enlisted_epoch_.
+  bool enlisted_ = false;
+  uint64_t enlisted_epoch_ = 0;
+  bool Enlisted() const { return enlisted_ && enlisted_epoch_ == store_.enlist_epoch_; }
+  void Enlist() {
+    enlisted_ = true;
+    enlisted_epoch_ = store_.enlist_epoch_;
+  }
+  bool worker_ = false;   // reserved, as beanstalkd's current-workers counts
+  bool put_any_ = false;  // a producer
+  void Worker();          // sets worker_, counted by the store
+  void Producer();        // sets put_any_, counted by the store
 
   // A put whose body is arriving.
   std::string put_;
@@ -139,6 +148,7 @@ class RedisSession final : public command::Session {
   std::vector<RedisStore::WaiterList::iterator> tube_at_;  // and per tube of watch_
   bool reclaim_ = false;    // a wake-up came while claiming: claim again if that finds none
   bool abandoned_ = false;  // the client went away while its reserve waited
+  bool closing_ = false;    // CloseReserve: the reserves answer as if none could wait
   Nanos wait_until_ = kForever;
   command::ReserveArgs wait_args_;
 

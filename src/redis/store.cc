@@ -144,6 +144,9 @@ void RedisStore::Setup() {
                     }
                     fid_ = r.elements[3].str;
                     Learn(ToInt(r.elements[0]), ToInt(r.elements[1]));
+                    // Away from Redis: reaped meanwhile, or a promoted replica without the
+                    // last listings. Sessions list themselves again with their next reserve.
+                    enlist_epoch_++;
                     started_ = true;
                     link_.SetReady();
                     next_lease_ = clock_.Now() + opt_.lease / 4;
@@ -186,8 +189,9 @@ void RedisStore::Call(std::string_view fn, std::span<const std::string_view> arg
   if (wait) need_wait_ = true;
   link_.Send(std::span<const std::string_view>(argv),
              [this, wait, done = std::move(done)](const Reply& r) mutable {
-               if (wait && !r.error()) {
-                 held_.push_back({r, std::move(done)});
+               bool waits = wait && !r.error();
+               if (waits || !held_.empty()) {
+                 held_.push_back({r, std::move(done), waits});
                  return;
                }
                Deliver(r, done);
@@ -233,7 +237,7 @@ void RedisStore::SendWait() {
     Reply lost;
     lost.type = Reply::Type::kLost;
     lost.str = "WAIT did not confirm a replica";
-    for (Held& h : batch) Deliver(ok ? h.reply : lost, h.done);
+    for (Held& h : batch) Deliver(ok || !h.waits ? h.reply : lost, h.done);
   });
 }
 
@@ -346,7 +350,11 @@ void RedisStore::RenewLease() {
   std::string lease = Ms(opt_.lease);
   args.push_back(lease);
   for (const std::string& s : kv) args.push_back(s);
-  Call("lease", std::span<const std::string_view>(args), false, [](const Answer&) {});
+  Call("lease", std::span<const std::string_view>(args), false, [this](const Answer& a) {
+    // Another front end took this one for dead (a stall longer than the lease) and gave
+    // back its sessions' reservations and their listing.
+    if (!a.lost && a.Word(1) == "1") enlist_epoch_++;
+  });
 }
 
 void RedisStore::RefreshWaiterLease() {

@@ -142,8 +142,15 @@ class RedisStore final : public command::Store, private Link::Listener {
   struct Held {
     Reply reply;
     Handler done;
+    bool waits;  // a change: lost if the WAIT does not confirm it
   };
-  std::vector<Held> held_;  // answers waiting for the WAIT sent after them
+  // Answers waiting for the WAIT sent after them: the changes', and every answer that
+  // arrives behind one of those (reads, errors), so that all are delivered in the order
+  // they were called (a connection's pipelined commands are answered in that order).
+  std::vector<Held> held_;
+  // Bumped whenever this front end's sessions may have been dropped from its fs: set (a
+  // new connection to Redis, a lease found reaped): RedisSession::enlisted_ is then stale.
+  uint64_t enlist_epoch_ = 1;
 
   // Waiters in the order they began to wait: all of them (timeouts, claims again after an
   // outage) and per watched tube (wake-ups, stats-tube, the waiters' lease), so that a

@@ -1,5 +1,6 @@
 #include "server/heap_prefault.h"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -31,6 +34,26 @@ uintptr_t Break() { return reinterpret_cast<uintptr_t>(sbrk(0)); }
   return ok;
 }
 
+constexpr const char* kSchedStat = "/proc/thread-self/schedstat";
+
+// How long the thread that opened fd (kSchedStat) has waited for a CPU so far, in ns: the
+// second field ("on the CPU, waiting for it, time slices"); -1 if it cannot be read.
+int64_t RunDelay(int fd) {
+  char buf[96];
+  ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  unsigned long long on_cpu = 0, waited = 0;
+  if (sscanf(buf, "%llu %llu", &on_cpu, &waited) != 2) return -1;
+  return static_cast<int64_t>(waited);
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 // glibc's heap only: a sanitizer's allocator takes its memory elsewhere.
@@ -47,6 +70,11 @@ HeapPrefaulter::HeapPrefaulter() {
 #if defined(__GLIBC__) && !defined(STALKD_FOREIGN_MALLOC)
   enabled_ = CanPopulate();
 #endif
+  if (enabled_) {  // the thread opens its own; this checks that the kernel has the file
+    int fd = open(kSchedStat, O_RDONLY | O_CLOEXEC);
+    enabled_ = RunDelay(fd) >= 0;
+    if (fd >= 0) close(fd);
+  }
   if (!enabled_) return;
   last_brk_ = Break();
   // Signals go to the loop's signalfd (Server::HandleSignals blocks them in the thread that
@@ -54,7 +82,11 @@ HeapPrefaulter::HeapPrefaulter() {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    int fd = open(kSchedStat, O_RDONLY | O_CLOEXEC);
+    Run(fd);
+    if (fd >= 0) close(fd);
+  });
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
@@ -94,13 +126,43 @@ uint64_t HeapPrefaulter::populated_bytes() const {
   return populated_;
 }
 
-void HeapPrefaulter::Run() {
+uint64_t HeapPrefaulter::back_offs() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return back_offs_;
+}
+
+int64_t HeapPrefaulter::BackOffNs(int64_t waited_ns) {
+  if (waited_ns < kMaxRunDelayNs) return 0;
+  return std::min(waited_ns * kBackOffFactor, kMaxBackOffNs);
+}
+
+void HeapPrefaulter::Run(int schedstat_fd) {
+  int64_t seen = RunDelay(schedstat_fd);  // the run delay at the last look
+  int64_t resume = 0;                     // no steps before this time (ns) after a back-off
+  // After a wait for a CPU: no steps for a while (the loop faults that part of the heap in
+  // itself). Unknown counts as a long wait.
+  auto after_look = [&](int64_t delay) {
+    int64_t off = delay < 0 || seen < 0 ? kMaxBackOffNs : BackOffNs(delay - seen);
+    seen = delay;
+    if (off == 0) return;
+    back_offs_++;
+    resume = std::max(resume, NowNs() + off);
+  };
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     cv_.wait(lk, [this] { return stop_ || from_ != to_; });
     if (stop_) return;
-    // A step at a time: the loop's next brk waits for the step in progress (it holds the
-    // address space's lock for reading), never for the whole range.
+    // Look before each step: the wait after a wake-up (or between steps) says whether the
+    // machine has a CPU to spare now.
+    lk.unlock();
+    int64_t delay = RunDelay(schedstat_fd);
+    lk.lock();
+    after_look(delay);
+    if (NowNs() < resume) {
+      from_ = to_;
+      continue;
+    }
+    // A small step at a time: the loop's next brk waits for the step in progress.
     uintptr_t a = from_ & ~(kPage - 1);
     uintptr_t end = to_ & ~(kPage - 1);
     if (end <= a) {
@@ -112,7 +174,9 @@ void HeapPrefaulter::Run() {
     lk.unlock();
     // Fails harmlessly (ENOMEM) if the heap was trimmed meanwhile.
     bool ok = madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE) == 0;
+    delay = RunDelay(schedstat_fd);  // and after it: was it preempted, holding the lock?
     lk.lock();
+    after_look(delay);
     if (ok) populated_ += b - a;
   }
 }

@@ -11,16 +11,28 @@ namespace stalkd::server {
 // Faults in the pages that the malloc heap grows into, from a thread of its own, before the
 // loop touches them. Jobs, the id table's pages and the heaps' chunks come from glibc's main
 // heap, which grows with brk; the loop used to take every page fault of that growth itself.
-// A first touch of fresh memory costs 1-5 µs, and now and then (the hypervisor backing a
-// page, the kernel finding one) many milliseconds: while 10,000,000 jobs were put, single
-// loop iterations took 5-35 ms on the CPU, in page faults, and the slowest put and `stats`
-// waited that long.
+// A first touch of fresh memory costs 1-50 µs here (the hypervisor backs the page), and now
+// and then many milliseconds: while 10,000,000 jobs were put, single loop iterations took
+// 5-35 ms on the CPU, in page faults, and the slowest put and `stats` waited that long.
 //
 // The heap keeps a top pad (M_TOP_PAD) that grows with the job memory (1/128 of it, 1 to
 // 32 MiB), so each brk reaches that far ahead; when the loop sees the break move up
 // (Note), this thread populates the new part (MADV_POPULATE_WRITE: the pages are allocated
 // as a write would, and nothing is written, so it cannot disturb what malloc puts there).
 // The resident memory grows by at most the pad before the jobs use it.
+//
+// The thread must not make the loop wait. MADV_POPULATE_WRITE holds the address space's lock
+// for reading while it faults a range in, and the kernel may preempt it there (at the
+// cond_resched between pages); the loop's next brk needs that lock for writing, so it waits
+// until the thread has had a CPU again: up to 190 ms when other processes kept both CPUs busy.
+// So the thread works in small steps (kStep) and only while it gets a CPU at once: before and
+// after each step it reads how long it has waited for one so far (its run delay, from
+// /proc/thread-self/schedstat); after a wait of kMaxRunDelayNs or more (woken late, or
+// preempted in a step) it takes no step for kBackOffFactor times that wait (at most
+// kMaxBackOffNs) and leaves the heap's growth meanwhile to the loop's own page faults.
+// Preemption cannot be foreseen, so a step that starts just before the machine fills up can
+// still make one brk wait; the back-off keeps that from repeating while the machine stays
+// busy. Where the run delay cannot be read, the prefaulter is off.
 //
 // Setting M_TOP_PAD freezes glibc's dynamic mmap threshold, so it is set to the dynamic
 // scheme's ceiling (32 MiB, which a server that has freed large buffers reaches anyway).
@@ -36,14 +48,21 @@ class HeapPrefaulter {
 
   static constexpr size_t kMinPad = size_t{1} << 20;
   static constexpr size_t kMaxPad = size_t{32} << 20;
-  static constexpr size_t kStep = size_t{256} << 10;  // one madvise call
-  // Whether it works here (glibc's malloc, no sanitizer, Linux 5.14 or later).
+  static constexpr size_t kStep = size_t{64} << 10;        // one madvise call
+  static constexpr int64_t kMaxRunDelayNs = 1'000'000;     // a wait for a CPU that stops the work
+  static constexpr int64_t kBackOffFactor = 10;            // for 10 times as long as it waited,
+  static constexpr int64_t kMaxBackOffNs = 1'000'000'000;  // at most 1 s
+  // How long the thread stays away after waiting waited_ns for a CPU (0: it does not).
+  static int64_t BackOffNs(int64_t waited_ns);
+  // Whether it works here (glibc's malloc, no sanitizer, Linux 5.14 or later, and the run
+  // delay readable: /proc/thread-self/schedstat, Linux 3.17 or later with CONFIG_SCHED_INFO).
   bool enabled() const { return enabled_; }
-  // Pages faulted in by the thread so far (for tests).
+  // Pages faulted in by the thread so far, and how often it backed off (for tests).
   uint64_t populated_bytes() const;
+  uint64_t back_offs() const;
 
  private:
-  void Run();
+  void Run(int schedstat_fd);
 
   bool enabled_ = false;
   size_t pad_ = 0;          // the top pad set
@@ -54,6 +73,7 @@ class HeapPrefaulter {
   uintptr_t from_ = 0, to_ = 0;  // to populate; from_ == to_: nothing
   bool stop_ = false;
   uint64_t populated_ = 0;
+  uint64_t back_offs_ = 0;
   std::thread thread_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -22,25 +24,81 @@ TEST(HeapPrefaulterTest, FaultsInTheHeapsGrowthAndDisturbsNothing) {
   std::vector<unsigned char*> blocks;
   blocks.reserve(kBlocks);
   size_t used = 0;
-  for (size_t i = 0; i < kBlocks; i++) {
-    auto* b = static_cast<unsigned char*>(malloc(kBlock));
-    ASSERT_NE(b, nullptr);
-    memset(b, static_cast<int>(i & 0xff), kBlock);
-    blocks.push_back(b);
-    used += kBlock;
-    if (i % 100 == 0) p.Note(used);
+  auto grow = [&](size_t n) {
+    for (size_t i = 0; i < n; i++) {
+      auto* b = static_cast<unsigned char*>(malloc(kBlock));
+      ASSERT_NE(b, nullptr);
+      memset(b, static_cast<int>(blocks.size() & 0xff), kBlock);
+      blocks.push_back(b);
+      used += kBlock;
+      if (i % 100 == 0) p.Note(used);
+    }
+  };
+  grow(kBlocks);
+  // The thread works on its own time, and stays away for a while when it had to wait for a
+  // CPU (a busy machine): keep growing the heap a little until it has faulted some in.
+  for (int i = 0; i < 500 && p.enabled() && p.populated_bytes() == 0; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    grow(1000);
   }
-  for (size_t i = 0; i < kBlocks; i++) {
+  for (size_t i = 0; i < blocks.size(); i++) {
     unsigned char want = static_cast<unsigned char>(i & 0xff);
     ASSERT_EQ(blocks[i][0], want) << i;
     ASSERT_EQ(blocks[i][kBlock - 1], want) << i;
   }
-  // The thread works on its own time; give it a moment before asking.
-  for (int i = 0; i < 200 && p.populated_bytes() == 0; i++) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   if (p.enabled()) {
     EXPECT_GT(p.populated_bytes(), 0u);
+  }
+  for (unsigned char* b : blocks) free(b);
+  p.Note(0);
+}
+
+// A wait for a CPU under the limit changes nothing; a longer one keeps the thread away for ten
+// times as long, at most a second.
+TEST(HeapPrefaulterTest, BacksOffForTenTimesALongWaitForACpu) {
+  EXPECT_EQ(HeapPrefaulter::BackOffNs(0), 0);
+  EXPECT_EQ(HeapPrefaulter::BackOffNs(HeapPrefaulter::kMaxRunDelayNs - 1), 0);
+  EXPECT_EQ(HeapPrefaulter::BackOffNs(HeapPrefaulter::kMaxRunDelayNs),
+            10 * HeapPrefaulter::kMaxRunDelayNs);
+  EXPECT_EQ(HeapPrefaulter::BackOffNs(20'000'000), 200'000'000);
+  EXPECT_EQ(HeapPrefaulter::BackOffNs(5'000'000'000), HeapPrefaulter::kMaxBackOffNs);
+}
+
+// With every CPU kept busy by twice as many spinning threads, the thread is made to wait for a
+// CPU and backs off, and the heap's contents are still intact.
+TEST(HeapPrefaulterTest, BacksOffWhileTheCpusAreBusy) {
+  HeapPrefaulter p;
+  if (!p.enabled()) GTEST_SKIP() << "no prefaulter here";
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  unsigned n = 2 * std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; i++) {
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  constexpr size_t kBlock = 150;
+  std::vector<unsigned char*> blocks;
+  size_t used = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  // Until it has backed off (or 5 s), 2 MB at a time, each block filled by the "loop".
+  while (p.back_offs() == 0 && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 14'000; i++) {
+      auto* b = static_cast<unsigned char*>(malloc(kBlock));
+      ASSERT_NE(b, nullptr);
+      memset(b, static_cast<int>(blocks.size() & 0xff), kBlock);
+      blocks.push_back(b);
+      used += kBlock;
+    }
+    p.Note(used);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  stop = true;
+  for (auto& t : spinners) t.join();
+  EXPECT_GT(p.back_offs(), 0u);
+  for (size_t i = 0; i < blocks.size(); i++) {
+    ASSERT_EQ(blocks[i][kBlock - 1], static_cast<unsigned char>(i & 0xff)) << i;
   }
   for (unsigned char* b : blocks) free(b);
   p.Note(0);

@@ -90,6 +90,27 @@ class TestCloseReleasesJobs(ServerCase):
         a.sock.shutdown(socket.SHUT_WR)
         self.assertEqual(a.read_reply(), b"TIMED_OUT\r\n")
 
+    def test_half_closed_client_gets_a_ready_job(self):
+        # beanstalkd answers the reserve before it notices the end of the input.
+        p, a = self.client(), self.client()
+        p.put("x")
+        a.send("reserve\r\n")
+        a.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(a.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertTrue(a.closed_by_peer())
+
+    def test_half_closed_client_with_pipelined_reserves_gets_jobs_then_timed_out(self):
+        p, a = self.client(), self.client()
+        p.put("x")
+        p.put("y")
+        a.send("reserve\r\n" * 4)
+        a.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(a.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(a.read_reply(), b"RESERVED 2 1\r\ny\r\n")
+        self.assertEqual(a.read_reply(), b"TIMED_OUT\r\n")
+        self.assertTrue(a.closed_by_peer())
+        self.assertTrue(wait_job_stat(p, 2, "state", "ready"))
+
     def test_connection_counts_drop_on_close(self):
         a = self.client()
         others = [self.client() for _ in range(5)]

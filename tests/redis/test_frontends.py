@@ -186,6 +186,19 @@ class TestReservationsComeBack(FrontEndsCase):
               "back on B after %.2fs" % (lease_ms, el), file=sys.stderr)
         self.assertLess(el, lease_ms / 1000 + 2.0)
 
+    def test_killed_front_end_reservations_come_back_after_a_detached_one(self):
+        # A detached reservation lists nothing with the front end; the connection's next,
+        # ordinary reservation must still be listed, so the lease's end gives it back.
+        a, b = self.fe(lease=1000), self.fe(lease=1000)
+        ca, cb = self.client(a), self.client(b)
+        cb.put("d", ttr=120)
+        cb.put("x", ttr=120)
+        self.assertEqual(ca.cmd("reserve-ext 0 detached"), b"RESERVED-MANY 1\r\n")
+        ca.read_reply()
+        self.assertEqual(ca.cmd("reserve-with-timeout 0"), b"RESERVED 2 1\r\nx\r\n")
+        self.kill(a)
+        self.assertEqual(cb.cmd("reserve-with-timeout 10"), b"RESERVED 2 1\r\nx\r\n")
+
     def test_ttr_expiry_after_the_reserving_front_end_is_killed(self):
         # Default lease (5 s): the TTR (1 s) must bring the job back first, as a timeout.
         a, b = self.fe(), self.fe()

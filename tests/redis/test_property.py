@@ -86,13 +86,13 @@ class Pair:
     the harness's own check), stopped by PID in close(). front_ends 2: a second stalkd on the
     same Redis and prefix, `redis2`, serves the last connection."""
 
-    def __init__(self, redis_url, prefix, front_ends=1):
+    def __init__(self, redis_url, prefix, front_ends=1, wait=0):
         self.embedded = beanstalk.Server()
         self.fronts = []
         try:
             args = ()
             if redis_url is not None:
-                args = redis_fixture.store_argv(redis_url, prefix, wait=0)
+                args = redis_fixture.store_argv(redis_url, prefix, wait=wait)
             for _ in range(front_ends):
                 self.fronts.append(beanstalk.Server(args=args))
         except BaseException:
@@ -485,9 +485,10 @@ class Comparison:
     redis_url = None
     front_ends = 1
     bursts = False
+    wait = 0  # --store-wait
 
     def new_pair(self):
-        return Pair(self.redis_url, redis_fixture.unique_prefix(), self.front_ends)
+        return Pair(self.redis_url, redis_fixture.unique_prefix(), self.front_ends, self.wait)
 
     @contextlib.contextmanager
     def running(self):
@@ -655,6 +656,25 @@ class RedisBurstsCase(RedisCase):
 
     def test_random_sequences(self):
         self.check_seeds(range(FIRST_SEED, FIRST_SEED + SEEDS), COMMANDS)
+
+
+class RedisBurstsWaitCase(RedisBurstsCase):
+    """Bursts with --store-wait 1 on a master and a replica: a change's answer waits for
+    the WAIT after it, and every answer behind it (reads, refusals) must wait too, or a
+    connection's replies would come out of order."""
+
+    wait = 1
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(redis_fixture.REDIS_SERVER, os.X_OK):
+            raise unittest.SkipTest("redis-server is not installed (scripts/setup.sh)")
+        cls.set = redis_fixture.ReplicatedSet(replicas=1, min_replicas_to_write=1)
+        cls.addClassCleanup(cls.set.close)
+        cls.redis_url = cls.set.master.url()
+
+    def test_random_sequences(self):
+        self.check_seeds(range(FIRST_SEED, FIRST_SEED + max(1, SEEDS // 3)), COMMANDS)
 
 
 class RedisTwoFrontEndsCase(RedisCase):
