@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +25,7 @@ namespace {
 
 constexpr std::string_view kRedisScheme = "redis://";
 constexpr std::string_view kSentinelScheme = "redis-sentinel://";
+constexpr std::string_view kClusterScheme = "redis-cluster://";
 constexpr int kRedisPort = 6379;
 constexpr int kSentinelPort = 26379;
 
@@ -79,10 +78,14 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
   } else if (url.starts_with(kSentinelScheme)) {
     u.kind = StoreUrl::Kind::kSentinel;
     rest = url.substr(kSentinelScheme.size());
+  } else if (url.starts_with(kClusterScheme)) {
+    u.kind = StoreUrl::Kind::kCluster;
+    rest = url.substr(kClusterScheme.size());
   } else {
     *error = "--store: '" + std::string(url) +
-             "' is neither redis://HOST:PORT[/DB] nor "
-             "redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER";
+             "' is none of redis://HOST:PORT[/DB], "
+             "redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER and "
+             "redis-cluster://HOST:PORT[,HOST:PORT...]";
     return false;
   }
   if (rest.find_first_of("?#") != std::string_view::npos) {
@@ -114,12 +117,22 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
       return false;
     }
   } else {
+    bool cluster = u.kind == StoreUrl::Kind::kCluster;
     while (!hosts.empty()) {
       std::string_view one = hosts.substr(0, hosts.find(','));
       Endpoint ep;
-      if (!ParseEndpoint(one, kSentinelPort, &ep, error)) return false;
+      if (!ParseEndpoint(one, cluster ? kRedisPort : kSentinelPort, &ep, error)) return false;
       u.endpoints.push_back(ep);
       hosts.remove_prefix(std::min(hosts.size(), one.size() + 1));
+    }
+    if (cluster) {
+      if (!path.empty() && path != "0") {
+        *error = "--store: '" + std::string(url) +
+                 "': a Redis Cluster has database 0 only (redis-cluster://HOST:PORT[,...])";
+        return false;
+      }
+      *out = std::move(u);
+      return true;
     }
     if (path.empty() || path.find_first_of(" \t\r\n/") != std::string_view::npos) {
       *error = "--store: '" + std::string(url) +
@@ -159,17 +172,18 @@ bool IsString(const Reply& r) {
 
 }  // namespace
 
-class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
+class Link::Impl final : public Conn::Owner {
  public:
   Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listener& listener,
        Nanos retry_window);
-  ~Impl() override;
+  ~Impl();
 
   void Start();
   void SendSetup(std::span<const std::string_view> argv, Callback cb);
   void SetReady();
   void Reset(std::string_view why);
   void Send(std::span<const std::string_view> argv, Callback cb);
+  void SendEncoded(std::string_view command, Callback cb);
   void Flush();
   void Subscribe(std::string_view channel);
   Nanos Poll();
@@ -185,7 +199,6 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   void OnReply(Conn& c, Reply& r) override;
   void OnDown(Conn& c, const std::string& why) override;
   void AfterEvents() override { Flush(); }
-  void OnEvents(uint32_t events) override;  // the wake-up eventfd
 
  private:
   enum class State : uint8_t {
@@ -212,6 +225,8 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
     std::string why;
   };
 
+  // A user command appended to data_: awaits its reply; written at 64 KiB.
+  void Sent(Callback cb);
   void Attempt();
   void ConnectMaster(const Endpoint& at);
   void HandshakeStep();
@@ -230,11 +245,10 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   void OnWatchReply(Reply& r);
   // Runs the kLost callbacks and the OnLost notice that Down left.
   void RunDeferred();
-  void Wake();
+  void Wake() { waker_.Wake(); }
   void SubscribeAll();
   bool sentinel() const { return url_.kind == StoreUrl::Kind::kSentinel; }
 
-  net::EventLoop& loop_;
   const Clock& clock_;
   const StoreUrl url_;
   Listener& listener_;
@@ -258,8 +272,7 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
   std::deque<Lost> lost_;
   bool notify_lost_ = false;
   std::string lost_why_;
-  int wake_fd_ = -1;
-  bool woken_ = false;
+  Waker waker_;  // calls Poll
   bool running_deferred_ = false;
 
   // Sentinel: `asker_` asks the sentinel at `sentinel_index_` where the master is;
@@ -276,19 +289,17 @@ class Link::Impl final : public Conn::Owner, public net::EventLoop::Handler {
 
 Link::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listener& listener,
                  Nanos retry_window)
-    : loop_(loop),
-      clock_(clock),
+    : clock_(clock),
       url_(std::move(url)),
       listener_(listener),
       retry_window_(retry_window),
       data_(loop, *this),
       pubsub_(loop, *this),
+      waker_(loop, [this] { Poll(); }),
       asker_(loop, *this),
       watcher_(loop, *this) {
   STALKD_CHECK(!url_.endpoints.empty());
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  STALKD_CHECK(wake_fd_ >= 0);
-  STALKD_CHECK(loop_.Add(wake_fd_, EPOLLIN, this));
+  STALKD_CHECK(url_.kind != StoreUrl::Kind::kCluster);  // that is ClusterLink's
 }
 
 Link::Impl::~Impl() {
@@ -296,24 +307,6 @@ Link::Impl::~Impl() {
   pubsub_.Close();
   asker_.Close();
   watcher_.Close();
-  loop_.Remove(wake_fd_);
-  close(wake_fd_);
-}
-
-void Link::Impl::Wake() {
-  if (woken_) return;
-  woken_ = true;
-  uint64_t one = 1;
-  ssize_t n = write(wake_fd_, &one, sizeof one);
-  (void)n;  // EAGAIN: the counter is already non-zero
-}
-
-void Link::Impl::OnEvents(uint32_t) {
-  uint64_t count;
-  ssize_t n = read(wake_fd_, &count, sizeof count);
-  (void)n;
-  woken_ = false;
-  Poll();
 }
 
 void Link::Impl::RunDeferred() {
@@ -463,6 +456,19 @@ void Link::Impl::Send(std::span<const std::string_view> argv, Callback cb) {
     return;
   }
   data_.Append(argv);
+  Sent(std::move(cb));
+}
+
+void Link::Impl::SendEncoded(std::string_view command, Callback cb) {
+  if (state_ != State::kReady) {
+    queued_.push_back({std::string(command), std::move(cb), clock_.Now() + retry_window_});
+    return;
+  }
+  data_.AppendEncoded(command);
+  Sent(std::move(cb));
+}
+
+void Link::Impl::Sent(Callback cb) {
   written_.push_back({Written::Kind::kUser, std::move(cb)});
   user_written_++;
   if (data_.unwritten() >= kSendFlushSize) data_.Flush();
@@ -709,6 +715,9 @@ void Link::Send(std::initializer_list<std::string_view> argv, Callback cb) {
 }
 void Link::Send(std::span<const std::string_view> argv, Callback cb) {
   impl_->Send(argv, std::move(cb));
+}
+void Link::SendEncoded(std::string_view command, Callback cb) {
+  impl_->SendEncoded(command, std::move(cb));
 }
 void Link::Flush() { impl_->Flush(); }
 void Link::Subscribe(std::string_view channel) { impl_->Subscribe(channel); }

@@ -48,13 +48,15 @@ struct Endpoint {
   int port = 0;
 };
 
-// --store: redis://HOST:PORT[/DB] or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTERNAME.
+// --store: redis://HOST:PORT[/DB], redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTERNAME or
+// redis-cluster://HOST:PORT[,HOST:PORT...][/0] (cluster/ClusterLink; a cluster has db 0 only).
 struct StoreUrl {
-  enum class Kind : uint8_t { kRedis, kSentinel };
+  enum class Kind : uint8_t { kRedis, kSentinel, kCluster };
   Kind kind = Kind::kRedis;
-  std::vector<Endpoint> endpoints;  // kRedis: exactly one; kSentinel: the sentinels
-  int db = 0;                       // kRedis only (Sentinel-managed masters use db 0)
-  std::string master_name;          // kSentinel
+  // kRedis: exactly one; kSentinel: the sentinels; kCluster: the seed nodes
+  std::vector<Endpoint> endpoints;
+  int db = 0;               // kRedis only (Sentinel-managed masters use db 0)
+  std::string master_name;  // kSentinel
 };
 // false with *error set ("--store: ...") for anything malformed. A port left out is 6379
 // (26379 for a sentinel). Hosts are numeric IPv4 addresses or "localhost" (127.0.0.1): no name
@@ -129,6 +131,8 @@ class Link {
   // unsent while the link is not ready.
   void Send(std::initializer_list<std::string_view> argv, Callback cb);
   void Send(std::span<const std::string_view> argv, Callback cb);
+  // The same, for a command already encoded by AppendCommand (resp.h), e.g. kept for resending.
+  void SendEncoded(std::string_view command, Callback cb);
   // Writes what is buffered (as much as the socket takes; the rest when it is writable).
   void Flush();
 

@@ -6,10 +6,14 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
+
+#include "base/check.h"
 
 namespace stalkd::redis {
 
@@ -204,6 +208,34 @@ bool Conn::Read(uint64_t generation) {
     if (static_cast<size_t>(n) < sizeof buf) return true;
   }
   return true;
+}
+
+Waker::Waker(net::EventLoop& loop, std::function<void()> on_wake)
+    : loop_(loop), on_wake_(std::move(on_wake)) {
+  fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  STALKD_CHECK(fd_ >= 0);
+  STALKD_CHECK(loop_.Add(fd_, EPOLLIN, this));
+}
+
+Waker::~Waker() {
+  loop_.Remove(fd_);
+  close(fd_);
+}
+
+void Waker::Wake() {
+  if (woken_) return;
+  woken_ = true;
+  uint64_t one = 1;
+  ssize_t n = write(fd_, &one, sizeof one);
+  (void)n;  // EAGAIN: the counter is already non-zero
+}
+
+void Waker::OnEvents(uint32_t) {
+  uint64_t count;
+  ssize_t n = read(fd_, &count, sizeof count);
+  (void)n;
+  woken_ = false;
+  on_wake_();
 }
 
 }  // namespace stalkd::redis

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -89,6 +90,26 @@ class Conn final : public net::EventLoop::Handler {
   size_t out_pos_ = 0;
   std::string broken_;  // a write error not yet reported
   ReplyReader reader_;
+};
+
+// An eventfd on the loop that calls `on_wake` from the loop's dispatch after Wake(): how the
+// links deliver what a method decided (a kLost, a retry) from outside that method.
+class Waker final : public net::EventLoop::Handler {
+ public:
+  Waker(net::EventLoop& loop, std::function<void()> on_wake);
+  ~Waker() override;
+  Waker(const Waker&) = delete;
+  Waker& operator=(const Waker&) = delete;
+
+  // Once per dispatch however often it is called.
+  void Wake();
+  void OnEvents(uint32_t events) override;
+
+ private:
+  net::EventLoop& loop_;
+  std::function<void()> on_wake_;
+  int fd_ = -1;
+  bool woken_ = false;
 };
 
 }  // namespace stalkd::redis

@@ -27,171 +27,17 @@
 #include "base/clock.h"
 #include "net/event_loop.h"
 #include "redis/resp.h"
-
-extern char** environ;
+#include "redis/test_servers.h"
 
 namespace stalkd::redis {
 namespace {
 
-constexpr Nanos kMs = 1'000'000;
-
-// A loopback port nothing listens on, and never the same one twice in this process (servers
-// are made before they start listening).
-int FreePort() {
-  static std::set<int> given;
-  for (;;) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    if (given.insert(ntohs(addr.sin_port)).second) return ntohs(addr.sin_port);
-  }
-}
-
-void Sleep(Nanos d) {
-  timespec ts{static_cast<time_t>(d / kSecond), static_cast<long>(d % kSecond)};
-  nanosleep(&ts, nullptr);
-}
-
-// One blocking command, for the tests' own use (waiting for a server, REPLICAOF, FAILOVER),
-// in database `db`: kLost if the server could not be reached or did not answer within a second.
-Reply Call(int port, std::vector<std::string> args, int db = 0) {
-  Reply lost{Reply::Type::kLost, 0, "no answer", {}};
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return lost;
-  }
-  std::vector<std::string_view> argv(args.begin(), args.end());
-  std::string out;
-  std::string db_text = std::to_string(db);
-  if (db != 0) AppendCommand(out, std::vector<std::string_view>{"SELECT", db_text});
-  AppendCommand(out, argv);
-  if (send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
-    close(fd);
-    return lost;
-  }
-  ReplyReader reader;
-  Reply r;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    reader.Feed(buf, static_cast<size_t>(n));
-    if (db != 0 && reader.Next(&r) == 1) db = 0;  // SELECT's OK
-    if (db == 0 && reader.Next(&r) == 1) {
-      close(fd);
-      return r;
-    }
-  }
-  close(fd);
-  return lost;
-}
-
-bool WaitUntil(const std::function<bool()>& done, Nanos timeout = 5 * kSecond) {
-  SystemClock clock;
-  Nanos end = clock.Now() + timeout;
-  while (!done()) {
-    if (clock.Now() >= end) return false;
-    Sleep(10 * kMs);
-  }
-  return true;
-}
-
-// A redis-server or redis-sentinel child process on a loopback port, in its own temporary
-// directory; killed (SIGKILL) by its PID.
-class Server {
- public:
-  explicit Server(std::vector<std::string> extra = {}, bool sentinel = false)
-      : port_(FreePort()), extra_(std::move(extra)), sentinel_(sentinel) {
-    char tmpl[] = "/tmp/stalkd-link-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  ~Server() {
-    Kill();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
-
-  int port() const { return port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
-  // Starts it and waits until it answers.
-  void Start() {
-    std::vector<std::string> args;
-    if (sentinel_) {
-      std::string conf = dir_ + "/sentinel.conf";
-      std::ofstream f(conf);
-      f << "port " << port_ << "\nbind 127.0.0.1\ndir " << dir_ << "\nlogfile " << dir_ << "/log\n";
-      for (const std::string& line : extra_) f << line << "\n";
-      f.close();
-      args = {"redis-sentinel", conf};
-    } else {
-      args = {"redis-server",
-              "--port",
-              std::to_string(port_),
-              "--bind",
-              "127.0.0.1",
-              "--save",
-              "",
-              "--appendonly",
-              "no",
-              "--daemonize",
-              "no",
-              "--dir",
-              dir_,
-              "--repl-diskless-sync-delay",
-              "0"};
-      args.insert(args.end(), extra_.begin(), extra_.end());
-    }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    std::string log = dir_ + "/log";
-    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT, 0644);
-    ASSERT_EQ(posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    // Our process answers there (not another test's server that took the port meanwhile).
-    std::string mine = "process_id:" + std::to_string(pid_) + "\r\n";
-    ASSERT_TRUE(WaitUntil([&] {
-      return Call(port_, {"INFO", "server"}).str.find(mine) != std::string::npos;
-    })) << args[0]
-        << " did not answer on port " << port_;
-  }
-  // What it logged (redis-server: its stderr; redis-sentinel: its log file), for failures.
-  std::string Log() const {
-    std::ifstream f(dir_ + "/log");
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  int port_;
-  std::vector<std::string> extra_;
-  bool sentinel_;
-  std::string dir_;
-  pid_t pid_ = -1;
-};
+using test::Call;
+using test::FreePort;
+using test::kMs;
+using test::Server;
+using test::Sleep;
+using test::WaitUntil;
 
 // Sets the link ready after one setup command (PING), unless told to leave that to the test.
 class TestListener final : public Link::Listener {
@@ -215,33 +61,8 @@ class TestListener final : public Link::Listener {
   std::vector<std::pair<std::string, std::string>> messages;
 };
 
-class LinkTest : public ::testing::Test {
+class LinkTest : public test::LinkFixture<Link, TestListener> {
  protected:
-  void Open(const std::string& url, Nanos retry_window = 5 * kSecond,
-            std::initializer_list<std::string_view> channels = {}) {
-    StoreUrl parsed;
-    std::string error;
-    ASSERT_TRUE(ParseStoreUrl(url, &parsed, &error)) << error;
-    link_ = std::make_unique<Link>(loop_, clock_, parsed, listener_, retry_window);
-    listener_.link = link_.get();
-    for (std::string_view c : channels) link_->Subscribe(c);
-    link_->Start();
-  }
-  // Drives the link on the loop (sleeping as long as Poll says) until `done`.
-  bool RunUntil(const std::function<bool()>& done, Nanos timeout = 5 * kSecond) {
-    Nanos end = clock_.Now() + timeout;
-    while (!done()) {
-      Nanos next = link_->Poll();
-      if (done()) break;
-      Nanos now = clock_.Now();
-      if (now >= end) return false;
-      loop_.Poll(std::max<Nanos>(0, std::min(next, end) - now));
-    }
-    return true;
-  }
-  void RunFor(Nanos d) {
-    RunUntil([] { return false; }, d);
-  }
   // Sends one command and runs until its reply.
   Reply Roundtrip(std::initializer_list<std::string_view> argv) {
     auto out = std::make_shared<std::pair<bool, Reply>>(
@@ -251,11 +72,6 @@ class LinkTest : public ::testing::Test {
     EXPECT_TRUE(RunUntil([&] { return out->first; })) << "no reply in time";
     return out->second;
   }
-
-  net::EventLoop loop_;
-  SystemClock clock_;
-  TestListener listener_;
-  std::unique_ptr<Link> link_;
 };
 
 TEST(LinkUrl, ParsesRedisAndSentinelUrls) {
@@ -280,12 +96,29 @@ TEST(LinkUrl, ParsesRedisAndSentinelUrls) {
   EXPECT_EQ(u.master_name, "jobs");
 }
 
+TEST(LinkUrl, ParsesClusterUrls) {
+  StoreUrl u;
+  std::string error;
+  ASSERT_TRUE(ParseStoreUrl("redis-cluster://10.0.0.1:7000,localhost", &u, &error)) << error;
+  EXPECT_EQ(u.kind, StoreUrl::Kind::kCluster);
+  ASSERT_EQ(u.endpoints.size(), 2u);
+  EXPECT_EQ(u.endpoints[0].host, "10.0.0.1");
+  EXPECT_EQ(u.endpoints[0].port, 7000);
+  EXPECT_EQ(u.endpoints[1].host, "127.0.0.1");
+  EXPECT_EQ(u.endpoints[1].port, 6379);
+  EXPECT_EQ(u.db, 0);
+  ASSERT_TRUE(ParseStoreUrl("redis-cluster://127.0.0.1:7001/0", &u, &error)) << error;
+  EXPECT_EQ(u.kind, StoreUrl::Kind::kCluster);
+  ASSERT_EQ(u.endpoints.size(), 1u);
+  EXPECT_EQ(u.endpoints[0].port, 7001);
+}
+
 TEST(LinkUrl, RejectsMalformedUrlsSayingWhy) {
   struct Case {
     const char* url;
     const char* says;
   } cases[] = {
-      {"http://127.0.0.1:6379", "neither redis://"},
+      {"http://127.0.0.1:6379", "none of redis://"},
       {"redis://", "names no host"},
       {"redis://127.0.0.1:0", "not a port"},
       {"redis://127.0.0.1:65536", "not a port"},
@@ -299,6 +132,10 @@ TEST(LinkUrl, RejectsMalformedUrlsSayingWhy) {
       {"redis-sentinel://127.0.0.1:26379", "names no master"},
       {"redis-sentinel://127.0.0.1:26379/", "names no master"},
       {"redis-sentinel://127.0.0.1:26379,nowhere/m", "not a numeric IPv4 address"},
+      {"redis-cluster://", "names no host"},
+      {"redis-cluster://127.0.0.1:7000/1", "database 0 only"},
+      {"redis-cluster://127.0.0.1:7000,127.0.0.1:x", "not a port"},
+      {"redis-cluster://127.0.0.1:7000?x=1", "options"},
   };
   for (const Case& c : cases) {
     StoreUrl u;

@@ -1,0 +1,276 @@
+"""A real Redis Cluster for the tests of stalkd on Redis Cluster (issue 17;
+../shared/design/REDIS-STORE.md §2.2-2.8, §2.14).
+
+RedisCluster(masters=3, replicas=1): cluster-enabled redis-server nodes (the settings of
+  redis_fixture.RedisServer: AOF on, noeviction, `save ""`; plus cluster-enabled,
+  cluster-node-timeout `node_timeout_ms`), each on a free loopback port whose cluster bus
+  port (+10000) is free too, in its own temp dir; the cluster created by
+  `redis-cli --cluster create ... --cluster-replicas R --cluster-yes` and up once every node
+  says cluster_state:ok and agrees on who serves every slot.
+  nodes / masters() / replicas(), url() for stalkd's --store, kill_master(i) (SIGKILL) and
+  wait_failover(), restart(node), move_slots(slots, src, dst) (CLUSTER SETSLOT IMPORTING /
+  MIGRATING, MIGRATE of the keys, SETSLOT NODE on every master), reshard(n, src, dst)
+  (`redis-cli --cluster reshard`), keyslot(key), owner(slot), close().
+
+Every process is a redis_fixture process: PDEATHSIG when started from the main thread,
+killed by PID at exit at the latest; close() stops every one by its PID, and a cluster that
+fails to come up is closed before the error propagates.
+"""
+import socket
+import subprocess
+
+from beanstalk import free_port, wait_until
+from redis_fixture import HOST, RedisServer, RespError, _tail, parse_info
+
+REDIS_CLI = "/usr/bin/redis-cli"
+SLOTS = 16384
+
+
+def cluster_port():
+    """A free loopback port below 55536 whose cluster bus port (port + 10000) is free too."""
+    while True:
+        port = free_port()
+        if port > 65535 - 10000:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((HOST, port + 10000))
+        except OSError:
+            continue
+        return port
+
+
+def crc16(data):
+    """CRC16-XMODEM, Redis Cluster's key hash (bitwise; for checks in the tests)."""
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def keyslot(key):
+    """The hash slot of `key` (str or bytes): CRC16 of its hash tag, the text inside the first
+    `{...}` when non-empty, else of the whole key, mod 16384."""
+    if isinstance(key, str):
+        key = key.encode()
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    return crc16(key) % SLOTS
+
+
+class ClusterNode(RedisServer):
+    """One cluster-enabled redis-server; the node's id is `node_id` once the cluster exists."""
+
+    def __init__(self, node_timeout_ms, extra=()):
+        lines = ["cluster-enabled yes", "cluster-config-file nodes.conf",
+                 "cluster-node-timeout %d" % node_timeout_ms,
+                 # A replica that lost its master a while ago may still be promoted.
+                 "cluster-replica-validity-factor 0",
+                 # One shard down does not stop the others serving.
+                 "cluster-require-full-coverage no"] + list(extra)
+        super().__init__(port=cluster_port(), extra=lines)
+
+    @property
+    def hostport(self):
+        """"127.0.0.1:port", as redis-cli and stalkd's URL name it."""
+        return "%s:%d" % (HOST, self.port)
+
+    def node_id(self):
+        return self.call("CLUSTER", "MYID").decode()
+
+    def cluster_info(self):
+        return parse_info(self.call("CLUSTER", "INFO"))
+
+    def cluster_state_ok(self):
+        try:
+            return self.cluster_info().get("cluster_state") == "ok"
+        except (OSError, EOFError, RespError):
+            return False
+
+    def slot_owners(self):
+        """{slot range (start, end): (host, port) of its master} from CLUSTER SLOTS."""
+        out = {}
+        for entry in self.call("CLUSTER", "SLOTS"):
+            out[(entry[0], entry[1])] = (entry[2][0].decode(), entry[2][1])
+        return out
+
+
+class RedisCluster:
+    def __init__(self, masters=3, replicas=1, node_timeout_ms=1000, extra=()):
+        assert masters >= 1
+        self.node_timeout_ms = node_timeout_ms
+        self.nodes = []
+        try:
+            for _ in range(masters * (1 + replicas)):
+                self.nodes.append(ClusterNode(node_timeout_ms, extra))
+            self._cli("--cluster", "create", *[n.hostport for n in self.nodes],
+                      "--cluster-replicas", str(replicas), "--cluster-yes")
+            self.wait_ok()
+            if replicas:
+                if not wait_until(lambda: all(r.link_up() for r in self.replicas()),
+                                  timeout=20.0, interval=0.05):
+                    raise RuntimeError("cluster replicas not in sync")
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- what the cluster is
+
+    def _cli(self, *args, timeout=60.0):
+        r = subprocess.run([REDIS_CLI] + list(args), capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise RuntimeError("redis-cli %s: %s%s" % (" ".join(args[:2]), r.stdout[-2000:],
+                                                        r.stderr[-2000:]))
+        return r.stdout
+
+    def running_nodes(self):
+        return [n for n in self.nodes if n.running()]
+
+    def roles(self):
+        """{node: 'master' or 'slave'} of the running nodes."""
+        out = {}
+        for n in self.running_nodes():
+            try:
+                out[n] = n.role()
+            except (OSError, EOFError, RespError):
+                pass
+        return out
+
+    def masters(self):
+        """The running nodes that are masters and serve slots, in port order."""
+        return sorted((n for n, role in self.roles().items()
+                       if role == "master" and self._has_slots(n)), key=lambda n: n.port)
+
+    def replicas(self):
+        return sorted((n for n, role in self.roles().items() if role == "slave"),
+                      key=lambda n: n.port)
+
+    def _has_slots(self, node):
+        try:
+            mine = node.addr
+            return any(addr == mine for addr in node.slot_owners().values())
+        except (OSError, EOFError, RespError):
+            return False
+
+    def url(self):
+        """stalkd's --store URL: every node as a seed."""
+        return "redis-cluster://" + ",".join(n.hostport for n in self.nodes)
+
+    def node_at(self, addr):
+        for n in self.nodes:
+            if n.addr == tuple(addr):
+                return n
+        raise KeyError(addr)
+
+    def owner(self, slot):
+        """The node serving `slot`, as a live master sees it."""
+        for n in self.masters():
+            for (start, end), addr in n.slot_owners().items():
+                if start <= slot <= end:
+                    return self.node_at(addr)
+        raise KeyError(slot)
+
+    @staticmethod
+    def keyslot(key):
+        return keyslot(key)
+
+    # ---- waiting
+
+    def _consistent(self):
+        """Every running node: cluster_state ok, and the same slot map."""
+        maps = []
+        for n in self.running_nodes():
+            if not n.cluster_state_ok():
+                return False
+            try:
+                maps.append(n.slot_owners())
+            except (OSError, EOFError, RespError):
+                return False
+        return bool(maps) and all(m == maps[0] for m in maps)
+
+    def wait_ok(self, timeout=30.0):
+        if not wait_until(self._consistent, timeout=timeout, interval=0.05):
+            raise RuntimeError("cluster not ok within %.0fs: %s" % (
+                timeout, [(n.port, _tail(n.log, 4)) for n in self.running_nodes()]))
+
+    # ---- faults
+
+    def kill_master(self, i):
+        """SIGKILL the i-th of masters(); returns the killed node (its slot ranges, as it
+        served them, in node.served)."""
+        node = self.masters()[i]
+        node.served = [r for r, addr in node.slot_owners().items() if addr == node.addr]
+        node.kill()
+        return node
+
+    def wait_failover(self, old, timeout=30.0):
+        """Until another node (one of `old`'s replicas) is a master serving the slots `old`
+        served when kill_master killed it and every running node agrees; returns it."""
+        slot = old.served[0][0]
+
+        def promoted():
+            if not self._consistent():
+                return None
+            try:
+                new = self.owner(slot)
+            except (KeyError, OSError, EOFError, RespError):
+                return None
+            return new if new is not old else None
+        new = wait_until(promoted, timeout=timeout, interval=0.05)
+        if not new:
+            raise RuntimeError("no failover away from :%d within %.0fs" % (old.port, timeout))
+        return new
+
+    def restart(self, node):
+        """Stop `node` if running and start it again on its port and dir (nodes.conf and the
+        AOF are reloaded); a former master rejoins as a replica of its successor. Waits until
+        the cluster is ok on every running node."""
+        node.restart()
+        self.wait_ok()
+        return node
+
+    # ---- moving slots
+
+    def move_slots(self, slots, src, dst, keys_per_call=100):
+        """Moves `slots` from master `src` to master `dst` with their keys: SETSLOT IMPORTING
+        on dst, MIGRATING on src, MIGRATE the keys, then SETSLOT NODE dst on both and the
+        other masters (the way redis-cli --cluster reshard does it)."""
+        src_id, dst_id = src.node_id(), dst.node_id()
+        for slot in slots:
+            dst.call("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.call("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            while True:
+                keys = src.call("CLUSTER", "GETKEYSINSLOT", slot, keys_per_call)
+                if not keys:
+                    break
+                src.call("MIGRATE", HOST, dst.port, "", 0, 5000, "KEYS", *keys)
+            for n in [dst, src] + [m for m in self.masters() if m is not src and m is not dst]:
+                n.call("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        self.wait_ok()
+
+    def reshard(self, count, src, dst):
+        """`redis-cli --cluster reshard`: `count` slots from `src` to `dst`."""
+        self._cli("--cluster", "reshard", src.hostport, "--cluster-from", src.node_id(),
+                  "--cluster-to", dst.node_id(), "--cluster-slots", str(count),
+                  "--cluster-yes")
+        self.wait_ok()
+
+    # ---- the end
+
+    def close(self):
+        for n in self.nodes:
+            n.close()
+        self.nodes = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
