@@ -220,11 +220,13 @@ void RedisStore::Deliver(const Reply& r, const Handler& done) {
 }
 
 void RedisStore::SendWait() {
-  if (!need_wait_) return;
+  if (!need_wait_ || wait_out_) return;
   need_wait_ = false;
+  wait_out_ = true;
   std::string n = std::to_string(opt_.wait_replicas);
   std::string ms = Ms(opt_.wait_timeout);
   link_.Send({"WAIT", n, ms}, [this](const Reply& r) {
+    wait_out_ = false;
     std::vector<Held> batch;
     batch.swap(held_);
     bool ok = r.type == Reply::Type::kInteger && r.integer >= opt_.wait_replicas;
@@ -238,6 +240,7 @@ void RedisStore::SendWait() {
     lost.type = Reply::Type::kLost;
     lost.str = "WAIT did not confirm a replica";
     for (Held& h : batch) Deliver(ok || !h.waits ? h.reply : lost, h.done);
+    SendWait();  // for the changes sent meanwhile (and by those deliveries)
   });
 }
 

@@ -85,6 +85,9 @@ class RedisStore final : public command::Store, private Link::Listener {
     Call(fn, std::span<const std::string_view>(args.begin(), args.size()), writes, std::move(done));
   }
   void Deliver(const Reply& reply, const Handler& done);
+  // One WAIT after the changes sent since the last; none while one is out: Redis runs
+  // nothing behind a blocked WAIT on the connection, so the calls sent meanwhile wait
+  // there anyway, and the next WAIT, sent when this one answers, covers them all.
   void SendWait();
 
   // Setup found Redis unusable: start-up fails with `why`; later, it is logged and the link
@@ -139,6 +142,7 @@ class RedisStore final : public command::Store, private Link::Listener {
   Nanos next_waiter_check_ = kForever;  // the earliest timeout or DEADLINE_SOON of a waiter
   bool pumping_ = false;
   bool need_wait_ = false;
+  bool wait_out_ = false;  // a WAIT has been sent and not answered
   struct Held {
     Reply reply;
     Handler done;
