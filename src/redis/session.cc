@@ -73,10 +73,11 @@ RedisSession::~RedisSession() {
   store_.Ref(use_, -1, 0);
 }
 
-// What may go ahead of pending results: a single call behind single calls (Redis answers a
-// connection's calls in order), a plain reserve behind plain reserves (OnClaim hands each
-// answer to the oldest). Never across the two, so that nothing is done ahead of a reserve
-// that may wait, nor a reserve ahead of the calls before it; never behind alone_.
+// What may go ahead of pending results: a single call (or a command answered from the
+// session's own state) behind single calls (Redis answers a connection's calls in order),
+// a plain reserve behind plain reserves (OnClaim hands each answer to the oldest). Never
+// across the two, so that nothing is done ahead of a reserve that may wait, nor a reserve
+// ahead of the calls before it; never behind alone_.
 bool RedisSession::CanPipeline(Verb v) const {
   // A client that pipelines faster than Redis answers waits, as for a full input buffer.
   if (alone_ || calls_out_ + wants_.size() >= kMaxPipelined) return false;
@@ -95,6 +96,14 @@ bool RedisSession::CanPipeline(Verb v) const {
     case Verb::kPeekBuried:
     case Verb::kKickJob:
     case Verb::kStatsJob:
+    // Answered at once from the session's own state, which the calls behind them then see
+    // (a put after a use goes to the new tube); not behind a reserve, whose watch list the
+    // store holds while it may wait.
+    case Verb::kUse:
+    case Verb::kWatch:
+    case Verb::kIgnore:
+    case Verb::kListTubeUsed:
+    case Verb::kListTubesWatched:
       return wants_.empty();
     default:
       return false;

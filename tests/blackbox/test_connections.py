@@ -404,6 +404,17 @@ class TestPipelining(ServerCase):
         for i in range(n):
             self.assertEqual(c.read_reply(), b"RESERVED %d 4\r\n%04d\r\n" % (i + 1, i))
 
+    def test_use_between_pipelined_puts_routes_each_put(self):
+        c, o = self.client(), self.client()
+        c.send(b"use a\r\nput 0 0 60 1\r\nx\r\nuse b\r\nput 0 0 60 1\r\ny\r\n"
+               b"list-tube-used\r\npeek-ready\r\nwatch a\r\nignore default\r\n"
+               b"list-tubes-watched\r\nreserve-with-timeout 0\r\n")
+        self.assertEqual([c.read_reply() for _ in range(10)],
+                         [b"USING a\r\n", b"INSERTED 1\r\n", b"USING b\r\n", b"INSERTED 2\r\n",
+                          b"USING b\r\n", b"FOUND 2 1\r\ny\r\n", b"WATCHING 2\r\n",
+                          b"WATCHING 1\r\n", ok_list("a"), b"RESERVED 1 1\r\nx\r\n"])
+        self.assertEqual(parse_yaml(o.cmd("stats-job 2"))["tube"], '"b"')
+
     def test_more_pipelined_than_a_store_keeps_in_flight(self):
         # Past the Redis store's bound on one connection's calls in flight (1024), commands
         # wait and go on as answers come: all answered, in order.
