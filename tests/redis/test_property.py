@@ -672,6 +672,12 @@ class RedisBurstsWaitCase(RedisBurstsCase):
         cls.set = redis_fixture.ReplicatedSet(replicas=1, min_replicas_to_write=1)
         cls.addClassCleanup(cls.set.close)
         cls.redis_url = cls.set.master.url()
+        # Redis counts a replica as good (min-replicas-to-write) only from its next
+        # replication cron (each second): a front end starting before that is refused its
+        # FUNCTION LOAD with NOREPLICAS.
+        if not redis_fixture.wait_until(lambda: int(cls.set.master.info("replication").get(
+                "min_slaves_good_slaves", 0)) >= 1, timeout=15.0):
+            raise RuntimeError("the master does not count its replica as good")
 
     def test_random_sequences(self):
         self.check_seeds(range(FIRST_SEED, FIRST_SEED + max(1, SEEDS // 3)), COMMANDS)
