@@ -11,6 +11,13 @@ RedisCluster(masters=3, replicas=1): cluster-enabled redis-server nodes (the set
   wait_failover(), restart(node), move_slots(slots, src, dst) (CLUSTER SETSLOT IMPORTING /
   MIGRATING, MIGRATE of the keys, SETSLOT NODE on every master), reshard(n, src, dst)
   (`redis-cli --cluster reshard`), keyslot(key), owner(slot), close().
+  slot_map() (every slot's master, one CLUSTER SLOTS), slots_of(node), pick_tubes(...):
+  tube names whose partitions are served by given masters.
+
+stalkd's partitions (docs/SCALE-OUT.md): a tube's partition is CRC16 of the text inside the
+first `(...)` of its name when non-empty, else of the whole name, mod 1024
+(tube_partition); partition p's keys carry the hash tag `{p/1024}`, so it lives in slot
+keyslot("{p/1024}") (partition_slot).
 
 Every process is a redis_fixture process: PDEATHSIG when started from the main thread,
 killed by PID at exit at the latest; close() stops every one by its PID, and a cluster that
@@ -62,6 +69,30 @@ def keyslot(key):
         if end > start + 1:
             key = key[start + 1:end]
     return crc16(key) % SLOTS
+
+
+PARTITIONS = 1024
+
+
+def tube_partition(tube):
+    """stalkd's partition of `tube` (str or bytes)."""
+    if isinstance(tube, str):
+        tube = tube.encode()
+    start = tube.find(b"(")
+    if start >= 0:
+        end = tube.find(b")", start + 1)
+        if end > start + 1:
+            tube = tube[start + 1:end]
+    return crc16(tube) % PARTITIONS
+
+
+def partition_slot(p):
+    """The hash slot of partition p's keys (hash tag `{p/1024}`)."""
+    return keyslot("{%d/%d}" % (p, PARTITIONS))
+
+
+def tube_slot(tube):
+    return partition_slot(tube_partition(tube))
 
 
 class ClusterNode(RedisServer):
@@ -180,6 +211,47 @@ class RedisCluster:
     @staticmethod
     def keyslot(key):
         return keyslot(key)
+
+    def slot_map(self):
+        """[master node of slot s for s in 0..16383] (None where unserved), from one live
+        master's CLUSTER SLOTS."""
+        out = [None] * SLOTS
+        for (start, end), addr in self.masters()[0].slot_owners().items():
+            node = self.node_at(addr)
+            for s in range(start, end + 1):
+                out[s] = node
+        return out
+
+    def slots_of(self, node):
+        """The slots `node` serves, ascending (redis-cli --cluster reshard takes a source's
+        slots from its lowest)."""
+        return [s for s, n in enumerate(self.slot_map()) if n is node]
+
+    def pick_tubes(self, per_master, stem, masters=None, where=None, taken=()):
+        """{master: [tube, ...]}: `per_master` names stem0, stem1, ... for each of `masters`
+        (default: masters()) whose partitions the master serves, every partition different
+        from the others' and from the partitions of the tubes in `taken`. where(tube, slot):
+        an extra condition. A stem with `(`...`)` in it makes group names: stem "(g%d)x"
+        gives (g0)x, (g1)x, ... (the %d is replaced by the candidate's number)."""
+        smap = self.slot_map()
+        masters = list(masters or self.masters())
+        out = {m: [] for m in masters}
+        used = {tube_partition(t) for t in taken}
+        for i in range(200000):
+            name = stem % i if "%d" in stem else "%s%d" % (stem, i)
+            p = tube_partition(name)
+            if p in used:
+                continue
+            slot = partition_slot(p)
+            owner = smap[slot]
+            if owner in out and len(out[owner]) < per_master and (
+                    where is None or where(name, slot)):
+                out[owner].append(name)
+                used.add(p)
+                if all(len(v) == per_master for v in out.values()):
+                    return out
+        raise RuntimeError("no %d tubes per master from stem %r: %s"
+                           % (per_master, stem, {m.port: v for m, v in out.items()}))
 
     # ---- waiting
 
