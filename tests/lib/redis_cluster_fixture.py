@@ -58,17 +58,23 @@ def crc16(data):
     return crc
 
 
+def _tag(name, opening, closing):
+    """`name` (str or bytes) as bytes, or the text inside its first opening...closing pair
+    when that is non-empty (Redis' hash tags, stalkd's tube groups)."""
+    if isinstance(name, str):
+        name = name.encode()
+    start = name.find(opening)
+    if start >= 0:
+        end = name.find(closing, start + 1)
+        if end > start + 1:
+            return name[start + 1:end]
+    return name
+
+
 def keyslot(key):
     """The hash slot of `key` (str or bytes): CRC16 of its hash tag, the text inside the first
     `{...}` when non-empty, else of the whole key, mod 16384."""
-    if isinstance(key, str):
-        key = key.encode()
-    start = key.find(b"{")
-    if start >= 0:
-        end = key.find(b"}", start + 1)
-        if end > start + 1:
-            key = key[start + 1:end]
-    return crc16(key) % SLOTS
+    return crc16(_tag(key, b"{", b"}")) % SLOTS
 
 
 PARTITIONS = 1024
@@ -76,14 +82,7 @@ PARTITIONS = 1024
 
 def tube_partition(tube):
     """stalkd's partition of `tube` (str or bytes)."""
-    if isinstance(tube, str):
-        tube = tube.encode()
-    start = tube.find(b"(")
-    if start >= 0:
-        end = tube.find(b")", start + 1)
-        if end > start + 1:
-            tube = tube[start + 1:end]
-    return crc16(tube) % PARTITIONS
+    return crc16(_tag(tube, b"(", b")")) % PARTITIONS
 
 
 def partition_slot(p):
