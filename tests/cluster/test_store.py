@@ -1,0 +1,197 @@
+"""stalkd on a Redis Cluster under faults and slot moves, judged by the total-queue checker
+(tests/redis/total_queue.py; issue 17): a real cluster of 3 masters with a replica each
+(tests/lib/redis_cluster_fixture.py; min-replicas-to-write 1 on every node, so that
+--store-wait 1 holds after a promotion too), two front ends on redis-cluster:// with one
+prefix and --store-wait 1, producers on tubes chosen so that every master serves some of
+their partitions, consumers watching all of them (reserves across partitions).
+
+  * kill -9 of a master under load: the replica is promoted; the tubes on the other masters
+    kept being served meanwhile (puts acknowledged on each of them between the kill and the
+    promotion, none on the dead master's), the dead master's tubes are served again once it
+    rejoins as a replica; nothing acknowledged lost, no acknowledged delete back.
+  * slots moved under load: the exact slots of two tubes' partitions moved by hand
+    (SETSLOT MIGRATING/IMPORTING + MIGRATE), then `redis-cli --cluster reshard` of 300 slots
+    that hold two more tubes' partitions; the moved tubes are served again after, the others
+    kept being served during the reshard; the same checks.
+
+Each test prints one line: puts ok/info, delivered, duplicates, drain time.
+
+Run: python3 -m unittest -v tests/cluster/test_store.py
+"""
+import collections
+import os
+import sys
+import time
+import unittest
+
+REDIS_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "redis")
+sys.path.insert(0, REDIS_TESTS)
+from test_failover import CheckerCase, say  # noqa: E402
+from total_queue import Workload  # noqa: E402
+import redis_fixture  # noqa: E402
+from redis_cluster_fixture import RedisCluster, tube_slot  # noqa: E402
+from beanstalk import wait_until  # noqa: E402
+
+# Every node: a write needs a replica that acknowledged within 10 s (a promoted replica,
+# alone until its old master rejoins, refuses writes: stalkd's --store-wait 1 then answers
+# nothing acknowledged for its partitions).
+NODE_EXTRA = ("min-replicas-to-write 1", "min-replicas-max-lag 10")
+
+
+class ClusterStoreCase(CheckerCase):
+    def cluster(self):
+        cl = RedisCluster(masters=3, replicas=1, extra=NODE_EXTRA)
+        self.addCleanup(cl.close)
+        self.wait_good_replicas(cl)
+        return cl
+
+    def wait_good_replicas(self, cl, timeout=20.0):
+        """Until every master counts a replica that acknowledged recently (Redis refreshes
+        min_slaves_good_slaves each second; before, writes get NOREPLICAS)."""
+        def good():
+            try:
+                return all(int(m.info("replication").get("min_slaves_good_slaves", 0)) >= 1
+                           for m in cl.masters())
+            except (OSError, EOFError, redis_fixture.RespError):
+                return False
+        self.assertTrue(wait_until(good, timeout, 0.05), "masters without a good replica")
+
+    def front_ends(self, cl, n=2):
+        prefix = redis_fixture.unique_prefix()
+        return [self.front_end(cl.url(), prefix, wait=1) for _ in range(n)]
+
+    def workload(self, fes, tubes, tag):
+        w = Workload(fes, tubes, producers=len(tubes), consumers=4, tag=tag).start()
+        self.addCleanup(w.stop_consuming.set)
+        self.addCleanup(w.stop_producing.set)
+        return w
+
+    @staticmethod
+    def per_tube(w, since, until):
+        """{tube: puts acknowledged between since and until}."""
+        return collections.Counter(w.tube_of(b) for b in w.history.ok_between(since, until))
+
+    def served_after(self, w, tubes, since, timeout=20.0):
+        """Until every tube in `tubes` had a put acknowledged after `since`; returns the
+        seconds from `since` to the last of those first puts."""
+        def all_served():
+            got = self.per_tube(w, since, time.monotonic())
+            return all(got[t] for t in tubes)
+        self.assertTrue(wait_until(all_served, timeout, 0.05),
+                        "tubes not served again within %.0fs: %s"
+                        % (timeout, self.per_tube(w, since, time.monotonic())))
+        firsts = [min(t for t, b in w.history.ok_log if t > since and w.tube_of(b) == tube)
+                  for tube in tubes]
+        return max(firsts) - since
+
+    def summary(self, label, w, took, t_start):
+        res = w.history.check()
+        say("%s: puts ok %d / info %d, delivered %d, duplicates %d, drained in %s, took %.1fs"
+            % (label, res.ok, res.info, res.delivered, sum(res.duplicates.values()),
+               "%.1fs" % took if took is not None else "NO", time.monotonic() - t_start))
+
+
+def interleave(picked):
+    """[tube, ...] from {master: [tube, ...]}, one of each master in turn."""
+    lists = list(picked.values())
+    return [t for row in zip(*lists) for t in row]
+
+
+class TestMasterKilled(ClusterStoreCase):
+    def test_master_sigkilled_under_load(self):
+        t_start = time.monotonic()
+        cl = self.cluster()
+        picked = cl.pick_tubes(2, "fo")
+        tubes = interleave(picked)
+        fes = self.front_ends(cl)
+        w = self.workload(fes, tubes, "fo")
+        time.sleep(1.0 if self.sanitized(fes[0]) else 2.0)
+        victim = cl.masters()[1]
+        dead, alive = picked[victim], [t for m, ts in picked.items() if m is not victim
+                                       for t in ts]
+        t_kill = time.monotonic()
+        cl.kill_master(1)
+        new = cl.wait_failover(victim)
+        t_promoted = time.monotonic()
+        during = self.per_tube(w, t_kill + 0.2, t_promoted)
+        # The promoted replica is alone (min-replicas-to-write 1): its old master rejoins as
+        # its replica, and then its partitions take writes again.
+        cl.restart(victim)
+        self.wait_good_replicas(cl)
+        t_rejoined = time.monotonic()
+        back = self.served_after(w, dead, t_kill + 0.2) + 0.2
+        time.sleep(1.0)
+        took = w.drain()
+        say("master :%d SIGKILLed; :%d promoted after %.2fs; puts acknowledged meanwhile per "
+            "tube %s; old master rejoined after %.2fs; its tubes served again %.2fs after the "
+            "kill" % (victim.port, new.port, t_promoted - t_kill, dict(during),
+                      t_rejoined - t_kill, back))
+        self.assertNothingLost(w, took, "cluster, master killed")
+        self.summary("cluster, master killed", w, took, t_start)
+        for t in alive:
+            self.assertGreater(during[t], 0, "tube %s (another master) not served between "
+                               "the kill and the promotion: %s" % (t, dict(during)))
+        for t in dead:
+            self.assertEqual(during[t], 0, "put acknowledged on %s (the killed master's) "
+                             "before a replica was there to hold it" % t)
+
+
+class TestSlotsMoved(ClusterStoreCase):
+    def test_slots_moved_and_resharded_under_load(self):
+        t_start = time.monotonic()
+        cl = self.cluster()
+        a, b, c = cl.masters()
+        reshard_n = 300
+        low_c = set(cl.slots_of(c)[:reshard_n])      # what the reshard will move from c
+        steady = cl.pick_tubes(2, "st", where=lambda t, s: s not in low_c)
+        by_hand = cl.pick_tubes(2, "mv", masters=[a], taken=interleave(steady))[a]
+        by_cli = cl.pick_tubes(2, "rc", masters=[c], where=lambda t, s: s in low_c,
+                               taken=interleave(steady) + by_hand)[c]
+        tubes = interleave(steady) + by_hand + by_cli
+        fes = self.front_ends(cl)
+        w = self.workload(fes, tubes, "mv")
+        time.sleep(1.0 if self.sanitized(fes[0]) else 1.5)
+
+        t0 = time.monotonic()
+        slots = sorted({tube_slot(t) for t in by_hand})
+        cl.move_slots(slots, a, b)
+        t1 = time.monotonic()
+        for t in by_hand:
+            self.assertIs(cl.owner(tube_slot(t)), b, t)
+        back_hand = self.served_after(w, by_hand, t1)
+
+        t2 = time.monotonic()
+        cl.reshard(reshard_n, c, a)
+        t3 = time.monotonic()
+        for t in by_cli:
+            self.assertIs(cl.owner(tube_slot(t)), a, t)
+        during = self.per_tube(w, t2 + 0.2, t3)
+        back_cli = self.served_after(w, by_cli, t3)
+        time.sleep(1.0)
+        took = w.drain()
+        say("slots %s of %s moved %s -> %s in %.2fs, served again %.2fs after; %d slots "
+            "resharded :%d -> :%d in %.2fs (puts acknowledged meanwhile per tube %s), %s "
+            "served again %.2fs after; longest time without a put on a moved tube %.2fs"
+            % (slots, by_hand, a.port, b.port, t1 - t0, back_hand, reshard_n, c.port, a.port,
+               t3 - t2, dict(during), by_cli, back_cli,
+               max(self.tube_gap(w, t, t0, t3 + back_cli) for t in by_hand + by_cli)))
+        self.assertNothingLost(w, took, "cluster, slots moved")
+        self.summary("cluster, slots moved", w, took, t_start)
+        if t3 - t2 > 0.7:
+            # The reshard's other slots hold none of the tubes: those tubes kept being served.
+            for t in interleave(steady):
+                self.assertGreater(during[t], 0, "tube %s not served during the reshard: %s"
+                                   % (t, dict(during)))
+
+    @staticmethod
+    def tube_gap(w, tube, since, until):
+        """The longest time without an acknowledged put on `tube` between since and until."""
+        ts = sorted(t for t, b in w.history.ok_log if since <= t <= until
+                    and w.tube_of(b) == tube)
+        edges = [since] + ts + [until]
+        return max(y - x for x, y in zip(edges, edges[1:]))
+
+
+if __name__ == "__main__":
+    unittest.main()
