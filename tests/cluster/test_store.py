@@ -3,7 +3,9 @@
 (tests/lib/redis_cluster_fixture.py; min-replicas-to-write 1 on every node, so that
 --store-wait 1 holds after a promotion too), two front ends on redis-cluster:// with one
 prefix and --store-wait 1, producers on tubes chosen so that every master serves some of
-their partitions, consumers watching all of them (reserves across partitions).
+their partitions, consumers watching all of them (reserves across partitions), and jobs put
+delayed (6 s) before the load starts, so that the fault or the move meets them at rest and
+they must still be delivered once due.
 
   * kill -9 of a master under load: the replica is promoted; the tubes on the other masters
     kept being served meanwhile (puts acknowledged on each of them between the kill and the
@@ -61,11 +63,40 @@ class ClusterStoreCase(CheckerCase):
         prefix = redis_fixture.unique_prefix()
         return [self.front_end(cl.url(), prefix, wait=1) for _ in range(n)]
 
-    def workload(self, fes, tubes, tag):
-        w = Workload(fes, tubes, producers=len(tubes), consumers=4, tag=tag).start()
+    def workload(self, fes, tubes, tag, delayed=(), n_delayed=0, delay=6):
+        """A Workload on `tubes`, started after `n_delayed` jobs (delay `delay` s) were put
+        into each tube of `delayed` (recorded as acknowledged puts: the checker counts them):
+        keys that a fault or a slot move meets at rest, delivered once they fall due."""
+        # A consumer's reserve covers every tube's partition (a call to each master holding
+        # some): slower than a put, so the producers pause to keep the backlog drainable.
+        w = Workload(fes, tubes, producers=len(tubes), consumers=4, tag=tag,
+                     put_pause=0.004)
         self.addCleanup(w.stop_consuming.set)
         self.addCleanup(w.stop_producing.set)
-        return w
+        c = fes[0].connect()
+        try:
+            for tube in delayed:
+                self.put_delayed(w, c, tube, n_delayed, delay)
+        finally:
+            c.close()
+        return w.start()
+
+    @staticmethod
+    def put_delayed(w, c, tube, n, delay, batch=200):
+        """n puts of delay `delay` into `tube`, pipelined `batch` at a time, each body named
+        like the producer of `tube` would (Workload.tube_of) and recorded as ok."""
+        assert c.cmd("use " + tube) == b"USING %s\r\n" % tube.encode()
+        i = w.tubes.index(tube)
+        for start in range(0, n, batch):
+            bodies = [b"%s-p%d-d%d|" % (w.tag.encode(), i, k) + w.pad
+                      for k in range(start, min(n, start + batch))]
+            c.send(b"".join(b"put 100 %d %d %d\r\n%s\r\n" % (delay, w.ttr, len(b), b)
+                            for b in bodies))
+            for b in bodies:
+                line = c.read_line()
+                if not line.startswith(b"INSERTED "):
+                    raise AssertionError("delayed put into %s: %r" % (tube, line))
+                w.history.put(b, "ok", "INSERTED")
 
     @staticmethod
     def per_tube(w, since, until):
@@ -105,7 +136,7 @@ class TestMasterKilled(ClusterStoreCase):
         picked = cl.pick_tubes(2, "fo")
         tubes = interleave(picked)
         fes = self.front_ends(cl)
-        w = self.workload(fes, tubes, "fo")
+        w = self.workload(fes, tubes, "fo", delayed=tubes, n_delayed=300)
         time.sleep(1.0 if self.sanitized(fes[0]) else 2.0)
         victim = cl.masters()[1]
         dead, alive = picked[victim], [t for m, ts in picked.items() if m is not victim
@@ -150,7 +181,7 @@ class TestSlotsMoved(ClusterStoreCase):
                                taken=interleave(steady) + by_hand)[c]
         tubes = interleave(steady) + by_hand + by_cli
         fes = self.front_ends(cl)
-        w = self.workload(fes, tubes, "mv")
+        w = self.workload(fes, tubes, "mv", delayed=by_hand + by_cli, n_delayed=1500)
         time.sleep(1.0 if self.sanitized(fes[0]) else 1.5)
 
         t0 = time.monotonic()
@@ -159,6 +190,8 @@ class TestSlotsMoved(ClusterStoreCase):
         t1 = time.monotonic()
         for t in by_hand:
             self.assertIs(cl.owner(tube_slot(t)), b, t)
+        moved_keys = sum(b.call("CLUSTER", "COUNTKEYSINSLOT", s) for s in slots)
+        self.assertGreater(moved_keys, 1000, "the moved slots held the delayed jobs")
         back_hand = self.served_after(w, by_hand, t1)
 
         t2 = time.monotonic()
@@ -170,11 +203,11 @@ class TestSlotsMoved(ClusterStoreCase):
         back_cli = self.served_after(w, by_cli, t3)
         time.sleep(1.0)
         took = w.drain()
-        say("slots %s of %s moved %s -> %s in %.2fs, served again %.2fs after; %d slots "
-            "resharded :%d -> :%d in %.2fs (puts acknowledged meanwhile per tube %s), %s "
-            "served again %.2fs after; longest time without a put on a moved tube %.2fs"
-            % (slots, by_hand, a.port, b.port, t1 - t0, back_hand, reshard_n, c.port, a.port,
-               t3 - t2, dict(during), by_cli, back_cli,
+        say("slots %s of %s (%d keys) moved :%d -> :%d in %.2fs, served again %.2fs after; "
+            "%d slots resharded :%d -> :%d in %.2fs (puts acknowledged meanwhile per tube %s), "
+            "%s served again %.2fs after; longest time without a put on a moved tube %.2fs"
+            % (slots, by_hand, moved_keys, a.port, b.port, t1 - t0, back_hand, reshard_n,
+               c.port, a.port, t3 - t2, dict(during), by_cli, back_cli,
                max(self.tube_gap(w, t, t0, t3 + back_cli) for t in by_hand + by_cli)))
         self.assertNothingLost(w, took, "cluster, slots moved")
         self.summary("cluster, slots moved", w, took, t_start)

@@ -140,7 +140,7 @@ class Workload:
     history.check(). Producer i puts into tubes[i % len(tubes)] (tube_of(body) says which)."""
 
     def __init__(self, front_ends, tubes, producers=3, consumers=2, pad=100, seed=1,
-                 reply_timeout=8.0, tag="w", ttr=10):
+                 reply_timeout=8.0, tag="w", ttr=10, put_pause=0.0):
         self.front_ends = list(front_ends)
         self.tubes = list(tubes)
         self.n_producers, self.n_consumers = producers, consumers
@@ -152,6 +152,9 @@ class Workload:
         # held any more (counted in job_timeouts). Short, so that such a job comes back
         # within drain()'s deadline.
         self.ttr = ttr
+        # Seconds a producer sleeps after each put (0: none), to keep the backlog within what
+        # the consumers drain in time when reserves are slower than puts.
+        self.put_pause = put_pause
         self.job_timeouts = None
         self.history = History()
         self.stop_producing = threading.Event()
@@ -210,6 +213,8 @@ class Workload:
                     c.close()
                     c, k = None, k + 1
                     continue
+            if self.put_pause:
+                time.sleep(self.put_pause)
             body = b"%s-p%d-%d|" % (self.tag.encode(), i, n) + self.pad
             n += 1
             try:
