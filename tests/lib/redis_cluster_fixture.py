@@ -103,7 +103,10 @@ class ClusterNode(RedisServer):
                  # A replica that lost its master a while ago may still be promoted.
                  "cluster-replica-validity-factor 0",
                  # One shard down does not stop the others serving.
-                 "cluster-require-full-coverage no"] + list(extra)
+                 "cluster-require-full-coverage no",
+                 # A node learns its address from a peer's MEET: a lone node (a cluster of
+                 # one master) would otherwise name itself "" in CLUSTER SLOTS.
+                 "cluster-announce-ip %s" % HOST] + list(extra)
         super().__init__(port=cluster_port(), extra=lines)
 
     @property
@@ -139,8 +142,11 @@ class RedisCluster:
         try:
             for _ in range(masters * (1 + replicas)):
                 self.nodes.append(ClusterNode(node_timeout_ms, extra))
-            self._cli("--cluster", "create", *[n.hostport for n in self.nodes],
-                      "--cluster-replicas", str(replicas), "--cluster-yes")
+            if masters >= 3:
+                self._cli("--cluster", "create", *[n.hostport for n in self.nodes],
+                          "--cluster-replicas", str(replicas), "--cluster-yes")
+            else:                   # redis-cli creates clusters of 3 masters or more
+                self._create_by_hand(masters)
             self.wait_ok()
             if replicas:
                 if not wait_until(lambda: all(r.link_up() for r in self.replicas()),
@@ -149,6 +155,30 @@ class RedisCluster:
         except BaseException:
             self.close()
             raise
+
+    def _create_by_hand(self, masters):
+        """What `redis-cli --cluster create` does, for 1 or 2 masters: the first `masters`
+        nodes take equal slot ranges and distinct config epochs, meet, and every other node
+        replicates them in turn once it knows them."""
+        heads = self.nodes[:masters]
+        for i, n in enumerate(heads):
+            n.call("CLUSTER", "ADDSLOTSRANGE", SLOTS * i // masters,
+                   SLOTS * (i + 1) // masters - 1)
+            n.call("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+        for n in self.nodes[1:]:
+            self.nodes[0].call("CLUSTER", "MEET", HOST, n.port)
+        ids = [n.node_id() for n in heads]
+
+        def known():
+            try:
+                return all(len(n.call("CLUSTER", "NODES").splitlines()) == len(self.nodes)
+                           for n in self.nodes)
+            except (OSError, EOFError, RespError):
+                return False
+        if not wait_until(known, timeout=20.0, interval=0.05):
+            raise RuntimeError("cluster nodes did not meet")
+        for i, n in enumerate(self.nodes[masters:]):
+            n.call("CLUSTER", "REPLICATE", ids[i % masters])
 
     # ---- what the cluster is
 
