@@ -153,7 +153,7 @@ class TestMasterKilled(ClusterStoreCase):
         t_rejoined = time.monotonic()
         back = self.served_after(w, dead, t_kill + 0.2) + 0.2
         time.sleep(1.0)
-        took = w.drain()
+        took = w.drain(timeout=45.0)
         say("master :%d SIGKILLed; :%d promoted after %.2fs; puts acknowledged meanwhile per "
             "tube %s; old master rejoined after %.2fs; its tubes served again %.2fs after the "
             "kill" % (victim.port, new.port, t_promoted - t_kill, dict(during),
@@ -181,8 +181,10 @@ class TestSlotsMoved(ClusterStoreCase):
                                taken=interleave(steady) + by_hand)[c]
         tubes = interleave(steady) + by_hand + by_cli
         fes = self.front_ends(cl)
-        w = self.workload(fes, tubes, "mv", delayed=by_hand + by_cli, n_delayed=1500)
-        time.sleep(1.0 if self.sanitized(fes[0]) else 1.5)
+        slow = self.sanitized(fes[0])
+        n_delayed = 600 if slow else 1500
+        w = self.workload(fes, tubes, "mv", delayed=by_hand + by_cli, n_delayed=n_delayed)
+        time.sleep(1.0 if slow else 1.5)
 
         t0 = time.monotonic()
         slots = sorted({tube_slot(t) for t in by_hand})
@@ -191,7 +193,7 @@ class TestSlotsMoved(ClusterStoreCase):
         for t in by_hand:
             self.assertIs(cl.owner(tube_slot(t)), b, t)
         moved_keys = sum(b.call("CLUSTER", "COUNTKEYSINSLOT", s) for s in slots)
-        self.assertGreater(moved_keys, 1000, "the moved slots held the delayed jobs")
+        self.assertGreater(moved_keys, n_delayed, "the moved slots held the delayed jobs")
         back_hand = self.served_after(w, by_hand, t1)
 
         t2 = time.monotonic()
@@ -202,7 +204,7 @@ class TestSlotsMoved(ClusterStoreCase):
         during = self.per_tube(w, t2 + 0.2, t3)
         back_cli = self.served_after(w, by_cli, t3)
         time.sleep(1.0)
-        took = w.drain()
+        took = w.drain(timeout=45.0)
         say("slots %s of %s (%d keys) moved :%d -> :%d in %.2fs, served again %.2fs after; "
             "%d slots resharded :%d -> :%d in %.2fs (puts acknowledged meanwhile per tube %s), "
             "%s served again %.2fs after; longest time without a put on a moved tube %.2fs"
@@ -211,7 +213,7 @@ class TestSlotsMoved(ClusterStoreCase):
                max(self.tube_gap(w, t, t0, t3 + back_cli) for t in by_hand + by_cli)))
         self.assertNothingLost(w, took, "cluster, slots moved")
         self.summary("cluster, slots moved", w, took, t_start)
-        if t3 - t2 > 0.7:
+        if t3 - t2 > 1.5:
             # The reshard's other slots hold none of the tubes: those tubes kept being served.
             for t in interleave(steady):
                 self.assertGreater(during[t], 0, "tube %s not served during the reshard: %s"
