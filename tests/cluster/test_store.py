@@ -7,7 +7,8 @@ their partitions, consumers watching all of them (reserves across partitions), a
 delayed (6 s) before the load starts, so that the fault or the move meets them at rest and
 they must still be delivered once due.
 
-  * kill -9 of a master under load: the replica is promoted; the tubes on the other masters
+  * kill -9 of a master under load, twice (the second time the promoted replica, so that the
+    first master, resynced as its replica, is promoted back): the tubes on the other masters
     kept being served meanwhile (puts acknowledged on each of them between the kill and the
     promotion, none on the dead master's), the dead master's tubes are served again once it
     rejoins as a replica; nothing acknowledged lost, no acknowledged delete back.
@@ -131,6 +132,10 @@ def interleave(picked):
 
 class TestMasterKilled(ClusterStoreCase):
     def test_master_sigkilled_under_load(self):
+        """Two rounds on the same tubes: the master of some of them SIGKILLed, its replica
+        promoted, the killed node restarted (it rejoins as the new master's replica, resynced);
+        then that new master SIGKILLed, so the first one is promoted back with what it got
+        by the resync."""
         t_start = time.monotonic()
         cl = self.cluster()
         picked = cl.pick_tubes(2, "fo")
@@ -138,34 +143,42 @@ class TestMasterKilled(ClusterStoreCase):
         fes = self.front_ends(cl)
         w = self.workload(fes, tubes, "fo", delayed=tubes, n_delayed=300)
         time.sleep(1.0 if self.sanitized(fes[0]) else 2.0)
-        victim = cl.masters()[1]
-        dead, alive = picked[victim], [t for m, ts in picked.items() if m is not victim
-                                       for t in ts]
-        t_kill = time.monotonic()
-        cl.kill_master(1)
-        new = cl.wait_failover(victim)
-        t_promoted = time.monotonic()
-        during = self.per_tube(w, t_kill + 0.2, t_promoted)
-        # The promoted replica is alone (min-replicas-to-write 1): its old master rejoins as
-        # its replica, and then its partitions take writes again.
-        cl.restart(victim)
-        self.wait_good_replicas(cl)
-        t_rejoined = time.monotonic()
-        back = self.served_after(w, dead, t_kill + 0.2) + 0.2
-        time.sleep(1.0)
+        first = cl.masters()[1]
+        dead, alive = picked[first], [t for m, ts in picked.items() if m is not first
+                                      for t in ts]
+        rounds = []
+        for rnd in range(2):
+            victim = cl.owner(tube_slot(dead[0]))
+            t_kill = time.monotonic()
+            cl.kill_master(cl.masters().index(victim))
+            new = cl.wait_failover(victim)
+            t_promoted = time.monotonic()
+            during = self.per_tube(w, t_kill + 0.2, t_promoted)
+            # The promoted replica is alone (min-replicas-to-write 1): the killed node rejoins
+            # as its replica, and then its partitions take writes again.
+            cl.restart(victim)
+            self.wait_good_replicas(cl)
+            t_rejoined = time.monotonic()
+            back = self.served_after(w, dead, t_kill + 0.2) + 0.2
+            say("round %d: master :%d SIGKILLed; :%d promoted after %.2fs; puts acknowledged "
+                "meanwhile per tube %s; the killed node rejoined after %.2fs; its tubes served "
+                "again %.2fs after the kill" % (rnd + 1, victim.port, new.port,
+                                               t_promoted - t_kill, dict(during),
+                                               t_rejoined - t_kill, back))
+            rounds.append(during)
+            time.sleep(1.0)
         took = w.drain(timeout=45.0)
-        say("master :%d SIGKILLed; :%d promoted after %.2fs; puts acknowledged meanwhile per "
-            "tube %s; old master rejoined after %.2fs; its tubes served again %.2fs after the "
-            "kill" % (victim.port, new.port, t_promoted - t_kill, dict(during),
-                      t_rejoined - t_kill, back))
         self.assertNothingLost(w, took, "cluster, master killed")
-        self.summary("cluster, master killed", w, took, t_start)
-        for t in alive:
-            self.assertGreater(during[t], 0, "tube %s (another master) not served between "
-                               "the kill and the promotion: %s" % (t, dict(during)))
-        for t in dead:
-            self.assertEqual(during[t], 0, "put acknowledged on %s (the killed master's) "
-                             "before a replica was there to hold it" % t)
+        self.summary("cluster, master killed twice", w, took, t_start)
+        for rnd, during in enumerate(rounds):
+            for t in alive:
+                self.assertGreater(during[t], 0, "round %d: tube %s (another master) not "
+                                   "served between the kill and the promotion: %s"
+                                   % (rnd + 1, t, dict(during)))
+            for t in dead:
+                self.assertEqual(during[t], 0, "round %d: put acknowledged on %s (the killed "
+                                 "master's) before a replica was there to hold it"
+                                 % (rnd + 1, t))
 
 
 class TestSlotsMoved(ClusterStoreCase):
