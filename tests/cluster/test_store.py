@@ -14,8 +14,9 @@ they must still be delivered once due.
     rejoins as a replica; nothing acknowledged lost, no acknowledged delete back.
   * slots moved under load: the exact slots of two tubes' partitions moved by hand
     (SETSLOT MIGRATING/IMPORTING + MIGRATE), then `redis-cli --cluster reshard` of 300 slots
-    that hold two more tubes' partitions; the moved tubes are served again after, the others
-    kept being served during the reshard; the same checks.
+    that hold two more tubes' partitions, then `redis-cli --cluster rebalance`; the moved
+    tubes are served again after, the others kept being served during the reshard; the same
+    checks.
 
 Each test prints one line: puts ok/info, delivered, duplicates, drain time.
 
@@ -216,6 +217,16 @@ class TestSlotsMoved(ClusterStoreCase):
             self.assertIs(cl.owner(tube_slot(t)), a, t)
         during = self.per_tube(w, t2 + 0.2, t3)
         back_cli = self.served_after(w, by_cli, t3)
+
+        def counts():
+            return sorted(len(cl.slots_of(m)) for m in cl.masters())
+        before = counts()
+        t4 = time.monotonic()
+        cl.rebalance()
+        t5 = time.monotonic()
+        after = counts()
+        self.assertLess(after[-1] - after[0], before[-1] - before[0], (before, after))
+        back_all = self.served_after(w, tubes, t5)
         time.sleep(1.0)
         took = w.drain(timeout=45.0)
         say("slots %s of %s (%d keys) moved :%d -> :%d in %.2fs, served again %.2fs after; "
@@ -224,6 +235,10 @@ class TestSlotsMoved(ClusterStoreCase):
             % (slots, by_hand, moved_keys, a.port, b.port, t1 - t0, back_hand, reshard_n,
                c.port, a.port, t3 - t2, dict(during), by_cli, back_cli,
                max(self.tube_gap(w, t, t0, t3 + back_cli) for t in by_hand + by_cli)))
+        say("rebalance: slots per master %s -> %s in %.2fs; every tube served again %.2fs "
+            "after; longest time without a put on any tube meanwhile %.2fs"
+            % (before, after, t5 - t4, back_all,
+               max(self.tube_gap(w, t, t4, t5 + back_all) for t in tubes)))
         self.assertNothingLost(w, took, "cluster, slots moved")
         self.summary("cluster, slots moved", w, took, t_start)
         if t3 - t2 > 1.5:

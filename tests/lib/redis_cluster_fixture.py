@@ -10,7 +10,7 @@ RedisCluster(masters=3, replicas=1): cluster-enabled redis-server nodes (the set
   nodes / masters() / replicas(), url() for stalkd's --store, kill_master(i) (SIGKILL) and
   wait_failover(), restart(node), move_slots(slots, src, dst) (CLUSTER SETSLOT IMPORTING /
   MIGRATING, MIGRATE of the keys, SETSLOT NODE on every master), reshard(n, src, dst)
-  (`redis-cli --cluster reshard`), keyslot(key), owner(slot), close().
+  (`redis-cli --cluster reshard`), rebalance(), keyslot(key), owner(slot), close().
   slot_map() (every slot's master, one CLUSTER SLOTS), slots_of(node), pick_tubes(...):
   tube names whose partitions are served by given masters.
 
@@ -361,6 +361,12 @@ class RedisCluster:
         self._cli("--cluster", "reshard", src.hostport, "--cluster-from", src.node_id(),
                   "--cluster-to", dst.node_id(), "--cluster-slots", str(count),
                   "--cluster-yes")
+        self.wait_ok()
+
+    def rebalance(self):
+        """`redis-cli --cluster rebalance`: slots moved until every master serves about as
+        many (its default threshold: a master more than 2 % off)."""
+        self._cli("--cluster", "rebalance", self.masters()[0].hostport)
         self.wait_ok()
 
     # ---- the end
