@@ -20,6 +20,9 @@ they must still be delivered once due.
 
 Each test prints one line: puts ok/info, delivered, duplicates, drain time.
 
+  * (expected failure, a store bug reported) a reserve over a live master's tube with ready
+    jobs and a tube whose master was just killed waits for the promotion, past its timeout.
+
 Run: python3 -m unittest -v tests/cluster/test_store.py
 """
 import collections
@@ -105,6 +108,13 @@ class ClusterStoreCase(CheckerCase):
         """{tube: puts acknowledged between since and until}."""
         return collections.Counter(w.tube_of(b) for b in w.history.ok_between(since, until))
 
+    @staticmethod
+    def deliveries(w, since, until):
+        """{tube: reserves sent between since and until that delivered a job of it}."""
+        with w.history.lock:
+            return collections.Counter(w.tube_of(b) for b, ts in w.history.deliveries.items()
+                                       for t in ts if since <= t <= until)
+
     def served_after(self, w, tubes, since, timeout=20.0):
         """Until every tube in `tubes` had a put acknowledged after `since`; returns the
         seconds from `since` to the last of those first puts."""
@@ -155,6 +165,7 @@ class TestMasterKilled(ClusterStoreCase):
             new = cl.wait_failover(victim)
             t_promoted = time.monotonic()
             during = self.per_tube(w, t_kill + 0.2, t_promoted)
+            delivered = self.deliveries(w, t_kill + 0.2, t_promoted)
             # The promoted replica is alone (min-replicas-to-write 1): the killed node rejoins
             # as its replica, and then its partitions take writes again.
             cl.restart(victim)
@@ -162,10 +173,10 @@ class TestMasterKilled(ClusterStoreCase):
             t_rejoined = time.monotonic()
             back = self.served_after(w, dead, t_kill + 0.2) + 0.2
             say("round %d: master :%d SIGKILLed; :%d promoted after %.2fs; puts acknowledged "
-                "meanwhile per tube %s; the killed node rejoined after %.2fs; its tubes served "
-                "again %.2fs after the kill" % (rnd + 1, victim.port, new.port,
-                                               t_promoted - t_kill, dict(during),
-                                               t_rejoined - t_kill, back))
+                "meanwhile per tube %s, reserves that delivered per tube %s; the killed node "
+                "rejoined after %.2fs; its tubes served again %.2fs after the kill"
+                % (rnd + 1, victim.port, new.port, t_promoted - t_kill, dict(during),
+                   dict(delivered), t_rejoined - t_kill, back))
             rounds.append(during)
             time.sleep(1.0)
         took = w.drain(timeout=45.0)
@@ -254,6 +265,42 @@ class TestSlotsMoved(ClusterStoreCase):
                     and w.tube_of(b) == tube)
         edges = [since] + ts + [until]
         return max(y - x for x, y in zip(edges, edges[1:]))
+
+
+class TestReserveDuringFailover(ClusterStoreCase):
+    # STORE BUG (reported to the lead; expected to fail until fixed): a reserve over tubes in
+    # several partitions waits for every partition's answer, so while one of them has no
+    # master (killed, replica not yet promoted) it stalls, although a watched tube on a live
+    # master has ready jobs; and reserve-with-timeout 1 then answers after the promotion
+    # (~2.5 s here), past its timeout. Measured: watching the live tube only, RESERVED at
+    # once; watching it and a tube of the dead master, RESERVED 2.5 s later. The issue asks
+    # that a failed master stop only its own partitions.
+    @unittest.expectedFailure
+    def test_reserve_across_partitions_while_one_master_is_down(self):
+        cl = self.cluster()
+        picked = cl.pick_tubes(1, "rf")
+        live_m, dead_m = cl.masters()[0], cl.masters()[1]
+        live, dead = picked[live_m][0], picked[dead_m][0]
+        fe = self.front_ends(cl, n=1)[0]
+        c = self.client(fe)
+        self.assertEqual(c.cmd("use " + live), b"USING %s\r\n" % live.encode())
+        for _ in range(5):
+            self.assertTrue(c.cmd(b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED "))
+        both = self.client(fe)
+        both.cmd("watch " + live)
+        both.cmd("watch " + dead)
+        both.cmd("ignore default")
+        self.assertTrue(both.cmd("reserve-with-timeout 1").startswith(b"RESERVED "))
+        cl.kill_master(cl.masters().index(dead_m))
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        r = both.cmd("reserve-with-timeout 1")
+        took = time.monotonic() - t0
+        say("reserve over %s (live master) and %s (master killed 0.3 s before): %r after "
+            "%.2fs" % (live, dead, r[:20], took))
+        self.assertTrue(r.startswith(b"RESERVED "), r)
+        self.assertLess(took, 1.0, "a reserve with a ready job on a live master waited for "
+                        "the dead master's partition")
 
 
 if __name__ == "__main__":
