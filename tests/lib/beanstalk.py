@@ -12,6 +12,12 @@ With env STALKD_STORE=redis every stalkd Server (never Debian's beanstalkd) runs
 store: one redis-server per test process (redis_fixture.RedisServer, started on first use,
 stopped at exit), a fresh --store-prefix per Server, --store-wait 0 (no replicas). Tests that
 cannot apply there carry @embedded_store_only(reason).
+With env STALKD_STORE=cluster the same on a Redis Cluster: one RedisCluster (3 masters, no
+replicas: --store-wait 0) per test process, a redis-cluster:// URL naming every node.
+redis_store() is true on both; cluster_store() only on the cluster, where what differs by
+design (job ids are seq * 1024 + partition, not 1, 2, 3...; list-tubes groups tubes by
+partition; a reserve over tubes in several partitions is best as seen a round trip ago) makes
+tests read ids from INSERTED replies or carry @not_on_cluster(reason).
 """
 import atexit
 import os
@@ -82,8 +88,14 @@ def wait_job_stat(client, jid, key, value, timeout=5.0):
 
 
 def redis_store():
-    """True when stalkd runs on the Redis store in this test process (STALKD_STORE=redis)."""
-    return os.environ.get("STALKD_STORE", "embedded") == "redis"
+    """True when stalkd runs on the Redis store in this test process (STALKD_STORE=redis, or
+    =cluster: what cannot apply on one Redis cannot on a cluster either)."""
+    return os.environ.get("STALKD_STORE", "embedded") in ("redis", "cluster")
+
+
+def cluster_store():
+    """True when stalkd runs on the Redis store on a Redis Cluster (STALKD_STORE=cluster)."""
+    return os.environ.get("STALKD_STORE", "embedded") == "cluster"
 
 
 def embedded_store_only(reason):
@@ -93,15 +105,27 @@ def embedded_store_only(reason):
     return unittest.skipIf(redis_store(), "not on the Redis store: " + reason)
 
 
+def not_on_cluster(reason):
+    """Decorator for a test or class that checks what differs by design on a Redis Cluster
+    only (ids, list-tubes order across partitions, reserve order across partitions): skipped,
+    with the reason, when STALKD_STORE=cluster."""
+    return unittest.skipIf(cluster_store(), "not on Redis Cluster: " + reason)
+
+
 _shared_redis = None
 
 
 def shared_redis():
-    """The test process's one redis-server for STALKD_STORE=redis (started on first use,
-    stopped at exit)."""
+    """The test process's one Redis for STALKD_STORE=redis (a redis-server) or =cluster (a
+    RedisCluster of 3 masters without replicas): started on first use, stopped at exit. Both
+    have url() and delete_matching(pattern)."""
     global _shared_redis
     if _shared_redis is None:
-        _shared_redis = _redis_fixture().RedisServer()
+        if cluster_store():
+            import redis_cluster_fixture  # only the cluster runs need it
+            _shared_redis = redis_cluster_fixture.RedisCluster(masters=3, replicas=0)
+        else:
+            _shared_redis = _redis_fixture().RedisServer()
         atexit.register(_shared_redis.close)
     return _shared_redis
 
