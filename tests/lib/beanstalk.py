@@ -105,6 +105,30 @@ def embedded_store_only(reason):
     return unittest.skipIf(redis_store(), "not on the Redis store: " + reason)
 
 
+def cluster_partition(tube):
+    """The partition (0..1023) of `tube` on a Redis Cluster: CRC16-XMODEM of the text inside
+    its first `(...)` when non-empty, else of the whole name, mod 1024. A job's id there is
+    seq * 1024 + partition, seq counting from 1 in each partition."""
+    import redis_cluster_fixture
+    name = tube.encode() if isinstance(tube, str) else tube
+    start = name.find(b"(")
+    if start >= 0:
+        end = name.find(b")", start + 1)
+        if end > start + 1:
+            name = name[start + 1:end]
+    return redis_cluster_fixture.crc16(name) % 1024
+
+
+def list_tubes_order(names):
+    """The order in which list-tubes shows `names` (given in creation order, "default"
+    first): creation order, or on a Redis Cluster "default" first, then the others grouped by
+    partition in partition order, each group in creation order."""
+    if not cluster_store():
+        return list(names)
+    first = [n for n in names if n == "default"]
+    return first + sorted((n for n in names if n != "default"), key=cluster_partition)
+
+
 def not_on_cluster(reason):
     """Decorator for a test or class that checks what differs by design on a Redis Cluster
     only (ids, list-tubes order across partitions, reserve order across partitions): skipped,
@@ -144,6 +168,27 @@ def store_args(binary, args):
 def _redis_fixture():
     import redis_fixture  # only the Redis runs need it (and it imports this module)
     return redis_fixture
+
+
+def inserted_id(reply):
+    """The job id of an `INSERTED <id>` reply; AssertionError with the reply otherwise."""
+    words = reply.split()
+    if len(words) != 2 or words[0] != b"INSERTED" or not reply.endswith(b"\r\n") \
+            or not words[1].isdigit():
+        raise AssertionError("not INSERTED <id>: %r" % reply)
+    return int(words[1])
+
+
+def reserved(jid, body):
+    """The exact RESERVED reply for job `jid` with `body` (str or bytes)."""
+    if isinstance(body, str):
+        body = body.encode()
+    return b"RESERVED %d %d\r\n%s\r\n" % (jid, len(body), body)
+
+
+def found(jid, body):
+    """The exact FOUND reply (peek*) for job `jid` with `body` (str or bytes)."""
+    return b"FOUND" + reserved(jid, body)[len(b"RESERVED"):]
 
 
 def free_port():
@@ -304,6 +349,10 @@ class Client:
         if tube is not None:
             self.cmd("use " + tube)
         return self.cmd(b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body))
+
+    def put_id(self, body, pri=0, delay=0, ttr=60, tube=None):
+        """put, asserting the reply is INSERTED; returns the new job's id."""
+        return inserted_id(self.put(body, pri=pri, delay=delay, ttr=ttr, tube=tube))
 
     def closed_by_peer(self, wait=2.0):
         """True if the server closes the connection within `wait` seconds."""
