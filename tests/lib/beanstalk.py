@@ -119,6 +119,14 @@ def cluster_partition(tube):
     return redis_cluster_fixture.crc16(name) % 1024
 
 
+def nth_id(n, tube="default"):
+    """The id of the n-th job put on a fresh server when every put so far went to `tube`'s
+    partition: n (beanstalkd's one counter), or on a Redis Cluster n * 1024 + the tube's
+    partition (a counter per partition). Tests that put into tubes of several partitions read
+    ids from the INSERTED replies instead."""
+    return n * 1024 + cluster_partition(tube) if cluster_store() else n
+
+
 def list_tubes_order(names):
     """The order in which list-tubes shows `names` (given in creation order, "default"
     first): creation order, or on a Redis Cluster "default" first, then the others grouped by
