@@ -127,6 +127,13 @@ def nth_id(n, tube="default"):
     return n * 1024 + cluster_partition(tube) if cluster_store() else n
 
 
+def one_partition(name):
+    """`name` off the cluster; on a Redis Cluster "(g)name", so that the tubes a test names
+    through it share one partition and a reserve over them is exact (by priority, then age,
+    then id) as on one server."""
+    return "(g)" + name if cluster_store() else name
+
+
 def list_tubes_order(names):
     """The order in which list-tubes shows `names` (given in creation order, "default"
     first): creation order, or on a Redis Cluster "default" first, then the others grouped by
