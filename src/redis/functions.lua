@@ -3,9 +3,12 @@
 -- atomic on the master and replicated as one MULTI/EXEC. Loaded by each front end at start
 -- (FUNCTION LOAD REPLACE when `stalkd_version` answers another version).
 --
--- Every function declares one key: the partition's bare hash tag `<prefix>:{<p>}`, which
--- never exists; all keys it touches are built from it, so they share one hash slot (rule 1 of
--- the design study, ready for Redis Cluster). Keys under a partition B = KEYS[1] .. ':':
+-- Every function declares one key: the partition's bare hash tag, which never exists; all
+-- keys it touches are built from it, so they share one hash slot (rule 1 of the design
+-- study: on Redis Cluster a migrating partition's call is refused with ASK before it runs).
+-- The tag is `<prefix>:{0}` on one Redis (one partition), `<prefix>:{<p>/<P>}` for partition
+-- p of P on a cluster, `<prefix>:{g}` for what is global there (front ends' leases). A job's
+-- id is seq * P + p, so the id names its partition. Keys under a partition B = KEYS[1]..':':
 --   B..'m'          HASH   seq, bseq, rseq, fid, job counters (ready urgent delayed reserved
 --                          buried total timeouts expired exhausted)
 --   B..'j:'..id     STRING a job: header (HDR), tube name, body
@@ -26,7 +29,8 @@
 --   B..'ft:'..fid   SET    tubes a front end references (use/watch)
 --   B..'fe'         ZSET   front ends' leases: fid -> expiry ms
 --   B..'fst:'..fid  HASH   a front end's own counters for `stats` (cmd-*, connections)
---   B..'w'          channel: a tube's name when a job becomes ready in it while waited on
+-- and one channel for the whole deployment, <prefix>:w: a tube's name when a job becomes
+-- ready in it while waited on (PUBLISH reaches every node's subscribers on a cluster).
 local VERSION = 'dev'  -- replaced by the library's hash when embedded (embed_lua.cmake)
 
 local READY, DELAYED, RESERVED, BURIED = 1, 2, 3, 4
@@ -59,6 +63,9 @@ local sub_ms = 0
 -- The timer set's head score as this call's apply_due found it (-1: empty), while nothing has
 -- changed the set since: next_due then needs no second look. nil: unknown.
 local x_head = nil
+
+-- The running call's partition (p of P, from its tag) and wake channel.
+local part, parts, channel = 0, 1, ''
 
 -- Set by reserve and reserve_job: the caller's session is already listed in its front end's
 -- B..'fs:'..fid (the front end knows: it was told by an earlier reservation's answer).
@@ -147,7 +154,10 @@ end
 local function touch_tube(B, tube)
   local k = B .. 'tubes'
   if redis.call('ZSCORE', k, tube) then return end
-  if redis.call('ZCARD', k) == 0 and tube ~= 'default' then redis.call('ZADD', k, '0', 'default') end
+  -- "default" is listed first, and always: on a cluster the front end puts it there.
+  if parts == 1 and redis.call('ZCARD', k) == 0 and tube ~= 'default' then
+    redis.call('ZADD', k, '0', 'default')
+  end
   redis.call('ZADD', k, str(redis.call('ZCARD', k)), tube)
 end
 
@@ -174,7 +184,7 @@ end
 
 local function wake(B, tube, now)
   local lease = num(redis.call('HGET', B .. 't:' .. tube, 'wl'))
-  if lease > now then redis.call('PUBLISH', B .. 'w', tube) end
+  if lease > now then redis.call('PUBLISH', channel, tube) end
 end
 
 local function delayed_head(B, tube)
@@ -385,7 +395,16 @@ local function best(B, tubes, first, now)
       end
     end
   end
-  return bj
+  return bj, bp
+end
+
+-- Whether job (p1, c1, i1) comes before (p2, c2, i2) in a reserve across partitions: by
+-- priority, then age (created, ms: ids of two partitions say nothing of which came first),
+-- then id.
+local function before(p1, c1, i1, p2, c2, i2)
+  if p1 ~= p2 then return p1 < p2 end
+  if c1 ~= c2 then return c1 < c2 end
+  return i1 < i2
 end
 
 local function reserve_one(B, id, sid, ttr, freeze, detached, now)
@@ -447,8 +466,8 @@ local function f_put(B, now, a)
       return done(B, now, 'EXISTS', old)
     end
   end
-  local seq = redis.call('HINCRBY', B .. 'm', 'seq', '1')
-  local j = {id = seq, tube = tube, state = READY, pri = num(a[2]), delay = num(a[3]), ttr = num(a[4]),
+  local id = redis.call('HINCRBY', B .. 'm', 'seq', '1') * parts + part
+  local j = {id = id, tube = tube, state = READY, pri = num(a[2]), delay = num(a[3]), ttr = num(a[4]),
              reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0, created = now,
              deadline = 0, owner = 0, limited = 0, tries = 0, ttl = 0, reason = 0, flags = 0,
              res_ttr = 0}
@@ -462,10 +481,10 @@ local function f_put(B, now, a)
   local attrs = a[11] or ''
   if (key and key ~= '') or attrs ~= '' then
     j.flags = FLAG_EXT
-    local e = B .. 'e:' .. str(seq)
+    local e = B .. 'e:' .. str(id)
     if key and key ~= '' then
       redis.call('HSET', e, 'key', key)
-      redis.call('HSET', B .. 'k:' .. tube, key, str(seq))
+      redis.call('HSET', B .. 'k:' .. tube, key, str(id))
     end
     if attrs ~= '' then redis.call('HSET', e, 'attrs', attrs) end
   end
@@ -477,32 +496,52 @@ local function f_put(B, now, a)
   j.state = state  -- the header written now is final: enter() changes nothing in it
   -- A tube's first job since it was made: it may have been made by this put.
   if redis.call('HINCRBY', B .. 't:' .. tube, 'total', '1') == 1 then touch_tube(B, tube) end
-  redis.call('SET', jkey(B, seq), header(j) .. tube .. a[6])
+  redis.call('SET', jkey(B, id), header(j) .. tube .. a[6])
   redis.call('HINCRBY', B .. 'm', 'total', '1')
-  if j.ttl > 0 then xadd(B, str(j.ttl), 'l' .. mid(seq)) end
+  if j.ttl > 0 then xadd(B, str(j.ttl), 'l' .. mid(id)) end
   enter(B, j, state, now)
-  return done(B, now, 'INSERTED', str(seq))
+  return done(B, now, 'INSERTED', str(id))
 end
 
--- reserve: sid count ttr freeze detached lease_ms enlisted tube... -> 'RESERVED' (id body
--- deadline created)... | 'NONE'. lease_ms > 0: nothing ready, so the caller will wait:
--- waiters' lease on the tubes until now + lease_ms (puts then publish on B..'w').
+-- reserve: sid count ttr freeze detached lease_ms enlisted bound tube... -> 'RESERVED' (id
+-- body deadline created)... | 'NONE' [pri created id]. lease_ms > 0: nothing ready, so the
+-- caller will wait: waiters' lease on the tubes until now + lease_ms (puts then publish on
+-- the wake channel). bound ('pri created id' of another partition's best job, or ''): only
+-- jobs before it are reserved; when the best here is not, 'NONE' names it.
 local function f_reserve(B, now, a)
   local sid, n, ttr = num(a[1]), num(a[2]), num(a[3])
   local freeze, detached, lease = a[4] == '1', a[5] == '1', num(a[6])
   enlisted = a[7] == '1'
+  local bp, bc, bi = string.match(a[8], '^(%d+) (%d+) (%d+)$')
   local out = {'RESERVED'}
   for _ = 1, n do
-    local id = best(B, a, 8, now)
+    local id, pri = best(B, a, 9, now)
     if not id then break end
+    if bp then
+      local c = load(B, id).created
+      if before(num(bp), num(bc), num(bi), pri, c, id) then
+        if #out == 1 then return done(B, now, 'NONE', str(pri), str(c), str(id)) end
+        break
+      end
+    end
     local j = reserve_one(B, id, sid, ttr, freeze, detached, now)
     for _, v in ipairs(job_reply(B, j, now)) do out[#out + 1] = v end
   end
   if #out == 1 then
-    if lease > 0 then lease_waiters(B, a, 8, now + lease) end
+    if lease > 0 then lease_waiters(B, a, 9, now + lease) end
     return done(B, now, 'NONE')
   end
   return done_list(B, now, table.remove(out, 1), out)
+end
+
+-- head: lease_ms tube... -> 'HEAD' pri created id | 'NONE': the best ready job over the
+-- tubes (a reserve across partitions asks each first); lease_ms > 0: the caller may wait,
+-- the tubes are leased to waiters.
+local function f_head(B, now, a)
+  if num(a[1]) > 0 then lease_waiters(B, a, 2, now + num(a[1])) end
+  local id, pri = best(B, a, 2, now)
+  if not id then return done(B, now, 'NONE') end
+  return done(B, now, 'HEAD', str(pri), str(load(B, id).created), str(id))
 end
 
 -- wait: lease_ms tube...: refreshes the waiters' lease of the tubes.
@@ -711,7 +750,12 @@ end
 local function f_stats(B, now, a)
   local m = redis.call('HMGET', B .. 'm', 'ready', 'urgent', 'reserved', 'delayed', 'buried',
                        'total', 'timeouts', 'expired', 'exhausted')
-  local tubes = math.max(redis.call('ZCARD', B .. 'tubes'), 1)
+  local tubes = redis.call('ZCARD', B .. 'tubes')
+  if parts == 1 then
+    tubes = math.max(tubes, 1)
+  elseif redis.call('ZSCORE', B .. 'tubes', 'default') then
+    tubes = tubes - 1  -- a cluster's front end counts "default" once, itself
+  end
   local out = {'OK'}
   for i = 1, 9 do out[#out + 1] = str(num(m[i])) end
   out[#out + 1] = str(tubes)
@@ -824,10 +868,14 @@ local function reap(B, fid, now)
   return true
 end
 
--- pump: limit -> timer work; also reaps front ends whose lease ran out.
+-- pump: limit [fid...] -> timer work; also reaps front ends whose lease ran out: those of
+-- this partition's B..'fe' (on one Redis: all; on a cluster only {g} has leases, and its
+-- pump, called when no partition holds anything of them any more, forgets them), and the
+-- fids named (on a cluster: found dead in {g}, reaped partition by partition).
 local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
   local dead = redis.call('ZRANGE', B .. 'fe', '-inf', str(now), 'BYSCORE', 'LIMIT', '0', '4')
+  for i = 2, #a do dead[#dead + 1] = a[i] end
   for _, fid in ipairs(dead) do
     if not reap(B, fid, now) then
       n = num(a[1])  -- more to do: the caller pumps again at once
@@ -838,8 +886,9 @@ local function f_pump(B, now, a)
 end
 
 -- lease: fid lease_ms [name value]...: renews a front end's lease (a new fid: 0 takes one)
--- and publishes its counters for `stats`. -> 'FID' fid reaped (1: the lease had run out
--- and the front end been reaped)
+-- and publishes its counters for `stats`. -> 'FID' fid reaped dead... (reaped 1: the lease
+-- had run out and the front end been reaped; dead: up to 16 fids whose lease ran out, which a
+-- cluster's front ends reap partition by partition)
 local function f_lease(B, now, a)
   local fid = a[1]
   local renew = fid ~= '0'
@@ -852,7 +901,12 @@ local function f_lease(B, now, a)
     for i = 3, #a do kv[#kv + 1] = a[i] end
     for i = 1, #kv, 2 do redis.call('HSET', B .. 'fst:' .. fid, kv[i], kv[i + 1]) end
   end
-  return done(B, now, 'FID', fid, reaped and '1' or '0')
+  local out = {fid, reaped and '1' or '0'}
+  for _, d in ipairs(redis.call('ZRANGE', B .. 'fe', '-inf', str(now), 'BYSCORE', 'LIMIT', '0',
+                                '16')) do
+    out[#out + 1] = d
+  end
+  return done_list(B, now, 'FID', out)
 end
 
 -- quit: fid: a front end stops cleanly; its sessions are released as by reap.
@@ -886,18 +940,19 @@ end
 
 -- list_jobs: tube state from count -> 'OK' next id...: ids in `state`, in id order, from
 -- `from`. A state's set of up to 65536 jobs is read whole; beyond that (and for reserved
--- jobs, which have no per-tube set) at most 65536 consecutive ids are looked at per call.
+-- jobs, which have no per-tube set) at most 65536 consecutive ids of the partition (every
+-- P-th id) are looked at per call.
 local function f_list_jobs(B, now, a)
   local tube, state, from, n = a[1], a[2], math.max(num(a[3]), 1), num(a[4])
   if not exists(B, tube) then
     return done(B, now, 'NOT_FOUND')
   end
-  local seq = num(redis.call('HGET', B .. 'm', 'seq'))
+  local top = num(redis.call('HGET', B .. 'm', 'seq')) * parts + part  -- the last id given
   local want = ({ready = READY, delayed = DELAYED, reserved = RESERVED, buried = BURIED})[state]
   local set = ({ready = 'r:', delayed = 'd:', buried = 'b:'})[state]
   local out = {}
   local nxt = 0
-  local last = from + 65535
+  local last = from + 65535 * parts
   if set and redis.call('ZCARD', B .. set .. tube) <= 65536 then
     local ids = {}
     for _, m in ipairs(redis.call('ZRANGE', B .. set .. tube, 0, -1)) do
@@ -908,18 +963,18 @@ local function f_list_jobs(B, now, a)
     for i = 1, math.min(n, #ids) do out[i] = str(ids[i]) end
     if #ids >= n and n > 0 then
       nxt = ids[n] + 1
-    elseif last < seq then
+    elseif last < top then
       nxt = last + 1
     end
   else
-    local id = from
-    local last = math.min(seq, from + 65535)
-    while id <= last and #out < n do
+    local id = math.max(math.ceil((from - part) / parts), 1) * parts + part
+    local upto = math.min(top, last)
+    while id <= upto and #out < n do
       local j = load(B, id)
       if j and j.tube == tube and j.state == want then out[#out + 1] = str(id) end
-      id = id + 1
+      id = id + parts
     end
-    if #out >= n or id <= seq then nxt = id end
+    if #out >= n or id <= top then nxt = id end
   end
   table.insert(out, 1, str(nxt))
   return done_list(B, now, 'OK', out)
@@ -942,11 +997,101 @@ local function f_tube_tries(B, now, a)
   return done(B, now, 'TUBE-TRIES', a[2])
 end
 
+---------------------------------------------------------------------------------------------
+-- Per node, on a cluster: FCALL_RO with no key, reading the partitions this node serves, named
+-- by their tags. A partition not wholly here (its slot migrating, or moved since the caller
+-- learned the slot map) fails its redis.pcall: it is reported, and the caller asks it alone,
+-- routed (and retried through the migration).
+
+local function node_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function failed(r) return type(r) == 'table' and r.err ~= nil end
+
+-- scan_node: ndead fid... tag... -> the indexes (from 1) of the tags whose partition has
+-- timer work due, then '--', then those of the partitions that hold sessions or tube
+-- references of a dead front end (fid...); a partition not here is in both lists. Each gets
+-- a pump (with the dead fids: it reaps them).
+local function f_scan_node(_, a)
+  local now = node_now()
+  local nd = num(a[1])
+  local due, dead = {}, {}
+  for i = nd + 2, #a do
+    local B = a[i] .. ':'
+    local at = str(i - nd - 1)
+    local h = redis.pcall('ZRANGE', B .. 'x', '0', '0', 'WITHSCORES')
+    local gone = failed(h)
+    if gone or (h[1] ~= nil and tonumber(h[2]) <= now) then due[#due + 1] = at end
+    for k = 2, nd + 1 do
+      local e = gone and 1 or redis.pcall('EXISTS', B .. 'fs:' .. a[k], B .. 'ft:' .. a[k])
+      if failed(e) or e > 0 then
+        dead[#dead + 1] = at
+        break
+      end
+    end
+  end
+  due[#due + 1] = '--'
+  for _, i in ipairs(dead) do due[#due + 1] = i end
+  return due
+end
+
+local STATS_FIELDS = {'ready', 'urgent', 'reserved', 'delayed', 'buried', 'total', 'timeouts',
+                      'expired', 'exhausted'}
+
+-- sum_node: tag... -> the partitions' job counters summed (as stats: ready urgent reserved
+-- delayed buried total timeouts expired exhausted), their tubes but "default", then the
+-- indexes of the tags not here.
+local function f_sum_node(_, a)
+  local sum = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  local skipped = {}
+  for i, tag in ipairs(a) do
+    local B = tag .. ':'
+    local m = redis.pcall('HMGET', B .. 'm', unpack(STATS_FIELDS))
+    local t = redis.pcall('ZCARD', B .. 'tubes')
+    local d = redis.pcall('ZSCORE', B .. 'tubes', 'default')
+    if failed(m) or failed(t) or failed(d) then
+      skipped[#skipped + 1] = str(i)
+    else
+      for k = 1, 9 do sum[k] = sum[k] + num(m[k]) end
+      sum[10] = sum[10] + t - (d and 1 or 0)
+    end
+  end
+  local out = {}
+  for k = 1, 10 do out[k] = str(sum[k]) end
+  for _, i in ipairs(skipped) do out[#out + 1] = i end
+  return out
+end
+
+-- tubes_node: tag... -> per tag, in order, the number of its tubes but "default" (-1: not
+-- here) and their names in the order they were made.
+local function f_tubes_node(_, a)
+  local out = {}
+  for _, tag in ipairs(a) do
+    local t = redis.pcall('ZRANGE', tag .. ':tubes', '0', '-1')
+    if failed(t) then
+      out[#out + 1] = '-1'
+    else
+      local at = #out + 1
+      out[at] = '0'
+      for _, name in ipairs(t) do
+        if name ~= 'default' then out[#out + 1] = name end
+      end
+      out[at] = str(#out - at)
+    end
+  end
+  return out
+end
+
 -- Registers stalkd_<name>: fn(B, now, args) runs with the partition's key prefix B and the
 -- master's clock; unless `raw`, after the timer work that is due.
 local function reg(name, fn, flags, raw)
   local callback = function(keys, a)
     local B = keys[1] .. ':'
+    local p, n = string.match(keys[1], '{(%d+)/(%d+)}$')
+    part, parts = tonumber(p) or 0, tonumber(n) or 1
+    channel = string.match(keys[1], '^(.*){') .. 'w'
     local now = now_ms()
     x_head = nil
     enlisted = false
@@ -957,7 +1102,15 @@ local function reg(name, fn, flags, raw)
 end
 redis.register_function{function_name = 'stalkd_version', callback = f_version,
                         flags = {'no-writes'}}
+local function reg_node(name, fn)
+  redis.register_function{function_name = 'stalkd_' .. name, callback = fn,
+                          flags = {'no-writes', 'allow-cross-slot-keys'}}
+end
+reg_node('scan_node', f_scan_node)
+reg_node('sum_node', f_sum_node)
+reg_node('tubes_node', f_tubes_node)
 reg('put', f_put, {})
+reg('head', f_head, {'allow-oom'})
 reg('reserve', f_reserve, {'allow-oom'})
 reg('wait', f_wait, {'allow-oom'}, true)
 reg('reserve_job', f_reserve_job, {'allow-oom'})

@@ -2,6 +2,7 @@
 #include "redis/session.h"
 
 #include <algorithm>
+#include <charconv>
 #include <utility>
 
 #include "base/check.h"
@@ -64,7 +65,7 @@ RedisSession::~RedisSession() {
   store_.producers_ -= put_any_;
   store_.workers_ -= worker_;
   // Reservations go back; a reserve still on its way is answered before this arrives.
-  if (reserved_any_) store_.ReleaseConnection(sid_text_);
+  for (uint32_t p : reserved_in_) store_.ReleaseConnection(sid_text_, p);
   // The engine's order (beanstalkd's ms_clear: the first watched tube, the others from the
   // back, then the used one), so that tubes vanishing together leave list-tubes as there.
   for (size_t k = 0; k < watch_.size(); k++) {
@@ -80,11 +81,11 @@ RedisSession::~RedisSession() {
 // ahead of the calls before it; never behind alone_.
 bool RedisSession::CanPipeline(Verb v) const {
   // A client that pipelines faster than Redis answers waits, as for a full input buffer.
-  if (alone_ || calls_out_ + wants_.size() >= kMaxPipelined) return false;
+  if (alone_ || asked_.size() + wants_.size() >= kMaxPipelined) return false;
   switch (v) {
     case Verb::kReserve:
     case Verb::kReserveWithTimeout:
-      return calls_out_ == 0 && (wants_.empty() || verb_ != Verb::kReserveExt);
+      return asked_.empty() && (wants_.empty() || verb_ != Verb::kReserveExt);
     case Verb::kPut:
     case Verb::kDelete:
     case Verb::kRelease:
@@ -118,23 +119,77 @@ void RedisSession::Producer() {
   if (!std::exchange(put_any_, true)) store_.producers_++;
 }
 
-Result RedisSession::Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
-                         std::function<Result(RedisSession&, const Answer&)> decode) {
-  calls_out_++;
-  store_.Call(fn, args, writes, [cell = cell_, decode = std::move(decode)](const Answer& a) {
-    RedisSession* s = *cell;
-    if (!s) return;
-    s->calls_out_--;
-    Result r;
-    if (a.lost) {
-      r = Result::Of(Outcome::kInternalError);
-    } else if (a.oom) {
-      r = Result::Of(Outcome::kOutOfMemory);
-    } else {
-      r = decode(*s, a);
-    }
-    s->Finish(r);
-  });
+void RedisSession::ReservesIn(uint32_t part) {
+  if (std::find(reserved_in_.begin(), reserved_in_.end(), part) == reserved_in_.end()) {
+    reserved_in_.push_back(part);
+  }
+}
+
+bool RedisSession::Enlisted(uint32_t part) const {
+  return enlisted_epoch_ == store_.enlist_epoch_ &&
+         std::find(enlisted_in_.begin(), enlisted_in_.end(), part) != enlisted_in_.end();
+}
+
+void RedisSession::Enlist(uint32_t part) {
+  if (enlisted_epoch_ != store_.enlist_epoch_) {
+    enlisted_in_.clear();
+    enlisted_epoch_ = store_.enlist_epoch_;
+  }
+  if (!Enlisted(part)) enlisted_in_.push_back(part);
+}
+
+RedisSession::Owned::Owned(const Answer& a) : lost(a.lost), oom(a.oom), status(a.status) {
+  if (a.words) {
+    words = *a.words;
+    first = a.first;
+  }
+}
+
+RedisStore::Answer RedisSession::Owned::View() const {
+  Answer a;
+  a.lost = lost;
+  a.oom = oom;
+  a.status = status;
+  a.words = &words;
+  a.first = first;
+  return a;
+}
+
+uint64_t RedisSession::Ticket() {
+  asked_.emplace_back();
+  return asked_first_ + asked_.size() - 1;
+}
+
+void RedisSession::Complete(uint64_t ticket, Make make) {
+  asked_[ticket - asked_first_] = std::move(make);
+  while (!asked_.empty() && asked_.front()) {
+    Make m = std::move(asked_.front());
+    asked_.pop_front();
+    asked_first_++;
+    Finish(m(*this));
+  }
+}
+
+Result RedisSession::Checked(RedisSession& s, const Answer& a, const Decode& decode) {
+  if (a.lost) return Result::Of(Outcome::kInternalError);
+  if (a.oom) return Result::Of(Outcome::kOutOfMemory);
+  return decode(s, a);
+}
+
+Result RedisSession::Ask(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
+                         bool writes, Decode decode) {
+  uint64_t t = Ticket();
+  store_.Call(
+      part, fn, args, writes, [cell = cell_, t, decode = std::move(decode)](const Answer& a) {
+        RedisSession* s = *cell;
+        if (!s) return;
+        if (t == s->asked_first_) {
+          // Its turn: decoded now, from the answer as it is.
+          return s->Complete(t, [&a, &decode](RedisSession& me) { return Checked(me, a, decode); });
+        }
+        s->Complete(
+            t, [o = Owned(a), decode](RedisSession& me) { return Checked(me, o.View(), decode); });
+      });
   return Result::Of(Outcome::kPending);
 }
 
@@ -184,12 +239,13 @@ Result RedisSession::CommitPut() {
               limited = tries_ > 0 ? "1" : "0", tries = std::to_string(tries_),
               ttl = std::to_string(ttl_);
   std::string_view body(put_.data(), put_args_.bytes);
-  Result r = Ask(
-      "put", {sid_text_, pri, delay, ttr, use_, body, limited, tries, ttl, put_key_, put_attrs_},
-      true, [](RedisSession&, const Answer& a) {
-        if (a.status == "EXISTS") return Result::Of(Outcome::kExists, a.Number(0));
-        return Result::Of(Outcome::kInserted, a.Number(0));
-      });
+  Result r =
+      Ask(store_.PartitionOf(use_), "put",
+          {sid_text_, pri, delay, ttr, use_, body, limited, tries, ttl, put_key_, put_attrs_}, true,
+          [](RedisSession&, const Answer& a) {
+            if (a.status == "EXISTS") return Result::Of(Outcome::kExists, a.Number(0));
+            return Result::Of(Outcome::kInserted, a.Number(0));
+          });
   put_.clear();
   put_.shrink_to_fit();
   return r;
@@ -197,7 +253,9 @@ Result RedisSession::CommitPut() {
 
 void RedisSession::AbandonPut() {
   // beanstalkd gave the put its id when its line arrived: the next job's id skips it.
-  if (put_open_) store_.Call("skip_id", {}, false, [](const RedisStore::Answer&) {});
+  if (put_open_) {
+    store_.Call(store_.PartitionOf(use_), "skip_id", {}, false, [](const RedisStore::Answer&) {});
+  }
   put_open_ = false;
   put_.clear();
   put_.shrink_to_fit();
@@ -248,7 +306,32 @@ void RedisSession::BecomeHead() {
 
 void RedisSession::Claim() {
   claims_out_++;
-  reserved_any_ = true;
+  uint32_t part = store_.PartitionOf(watch_[0]);
+  bool one = true;
+  for (size_t i = 1; i < watch_.size() && one && store_.partitions() > 1; i++) {
+    one = store_.PartitionOf(watch_[i]) == part;
+  }
+  if (one) {
+    // One partition (always, on one Redis): one call, exact.
+    std::vector<std::string_view> tubes(watch_.begin(), watch_.end());
+    return ClaimIn(part, tubes, "",
+                   [part](RedisSession& s, const Answer& a) { s.OnClaim(a, part); });
+  }
+  std::vector<std::pair<uint32_t, std::vector<std::string_view>>> groups;
+  for (const std::string& tube : watch_) {
+    uint32_t p = store_.PartitionOf(tube);
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [p](const auto& g) { return g.first == p; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {p, {}});
+    it->second.push_back(tube);
+  }
+  ClaimAcross(std::move(groups));
+}
+
+void RedisSession::ClaimIn(uint32_t part, std::span<const std::string_view> tubes,
+                           std::string_view bound,
+                           std::function<void(RedisSession&, const Answer&)> done) {
+  ReservesIn(part);
   std::string count = std::to_string(wait_args_.count), ttr = std::to_string(wait_args_.ttr_s);
   // Nothing ready and a reserve that may wait: the call leases the tubes to waiters, so a
   // job that becomes ready in one is published on the wake channel.
@@ -259,15 +342,110 @@ void RedisSession::Claim() {
                                      wait_args_.freeze_tries ? "1" : "0",
                                      wait_args_.detached ? "1" : "0",
                                      lease,
-                                     Enlisted() ? "1" : "0"};
-  args.insert(args.end(), watch_.begin(), watch_.end());
-  store_.Call("reserve", std::span<const std::string_view>(args), true,
-              [cell = cell_](const Answer& a) {
-                if (RedisSession* s = *cell) s->OnClaim(a);
+                                     Enlisted(part) ? "1" : "0",
+                                     bound};
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  store_.Call(part, "reserve", std::span<const std::string_view>(args), true,
+              [cell = cell_, done = std::move(done)](const Answer& a) {
+                if (RedisSession* s = *cell) done(*s, a);
               });
 }
 
-void RedisSession::OnClaim(const Answer& a) {
+// A claim across partitions. Each partition's best job (pri, created, id) as last seen;
+// the claim goes to the best one, bounded by the next best: it reserves only a job before
+// that, else answers its own new best, and the claim goes again. After 3 bounded tries, an
+// unbounded one: a failed try means another client took a job meanwhile, so it ends.
+struct RedisSession::Across {
+  struct Head {
+    bool has = false;
+    uint64_t pri = 0, created = 0, id = 0;
+    bool Before(const Head& o) const {
+      if (pri != o.pri) return pri < o.pri;
+      if (created != o.created) return created < o.created;
+      return id < o.id;
+    }
+  };
+  std::vector<uint32_t> parts;
+  std::vector<std::vector<std::string>> tubes;
+  std::vector<Head> heads;
+  size_t left = 0;
+  size_t answered = 0;  // partitions that answered (not lost)
+  int tries = 0;
+};
+
+void RedisSession::ClaimAcross(
+    std::vector<std::pair<uint32_t, std::vector<std::string_view>>> groups) {
+  auto x = std::make_shared<Across>();
+  for (auto& [p, tubes] : groups) {
+    x->parts.push_back(p);
+    x->tubes.emplace_back(tubes.begin(), tubes.end());
+  }
+  x->heads.resize(groups.size());
+  x->left = groups.size();
+  std::string lease = waiting_ ? std::to_string(store_.opt_.lease / kMs) : "0";
+  for (size_t g = 0; g < groups.size(); g++) {
+    ReservesIn(groups[g].first);
+    std::vector<std::string_view> args{lease};
+    args.insert(args.end(), groups[g].second.begin(), groups[g].second.end());
+    store_.Call(groups[g].first, "head", std::span<const std::string_view>(args), false,
+                [cell = cell_, x, g](const Answer& a) {
+                  if (!a.lost && !a.oom) {
+                    x->answered++;
+                    if (a.status == "HEAD")
+                      x->heads[g] = {true, a.Number(0), a.Number(1), a.Number(2)};
+                  }
+                  if (--x->left > 0) return;
+                  RedisSession* s = *cell;
+                  if (!s) return;
+                  if (x->answered == 0) {
+                    // No partition answered: as a lost reserve call.
+                    Answer lost;
+                    lost.lost = true;
+                    return s->OnClaim(lost, 0);
+                  }
+                  s->ClaimBest(x);
+                });
+  }
+}
+
+void RedisSession::ClaimBest(const std::shared_ptr<Across>& x) {
+  size_t best = x->heads.size(), next = x->heads.size();
+  for (size_t g = 0; g < x->heads.size(); g++) {
+    if (!x->heads[g].has) continue;
+    if (best == x->heads.size() || x->heads[g].Before(x->heads[best])) {
+      next = best;
+      best = g;
+    } else if (next == x->heads.size() || x->heads[g].Before(x->heads[next])) {
+      next = g;
+    }
+  }
+  if (best == x->heads.size()) {
+    Answer none;
+    none.status = "NONE";
+    return OnClaim(none, 0);
+  }
+  std::string bound;
+  if (next < x->heads.size() && x->tries < 3) {
+    const Across::Head& h = x->heads[next];
+    bound = std::to_string(h.pri) + " " + std::to_string(h.created) + " " + std::to_string(h.id);
+  }
+  x->tries++;
+  std::vector<std::string_view> tubes(x->tubes[best].begin(), x->tubes[best].end());
+  uint32_t part = x->parts[best];
+  ClaimIn(part, tubes, bound, [x, best, part](RedisSession& s, const Answer& a) {
+    if (a.status == "RESERVED") return s.OnClaim(a, part);
+    if (a.lost || a.oom) {
+      x->heads[best].has = false;  // unreachable now: the others may serve
+    } else if (a.size() >= 3) {
+      x->heads[best] = {true, a.Number(0), a.Number(1), a.Number(2)};  // behind the bound
+    } else {
+      x->heads[best].has = false;  // taken meanwhile
+    }
+    s.ClaimBest(x);
+  });
+}
+
+void RedisSession::OnClaim(const Answer& a, uint32_t part) {
   claims_out_--;
   // Gone or abandoned: what it reserved comes back by release_conn when the session closes.
   if (abandoned_ || wants_.empty()) return;
@@ -281,7 +459,7 @@ void RedisSession::OnClaim(const Answer& a) {
   // A job goes to the head, whichever reserve's claim found it: a reserve behind the head
   // was read after it, so the head, waiting, would have had it.
   if (a.status == "RESERVED") {
-    if (!wait_args_.detached) Enlist();  // a detached job has no owner: nothing listed
+    if (!wait_args_.detached) Enlist(part);  // a detached job has no owner: nothing listed
     return AnswerHead(Reserved(a));
   }
   if (claims_out_ == 0 && std::exchange(reclaim_, false)) return Claim();
@@ -375,14 +553,15 @@ Result RedisSession::CloseReserve() {
 
 Result RedisSession::ReserveJob(uint64_t id) {
   store_.Count(Verb::kReserveJob);
-  reserved_any_ = true;
+  uint32_t part = store_.PartitionOfId(id);
+  ReservesIn(part);
   verb_ = Verb::kReserveJob;
   wait_args_ = {};
   std::string ids = std::to_string(id);
-  return Ask("reserve_job", {sid_text_, ids, Enlisted() ? "1" : "0"}, true,
-             [](RedisSession& s, const Answer& a) {
+  return Ask(part, "reserve_job", {sid_text_, ids, Enlisted(part) ? "1" : "0"}, true,
+             [part](RedisSession& s, const Answer& a) {
                if (a.status != "RESERVED") return Result::Of(Outcome::kNotFound);
-               s.Enlist();
+               s.Enlist(part);
                s.Worker();
                return s.Reserved(a);
              });
@@ -401,12 +580,13 @@ Result RedisSession::Found(const Answer& a) {
 Result RedisSession::Peek(uint64_t id) {
   store_.Count(Verb::kPeek);
   std::string ids = std::to_string(id);
-  return Ask("peek", {ids}, false, [](RedisSession& s, const Answer& a) { return s.Found(a); });
+  return Ask(store_.PartitionOfId(id), "peek", {ids}, false,
+             [](RedisSession& s, const Answer& a) { return s.Found(a); });
 }
 
 Result RedisSession::PeekState(std::string_view which, Verb v) {
   store_.Count(v);
-  return Ask("peek_state", {use_, which}, false,
+  return Ask(store_.PartitionOf(use_), "peek_state", {use_, which}, false,
              [](RedisSession& s, const Answer& a) { return s.Found(a); });
 }
 
@@ -415,58 +595,88 @@ Result RedisSession::PeekState(std::string_view which, Verb v) {
 Result RedisSession::Delete(uint64_t id) {
   store_.Count(Verb::kDelete);
   std::string ids = std::to_string(id);
-  return Ask("delete", {sid_text_, ids}, true, [id](RedisSession& s, const Answer& a) {
-    if (a.Number(0) == 0) return Result::Of(Outcome::kNotFound);
-    s.Forget(id);
-    return Result::Of(Outcome::kDeleted);
-  });
+  return Ask(store_.PartitionOfId(id), "delete", {sid_text_, ids}, true,
+             [id](RedisSession& s, const Answer& a) {
+               if (a.Number(0) == 0) return Result::Of(Outcome::kNotFound);
+               s.Forget(id);
+               return Result::Of(Outcome::kDeleted);
+             });
 }
 
 Result RedisSession::DeleteMany(std::span<const uint64_t> ids) {
   store_.Count(Verb::kDeleteMany);
-  std::vector<std::string> text;
+  // One call per partition of the ids (one on one Redis); the result when all are in.
+  std::vector<std::pair<uint32_t, std::string>> text;
   text.reserve(ids.size());
-  for (uint64_t id : ids) text.push_back(std::to_string(id));
-  std::vector<std::string_view> args{sid_text_};
-  args.insert(args.end(), text.begin(), text.end());
+  for (uint64_t id : ids) text.emplace_back(store_.PartitionOfId(id), std::to_string(id));
+  std::stable_sort(text.begin(), text.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  struct Sum {
+    size_t left = 0;
+    uint64_t deleted = 0;
+    bool lost = false;
+  };
+  auto sum = std::make_shared<Sum>();
+  uint64_t t = Ticket();
   std::vector<uint64_t> copy(ids.begin(), ids.end());
-  return Ask("delete", std::span<const std::string_view>(args), true,
-             [copy = std::move(copy)](RedisSession& s, const Answer& a) {
-               for (uint64_t id : copy) s.Forget(id);
-               return Result::Of(Outcome::kDeletedMany, a.Number(0));
-             });
+  auto one = [cell = cell_, sum, t, copy = std::move(copy)](const Answer& a) {
+    if (a.lost || a.oom) sum->lost = true;
+    sum->deleted += a.Number(0);
+    if (--sum->left > 0) return;
+    if (RedisSession* s = *cell) {
+      s->Complete(t, [sum, copy](RedisSession& me) {
+        for (uint64_t id : copy) me.Forget(id);
+        if (sum->lost) return Result::Of(Outcome::kInternalError);
+        return Result::Of(Outcome::kDeletedMany, sum->deleted);
+      });
+    }
+  };
+  for (size_t i = 0; i < text.size();) {
+    uint32_t p = text[i].first;
+    std::vector<std::string_view> args{sid_text_};
+    for (; i < text.size() && text[i].first == p; i++) args.push_back(text[i].second);
+    sum->left++;
+    store_.Call(p, "delete", std::span<const std::string_view>(args), true, one);
+  }
+  if (sum->left == 0) {
+    Complete(t, [](RedisSession&) { return Result::Of(Outcome::kDeletedMany, 0); });
+  }
+  return Result::Of(Outcome::kPending);
 }
 
 Result RedisSession::Release(uint64_t id, uint32_t pri, uint32_t delay_s) {
   store_.Count(Verb::kRelease);
   std::string ids = std::to_string(id), p = std::to_string(pri), d = std::to_string(delay_s);
-  return Ask("release", {sid_text_, ids, p, d}, true, [id](RedisSession& s, const Answer& a) {
-    if (a.status != "RELEASED") return Result::Of(Outcome::kNotFound);
-    s.Forget(id);
-    return Result::Of(Outcome::kReleased);
-  });
+  return Ask(store_.PartitionOfId(id), "release", {sid_text_, ids, p, d}, true,
+             [id](RedisSession& s, const Answer& a) {
+               if (a.status != "RELEASED") return Result::Of(Outcome::kNotFound);
+               s.Forget(id);
+               return Result::Of(Outcome::kReleased);
+             });
 }
 
 Result RedisSession::Bury(uint64_t id, uint32_t pri) {
   store_.Count(Verb::kBury);
   std::string ids = std::to_string(id), p = std::to_string(pri);
-  return Ask("bury", {sid_text_, ids, p}, true, [id](RedisSession& s, const Answer& a) {
-    if (a.status != "BURIED") return Result::Of(Outcome::kNotFound);
-    s.Forget(id);
-    return Result::Of(Outcome::kBuried);
-  });
+  return Ask(store_.PartitionOfId(id), "bury", {sid_text_, ids, p}, true,
+             [id](RedisSession& s, const Answer& a) {
+               if (a.status != "BURIED") return Result::Of(Outcome::kNotFound);
+               s.Forget(id);
+               return Result::Of(Outcome::kBuried);
+             });
 }
 
 Result RedisSession::Touch(uint64_t id) {
   store_.Count(Verb::kTouch);
   std::string ids = std::to_string(id);
-  return Ask("touch", {sid_text_, ids}, true, [id](RedisSession& s, const Answer& a) {
-    if (a.status != "TOUCHED") return Result::Of(Outcome::kNotFound);
-    for (Hold& h : s.holds_) {
-      if (h.id == id) h.deadline = s.store_.LocalTime(a.Signed(0));
-    }
-    return Result::Of(Outcome::kTouched);
-  });
+  return Ask(store_.PartitionOfId(id), "touch", {sid_text_, ids}, true,
+             [id](RedisSession& s, const Answer& a) {
+               if (a.status != "TOUCHED") return Result::Of(Outcome::kNotFound);
+               for (Hold& h : s.holds_) {
+                 if (h.id == id) h.deadline = s.store_.LocalTime(a.Signed(0));
+               }
+               return Result::Of(Outcome::kTouched);
+             });
 }
 
 Result RedisSession::Kick(uint32_t count) {
@@ -480,22 +690,24 @@ Result RedisSession::Kick(uint32_t count) {
 // one chose.
 void RedisSession::KickStep(uint32_t left, uint64_t kicked, std::string which, std::string bound) {
   std::string n = std::to_string(left);
-  store_.Call("kick", {use_, n, which, bound}, true, [cell = cell_, left, kicked](const Answer& a) {
-    RedisSession* s = *cell;
-    if (!s) return;
-    if (a.lost) return s->Finish(Result::Of(Outcome::kInternalError));
-    uint64_t got = a.Number(0);
-    if (got == 1000 && left > 1000) {
-      return s->KickStep(left - 1000, kicked + got, std::string(a.Word(1)), std::string(a.Word(2)));
-    }
-    s->Finish(Result::Of(Outcome::kKicked, kicked + got));
-  });
+  store_.Call(store_.PartitionOf(use_), "kick", {use_, n, which, bound}, true,
+              [cell = cell_, left, kicked](const Answer& a) {
+                RedisSession* s = *cell;
+                if (!s) return;
+                if (a.lost) return s->Finish(Result::Of(Outcome::kInternalError));
+                uint64_t got = a.Number(0);
+                if (got == 1000 && left > 1000) {
+                  return s->KickStep(left - 1000, kicked + got, std::string(a.Word(1)),
+                                     std::string(a.Word(2)));
+                }
+                s->Finish(Result::Of(Outcome::kKicked, kicked + got));
+              });
 }
 
 Result RedisSession::KickJob(uint64_t id) {
   store_.Count(Verb::kKickJob);
   std::string ids = std::to_string(id);
-  return Ask("kick_job", {ids}, true, [](RedisSession&, const Answer& a) {
+  return Ask(store_.PartitionOfId(id), "kick_job", {ids}, true, [](RedisSession&, const Answer& a) {
     return Result::Of(a.status == "KICKED" ? Outcome::kKickedJob : Outcome::kNotFound);
   });
 }
@@ -504,27 +716,28 @@ Result RedisSession::Respawn(std::string_view tube, uint32_t count, uint32_t ttl
   store_.Count(Verb::kKick);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   std::string n = std::to_string(count), ttl = std::to_string(ttl_s);
-  return Ask("respawn", {tube, n, ttl}, true, [](RedisSession&, const Answer& a) {
-    return Result::Of(Outcome::kKicked, a.Number(0));
-  });
+  return Ask(
+      store_.PartitionOf(tube), "respawn", {tube, n, ttl}, true,
+      [](RedisSession&, const Answer& a) { return Result::Of(Outcome::kKicked, a.Number(0)); });
 }
 
 Result RedisSession::PauseTube(std::string_view tube, uint32_t delay_s) {
   store_.Count(Verb::kPauseTube);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   std::string d = std::to_string(delay_s);
-  return Ask("pause", {tube, d}, true, [](RedisSession&, const Answer& a) {
-    return Result::Of(a.status == "PAUSED" ? Outcome::kPaused : Outcome::kNotFound);
-  });
+  return Ask(store_.PartitionOf(tube), "pause", {tube, d}, true,
+             [](RedisSession&, const Answer& a) {
+               return Result::Of(a.status == "PAUSED" ? Outcome::kPaused : Outcome::kNotFound);
+             });
 }
 
 Result RedisSession::TubeTries(std::string_view tube, uint32_t tries) {
   store_.Count(Verb::kTubeTries);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   std::string n = std::to_string(tries);
-  return Ask("tube_tries", {tube, n}, true, [tries](RedisSession&, const Answer&) {
-    return Result::Of(Outcome::kTubeTries, tries);
-  });
+  return Ask(
+      store_.PartitionOf(tube), "tube_tries", {tube, n}, true,
+      [tries](RedisSession&, const Answer&) { return Result::Of(Outcome::kTubeTries, tries); });
 }
 
 Result RedisSession::Purge(std::string_view tube, command::StateFilter which) {
@@ -543,8 +756,8 @@ Result RedisSession::Purge(std::string_view tube, command::StateFilter which) {
 // A purge goes in slices of kPurgeSlice jobs, one call each, so Redis serves others between.
 void RedisSession::PurgeStep() {
   std::string n = std::to_string(kPurgeSlice);
-  store_.Call("purge", {purge_tube_, StateWord(purge_what_), n}, true,
-              [cell = cell_](const Answer& a) {
+  store_.Call(store_.PartitionOf(purge_tube_), "purge", {purge_tube_, StateWord(purge_what_), n},
+              true, [cell = cell_](const Answer& a) {
                 RedisSession* s = *cell;
                 if (!s) return;
                 if (a.lost) return s->Finish(Result::Of(Outcome::kInternalError));
@@ -614,7 +827,8 @@ Result RedisSession::ListTubesWatched() {
 
 Result RedisSession::ListTubes() {
   store_.Count(Verb::kListTubes);
-  return Ask("list_tubes", {}, false, [](RedisSession& s, const Answer& a) {
+  if (store_.partitions() > 1) return ListTubesAcross();
+  return Ask(0, "list_tubes", {}, false, [](RedisSession& s, const Answer& a) {
     s.tube_names_.clear();
     for (size_t i = 0; i < a.size(); i++) s.tube_names_.emplace_back(a.Word(i));
     s.tube_views_.assign(s.tube_names_.begin(), s.tube_names_.end());
@@ -624,111 +838,259 @@ Result RedisSession::ListTubes() {
   });
 }
 
+// A cluster's list-tubes: "default", then each partition's tubes in the order they were made,
+// partitions in order. Per master one read over its partitions; a partition it does not hold
+// wholly now (migrating) is asked alone.
+Result RedisSession::ListTubesAcross() {
+  struct Gather {
+    size_t left = 1;
+    bool lost = false;
+    std::vector<std::vector<std::string>> lists;
+  };
+  auto g = std::make_shared<Gather>();
+  g->lists.resize(store_.partitions());
+  uint64_t t = Ticket();
+  auto finish = [cell = cell_, g, t]() {
+    if (--g->left > 0) return;
+    RedisSession* s = *cell;
+    if (!s) return;
+    s->Complete(t, [g](RedisSession& me) {
+      if (g->lost) return Result::Of(Outcome::kInternalError);
+      me.tube_names_.assign(1, "default");
+      for (auto& l : g->lists) {
+        for (auto& name : l) me.tube_names_.push_back(std::move(name));
+      }
+      me.tube_views_.assign(me.tube_names_.begin(), me.tube_names_.end());
+      Result r = Result::Of(Outcome::kTubeList);
+      r.tubes = &me.tube_views_;
+      return r;
+    });
+  };
+  // A partition alone: routed, retried through a migration.
+  auto alone = [st = &store_, g, finish](uint32_t p) {
+    g->left++;
+    st->Call(p, "list_tubes", {}, false, [g, finish, p](const Answer& a) {
+      if (a.lost || a.oom) g->lost = true;
+      g->lists[p].clear();
+      for (size_t i = 0; i < a.size(); i++) {
+        if (a.Word(i) != "default") g->lists[p].emplace_back(a.Word(i));
+      }
+      finish();
+    });
+  };
+  for (auto& [master, parts] : store_.PartitionsByMaster()) {
+    if (master.empty()) {
+      for (uint32_t p : parts) alone(p);
+      continue;
+    }
+    std::vector<std::string_view> args;
+    for (uint32_t p : parts) args.push_back(store_.tags_[p]);
+    g->left++;
+    store_.CallNode(master, "tubes_node", std::span<const std::string_view>(args),
+                    [g, finish, alone, parts = parts](const Reply& r) {
+                      if (r.type != Reply::Type::kArray) {
+                        for (uint32_t p : parts) alone(p);
+                        return finish();
+                      }
+                      // Per partition: a count (-1: not here), then as many names.
+                      size_t i = 0;
+                      for (uint32_t p : parts) {
+                        if (i >= r.elements.size()) break;
+                        int64_t n = 0;
+                        const std::string& c = r.elements[i++].str;
+                        std::from_chars(c.data(), c.data() + c.size(), n);
+                        if (n < 0) {
+                          alone(p);
+                          continue;
+                        }
+                        for (int64_t k = 0; k < n && i < r.elements.size(); k++) {
+                          g->lists[p].push_back(r.elements[i++].str);
+                        }
+                      }
+                      finish();
+                    });
+  }
+  finish();  // the first `left`, held while the calls were sent
+  return Result::Of(Outcome::kPending);
+}
+
 // ---------------------------------------------------------------------------- stats
 
 Result RedisSession::Stats() {
   store_.Count(Verb::kStats);
   alone_ = true;
-  return Ask("stats", {store_.fid_}, false,
-             [](RedisSession& s, const Answer& a) { return s.store_.FillStats(a); });
+  if (store_.partitions() > 1) return StatsAcross();
+  return Ask(0, "stats", {store_.fid_}, false,
+             [](RedisSession& s, const Answer& a) { return s.store_.FillStats(a, nullptr); });
+}
+
+// A cluster's stats: the front ends' counters from the global partition, the job counters
+// summed per master over its partitions (a partition it does not hold wholly now is asked
+// alone).
+Result RedisSession::StatsAcross() {
+  struct Gather {
+    size_t left = 1;
+    bool lost = false;
+    uint64_t sums[10] = {};
+    Owned global;
+    void Add(const Answer& a) {
+      for (size_t i = 0; i < 10; i++) sums[i] += a.Number(i);
+    }
+  };
+  auto g = std::make_shared<Gather>();
+  uint64_t t = Ticket();
+  auto finish = [cell = cell_, g, t]() {
+    if (--g->left > 0) return;
+    RedisSession* s = *cell;
+    if (!s) return;
+    s->Complete(t, [g](RedisSession& me) {
+      if (g->lost) return Result::Of(Outcome::kInternalError);
+      return me.store_.FillStats(g->global.View(), g->sums);
+    });
+  };
+  auto alone = [st = &store_, g, finish](uint32_t p) {
+    g->left++;
+    st->Call(p, "stats", {""}, false, [g, finish](const Answer& a) {
+      if (a.lost || a.oom) g->lost = true;
+      g->Add(a);
+      finish();
+    });
+  };
+  g->left++;
+  store_.Call(store_.Global(), "stats", {store_.fid_}, false, [g, finish](const Answer& a) {
+    if (a.lost || a.oom) g->lost = true;
+    g->global = Owned(a);
+    finish();
+  });
+  for (auto& [master, parts] : store_.PartitionsByMaster()) {
+    if (master.empty()) {
+      for (uint32_t p : parts) alone(p);
+      continue;
+    }
+    std::vector<std::string_view> args;
+    for (uint32_t p : parts) args.push_back(store_.tags_[p]);
+    g->left++;
+    store_.CallNode(master, "sum_node", std::span<const std::string_view>(args),
+                    [g, finish, alone, parts = parts](const Reply& r) {
+                      if (r.type != Reply::Type::kArray || r.elements.size() < 10) {
+                        for (uint32_t p : parts) alone(p);
+                        return finish();
+                      }
+                      for (size_t i = 0; i < r.elements.size(); i++) {
+                        int64_t v = 0;
+                        const std::string& c = r.elements[i].str;
+                        std::from_chars(c.data(), c.data() + c.size(), v);
+                        if (i < 10) {
+                          g->sums[i] += static_cast<uint64_t>(std::max<int64_t>(v, 0));
+                        } else if (v >= 1 && static_cast<size_t>(v) <= parts.size()) {
+                          alone(parts[v - 1]);  // not wholly on that master now
+                        }
+                      }
+                      finish();
+                    });
+  }
+  finish();
+  return Result::Of(Outcome::kPending);
 }
 
 Result RedisSession::StatsJob(uint64_t id) {
   store_.Count(Verb::kStatsJob);
   std::string ids = std::to_string(id);
-  return Ask("stats_job", {ids}, false, [id](RedisSession& s, const Answer& a) {
-    if (a.status != "OK") return Result::Of(Outcome::kNotFound);
-    // tube state pri age_ms delay ttr time_left_ms reserves timeouts releases buries kicks
-    // limited tries reason ttl_left_ms ext key attrs
-    s.name_ = a.Word(0);
-    s.state_ = a.Word(1);
-    command::JobStats& j = s.job_stats_;
-    j = {};
-    j.id = id;
-    j.tube = s.name_;
-    j.state = s.state_;
-    j.pri = static_cast<uint32_t>(a.Number(2));
-    j.age_ms = a.Signed(3);
-    j.age_s = j.age_ms / 1000;
-    j.delay_s = static_cast<uint32_t>(a.Number(4));
-    j.ttr_s = static_cast<uint32_t>(a.Number(5));
-    j.time_left_s = a.Signed(6) / 1000;
-    j.reserves = static_cast<uint32_t>(a.Number(7));
-    j.timeouts = static_cast<uint32_t>(a.Number(8));
-    j.releases = static_cast<uint32_t>(a.Number(9));
-    j.buries = static_cast<uint32_t>(a.Number(10));
-    j.kicks = static_cast<uint32_t>(a.Number(11));
-    bool limited = a.Number(12) == 1;
-    int64_t ttl_left = a.Signed(15);
-    bool ext = a.Number(16) == 1;
-    if (limited || ttl_left >= 0 || ext) {
-      command::JobExtensionStats& e = s.job_ext_;
-      e = {};
-      e.limited = limited;
-      e.tries_left = static_cast<uint32_t>(a.Number(13));
-      s.reason_ = a.Word(14);
-      e.bury_reason = s.reason_;
-      e.has_ttl = ttl_left >= 0;
-      e.ttl_left_s = std::max<int64_t>(0, ttl_left / 1000);
-      s.key_ = a.Word(17);
-      e.key = s.key_;
-      std::string_view blob = a.Word(18);
-      s.attr_text_.clear();
-      while (blob.size() >= 2) {
-        size_t nl = static_cast<unsigned char>(blob[0]);
-        if (blob.size() < 2 + nl) break;
-        size_t vl = static_cast<unsigned char>(blob[1 + nl]);
-        if (blob.size() < 2 + nl + vl) break;
-        s.attr_text_.emplace_back(blob.substr(1, nl));
-        s.attr_text_.emplace_back(blob.substr(2 + nl, vl));
-        blob.remove_prefix(2 + nl + vl);
-      }
-      s.attrs_.clear();
-      for (size_t i = 0; i + 1 < s.attr_text_.size(); i += 2) {
-        s.attrs_.push_back({s.attr_text_[i], s.attr_text_[i + 1]});
-      }
-      e.attributes = s.attrs_;
-      j.extension = &e;
-    }
-    Result r = Result::Of(Outcome::kJobStats);
-    r.job_stats = &j;
-    return r;
-  });
+  return Ask(store_.PartitionOfId(id), "stats_job", {ids}, false,
+             [id](RedisSession& s, const Answer& a) {
+               if (a.status != "OK") return Result::Of(Outcome::kNotFound);
+               // tube state pri age_ms delay ttr time_left_ms reserves timeouts releases buries
+               // kicks limited tries reason ttl_left_ms ext key attrs
+               s.name_ = a.Word(0);
+               s.state_ = a.Word(1);
+               command::JobStats& j = s.job_stats_;
+               j = {};
+               j.id = id;
+               j.tube = s.name_;
+               j.state = s.state_;
+               j.pri = static_cast<uint32_t>(a.Number(2));
+               j.age_ms = a.Signed(3);
+               j.age_s = j.age_ms / 1000;
+               j.delay_s = static_cast<uint32_t>(a.Number(4));
+               j.ttr_s = static_cast<uint32_t>(a.Number(5));
+               j.time_left_s = a.Signed(6) / 1000;
+               j.reserves = static_cast<uint32_t>(a.Number(7));
+               j.timeouts = static_cast<uint32_t>(a.Number(8));
+               j.releases = static_cast<uint32_t>(a.Number(9));
+               j.buries = static_cast<uint32_t>(a.Number(10));
+               j.kicks = static_cast<uint32_t>(a.Number(11));
+               bool limited = a.Number(12) == 1;
+               int64_t ttl_left = a.Signed(15);
+               bool ext = a.Number(16) == 1;
+               if (limited || ttl_left >= 0 || ext) {
+                 command::JobExtensionStats& e = s.job_ext_;
+                 e = {};
+                 e.limited = limited;
+                 e.tries_left = static_cast<uint32_t>(a.Number(13));
+                 s.reason_ = a.Word(14);
+                 e.bury_reason = s.reason_;
+                 e.has_ttl = ttl_left >= 0;
+                 e.ttl_left_s = std::max<int64_t>(0, ttl_left / 1000);
+                 s.key_ = a.Word(17);
+                 e.key = s.key_;
+                 std::string_view blob = a.Word(18);
+                 s.attr_text_.clear();
+                 while (blob.size() >= 2) {
+                   size_t nl = static_cast<unsigned char>(blob[0]);
+                   if (blob.size() < 2 + nl) break;
+                   size_t vl = static_cast<unsigned char>(blob[1 + nl]);
+                   if (blob.size() < 2 + nl + vl) break;
+                   s.attr_text_.emplace_back(blob.substr(1, nl));
+                   s.attr_text_.emplace_back(blob.substr(2 + nl, vl));
+                   blob.remove_prefix(2 + nl + vl);
+                 }
+                 s.attrs_.clear();
+                 for (size_t i = 0; i + 1 < s.attr_text_.size(); i += 2) {
+                   s.attrs_.push_back({s.attr_text_[i], s.attr_text_[i + 1]});
+                 }
+                 e.attributes = s.attrs_;
+                 j.extension = &e;
+               }
+               Result r = Result::Of(Outcome::kJobStats);
+               r.job_stats = &j;
+               return r;
+             });
 }
 
 Result RedisSession::StatsTube(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kStatsTube);
   std::string name(tube);
-  return Ask("stats_tube", {tube}, false, [name](RedisSession& s, const Answer& a) {
-    if (a.status != "OK") return Result::Of(Outcome::kNotFound);
-    // ready urgent reserved delayed buried total using watching deletes pauses pause_s
-    // pause_left_ms expired exhausted default_tries
-    s.name_ = name;
-    command::TubeStats& t = s.tube_stats_;
-    t = {};
-    t.name = s.name_;
-    t.ready = a.Number(0);
-    t.urgent = a.Number(1);
-    t.reserved = a.Number(2);
-    t.delayed = a.Number(3);
-    t.buried = a.Number(4);
-    t.total_jobs = a.Number(5);
-    t.using_ct = static_cast<uint32_t>(a.Number(6));
-    t.watching_ct = static_cast<uint32_t>(a.Number(7));
-    t.deletes = a.Number(8);
-    t.pauses = a.Number(9);
-    t.pause_s = a.Signed(10);
-    t.pause_left_s = a.Signed(11) / 1000;
-    t.expired = a.Number(12);
-    t.tries_exhausted = a.Number(13);
-    t.default_tries = static_cast<uint32_t>(a.Number(14));
-    auto w = s.store_.tube_waiters_.find(name);
-    if (w != s.store_.tube_waiters_.end()) t.waiting = w->second.size();
-    Result r = Result::Of(Outcome::kTubeStats);
-    r.tube_stats = &t;
-    return r;
-  });
+  return Ask(store_.PartitionOf(tube), "stats_tube", {tube}, false,
+             [name](RedisSession& s, const Answer& a) {
+               if (a.status != "OK") return Result::Of(Outcome::kNotFound);
+               // ready urgent reserved delayed buried total using watching deletes pauses pause_s
+               // pause_left_ms expired exhausted default_tries
+               s.name_ = name;
+               command::TubeStats& t = s.tube_stats_;
+               t = {};
+               t.name = s.name_;
+               t.ready = a.Number(0);
+               t.urgent = a.Number(1);
+               t.reserved = a.Number(2);
+               t.delayed = a.Number(3);
+               t.buried = a.Number(4);
+               t.total_jobs = a.Number(5);
+               t.using_ct = static_cast<uint32_t>(a.Number(6));
+               t.watching_ct = static_cast<uint32_t>(a.Number(7));
+               t.deletes = a.Number(8);
+               t.pauses = a.Number(9);
+               t.pause_s = a.Signed(10);
+               t.pause_left_s = a.Signed(11) / 1000;
+               t.expired = a.Number(12);
+               t.tries_exhausted = a.Number(13);
+               t.default_tries = static_cast<uint32_t>(a.Number(14));
+               auto w = s.store_.tube_waiters_.find(name);
+               if (w != s.store_.tube_waiters_.end()) t.waiting = w->second.size();
+               Result r = Result::Of(Outcome::kTubeStats);
+               r.tube_stats = &t;
+               return r;
+             });
 }
 
 Result RedisSession::ListJobs(std::string_view tube, command::StateFilter state, uint64_t from,
@@ -738,7 +1100,7 @@ Result RedisSession::ListJobs(std::string_view tube, command::StateFilter state,
     return Result::Of(Outcome::kBadFormat);
   }
   std::string f = std::to_string(from), n = std::to_string(count);
-  return Ask("list_jobs", {tube, StateWord(state), f, n}, false,
+  return Ask(store_.PartitionOf(tube), "list_jobs", {tube, StateWord(state), f, n}, false,
              [](RedisSession& s, const Answer& a) {
                if (a.status != "OK") return Result::Of(Outcome::kNotFound);
                s.ids_.clear();

@@ -2,6 +2,7 @@
 
 // RedisSession: the command::Session of RedisStore (store.h). Private to the store.
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,14 +63,35 @@ class RedisSession final : public command::Session {
   using Answer = RedisStore::Answer;
   // What a later answer needs of this session: null once it is gone.
   using Cell = std::shared_ptr<RedisSession*>;
-  // Sends a call whose answer becomes this session's pending result through `decode`.
-  Result Ask(std::string_view fn, std::span<const std::string_view> args, bool writes,
-             std::function<Result(RedisSession&, const Answer&)> decode);
-  Result Ask(std::string_view fn, std::initializer_list<std::string_view> args, bool writes,
-             std::function<Result(RedisSession&, const Answer&)> decode) {
-    return Ask(fn, std::span<const std::string_view>(args.begin(), args.size()), writes,
+  using Decode = std::function<Result(RedisSession&, const Answer&)>;
+  // Sends a call to partition `part` whose answer becomes a pending result through `decode`.
+  Result Ask(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
+             bool writes, Decode decode);
+  Result Ask(uint32_t part, std::string_view fn, std::initializer_list<std::string_view> args,
+             bool writes, Decode decode) {
+    return Ask(part, fn, std::span<const std::string_view>(args.begin(), args.size()), writes,
                std::move(decode));
   }
+  // Pending results are handed to the client in the order of their commands, whichever
+  // master answers first: each takes a ticket, and is given its result (a function that
+  // makes it, run when every earlier one has been) with Complete.
+  using Make = std::function<Result(RedisSession&)>;
+  uint64_t Ticket();
+  void Complete(uint64_t ticket, Make make);
+  // An answer kept until its turn.
+  struct Owned {
+    bool lost = false, oom = false;
+    std::string status;
+    std::vector<Reply> words;
+    size_t first = 0;
+    Owned() = default;
+    explicit Owned(const Answer& a);
+    Answer View() const;
+  };
+  static Result Checked(RedisSession& s, const Answer& a, const Decode& decode);
+  // What spans partitions on a cluster: DeleteMany, Stats, ListTubes.
+  Result StatsAcross();
+  Result ListTubesAcross();
   void Finish(const Result& r);
   Result PeekState(std::string_view which, Verb v);
   Result Found(const Answer& a);
@@ -81,7 +103,15 @@ class RedisSession final : public command::Session {
   // at once; a claim's answer goes to the oldest reserve not yet answered (the head).
   Result StartReserve(const command::ReserveArgs& args, Verb v);
   void Claim();
-  void OnClaim(const Answer& a);
+  // A reserve call in one partition over `tubes`; bound: see functions.lua's reserve.
+  void ClaimIn(uint32_t part, std::span<const std::string_view> tubes, std::string_view bound,
+               std::function<void(RedisSession&, const Answer&)> done);
+  // Watched tubes in several partitions (a cluster): each one's best job, then a claim on
+  // the best partition bounded by the others' (../shared/design/REDIS-STORE.md §2.8).
+  struct Across;
+  void ClaimAcross(std::vector<std::pair<uint32_t, std::vector<std::string_view>>> groups);
+  void ClaimBest(const std::shared_ptr<Across>& x);
+  void OnClaim(const Answer& a, uint32_t part);
   Result Reserved(const Answer& a);
   bool DeadlineSoon(Nanos now);
   Nanos NextDeadlineSoon() const;
@@ -99,22 +129,22 @@ class RedisSession final : public command::Session {
   Cell cell_;
   std::string use_ = "default";
   std::vector<std::string> watch_{"default"};
-  size_t calls_out_ = 0;  // Ask calls whose answers are on their way
+  std::deque<Make> asked_;  // results by ticket, from asked_first_; empty: not in yet
+  uint64_t asked_first_ = 0;
   // Nothing may go ahead of the pending result: a kick or a purge in slices, or `stats`
   // (its answer adds this front end's counters as they are when it arrives).
   bool alone_ = false;
   Verb verb_ = Verb::kUnknown;
   Nanos started_ = 0;
-  bool reserved_any_ = false;  // release_conn on close only if it may hold a reservation
-  // Listed in its front end's fs: set (a reservation of its own, not detached, was
-  // answered) as of store_.enlist_epoch_ == enlisted_epoch_.
-  bool enlisted_ = false;
+  // The partitions it may hold reservations in (release_conn there when it closes).
+  std::vector<uint32_t> reserved_in_;
+  void ReservesIn(uint32_t part);
+  // The partitions where it is listed in its front end's fs: set (a reservation of its own,
+  // not detached, was answered) as of store_.enlist_epoch_ == enlisted_epoch_.
+  std::vector<uint32_t> enlisted_in_;
   uint64_t enlisted_epoch_ = 0;
-  bool Enlisted() const { return enlisted_ && enlisted_epoch_ == store_.enlist_epoch_; }
-  void Enlist() {
-    enlisted_ = true;
-    enlisted_epoch_ = store_.enlist_epoch_;
-  }
+  bool Enlisted(uint32_t part) const;
+  void Enlist(uint32_t part);
   bool worker_ = false;   // reserved, as beanstalkd's current-workers counts
   bool put_any_ = false;  // a producer
   void Worker();          // sets worker_, counted by the store

@@ -48,20 +48,72 @@ RedisStore::RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions op
       clock_(clock),
       opt_(std::move(options)),
       host_(host),
-      link_(loop, clock, opt_.url, *this, opt_.retry),
       // Pub/sub ignores the db number, so the db is part of every name: two deployments on
       // one Redis, apart by db alone, do not wake each other's waiters.
-      tag_(opt_.prefix + (opt_.url.db ? "@" + std::to_string(opt_.url.db) : "") + ":{0}"),
-      channel_(tag_ + ":w") {}
+      base_(opt_.prefix + (opt_.url.db ? "@" + std::to_string(opt_.url.db) : "") + ":"),
+      channel_(base_ + "w") {
+  if (opt_.url.kind == StoreUrl::Kind::kCluster) {
+    parts_ = kClusterPartitions;
+    cluster_ = std::make_unique<ClusterLink>(
+        loop, clock, opt_.url, static_cast<ClusterLink::Listener&>(*this), opt_.retry);
+    for (uint32_t p = 0; p < parts_; p++) {
+      tags_.push_back(base_ + "{" + std::to_string(p) + "/" + std::to_string(parts_) + "}");
+    }
+    tags_.push_back(base_ + "{g}");
+    for (const std::string& t : tags_) slots_.push_back(KeySlot(t));
+    due_.assign(parts_, kForever);
+  } else {
+    link_ = std::make_unique<Link>(loop, clock, opt_.url, static_cast<Link::Listener&>(*this),
+                                   opt_.retry);
+    tags_.push_back(base_ + "{0}");
+    masters_.push_back(std::make_unique<Master>());
+  }
+  touched_.assign(tags_.size(), 0);
+  pumping_part_.assign(tags_.size(), 0);
+}
 
 RedisStore::~RedisStore() = default;
 
+uint32_t RedisStore::PartitionOf(std::string_view tube) const {
+  if (parts_ == 1) return 0;
+  // Tubes named (group)... share the group's partition.
+  if (size_t open = tube.find('('); open != std::string_view::npos) {
+    size_t close = tube.find(')', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      tube = tube.substr(open + 1, close - open - 1);
+    }
+  }
+  return Crc16(tube) % parts_;
+}
+
+Nanos RedisStore::PollLinks() { return cluster_ ? cluster_->Poll() : link_->Poll(); }
+
+void RedisStore::FlushLinks() {
+  if (cluster_) {
+    cluster_->Flush();
+  } else {
+    link_->Flush();
+  }
+}
+
 bool RedisStore::Start(std::string* error) {
-  link_.Subscribe(channel_);
-  link_.Start();
+  if (cluster_) {
+    cluster_->Subscribe(channel_);
+    cluster_->Start();
+  } else {
+    link_->Subscribe(channel_);
+    link_->Start();
+  }
   Nanos deadline = clock_.Now() + opt_.retry;
+  bool asked = false;
   while (!started_ && !setup_failed_ && clock_.Now() < deadline) {
-    Nanos next = link_.Poll();
+    // On a cluster the front-end id is taken once every slot is served.
+    if (cluster_ && !asked && cluster_->ready()) {
+      asked = true;
+      Setup();
+    }
+    Nanos next = PollLinks();
+    FlushLinks();
     Nanos wait = std::min<Nanos>(10 * kMs, std::max<Nanos>(0, next - clock_.Now()));
     loop_.Poll(wait);
   }
@@ -70,44 +122,62 @@ bool RedisStore::Start(std::string* error) {
     return false;
   }
   if (!started_) {
-    *error = "--store: no Redis master within --store-retry: " + link_.why_not_ready();
+    *error = "--store: no Redis master within --store-retry: " +
+             (cluster_ ? cluster_->why_not_ready() : link_->why_not_ready());
     return false;
   }
   return true;
 }
 
 void RedisStore::Stop() {
-  if (!link_.ready() || fid_ == "0") return;
-  bool done = false;
-  std::function<void(const Answer&)> next = [&](const Answer& a) {
-    if (a.status == "MORE") return Call("quit", {fid_}, true, next);
-    done = true;
+  if (!started_ || fid_ == "0" || (link_ && !link_->ready())) return;
+  // quit in every partition this front end left something in (on a cluster), then globally.
+  size_t left = 0;
+  std::function<void(uint32_t)> quit = [&](uint32_t p) {
+    Call(p, "quit", {fid_}, true, [&, p](const Answer& a) {
+      if (a.status == "MORE") return quit(p);
+      left--;
+    });
   };
-  Call("quit", {fid_}, true, next);
+  std::vector<uint32_t> parts;
+  if (cluster_) {
+    for (uint32_t p = 0; p < parts_; p++) {
+      if (touched_[p]) parts.push_back(p);
+    }
+  }
+  parts.push_back(Global());
+  left = parts.size();
+  for (uint32_t p : parts) quit(p);
   Nanos deadline = clock_.Now() + 5 * kSecond;
-  while (!done && clock_.Now() < deadline) {
-    SendWait();
-    link_.Flush();
-    link_.Poll();
+  while (left > 0 && clock_.Now() < deadline) {
+    SendWaits();
+    FlushLinks();
+    PollLinks();
     loop_.Poll(10 * kMs);
   }
 }
 
-void RedisStore::OnConnected() {
+void RedisStore::CheckMaster(const std::string& name,
+                             std::function<void(std::span<const std::string_view>, Callback)> send,
+                             std::function<void()> ready) {
   // The settings stalkd relies on (docs/SCALE-OUT.md, "Redis settings").
-  auto fail = [this](std::string why) { SetupFailed("Redis at " + link_.master() + ": " + why); };
-  link_.SendSetup({"CONFIG", "GET", "appendonly"}, [this, fail](const Reply& r) {
+  auto fail = [this, name](std::string why) { SetupFailed(name, "Redis at " + name + ": " + why); };
+  auto get = [&send](std::string_view key, Callback cb) {
+    std::string_view argv[] = {"CONFIG", "GET", key};
+    send(argv, std::move(cb));
+  };
+  get("appendonly", [fail](const Reply& r) {
     if (r.error() || r.elements.size() < 2 || r.elements[1].str != "yes") {
       return fail("appendonly must be yes (an acknowledged job must survive a restart)");
     }
   });
-  link_.SendSetup({"CONFIG", "GET", "maxmemory-policy"}, [fail](const Reply& r) {
+  get("maxmemory-policy", [fail](const Reply& r) {
     if (r.error() || r.elements.size() < 2 || r.elements[1].str != "noeviction") {
       return fail("maxmemory-policy must be noeviction (Redis must never evict a job)");
     }
   });
   if (opt_.wait_replicas > 0) {
-    link_.SendSetup({"CONFIG", "GET", "min-replicas-to-write"}, [fail](const Reply& r) {
+    get("min-replicas-to-write", [fail](const Reply& r) {
       if (r.error() || r.elements.size() < 2 || ToInt(r.elements[1]) < 1) {
         return fail(
             "min-replicas-to-write must be at least 1 with --store-wait above 0 (or run "
@@ -115,51 +185,107 @@ void RedisStore::OnConnected() {
       }
     });
   }
-  link_.SendSetup({"FCALL", "stalkd_version", "0"}, [this](const Reply& r) {
+  std::string_view version[] = {"FCALL", "stalkd_version", "0"};
+  send(version, [this, send, ready, fail](const Reply& r) {
     if (setup_failed_) return;
-    if (!r.error() && r.str == kFunctionsVersion) return Setup();
-    link_.SendSetup({"FUNCTION", "LOAD", "REPLACE", kFunctionsLua}, [this](const Reply& l) {
+    if (!r.error() && r.str == kFunctionsVersion) return ready();
+    std::string_view load[] = {"FUNCTION", "LOAD", "REPLACE", kFunctionsLua};
+    send(load, [this, ready, fail](const Reply& l) {
       if (setup_failed_) return;
-      if (l.error()) return SetupFailed("FUNCTION LOAD failed: " + l.str);
-      Setup();
+      if (l.error()) return fail("FUNCTION LOAD failed: " + l.str);
+      ready();
     });
   });
 }
 
-void RedisStore::SetupFailed(std::string why) {
+void RedisStore::OnConnected() {
+  CheckMaster(
+      link_->master(),
+      [this](std::span<const std::string_view> argv, Callback cb) {
+        link_->SendSetup(argv, std::move(cb));
+      },
+      [this] { Setup(); });
+}
+
+void RedisStore::OnMasterConnected(const std::string& master) {
+  CheckMaster(
+      master,
+      [this, master](std::span<const std::string_view> argv, Callback cb) {
+        cluster_->SendSetup(master, argv, std::move(cb));
+      },
+      [this, master] {
+        cluster_->SetReady(master);
+        // A master back (or a replica promoted): it may lack the last listings, and waiters
+        // may have missed wake-ups from its partitions.
+        if (started_) Started();
+      });
+}
+
+void RedisStore::OnMasterLost(const std::string& master, std::string_view why) {
+  fprintf(stderr, "stalkd: lost the Redis Cluster master %s (%.*s); its partitions wait\n",
+          master.c_str(), static_cast<int>(why.size()), why.data());
+}
+
+void RedisStore::OnSubscribed(const std::string&) {
+  // Wake-ups published while no subscription was in place are missed: claim again.
+  if (started_) Started();
+}
+
+void RedisStore::OnSubscriptionLost(std::string_view why) {
+  fprintf(stderr, "stalkd: lost the Redis Cluster subscription (%.*s); subscribing again\n",
+          static_cast<int>(why.size()), why.data());
+}
+
+void RedisStore::SetupFailed(const std::string& master, std::string why) {
   if (!started_) {
     setup_failed_ = true;
     setup_error_ = "--store: " + why;
   } else {
     fprintf(stderr, "stalkd: %s\n", why.c_str());
   }
-  link_.Reset(why);
+  if (cluster_) {
+    cluster_->Reset(master, why);
+  } else {
+    link_->Reset(why);
+  }
 }
 
 void RedisStore::Setup() {
-  link_.SendSetup({"FCALL", "stalkd_lease", "1", tag_, fid_, Ms(opt_.lease)},
-                  [this](const Reply& r) {
-                    if (r.error() || r.elements.size() < 4) {
-                      return SetupFailed("taking a front-end id failed: " + r.str);
-                    }
-                    fid_ = r.elements[3].str;
-                    Learn(ToInt(r.elements[0]), ToInt(r.elements[1]));
-                    // Away from Redis: reaped meanwhile, or a promoted replica without the
-                    // last listings. Sessions list themselves again with their next reserve.
-                    enlist_epoch_++;
-                    started_ = true;
-                    link_.SetReady();
-                    next_lease_ = clock_.Now() + opt_.lease / 4;
-                    next_pump_ = 0;
-                    std::vector<std::string> orphans;
-                    orphans.swap(orphans_);
-                    for (const std::string& sid : orphans) ReleaseConnection(sid);
-                    // Pub/sub may have missed wake-ups while we were away.
-                    for (RedisSession* s : waiters_) {
-                      if (s->claims_out_ == 0) s->Claim();
-                    }
-                    next_waiter_lease_ = 0;
-                  });
+  // On one Redis, the front-end id is taken as the last step of the master's setup; on a
+  // cluster, as a normal call once every slot is served.
+  std::string lease = Ms(opt_.lease);
+  auto took = [this](const Reply& r) {
+    if (r.error() || r.elements.size() < 4) {
+      return SetupFailed(cluster_ ? "" : link_->master(), "taking a front-end id failed: " + r.str);
+    }
+    fid_ = r.elements[3].str;
+    Learn(Global(), ToInt(r.elements[0]), ToInt(r.elements[1]));
+    if (link_) link_->SetReady();
+    Started();
+  };
+  if (link_) {
+    link_->SendSetup({"FCALL", "stalkd_lease", "1", tags_[0], fid_, lease}, took);
+  } else {
+    cluster_->Send(tags_[Global()], {"FCALL", "stalkd_lease", "1", tags_[Global()], fid_, lease},
+                   took);
+  }
+}
+
+void RedisStore::Started() {
+  // Away from Redis (or a master): reaped meanwhile, or a promoted replica without the last
+  // listings. Sessions list themselves again with their next reserve.
+  enlist_epoch_++;
+  started_ = true;
+  next_lease_ = clock_.Now() + opt_.lease / 4;
+  next_pump_ = 0;
+  std::vector<std::pair<std::string, uint32_t>> orphans;
+  orphans.swap(orphans_);
+  for (const auto& [sid, part] : orphans) ReleaseConnection(sid, part);
+  // Pub/sub may have missed wake-ups while we were away.
+  for (RedisSession* s : waiters_) {
+    if (s->claims_out_ == 0) s->Claim();
+  }
+  next_waiter_lease_ = 0;
 }
 
 void RedisStore::OnLost(std::string_view why) {
@@ -171,34 +297,112 @@ void RedisStore::OnMessage(std::string_view channel, std::string_view message) {
   if (channel == channel_) Wake(message);
 }
 
-void RedisStore::Learn(int64_t redis_now_ms, int64_t next_due_ms) {
+void RedisStore::Learn(uint32_t part, int64_t redis_now_ms, int64_t next_due_ms) {
   Nanos now = clock_.Now();
   offset_ = redis_now_ms * kMs - now;
-  next_due_ = next_due_ms < 0 ? kForever : LocalTime(next_due_ms);
+  Nanos due = next_due_ms < 0 ? kForever : LocalTime(next_due_ms);
+  if (!cluster_) {
+    next_due_ = due;
+  } else if (part < parts_) {
+    LearnDue(part, due);
+  }
 }
 
-void RedisStore::Call(std::string_view fn, std::span<const std::string_view> args, bool writes,
-                      Handler done) {
+void RedisStore::LearnDue(uint32_t part, Nanos due) {
+  if (due_[part] == due) return;
+  if (due_[part] != kForever) timers_.erase({due_[part], part});
+  due_[part] = due;
+  if (due != kForever) timers_.insert({due, part});
+}
+
+RedisStore::Master& RedisStore::MasterNamed(const std::string& name) {
+  for (auto& m : masters_) {
+    if (m->name == name) return *m;
+  }
+  masters_.push_back(std::make_unique<Master>());
+  masters_.back()->name = name;
+  return *masters_.back();
+}
+
+void RedisStore::Call(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
+                      bool writes, Handler done) {
   std::string name = "stalkd_";
   name.append(fn);
   std::vector<std::string_view> argv;
   argv.reserve(args.size() + 4);
-  argv.insert(argv.end(), {"FCALL", name, "1", tag_});
+  argv.insert(argv.end(), {"FCALL", name, "1", tags_[part]});
   argv.insert(argv.end(), args.begin(), args.end());
   bool wait = writes && opt_.wait_replicas > 0;
-  if (wait) need_wait_ = true;
-  link_.Send(std::span<const std::string_view>(argv),
-             [this, wait, done = std::move(done)](const Reply& r) mutable {
-               bool waits = wait && !r.error();
-               if (waits || !held_.empty()) {
-                 held_.push_back({r, std::move(done), waits});
-                 return;
-               }
-               Deliver(r, done);
-             });
+  Master* predicted = nullptr;
+  uint64_t mark = 0;
+  if (wait) {
+    // The master it should reach asks for a WAIT behind it (sent after this is written, so
+    // it covers it), unless a redirection or a retry takes it elsewhere or later: Answered.
+    predicted = cluster_ ? &MasterNamed(cluster_->master_of(slots_[part])) : masters_[0].get();
+    predicted->need_wait = true;
+    mark = predicted->waits_sent;
+  }
+  Callback cb = [this, part, wait, predicted, mark, done = std::move(done)](const Reply& r) {
+    Answered(r, done, part, wait, predicted, mark);
+  };
+  if (cluster_) {
+    cluster_->Send(tags_[part], std::span<const std::string_view>(argv), std::move(cb));
+  } else {
+    link_->Send(std::span<const std::string_view>(argv), std::move(cb));
+  }
 }
 
-void RedisStore::Deliver(const Reply& r, const Handler& done) {
+void RedisStore::CallNode(const std::string& master, std::string_view fn,
+                          std::span<const std::string_view> args, Callback done) {
+  std::string name = "stalkd_";
+  name.append(fn);
+  std::vector<std::string_view> argv{"FCALL_RO", name, "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  cluster_->SendTo(master, std::span<const std::string_view>(argv), std::move(done));
+}
+
+std::vector<std::pair<std::string, std::vector<uint32_t>>> RedisStore::PartitionsByMaster() const {
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> out;
+  for (uint32_t p = 0; p < parts_; p++) {
+    std::string m = cluster_->master_of(slots_[p]);
+    auto it = std::find_if(out.begin(), out.end(), [&m](const auto& e) { return e.first == m; });
+    if (it == out.end()) it = out.insert(out.end(), {m, {}});
+    it->second.push_back(p);
+  }
+  return out;
+}
+
+void RedisStore::Answered(const Reply& r, const Handler& done, uint32_t part, bool wait,
+                          Master* predicted, uint64_t mark) {
+  bool waits = wait && !r.error();
+  Master* m = nullptr;
+  if (cluster_) {
+    std::string by = cluster_->answered_by();
+    if (by.empty()) return Deliver(part, r, done);  // lost: nothing to wait for
+    m = &MasterNamed(by);
+  } else {
+    m = masters_[0].get();
+  }
+  // A WAIT on the master that answered covers this change if it was sent after the change
+  // was (on the same connection): the one out now, if it was sent after the call reached
+  // there first; else the next one.
+  uint64_t needs = 0;
+  if (waits) {
+    if (m == predicted && m->waits_sent > mark && m->waits_answered < m->waits_sent) {
+      needs = m->waits_sent;
+    } else {
+      needs = m->waits_sent + 1;
+      m->need_wait = true;
+    }
+  }
+  if (needs > 0 || !m->held.empty()) {
+    m->held.push_back({r, done, part, waits, needs});
+    return;
+  }
+  Deliver(part, r, done);
+}
+
+void RedisStore::Deliver(uint32_t part, const Reply& r, const Handler& done) {
   Answer a;
   if (r.type == Reply::Type::kLost) {
     a.lost = true;
@@ -211,7 +415,7 @@ void RedisStore::Deliver(const Reply& r, const Handler& done) {
   } else if (r.type != Reply::Type::kArray || r.elements.size() < 2) {
     a.lost = true;
   } else {
-    Learn(ToInt(r.elements[0]), ToInt(r.elements[1]));
+    Learn(part, ToInt(r.elements[0]), ToInt(r.elements[1]));
     if (r.elements.size() > 2) a.status = r.elements[2].str;
     a.words = &r.elements;
     a.first = 3;
@@ -219,29 +423,43 @@ void RedisStore::Deliver(const Reply& r, const Handler& done) {
   done(a);
 }
 
-void RedisStore::SendWait() {
-  if (!need_wait_ || wait_out_) return;
-  need_wait_ = false;
-  wait_out_ = true;
+void RedisStore::SendWaits() {
+  for (auto& m : masters_) SendWait(*m);
+}
+
+void RedisStore::SendWait(Master& m) {
+  // One WAIT out at a time per master: Redis runs nothing behind a blocked WAIT on the
+  // connection, so the calls sent meanwhile wait there anyway, and the next WAIT, sent when
+  // this one answers, covers them all.
+  if (!m.need_wait || m.waits_answered < m.waits_sent) return;
+  m.need_wait = false;
+  uint64_t k = ++m.waits_sent;
   std::string n = std::to_string(opt_.wait_replicas);
   std::string ms = Ms(opt_.wait_timeout);
-  link_.Send({"WAIT", n, ms}, [this](const Reply& r) {
-    wait_out_ = false;
-    std::vector<Held> batch;
-    batch.swap(held_);
+  std::string_view argv[] = {"WAIT", n, ms};
+  Callback cb = [this, &m, k](const Reply& r) {
+    m.waits_answered = k;
     bool ok = r.type == Reply::Type::kInteger && r.integer >= opt_.wait_replicas;
     if (!ok) {
-      fprintf(stderr, "stalkd: WAIT %d answered %s: %zu replies say INTERNAL_ERROR\n",
-              opt_.wait_replicas,
+      fprintf(stderr, "stalkd: WAIT %d answered %s on %s\n", opt_.wait_replicas,
               r.type == Reply::Type::kInteger ? std::to_string(r.integer).c_str() : r.str.c_str(),
-              batch.size());
+              m.name.empty() ? "the master" : m.name.c_str());
     }
     Reply lost;
     lost.type = Reply::Type::kLost;
     lost.str = "WAIT did not confirm a replica";
-    for (Held& h : batch) Deliver(ok || !h.waits ? h.reply : lost, h.done);
-    SendWait();  // for the changes sent meanwhile (and by those deliveries)
-  });
+    while (!m.held.empty() && m.held.front().needs <= k) {
+      Held h = std::move(m.held.front());
+      m.held.pop_front();
+      Deliver(h.part, ok || !h.waits || h.needs < k ? h.reply : lost, h.done);
+    }
+    SendWait(m);  // for the changes answered meanwhile
+  };
+  if (cluster_) {
+    cluster_->SendTo(m.name, argv, std::move(cb));
+  } else {
+    link_->Send(argv, std::move(cb));
+  }
 }
 
 std::unique_ptr<command::Session> RedisStore::Open(command::Client& client) {
@@ -254,15 +472,17 @@ std::unique_ptr<command::Session> RedisStore::Open(command::Client& client) {
 
 void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta) {
   std::string du = std::to_string(using_delta), dw = std::to_string(watching_delta);
-  Call("ref", {fid_, tube, du, dw}, false, [](const Answer&) {});
+  uint32_t p = PartitionOf(tube);
+  Touched(p);
+  Call(p, "ref", {fid_, tube, du, dw}, false, [](const Answer&) {});
 }
 
-void RedisStore::ReleaseConnection(const std::string& sid) {
+void RedisStore::ReleaseConnection(const std::string& sid, uint32_t part) {
   // 1000 reservations a call, so Redis serves others between the slices.
-  Call("release_conn", {sid}, true, [this, sid](const Answer& a) {
-    if (a.status == "MORE") return ReleaseConnection(sid);
+  Call(part, "release_conn", {sid}, true, [this, sid, part](const Answer& a) {
+    if (a.status == "MORE") return ReleaseConnection(sid, part);
     // Redis was away too long: give them back once it is here again, not at their TTRs.
-    if (a.lost) orphans_.push_back(sid);
+    if (a.lost) orphans_.emplace_back(sid, part);
   });
 }
 
@@ -327,18 +547,79 @@ void RedisStore::Wake(std::string_view tube) {
 }
 
 void RedisStore::Pump() {
-  if (pumping_ || !link_.ready()) return;
+  if (pumping_ || !link_->ready()) return;
   pumping_ = true;
   next_pump_ = clock_.Now() + kSecond;  // the safety net: every front end pumps each second
-  Call("pump", {std::to_string(kPumpLimit)}, true, [this](const Answer& a) {
+  Call(0, "pump", {std::to_string(kPumpLimit)}, true, [this](const Answer& a) {
     pumping_ = false;
     if (!a.lost && a.Number(0) >= static_cast<uint64_t>(kPumpLimit)) next_pump_ = 0;
   });
 }
 
+void RedisStore::Pump(uint32_t part) {
+  if (pumping_part_[part]) return;
+  pumping_part_[part] = 1;
+  std::string limit = std::to_string(kPumpLimit);
+  std::vector<std::string_view> args{limit};
+  args.insert(args.end(), dead_.begin(), dead_.end());
+  Call(part, "pump", std::span<const std::string_view>(args), true, [this, part](const Answer& a) {
+    pumping_part_[part] = 0;
+    // More to do: at once (the answer's next timer was just learned).
+    if (!a.lost && part < parts_ && a.Number(0) >= static_cast<uint64_t>(kPumpLimit)) {
+      LearnDue(part, clock_.Now());
+    }
+  });
+}
+
+void RedisStore::Sweep() {
+  next_pump_ = clock_.Now() + kSecond;
+  if (sweeping_) return;
+  auto by = PartitionsByMaster();
+  struct Round {
+    size_t left = 0;
+    bool clean = true;  // every partition answered, none holds a dead front end's state
+  };
+  auto round = std::make_shared<Round>();
+  std::vector<std::string> dead = dead_;
+  std::string nd = std::to_string(dead.size());
+  for (auto& [master, parts] : by) {
+    if (master.empty()) {
+      round->clean = false;  // partitions no master serves now: not swept
+      continue;
+    }
+    std::vector<std::string_view> args{nd};
+    args.insert(args.end(), dead.begin(), dead.end());
+    for (uint32_t p : parts) args.push_back(tags_[p]);
+    round->left++;
+    CallNode(master, "scan_node", std::span<const std::string_view>(args),
+             [this, round, parts = parts, dead](const Reply& r) {
+               if (r.type != Reply::Type::kArray) {
+                 round->clean = false;
+               } else {
+                 bool dead_part = false;
+                 for (const Reply& e : r.elements) {
+                   if (e.str == "--") {
+                     dead_part = true;
+                     continue;
+                   }
+                   size_t i = static_cast<size_t>(ToInt(e));
+                   if (i < 1 || i > parts.size()) continue;
+                   if (dead_part) round->clean = false;
+                   Pump(parts[i - 1]);
+                 }
+               }
+               if (--round->left > 0) return;
+               sweeping_ = false;
+               // No partition holds anything of the dead front ends any more: their leases
+               // go (the global partition's pump reaps what its lease set lists as dead).
+               if (round->clean && !dead.empty()) Pump(Global());
+             });
+  }
+  sweeping_ = round->left > 0;
+}
+
 void RedisStore::RenewLease() {
   next_lease_ = clock_.Now() + opt_.lease / 4;
-  if (!link_.ready()) return;
   // This front end's counters, for the `stats` of the others.
   std::vector<std::string> kv;
   for (size_t i = 0; i < command::kVerbCount; i++) {
@@ -353,23 +634,34 @@ void RedisStore::RenewLease() {
   std::string lease = Ms(opt_.lease);
   args.push_back(lease);
   for (const std::string& s : kv) args.push_back(s);
-  Call("lease", std::span<const std::string_view>(args), false, [this](const Answer& a) {
-    // Another front end took this one for dead (a stall longer than the lease) and gave
-    // back its sessions' reservations and their listing.
-    if (!a.lost && a.Word(1) == "1") enlist_epoch_++;
+  Call(Global(), "lease", std::span<const std::string_view>(args), false, [this](const Answer& a) {
+    if (a.lost) return;
+    // Another front end took this one for dead (a stall longer than the lease) and
+    // gave back its sessions' reservations and their listing.
+    if (a.Word(1) == "1") enlist_epoch_++;
+    // Front ends whose lease ran out, for the sweep (a cluster) to reap.
+    dead_.clear();
+    for (size_t i = 2; i < a.size(); i++) dead_.emplace_back(a.Word(i));
   });
 }
 
 void RedisStore::RefreshWaiterLease() {
   next_waiter_lease_ = clock_.Now() + opt_.lease / 2;
-  if (tube_waiters_.empty() || !link_.ready()) return;
+  if (tube_waiters_.empty()) return;
   std::string lease = Ms(opt_.lease);
-  std::vector<std::string_view> args{lease};
-  for (const auto& [tube, waiting] : tube_waiters_) args.push_back(tube);
-  Call("wait", std::span<const std::string_view>(args), false, [](const Answer&) {});
+  // One call per partition of the tubes waited on.
+  std::vector<std::pair<uint32_t, std::string_view>> tubes;
+  for (const auto& [tube, waiting] : tube_waiters_) tubes.emplace_back(PartitionOf(tube), tube);
+  std::sort(tubes.begin(), tubes.end());
+  for (size_t i = 0; i < tubes.size();) {
+    uint32_t p = tubes[i].first;
+    std::vector<std::string_view> args{lease};
+    for (; i < tubes.size() && tubes[i].first == p; i++) args.push_back(tubes[i].second);
+    Call(p, "wait", std::span<const std::string_view>(args), false, [](const Answer&) {});
+  }
 }
 
-command::Result RedisStore::FillStats(const Answer& a) {
+command::Result RedisStore::FillStats(const Answer& a, const uint64_t* more) {
   // ready urgent reserved delayed buried total timeouts expired exhausted tubes, then per
   // other live front end "--" and its counters as name value pairs.
   command::ServerStats& s = stats_;
@@ -384,6 +676,13 @@ command::Result RedisStore::FillStats(const Answer& a) {
   s.expired = a.Number(7);
   s.tries_exhausted = a.Number(8);
   s.tubes = a.Number(9);
+  if (more) {
+    // A cluster: the global partition holds no jobs; the masters' sums and "default".
+    uint64_t* f[] = {&s.ready,      &s.urgent,   &s.reserved, &s.delayed,         &s.buried,
+                     &s.total_jobs, &s.timeouts, &s.expired,  &s.tries_exhausted, &s.tubes};
+    for (size_t i = 0; i < 10; i++) *f[i] = more[i];
+    s.tubes += 1;
+  }
   std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
   s.connections = sessions_;
   s.total_connections = total_connections_;
@@ -419,19 +718,33 @@ command::Result RedisStore::FillStats(const Answer& a) {
 }
 
 Nanos RedisStore::Tick() {
-  Nanos next = link_.Poll();
+  Nanos next = PollLinks();
   Nanos now = clock_.Now();
-  if (link_.ready()) {
+  bool up = started_ && (cluster_ || link_->ready());
+  if (up) {
     if (now >= next_lease_) RenewLease();
-    if (now >= next_due_ || now >= next_pump_) Pump();
     if (now >= next_waiter_lease_) RefreshWaiterLease();
+    if (!cluster_) {
+      if (now >= next_due_ || now >= next_pump_) Pump();
+    } else {
+      if (now >= next_pump_) Sweep();
+      // Partitions whose timers are due, as their last answers said.
+      while (!timers_.empty() && timers_.begin()->first <= now) {
+        uint32_t p = timers_.begin()->second;
+        LearnDue(p, kForever);
+        Pump(p);
+      }
+    }
   }
   if (now >= next_waiter_check_) CheckWaiters(now);
   next = std::min(next, next_waiter_check_);
-  SendWait();
-  link_.Flush();
-  if (link_.ready()) next = std::min({next, next_lease_, next_pump_, next_waiter_lease_});
-  if (!pumping_ && link_.ready()) next = std::min(next, next_due_);
+  SendWaits();
+  FlushLinks();
+  if (up) {
+    next = std::min({next, next_lease_, next_pump_, next_waiter_lease_});
+    if (!cluster_ && !pumping_) next = std::min(next, next_due_);
+    if (cluster_ && !timers_.empty()) next = std::min(next, timers_.begin()->first);
+  }
   return next;
 }
 

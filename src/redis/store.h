@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -12,6 +14,7 @@
 #include "base/clock.h"
 #include "command/store.h"
 #include "net/event_loop.h"
+#include "redis/cluster.h"
 #include "redis/link.h"
 
 // The Redis store (docs/SCALE-OUT.md): every job lives in Redis; this process is a stateless
@@ -19,6 +22,13 @@
 // crash between two calls never loses or duplicates a job. What stays here is what belongs
 // to connections: the tube used and watched, the reservations a connection holds (for
 // DEADLINE_SOON), waiting reserves (woken through pub/sub), timers that pump the store.
+//
+// On one Redis (redis://, redis-sentinel://) every job is in one partition. On a Redis Cluster
+// (redis-cluster://) jobs are spread over kClusterPartitions partitions, each a hash tag and so
+// a slot: a tube's partition is the CRC16 of its name (or of the text in its first `(...)`),
+// a job's id is seq * P + partition. Each call touches one partition; what spans partitions
+// (a reserve over their tubes, stats, list-tubes, the timers' safety net) is done per master
+// or per partition and combined here (docs/SCALE-OUT.md, "Redis Cluster").
 namespace stalkd::redis {
 
 struct StoreOptions {
@@ -37,7 +47,11 @@ extern const std::string_view kFunctionsVersion;  // a hash of it
 
 class RedisSession;
 
-class RedisStore final : public command::Store, private Link::Listener {
+constexpr uint32_t kClusterPartitions = 1024;
+
+class RedisStore final : public command::Store,
+                         private Link::Listener,
+                         private ClusterLink::Listener {
  public:
   RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions options, command::Host* host);
   ~RedisStore() override;
@@ -59,7 +73,12 @@ class RedisStore final : public command::Store, private Link::Listener {
   void SetDraining(bool on) override { draining_ = on; }
   void SetObserver(command::Observer* o) override { observer_ = o; }
 
-  bool ready() const { return link_.ready(); }
+  bool ready() const { return cluster_ ? cluster_->ready() : link_->ready(); }
+
+  // Partitions (1 on one Redis) and where tubes and ids live.
+  uint32_t partitions() const { return parts_; }
+  uint32_t PartitionOf(std::string_view tube) const;
+  uint32_t PartitionOfId(uint64_t id) const { return static_cast<uint32_t>(id % parts_); }
 
  private:
   friend class RedisSession;
@@ -78,33 +97,67 @@ class RedisStore final : public command::Store, private Link::Listener {
   };
   using Handler = std::function<void(const Answer&)>;
 
-  // FCALL stalkd_<fn> 1 <tag> args...; `writes`: the reply waits for WAIT.
-  void Call(std::string_view fn, std::span<const std::string_view> args, bool writes, Handler done);
-  void Call(std::string_view fn, std::initializer_list<std::string_view> args, bool writes,
-            Handler done) {
-    Call(fn, std::span<const std::string_view>(args.begin(), args.size()), writes, std::move(done));
+  // FCALL stalkd_<fn> 1 <tag of partition `part`> args...; `writes`: the reply waits for WAIT.
+  // Global() is the partition of what is not a tube's (front ends' leases): on one Redis the
+  // one partition, on a cluster the {g} tag.
+  uint32_t Global() const { return cluster_ ? parts_ : 0; }
+  void Call(uint32_t part, std::string_view fn, std::span<const std::string_view> args, bool writes,
+            Handler done);
+  void Call(uint32_t part, std::string_view fn, std::initializer_list<std::string_view> args,
+            bool writes, Handler done) {
+    Call(part, fn, std::span<const std::string_view>(args.begin(), args.size()), writes,
+         std::move(done));
   }
-  void Deliver(const Reply& reply, const Handler& done);
-  // One WAIT after the changes sent since the last; none while one is out: Redis runs
-  // nothing behind a blocked WAIT on the connection, so the calls sent meanwhile wait
-  // there anyway, and the next WAIT, sent when this one answers, covers them all.
-  void SendWait();
+  // On a cluster: FCALL_RO stalkd_<fn> 0 args... on one master (the per-node reads); `done`
+  // gets the raw reply.
+  void CallNode(const std::string& master, std::string_view fn,
+                std::span<const std::string_view> args, Callback done);
+  // The partitions each master serves now, by the slot map (on a cluster).
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> PartitionsByMaster() const;
+  void Deliver(uint32_t part, const Reply& reply, const Handler& done);
+  // WAIT per master: one out at a time, sent after the changes it must cover (see store.cc).
+  struct Master;
+  Master& MasterNamed(const std::string& name);
+  void Answered(const Reply& r, const Handler& done, uint32_t part, bool wait, Master* predicted,
+                uint64_t mark);
+  void SendWaits();
+  void SendWait(Master& m);
 
   // Setup found Redis unusable: start-up fails with `why`; later, it is logged and the link
   // tries again.
-  void SetupFailed(std::string why);
+  void SetupFailed(const std::string& master, std::string why);
 
   // Link::Listener
   void OnConnected() override;
   void OnLost(std::string_view why) override;
   void OnMessage(std::string_view channel, std::string_view message) override;
+  // ClusterLink::Listener
+  void OnMasterConnected(const std::string& master) override;
+  void OnMasterLost(const std::string& master, std::string_view why) override;
+  void OnSubscribed(const std::string& node) override;
+  void OnSubscriptionLost(std::string_view why) override;
+  // The checks and FUNCTION LOAD a master gets before use; then `ready`.
+  void CheckMaster(const std::string& name,
+                   std::function<void(std::span<const std::string_view>, Callback)> send,
+                   std::function<void()> ready);
   void Setup();
+  void Started();
+
+  // Runs the link's (or cluster's) timers; writes what is buffered.
+  Nanos PollLinks();
+  void FlushLinks();
 
   void Pump();
+  // On a cluster: one partition's timers (and the dead front ends named in dead_), and each
+  // second the sweep: every master says which of its partitions have timers due or hold a
+  // dead front end's sessions (the safety net for timers no live front end knows of).
+  void Pump(uint32_t part);
+  void Sweep();
+  void LearnDue(uint32_t part, Nanos due);
   void RenewLease();
   void RefreshWaiterLease();
   void Wake(std::string_view tube);
-  void ReleaseConnection(const std::string& sid);
+  void ReleaseConnection(const std::string& sid, uint32_t part);
   void AddWaiter(RedisSession* s);
   // A waiter's call came back empty: it waits for a wake-up, its timeout or DEADLINE_SOON.
   void Parked(const RedisSession& s);
@@ -113,20 +166,29 @@ class RedisStore final : public command::Store, private Link::Listener {
   void RemoveWaiter(RedisSession* s);
   uint64_t Waiting() const;
   void Ref(std::string_view tube, int using_delta, int watching_delta);
+  void Touched(uint32_t part) { touched_[part] = 1; }
   void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }
-  // `stats`: the job counters from Redis, this front end's own counters and the others'.
-  command::Result FillStats(const Answer& a);
+  // `stats`: the job counters from Redis (the global call's, plus per master sums on a
+  // cluster: `more`, or null), this front end's own counters and the others'.
+  command::Result FillStats(const Answer& a, const uint64_t* more);
   // Redis' clock (ms) to ours, and back.
   Nanos LocalTime(int64_t redis_ms) const { return redis_ms * 1'000'000 - offset_; }
-  void Learn(int64_t redis_now_ms, int64_t next_due_ms);
+  void Learn(uint32_t part, int64_t redis_now_ms, int64_t next_due_ms);
 
   net::EventLoop& loop_;
   const Clock& clock_;
   StoreOptions opt_;
   command::Host* host_;
-  Link link_;
-  std::string tag_;      // the partition's hash tag key: <prefix>:{0}
-  std::string channel_;  // <prefix>:{0}:w
+  std::unique_ptr<Link> link_;            // one Redis (redis://, redis-sentinel://)
+  std::unique_ptr<ClusterLink> cluster_;  // or a cluster
+  uint32_t parts_ = 1;
+  std::string base_;  // <prefix>[@db]: (pub/sub ignores the db: it is in every name)
+  // Each partition's hash tag key (<base>{0} on one Redis, <base>{p/P} on a cluster), then on
+  // a cluster the global one, <base>{g}; and each one's slot (cluster).
+  std::vector<std::string> tags_;
+  std::vector<int> slots_;
+  std::string channel_;        // <base>w
+  std::vector<char> touched_;  // partitions this front end referenced tubes or reserved in
   std::string fid_ = "0";
   uint64_t next_conn_ = 0;
   bool draining_ = false;
@@ -136,22 +198,35 @@ class RedisStore final : public command::Store, private Link::Listener {
 
   Nanos offset_ = 0;  // redis ms * 1e6 - local
   Nanos next_pump_ = 0;
-  Nanos next_due_ = kForever;  // the store's next timer, in local time
+  Nanos next_due_ = kForever;  // one Redis: the store's next timer, in local time
+  // A cluster: each partition's next timer (local time) as the last answer from it said, in
+  // order; partitions being pumped; the front ends found dead (reaped by the sweep).
+  std::vector<Nanos> due_;
+  std::set<std::pair<Nanos, uint32_t>> timers_;
+  std::vector<char> pumping_part_;
+  std::vector<std::string> dead_;
+  bool sweeping_ = false;
   Nanos next_lease_ = 0;
   Nanos next_waiter_lease_ = 0;
   Nanos next_waiter_check_ = kForever;  // the earliest timeout or DEADLINE_SOON of a waiter
   bool pumping_ = false;
-  bool need_wait_ = false;
-  bool wait_out_ = false;  // a WAIT has been sent and not answered
   struct Held {
     Reply reply;
     Handler done;
-    bool waits;  // a change: lost if the WAIT does not confirm it
+    uint32_t part;
+    bool waits;      // a change: lost if its WAIT does not confirm it
+    uint64_t needs;  // the WAIT (by number, on its master) that covers it; 0: none
   };
-  // Answers waiting for the WAIT sent after them: the changes', and every answer that
-  // arrives behind one of those (reads, errors), so that all are delivered in the order
-  // they were called (a connection's pipelined commands are answered in that order).
-  std::vector<Held> held_;
+  // Per master ("" on one Redis): WAITs sent and answered, and the answers held for one: the
+  // changes', and every answer that arrives behind one of those (reads, errors), so that a
+  // master's answers are delivered in the order it gave them.
+  struct Master {
+    std::string name;
+    bool need_wait = false;
+    uint64_t waits_sent = 0, waits_answered = 0;
+    std::deque<Held> held;
+  };
+  std::vector<std::unique_ptr<Master>> masters_;
   // Bumped whenever this front end's sessions may have been dropped from its fs: set (a
   // new connection to Redis, a lease found reaped): RedisSession::enlisted_ is then stale.
   uint64_t enlist_epoch_ = 1;
@@ -164,7 +239,8 @@ class RedisStore final : public command::Store, private Link::Listener {
   using WaiterList = std::list<RedisSession*>;
   WaiterList waiters_;
   std::unordered_map<std::string, WaiterList> tube_waiters_;
-  std::vector<std::string> orphans_;  // closed sessions whose release_conn was lost
+  // Closed sessions (and partitions) whose release_conn was lost.
+  std::vector<std::pair<std::string, uint32_t>> orphans_;
   uint64_t sessions_ = 0, producers_ = 0, workers_ = 0;  // current ones (`stats`)
   uint64_t cmds_[command::kVerbCount] = {};
   uint64_t total_connections_ = 0;

@@ -49,7 +49,8 @@ void PrintUsage() {
           " --http-request-timeout SECONDS  close an HTTP client whose request has not\n"
           "          fully arrived this long after it began (default 30)\n"
           " --store URL  keep jobs in Redis (docs/SCALE-OUT.md): redis://HOST:PORT[/DB]\n"
-          "          or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER; default: in memory\n"
+          "          or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER or\n"
+          "          redis-cluster://HOST:PORT[,HOST:PORT...]; default: in memory\n"
           " --store-prefix STR  prefix of every Redis key and channel (default stalkd)\n"
           " --store-wait N  replicas a change must reach before its reply (WAIT N;\n"
           "          default 1; 0 for a Redis without replicas)\n"
@@ -213,11 +214,6 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     std::string error;
     if (!redis::ParseStoreUrl(value, &url, &error)) {
       fprintf(stderr, "stalkd: %s\n", error.c_str());
-      return false;
-    }
-    if (url.kind == redis::StoreUrl::Kind::kCluster) {
-      // redis::ClusterLink (src/redis/cluster.h) is there; the store is not on it yet.
-      fprintf(stderr, "stalkd: --store: the Redis store does not serve a Redis Cluster yet\n");
       return false;
     }
     o->store_url = value;
