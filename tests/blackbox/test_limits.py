@@ -24,11 +24,12 @@ class TestLineLength(ServerCase):
     def test_224_byte_line_is_accepted(self):
         c = self.client()
         c.put("x")
-        line = b"stats-job " + b"0" * 211 + b"1\r\n"
+        jid = b"%d" % nth_id(1)
+        line = b"stats-job " + b"0" * (212 - len(jid)) + jid + b"\r\n"
         self.assertEqual(len(line), 224)
         r = c.cmd(line)
         self.assertTrue(r.startswith(b"OK "), r)
-        self.assertEqual(parse_yaml(r)["id"], "1")
+        self.assertEqual(parse_yaml(r)["id"], jid.decode())
 
     def test_longer_line_bad_format_then_next_command(self):
         # 'use ' + 300 chars: BAD_FORMAT once, rest of the long line discarded up to its CRLF

@@ -88,7 +88,7 @@ class TestKeyOrder(ServerCase):
         c = self.client()
         c.put("hello", pri=7, ttr=30)
         tube = b"default" if is_beanstalkd() else b'"default"'
-        body = (b"---\nid: 1\ntube: " + tube + b"\nstate: ready\npri: 7\nage: 0\ndelay: 0\n"
+        body = (b"---\nid: %d\ntube: " % nth_id(1) + tube + b"\nstate: ready\npri: 7\nage: 0\ndelay: 0\n"
                 b"ttr: 30\ntime-left: 0\nfile: 0\nreserves: 0\ntimeouts: 0\nreleases: 0\n"
                 b"buries: 0\nkicks: 0\n")
         self.assertEqual(c.cmd("stats-job %d" % nth_id(1)), b"OK %d\r\n%s\r\n" % (len(body), body))

@@ -151,6 +151,14 @@ def not_on_cluster(reason):
     return unittest.skipIf(cluster_store(), "not on Redis Cluster: " + reason)
 
 
+def expected_failure_on_cluster(why):
+    """Decorator for a test that fails on a Redis Cluster because of a store bug found by it
+    (`why` says which; the test stays as it should pass): unittest.expectedFailure there, so
+    the fix shows as an unexpected success; a no-op elsewhere."""
+    del why  # for the reader
+    return unittest.expectedFailure if cluster_store() else (lambda f: f)
+
+
 _shared_redis = None
 
 
