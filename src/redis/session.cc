@@ -122,6 +122,7 @@ void RedisSession::Producer() {
 void RedisSession::ReservesIn(uint32_t part) {
   if (std::find(reserved_in_.begin(), reserved_in_.end(), part) == reserved_in_.end()) {
     reserved_in_.push_back(part);
+    store_.Touched(part);  // a clean stop gives back what this front end holds there
   }
 }
 

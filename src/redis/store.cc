@@ -74,8 +74,8 @@ RedisStore::RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions op
 
 RedisStore::~RedisStore() = default;
 
-uint32_t RedisStore::PartitionOf(std::string_view tube) const {
-  if (parts_ == 1) return 0;
+uint32_t TubePartition(std::string_view tube, uint32_t parts) {
+  if (parts <= 1) return 0;
   // Tubes named (group)... share the group's partition.
   if (size_t open = tube.find('('); open != std::string_view::npos) {
     size_t close = tube.find(')', open + 1);
@@ -83,7 +83,7 @@ uint32_t RedisStore::PartitionOf(std::string_view tube) const {
       tube = tube.substr(open + 1, close - open - 1);
     }
   }
-  return Crc16(tube) % parts_;
+  return Crc16(tube) % parts;
 }
 
 Nanos RedisStore::PollLinks() { return cluster_ ? cluster_->Poll() : link_->Poll(); }

@@ -49,6 +49,10 @@ class RedisSession;
 
 constexpr uint32_t kClusterPartitions = 1024;
 
+// The partition of `tube` among `parts`: CRC16 of the text inside its first `(...)` when that
+// is not empty, else of the whole name, mod parts (0 when parts is 1).
+uint32_t TubePartition(std::string_view tube, uint32_t parts);
+
 class RedisStore final : public command::Store,
                          private Link::Listener,
                          private ClusterLink::Listener {
@@ -77,7 +81,7 @@ class RedisStore final : public command::Store,
 
   // Partitions (1 on one Redis) and where tubes and ids live.
   uint32_t partitions() const { return parts_; }
-  uint32_t PartitionOf(std::string_view tube) const;
+  uint32_t PartitionOf(std::string_view tube) const { return TubePartition(tube, parts_); }
   uint32_t PartitionOfId(uint64_t id) const { return static_cast<uint32_t>(id % parts_); }
 
  private:
