@@ -379,44 +379,48 @@ def metrics_cluster_throughput(p):
 
 
 def sc_cluster_reserve(run, shape, srv, p):
-    """On a cluster of p['masters'] masters: p['sets'] sets of p['k'] tubes, connection i
-    watching set i mod sets and putting into one of its tubes. spread: each set's k tubes in
-    k partitions on different masters (a reserve across partitions); grouped: each set's
-    tubes share a partition, `(gN)t0`..`(gN)t{k-1}` (a reserve in one), the sets' partitions
-    spread evenly over the masters."""
-    m, raw = {}, {}
-    k, n_sets, masters = p["k"], p["sets"], p["masters"]
+    """On a cluster of p['masters'] masters, for each k in p['ks']: p['sets'] sets of k
+    tubes, connection i watching set i mod sets and putting into one of its tubes. spread:
+    each set's k tubes in k partitions, consecutive ones on different masters (a reserve
+    across partitions); grouped: each set's tubes share a partition, `(gN)t0`..`(gN)t{k-1}`
+    (a reserve in one), the sets' partitions spread evenly over the masters."""
+    m, raw = {"errors": 0}, {}
+    n_sets, masters = p["sets"], p["masters"]
     with rcf.RedisCluster(masters=masters, replicas=0) as cl:
-        spread = _interleave(cl.pick_tubes(-(-n_sets * k // masters), "x"))
-        spread_sets = [spread[i * k:(i + 1) * k] for i in range(n_sets)]
+        kmax = max(p["ks"])
+        spread = _interleave(cl.pick_tubes(-(-n_sets * kmax // masters), "x"))
         groups = _interleave(cl.pick_tubes(-(-n_sets // masters), "(g%d)",
                                            taken=spread))[:n_sets]
-        grouped_sets = [["%st%d" % (g, j) for j in range(k)] for g in groups]
-        m["errors"] = 0
-        for name, sets in (("grouped", grouped_sets), ("spread", spread_sets)):
-            ops, cores, fe_cores, errs, rs = _cluster_run(
-                run, srv.binary, p, shape, cl, "|".join(",".join(x) for x in sets))
-            m[f"{name}_ops"], m[f"{name}_stalkd_cores"] = ops, fe_cores
-            m[f"{name}_redis_cores"] = sum(cores)
-            m[f"{name}_redis_us_per_op"] = sum(cores) / ops * 1e6 if ops else None
-            m[f"{name}_stalkd_us_per_op"] = fe_cores / ops * 1e6 if ops else None
-            m["errors"] += errs
-            raw[name] = {"sets": sets, "redis_cores": cores, "loadgen": rs}
-    m["spread_vs_grouped"] = run._ratio(m.get("spread_ops"), m.get("grouped_ops"))
+        for k in p["ks"]:
+            spread_sets = [spread[i * k:(i + 1) * k] for i in range(n_sets)]
+            grouped_sets = [["%st%d" % (g, j) for j in range(k)] for g in groups]
+            for name, sets in (("grouped", grouped_sets), ("spread", spread_sets)):
+                ops, cores, fe_cores, errs, rs = _cluster_run(
+                    run, srv.binary, p, shape, cl, "|".join(",".join(x) for x in sets))
+                key = f"k{k}_{name}"
+                m[f"{key}_ops"], m[f"{key}_stalkd_cores"] = ops, fe_cores
+                m[f"{key}_redis_cores"] = sum(cores)
+                m[f"{key}_redis_us_per_op"] = sum(cores) / ops * 1e6 if ops else None
+                m[f"{key}_stalkd_us_per_op"] = fe_cores / ops * 1e6 if ops else None
+                m["errors"] += errs
+                raw[key] = {"sets": sets, "redis_cores": cores, "loadgen": rs}
+            m[f"k{k}_spread_vs_grouped"] = run._ratio(m.get(f"k{k}_spread_ops"),
+                                                      m.get(f"k{k}_grouped_ops"))
     return m, raw
 
 
 def metrics_cluster_reserve(p):
     out = []
-    for name, what in (("grouped", f"{p['k']} tubes in one partition"),
-                       ("spread", f"{p['k']} tubes in {p['k']} partitions")):
-        out += [(f"{name}_ops", f"watching {what}: commands/s ↑"),
-                (f"{name}_redis_cores", "… Redis CPU, all masters (cores)"),
-                (f"{name}_redis_us_per_op", "… Redis CPU µs/command ↓"),
-                (f"{name}_stalkd_cores", "… stalkd CPU, all front ends (cores)"),
-                (f"{name}_stalkd_us_per_op", "… stalkd CPU µs/command ↓")]
-    return out + [("spread_vs_grouped", "across partitions ÷ within one ↑"),
-                  ("errors", "errors")]
+    for k in p["ks"]:
+        for name, what in (("grouped", f"{k} tubes in one partition"),
+                           ("spread", f"{k} tubes in {k} partitions")):
+            out += [(f"k{k}_{name}_ops", f"watching {what}: commands/s ↑"),
+                    (f"k{k}_{name}_redis_cores", "… Redis CPU, all masters (cores)"),
+                    (f"k{k}_{name}_redis_us_per_op", "… Redis CPU µs/command ↓"),
+                    (f"k{k}_{name}_stalkd_cores", "… stalkd CPU, all front ends (cores)"),
+                    (f"k{k}_{name}_stalkd_us_per_op", "… stalkd CPU µs/command ↓")]
+        out.append((f"k{k}_spread_vs_grouped", f"k = {k}: across partitions ÷ within one ↑"))
+    return out + [("errors", "errors")]
 
 
 def scenarios(run):
@@ -430,7 +434,7 @@ def scenarios(run):
     cpip = dict(conns=12, depth=100, mode="pdr", size=100, warmup=1, duration=4, tubes=12,
                 masters=3, front_ends=2)
     ccyc = dict(conns=48, size=100, warmup=1, duration=4, tubes=12, masters=3, front_ends=2)
-    cres = dict(conns=48, size=100, warmup=1, duration=4, sets=12, k=3, masters=3,
+    cres = dict(conns=48, size=100, warmup=1, duration=4, sets=12, ks=(2, 3, 6), masters=3,
                 front_ends=2)
     return [
         S("redis-cycle", "Redis store, cycle: {conns} connections put({size} B) → reserve → "
@@ -465,11 +469,13 @@ def scenarios(run):
           metrics_cluster_throughput, ccyc, dict(ccyc, warmup=0.3, duration=1),
           servers=("stalkd",), default=False),
         S("cluster-reserve", "Redis Cluster, reserve across partitions: cycle, {conns} "
-          "connections, each watching one of {sets} sets of {k} tubes, on {masters} masters "
-          "({front_ends} front ends, --store-wait 0): the k tubes in one partition "
-          "(`(group)`), then in k partitions on different masters; Redis processes not pinned",
+          "connections, each watching one of {sets} sets of k tubes (k in {ks}), on {masters} "
+          "masters ({front_ends} front ends, --store-wait 0): the k tubes in one partition "
+          "(`(group)`), then in k partitions spread over the masters; Redis processes not "
+          "pinned",
           lambda srv, p: sc_cluster_reserve(run, "cycle", srv, p), metrics_cluster_reserve,
-          cres, dict(cres, warmup=0.3, duration=1), servers=("stalkd",), default=False),
+          cres, dict(cres, warmup=0.3, duration=1, ks=(3,)), servers=("stalkd",),
+          default=False),
         S("redis-failover", "Redis store, failover: master + 2 replicas + 3 sentinels "
           "(down-after {down_after_ms} ms), one stalkd (--store-wait 1) and a client putting "
           "one job at a time; SIGKILL the master; {rounds} round(s)",
