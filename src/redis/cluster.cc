@@ -115,6 +115,7 @@ class ClusterLink::Impl final : public Conn::Owner {
   std::string why_not_ready() const;
   std::vector<std::string> masters() const;
   std::string master_of(int slot) const;
+  bool ready(int slot) const;
   size_t in_flight() const;
   const Counters& counters() const { return counters_; }
   std::string answered_by() const { return answered_by_ ? *answered_by_ : std::string(); }
@@ -760,6 +761,12 @@ std::string ClusterLink::Impl::master_of(int slot) const {
   return n == nullptr ? "" : n->name;
 }
 
+bool ClusterLink::Impl::ready(int slot) const {
+  if (slot < 0 || slot >= kClusterSlots) return false;
+  Node* n = slots_[static_cast<size_t>(slot)];
+  return n != nullptr && n->link->ready();
+}
+
 size_t ClusterLink::Impl::in_flight() const {
   return written_ + waiting_.size() + retries_.size() + deferred_.size();
 }
@@ -801,6 +808,7 @@ bool ClusterLink::ready() const { return impl_->ready(); }
 std::string ClusterLink::why_not_ready() const { return impl_->why_not_ready(); }
 std::vector<std::string> ClusterLink::masters() const { return impl_->masters(); }
 std::string ClusterLink::master_of(int slot) const { return impl_->master_of(slot); }
+bool ClusterLink::ready(int slot) const { return impl_->ready(slot); }
 size_t ClusterLink::in_flight() const { return impl_->in_flight(); }
 const ClusterLink::Counters& ClusterLink::counters() const { return impl_->counters(); }
 std::string ClusterLink::answered_by() const { return impl_->answered_by(); }

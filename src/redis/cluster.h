@@ -152,6 +152,9 @@ class ClusterLink {
   std::vector<std::string> masters() const;
   // The master serving `slot` per the slot map ("" if none).
   std::string master_of(int slot) const;
+  // The slot map names a master for `slot` and that master is ready: a command for the slot
+  // goes out now rather than waiting (a failover in progress, a master setting up).
+  bool ready(int slot) const;
   // Commands sent and not yet answered (written, waiting or being retried).
   size_t in_flight() const;
   const Counters& counters() const;

@@ -730,6 +730,9 @@ command::Result RedisStore::FillStats(const Answer& a, const uint64_t* more) {
 }
 
 Nanos RedisStore::Tick() {
+  std::vector<std::function<void()>> later;
+  later.swap(later_);
+  for (auto& f : later) f();
   Nanos next = PollLinks();
   Nanos now = clock_.Now();
   bool up = started_ && (cluster_ || link_->ready());
@@ -752,6 +755,7 @@ Nanos RedisStore::Tick() {
   next = std::min(next, next_waiter_check_);
   SendWaits();
   FlushLinks();
+  if (!later_.empty()) next = now;
   if (up) {
     next = std::min({next, next_lease_, next_pump_, next_waiter_lease_});
     if (!cluster_ && !pumping_) next = std::min(next, next_due_);

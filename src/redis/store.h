@@ -83,6 +83,9 @@ class RedisStore final : public command::Store,
   uint32_t partitions() const { return parts_; }
   uint32_t PartitionOf(std::string_view tube) const { return TubePartition(tube, parts_); }
   uint32_t PartitionOfId(uint64_t id) const { return static_cast<uint32_t>(id % parts_); }
+  // Whether calls to the partition go out now (on a cluster, its master may be failing over
+  // or setting up: its calls wait until it is back).
+  bool Serving(uint32_t part) const { return !cluster_ || cluster_->ready(slots_[part]); }
 
  private:
   friend class RedisSession;
@@ -125,6 +128,8 @@ class RedisStore final : public command::Store,
   // The partitions each master serves now, by the slot map (on a cluster).
   std::vector<std::pair<std::string, std::vector<uint32_t>>> PartitionsByMaster() const;
   void Deliver(uint32_t part, const Reply& reply, const Handler& done);
+  // Runs `f` in the next Tick, not before the caller returns.
+  void Later(std::function<void()> f) { later_.push_back(std::move(f)); }
   // WAIT per master: one out at a time, sent after the changes it must cover (see store.cc).
   struct Master;
   Master& MasterNamed(const std::string& name);
@@ -237,6 +242,7 @@ class RedisStore final : public command::Store,
     std::deque<Held> held;
   };
   std::vector<std::unique_ptr<Master>> masters_;
+  std::vector<std::function<void()>> later_;
   // Bumped whenever this front end's sessions may have been dropped from its fs: set (a
   // new connection to Redis, a lease found reaped): RedisSession::enlisted_ is then stale.
   uint64_t enlist_epoch_ = 1;

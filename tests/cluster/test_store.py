@@ -268,14 +268,11 @@ class TestSlotsMoved(ClusterStoreCase):
 
 
 class TestReserveDuringFailover(ClusterStoreCase):
-    # STORE BUG (reported to the lead; expected to fail until fixed): a reserve over tubes in
-    # several partitions waits for every partition's answer, so while one of them has no
-    # master (killed, replica not yet promoted) it stalls, although a watched tube on a live
-    # master has ready jobs; and reserve-with-timeout 1 then answers after the promotion
-    # (~2.5 s here), past its timeout. Measured: watching the live tube only, RESERVED at
-    # once; watching it and a tube of the dead master, RESERVED 2.5 s later. The issue asks
-    # that a failed master stop only its own partitions.
-    @unittest.expectedFailure
+    # A failed master stops only its own partitions (the issue): a reserve over tubes in
+    # several partitions leaves out those whose master is down (until it is back, when the
+    # waiters claim again), so a ready job on a live master is reserved at once, and a
+    # reserve over the dead master's tubes alone times out on time. (Before the fix: RESERVED
+    # only after the promotion, ~2.5 s, past the reserve's timeout.)
     def test_reserve_across_partitions_while_one_master_is_down(self):
         cl = self.cluster()
         picked = cl.pick_tubes(1, "rf")
@@ -301,6 +298,15 @@ class TestReserveDuringFailover(ClusterStoreCase):
         self.assertTrue(r.startswith(b"RESERVED "), r)
         self.assertLess(took, 1.0, "a reserve with a ready job on a live master waited for "
                         "the dead master's partition")
+        only_dead = self.client(fe)
+        only_dead.cmd("watch " + dead)
+        only_dead.cmd("ignore default")
+        t0 = time.monotonic()
+        r = only_dead.cmd("reserve-with-timeout 1")
+        took = time.monotonic() - t0
+        say("reserve over %s alone (its master down): %r after %.2fs" % (dead, r, took))
+        self.assertEqual(r, b"TIMED_OUT\r\n")
+        self.assertLess(took, 1.5, "a reserve over a dead master's tube overran its timeout")
 
 
 if __name__ == "__main__":
