@@ -556,12 +556,12 @@ void RedisStore::Pump() {
   });
 }
 
-void RedisStore::Pump(uint32_t part) {
+void RedisStore::Pump(uint32_t part, const std::vector<std::string>& dead) {
   if (pumping_part_[part]) return;
   pumping_part_[part] = 1;
   std::string limit = std::to_string(kPumpLimit);
   std::vector<std::string_view> args{limit};
-  args.insert(args.end(), dead_.begin(), dead_.end());
+  args.insert(args.end(), dead.begin(), dead.end());
   Call(part, "pump", std::span<const std::string_view>(args), true, [this, part](const Answer& a) {
     pumping_part_[part] = 0;
     // More to do: at once (the answer's next timer was just learned).
@@ -605,14 +605,15 @@ void RedisStore::Sweep() {
                    size_t i = static_cast<size_t>(ToInt(e));
                    if (i < 1 || i > parts.size()) continue;
                    if (dead_part) round->clean = false;
-                   Pump(parts[i - 1]);
+                   Pump(parts[i - 1], dead_);
                  }
                }
                if (--round->left > 0) return;
                sweeping_ = false;
                // No partition holds anything of the dead front ends any more: their leases
-               // go (the global partition's pump reaps what its lease set lists as dead).
-               if (round->clean && !dead.empty()) Pump(Global());
+               // go: those this round looked for, not others found dead since (dead_), whose
+               // partitions were not looked at.
+               if (round->clean && !dead.empty()) Pump(Global(), dead);
              });
   }
   sweeping_ = round->left > 0;
@@ -732,7 +733,7 @@ Nanos RedisStore::Tick() {
       while (!timers_.empty() && timers_.begin()->first <= now) {
         uint32_t p = timers_.begin()->second;
         LearnDue(p, kForever);
-        Pump(p);
+        Pump(p, dead_);
       }
     }
   }

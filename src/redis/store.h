@@ -155,7 +155,8 @@ class RedisStore final : public command::Store,
   // On a cluster: one partition's timers (and the dead front ends named in dead_), and each
   // second the sweep: every master says which of its partitions have timers due or hold a
   // dead front end's sessions (the safety net for timers no live front end knows of).
-  void Pump(uint32_t part);
+  // `dead`: the front ends to reap there (on {g}: only those no partition holds anything of).
+  void Pump(uint32_t part, const std::vector<std::string>& dead);
   void Sweep();
   void LearnDue(uint32_t part, Nanos due);
   void RenewLease();

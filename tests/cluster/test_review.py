@@ -1,0 +1,104 @@
+"""Review of the Redis Cluster store (issue 17): reproducers of what the review found, each
+against real cluster-enabled redis-server nodes (tests/lib/redis_cluster_fixture.py) and real
+stalkd front ends.
+
+Run: STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/cluster/test_review.py
+"""
+import os
+import signal
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "redis"))
+from storecase import StoreCase, redis_fixture  # noqa: E402
+from beanstalk import parse_yaml, wait_until  # noqa: E402
+from redis_cluster_fixture import RedisCluster, keyslot  # noqa: E402
+
+
+def job_state(c, jid):
+    r = c.cmd("stats-job %d" % jid)
+    return parse_yaml(r)["state"] if r.startswith(b"OK ") else r
+
+
+class ClusterCase(StoreCase):
+    def setUp(self):
+        super().setUp()
+        self.cluster = RedisCluster(masters=3, replicas=0)
+        self.addCleanup(self.cluster.close)
+        self.prefix = redis_fixture.unique_prefix()
+
+    def fe(self, lease=None):
+        return self.front_end(self.cluster.url(), self.prefix, wait=0, lease=lease)
+
+    def g_node(self):
+        return self.cluster.owner(keyslot("{g}"))
+
+    def leases(self):
+        """{fid: lease expiry (Redis ms)} from the global partition's lease set."""
+        flat = self.g_node().call("ZRANGE", self.prefix + ":{g}:fe", "0", "-1", "WITHSCORES")
+        return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+    def redis_ms(self):
+        s, us = self.g_node().call("TIME")
+        return int(s) * 1000 + int(us) // 1000
+
+    def new_fid(self, before):
+        got = wait_until(lambda: set(self.leases()) - set(before), timeout=10.0)
+        self.assertTrue(got)
+        (fid,) = got
+        return fid
+
+
+class TestDeadFrontEnds(ClusterCase):
+    def test_a_dead_front_end_reaped_from_g_before_its_partitions_keeps_its_jobs(self):
+        # Y survives, with a long lease: it renews every 5 s, and between two renewals its list
+        # of dead front ends (RedisStore::dead_) stays as the last renewal said. A dies with
+        # nothing in any partition; B holds a reservation. A's lease runs out just before one of
+        # Y's renewals, B's just after it: Y's dead list is [A]; each second Y's sweep finds no
+        # partition holding anything of A (clean) and pumps {g}, and f_pump there reaps every
+        # front end whose lease ran out, B too, although no partition reaped B. B's lease is
+        # gone, so no front end ever lists B as dead again: its reservation stays reserved
+        # until its TTR (an hour here), not about its lease (3 s) as docs/SCALE-OUT.md says.
+        y = self.fe(lease=20000)
+        fid_y = self.new_fid([])
+        a = self.fe(lease=1000)
+        fid_a = self.new_fid([fid_y])
+        b = self.fe(lease=3000)
+        fid_b = self.new_fid([fid_y, fid_a])
+        cb = self.client(b)
+        cb.cmd("use jobs")
+        self.assertEqual(cb.cmd("watch jobs"), b"WATCHING 2\r\n")
+        self.assertEqual(cb.cmd("ignore default"), b"WATCHING 1\r\n")
+        jid = int(cb.put("x", ttr=3600).split()[1])
+        self.assertTrue(cb.cmd("reserve-with-timeout 5").startswith(b"RESERVED %d " % jid))
+        cy = self.client(y)
+        self.assertEqual(job_state(cy, jid), "reserved")
+
+        # Y's next renewal (its lease is set to renewal + 20 s, renewed every 5 s).
+        next_renewal = self.leases()[fid_y] - 20000 + 5000
+        # A (lease 1 s, renewed every 250 ms) and B (lease 3 s, every 750 ms) stop together
+        # 1.2 s before it: A's lease ends 0.2-0.45 s before Y's renewal, B's 1-1.8 s after.
+        wait = (next_renewal - 1200 - self.redis_ms()) / 1000.0
+        if wait < 0.5:
+            wait += 5.0
+            next_renewal += 5000
+        time.sleep(wait)
+        b.ended_by_test = True
+        b.signal(signal.SIGSTOP)   # B stops renewing (and stops sweeping) ...
+        self.addCleanup(lambda: b.proc.poll() is None and b.signal(signal.SIGKILL))
+        self.kill(a)               # ... A is gone
+        # Well after B's lease: 3 s, plus Y's renewal and sweep.
+        time.sleep(max(0.0, (next_renewal + 7000 - self.redis_ms()) / 1000.0))
+        self.assertNotIn(fid_a, self.leases())
+        self.assertNotIn(fid_b, self.leases(), "B's lease should have run out and gone")
+        # B's reservation should have come back (docs/SCALE-OUT.md: "when a front end dies, the
+        # next pump after its lease ends gives back its connections' reservations").
+        back = wait_until(lambda: job_state(cy, jid) == "ready", timeout=5.0)
+        self.assertTrue(back, "job %d still %s: B's reservation leaked (B reaped from {g} "
+                        "before its partitions)" % (jid, job_state(cy, jid)))
+
+
+if __name__ == "__main__":
+    unittest.main()
