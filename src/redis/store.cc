@@ -396,7 +396,7 @@ void RedisStore::Answered(const Reply& r, const Handler& done, uint32_t part, bo
     }
   }
   if (needs > 0 || !m->held.empty()) {
-    m->held.push_back({r, done, part, waits, needs});
+    m->held.push_back({r, done, part, waits, needs, false});
     return;
   }
   Deliver(part, r, done);
@@ -448,10 +448,16 @@ void RedisStore::SendWait(Master& m) {
     Reply lost;
     lost.type = Reply::Type::kLost;
     lost.str = "WAIT did not confirm a replica";
+    // Held answers need not be in WAIT order (one redirected to this master needs the next
+    // WAIT, one behind it this one): those this WAIT did not confirm and that stay held
+    // behind remember it.
+    if (!ok) {
+      for (Held& h : m.held) h.failed = h.failed || h.needs == k;
+    }
     while (!m.held.empty() && m.held.front().needs <= k) {
       Held h = std::move(m.held.front());
       m.held.pop_front();
-      Deliver(h.part, ok || !h.waits || h.needs < k ? h.reply : lost, h.done);
+      Deliver(h.part, ok || !h.waits || (h.needs < k && !h.failed) ? h.reply : lost, h.done);
     }
     SendWait(m);  // for the changes answered meanwhile
   };

@@ -221,6 +221,9 @@ class RedisStore final : public command::Store,
     uint32_t part;
     bool waits;      // a change: lost if its WAIT does not confirm it
     uint64_t needs;  // the WAIT (by number, on its master) that covers it; 0: none
+    // Its WAIT answered without confirming it while it was held behind one that needs a
+    // later WAIT: only that later one can still confirm it.
+    bool failed = false;
   };
   // Per master ("" on one Redis): WAITs sent and answered, and the answers held for one: the
   // changes', and every answer that arrives behind one of those (reads, errors), so that a
