@@ -7,6 +7,7 @@ Run: STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/cluster/test_r
 import os
 import signal
 import sys
+import threading
 import time
 import unittest
 
@@ -14,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "redis"))
 from storecase import StoreCase, redis_fixture  # noqa: E402
 from beanstalk import parse_yaml, wait_until  # noqa: E402
-from redis_cluster_fixture import RedisCluster, keyslot  # noqa: E402
+from redis_cluster_fixture import RedisCluster, crc16, keyslot  # noqa: E402
 
 
 def job_state(c, jid):
@@ -102,3 +103,57 @@ class TestDeadFrontEnds(ClusterCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestPipelineOrder(ClusterCase):
+    def test_pipelined_puts_keep_their_order_across_a_migration(self):
+        # One connection pipelines puts into one tube (CanPipeline lets calls go behind calls:
+        # "Redis answers a connection's calls in order"). While the tube's partition's slot
+        # migrates, every call gets ASK and ClusterLink retries each one on its own backoff
+        # (1 ms doubling to 50 ms); when the migration ends, a put sent late (short backoff)
+        # reaches the new owner before one sent early (long backoff): the later put gets the
+        # smaller id, so the tube's FIFO order is not the order of the puts.
+        fe = self.fe()
+        c = self.client(fe, timeout=30.0)
+        tube = "order"
+        self.assertEqual(c.cmd("use " + tube), b"USING order\r\n")
+        part = crc16(tube.encode()) % 1024
+        slot = keyslot("{%d/1024}" % part)
+        c.put("first")
+        src = self.cluster.owner(slot)
+        dst = next(m for m in self.cluster.masters() if m is not src)
+        n = 0
+        stop = threading.Event()
+
+        def writer():
+            nonlocal n
+            while not stop.is_set():
+                c.send(b"put 0 0 60 1\r\nx\r\n")
+                n += 1
+                time.sleep(0.003)
+        src_id, dst_id = src.node_id(), dst.node_id()
+        dst.call("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src.call("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            time.sleep(0.4)   # the puts wait, each on its own backoff
+            while True:
+                keys = src.call("CLUSTER", "GETKEYSINSLOT", slot, 100)
+                if not keys:
+                    break
+                src.call("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+            for m in [dst, src] + [x for x in self.cluster.masters() if x not in (src, dst)]:
+                m.call("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+            time.sleep(0.1)
+        finally:
+            stop.set()
+            t.join()
+        ids = []
+        for _ in range(n):
+            r = c.read_line()
+            self.assertTrue(r.startswith(b"INSERTED "), r)
+            ids.append(int(r.split()[1]))
+        out_of_order = [(a, b) for a, b in zip(ids, ids[1:]) if b < a]
+        self.assertEqual(out_of_order, [], "%d puts, %d pairs out of order" % (
+            len(ids), len(out_of_order)))
