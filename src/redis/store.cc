@@ -131,12 +131,19 @@ bool RedisStore::Start(std::string* error) {
 
 void RedisStore::Stop() {
   if (!started_ || fid_ == "0" || (link_ && !link_->ready())) return;
-  // quit in every partition this front end left something in (on a cluster), then globally.
+  // quit in every partition this front end left something in (on a cluster), then globally:
+  // only once every one of those answered, for the lease is what lets other front ends reap
+  // a partition whose quit was lost (a master down).
   size_t left = 0;
+  bool clean = true, global = !cluster_;  // on one Redis, its partition is the global one
   std::function<void(uint32_t)> quit = [&](uint32_t p) {
     Call(p, "quit", {fid_}, true, [&, p](const Answer& a) {
       if (a.status == "MORE") return quit(p);
-      left--;
+      clean = clean && !a.lost && !a.oom;
+      if (--left > 0 || global || !clean) return;
+      global = true;
+      left = 1;
+      quit(Global());
     });
   };
   std::vector<uint32_t> parts;
@@ -145,7 +152,10 @@ void RedisStore::Stop() {
       if (touched_[p]) parts.push_back(p);
     }
   }
-  parts.push_back(Global());
+  if (parts.empty()) {
+    global = true;
+    parts.push_back(Global());
+  }
   left = parts.size();
   for (uint32_t p : parts) quit(p);
   Nanos deadline = clock_.Now() + 5 * kSecond;

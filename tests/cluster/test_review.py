@@ -157,3 +157,41 @@ class TestPipelineOrder(ClusterCase):
         out_of_order = [(a, b) for a, b in zip(ids, ids[1:]) if b < a]
         self.assertEqual(out_of_order, [], "%d puts, %d pairs out of order" % (
             len(ids), len(out_of_order)))
+
+
+class TestCleanStop(ClusterCase):
+    def setUp(self):
+        StoreCase.setUp(self)
+        # A slow failover: the promotion comes after a stopping front end gave up (5 s).
+        self.cluster = RedisCluster(masters=3, replicas=1, node_timeout_ms=7000)
+        self.addCleanup(self.cluster.close)
+        self.prefix = redis_fixture.unique_prefix()
+
+    def test_a_stop_whose_partition_quit_is_lost_keeps_its_lease(self):
+        # RedisStore::Stop quit in the partitions and in {g} at once: when a partition's quit
+        # was lost (its master down beyond --store-retry), the lease was gone all the same, so
+        # no front end ever reaped that partition: the reservation stayed until its TTR.
+        g_master = self.g_node()
+        tube = next(t for t in ("t%d" % i for i in range(1000))
+                    if self.cluster.owner(keyslot("{%d/1024}" % (crc16(t.encode()) % 1024)))
+                    is not g_master)
+        y = self.fe()
+        b = self.fe()
+        cb = self.client(b)
+        cb.cmd("use " + tube)
+        cb.cmd("watch " + tube)
+        cb.cmd("ignore default")
+        jid = int(cb.put("x", ttr=3600).split()[1])
+        self.assertTrue(cb.cmd("reserve-with-timeout 5").startswith(b"RESERVED %d " % jid))
+        time.sleep(0.5)   # replicated (--store-wait 0)
+        slot = keyslot("{%d/1024}" % (crc16(tube.encode()) % 1024))
+        owner = self.cluster.owner(slot)
+        old = self.cluster.kill_master(self.cluster.masters().index(owner))
+        b.ended_by_test = True
+        b.signal(signal.SIGTERM)
+        b.proc.wait(timeout=20)
+        self.cluster.wait_failover(old)
+        cy = self.client(y)
+        back = wait_until(lambda: job_state(cy, jid) == "ready", timeout=15.0, interval=0.2)
+        self.assertTrue(back, "job %d still %s after B stopped and the failover" % (
+            jid, job_state(cy, jid)))
