@@ -5,6 +5,7 @@ stalkd front ends.
 Run: STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/cluster/test_review.py
 """
 import os
+import re
 import signal
 import sys
 import threading
@@ -195,3 +196,67 @@ class TestCleanStop(ClusterCase):
         back = wait_until(lambda: job_state(cy, jid) == "ready", timeout=15.0, interval=0.2)
         self.assertTrue(back, "job %d still %s after B stopped and the failover" % (
             jid, job_state(cy, jid)))
+
+
+def list_jobs(c, tube, state, frm, count):
+    """(next, ids) of a list-jobs reply."""
+    r = c.cmd("list-jobs %s %s %d %d" % (tube, state, frm, count))
+    m = re.match(rb"OK \d+\r\n---\nnext: (\d+)\nids:", r)
+    assert m, r
+    return int(m.group(1)), [int(x) for x in re.findall(rb"\n- (\d+)", r)]
+
+
+class TestAcrossPartitions(ClusterCase):
+    def two_tubes(self):
+        """Two tube names in partitions on different masters."""
+        def owner(t):
+            return self.cluster.owner(keyslot("{%d/1024}" % (crc16(t.encode()) % 1024)))
+        a = "a"
+        b = next(t for t in ("b%d" % i for i in range(1000)) if owner(t) is not owner(a))
+        return a, b
+
+    def test_reserve_best_across_masters_stats_list_tubes_list_jobs(self):
+        fe = self.fe()
+        c = self.client(fe)
+        a, b = self.two_tubes()
+        c.cmd("use " + a)
+        ida = [int(c.put("a%d" % i, pri=5 + (i % 2) * 10).split()[1]) for i in range(7)]
+        c.cmd("use " + b)
+        idb = [int(c.put("b%d" % i, pri=10).split()[1]) for i in range(3)]
+        w = self.client(fe)
+        w.cmd("watch " + a)
+        w.cmd("watch " + b)
+        w.cmd("ignore default")
+        # a's pri 5 (4 of them, oldest first), then b's pri 10 (3), then a's pri 15 (3)
+        want = [ida[0], ida[2], ida[4], ida[6], idb[0], idb[1], idb[2], ida[1], ida[3], ida[5]]
+        got = []
+        for _ in range(10):
+            r = w.cmd("reserve-with-timeout 0")
+            self.assertTrue(r.startswith(b"RESERVED "), r)
+            got.append(int(r.split()[1]))
+        self.assertEqual(got, want)
+        st = parse_yaml(c.cmd("stats"))
+        self.assertEqual(int(st["current-jobs-reserved"]), 10)
+        self.assertEqual(int(st["current-tubes"]), 3)
+        tubes = parse_yaml(c.cmd("list-tubes"))
+        self.assertEqual(tubes[0], "default")
+        self.assertEqual(sorted(tubes), sorted(["default", a, b]))
+        # list-jobs pages through a's reserved jobs, 2 at a time, in id order
+        seen, frm = [], 0
+        for _ in range(20):
+            nxt, ids = list_jobs(c, a, "reserved", frm, 2)
+            seen += ids
+            if nxt == 0:
+                break
+            frm = nxt
+        self.assertEqual(seen, sorted(ida))
+        for jid in got:
+            self.assertEqual(w.cmd("release %d 0 0" % jid), b"RELEASED\r\n")
+        seen, frm = [], 0
+        for _ in range(20):
+            nxt, ids = list_jobs(c, b, "ready", frm, 2)
+            seen += ids
+            if nxt == 0:
+                break
+            frm = nxt
+        self.assertEqual(seen, sorted(idb))
