@@ -908,7 +908,11 @@ local function f_lease(B, now, a)
   if not renew then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', '1')) end
   -- A renewal that adds the front end anew: it had been reaped (its sessions' reservations
   -- given back, their fs: listing gone).
+  -- On a cluster's {g}, also one whose lease had run out: the other front ends reap its
+  -- partitions from then on, before its lease leaves {g}.
+  local old = global and renew and redis.call('ZSCORE', B .. 'fe', fid)
   local reaped = redis.call('ZADD', B .. 'fe', str(now + num(a[2])), fid) == 1 and renew
+  if old and num(old) <= now then reaped = true end
   if #a > 2 then
     local kv = {}
     for i = 3, #a do kv[#kv + 1] = a[i] end

@@ -635,7 +635,7 @@ void RedisStore::Sweep() {
   sweeping_ = round->left > 0;
 }
 
-void RedisStore::RenewLease() {
+void RedisStore::RenewLease(bool sweep) {
   next_lease_ = clock_.Now() + opt_.lease / 4;
   // This front end's counters, for the `stats` of the others.
   std::vector<std::string> kv;
@@ -651,15 +651,17 @@ void RedisStore::RenewLease() {
   std::string lease = Ms(opt_.lease);
   args.push_back(lease);
   for (const std::string& s : kv) args.push_back(s);
-  Call(Global(), "lease", std::span<const std::string_view>(args), false, [this](const Answer& a) {
-    if (a.lost) return;
-    // Another front end took this one for dead (a stall longer than the lease) and
-    // gave back its sessions' reservations and their listing.
-    if (a.Word(1) == "1") enlist_epoch_++;
-    // Front ends whose lease ran out, for the sweep (a cluster) to reap.
-    dead_.clear();
-    for (size_t i = 2; i < a.size(); i++) dead_.emplace_back(a.Word(i));
-  });
+  Call(Global(), "lease", std::span<const std::string_view>(args), false,
+       [this, sweep](const Answer& a) {
+         if (a.lost) return;
+         // Another front end took this one for dead (a stall longer than the lease) and
+         // gave back its sessions' reservations and their listing.
+         if (a.Word(1) == "1") enlist_epoch_++;
+         // Front ends whose lease ran out, for the sweep (a cluster) to reap.
+         dead_.clear();
+         for (size_t i = 2; i < a.size(); i++) dead_.emplace_back(a.Word(i));
+         if (sweep) Sweep();
+       });
 }
 
 void RedisStore::RefreshWaiterLease() {
@@ -739,12 +741,14 @@ Nanos RedisStore::Tick() {
   Nanos now = clock_.Now();
   bool up = started_ && (cluster_ || link_->ready());
   if (up) {
-    if (now >= next_lease_) RenewLease();
+    // On a cluster, each second's sweep follows a renewal (see RenewLease).
+    bool sweep = cluster_ && now >= next_pump_;
+    if (sweep) next_pump_ = now + kSecond;
+    if (now >= next_lease_ || sweep) RenewLease(sweep);
     if (now >= next_waiter_lease_) RefreshWaiterLease();
     if (!cluster_) {
       if (now >= next_due_ || now >= next_pump_) Pump();
     } else {
-      if (now >= next_pump_) Sweep();
       // Partitions whose timers are due, as their last answers said.
       while (!timers_.empty() && timers_.begin()->first <= now) {
         uint32_t p = timers_.begin()->second;

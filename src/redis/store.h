@@ -159,7 +159,9 @@ class RedisStore final : public command::Store,
   void Pump(uint32_t part, const std::vector<std::string>& dead);
   void Sweep();
   void LearnDue(uint32_t part, Nanos due);
-  void RenewLease();
+  // `sweep`: then the sweep (a cluster), with the dead front ends this renewal lists, so that
+  // it does not reap one that renewed its lease since an older list named it.
+  void RenewLease(bool sweep = false);
   void RefreshWaiterLease();
   void Wake(std::string_view tube);
   void ReleaseConnection(const std::string& sid, uint32_t part);

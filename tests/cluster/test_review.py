@@ -260,3 +260,43 @@ class TestAcrossPartitions(ClusterCase):
                 break
             frm = nxt
         self.assertEqual(seen, sorted(idb))
+
+
+class TestStalledFrontEnd(ClusterCase):
+    def test_a_front_end_back_from_a_stall_keeps_its_new_reservations(self):
+        # X stalls past its lease: Y lists it dead (RedisStore::dead_, refreshed with Y's own
+        # lease, every 5 s here) and reaps it partition by partition: X's reservation comes
+        # back (at least once: X was taken for dead). X then resumes, renews its lease and
+        # reserves another job. Y's dead_ still names X until Y's next renewal, and each of
+        # Y's sweeps meanwhile reaps X again wherever X holds something: X's new, live
+        # reservation is given back while X's client works on it. On one Redis the reap and
+        # the lease are read in one function, so a renewed front end is never reaped.
+        y = self.fe(lease=20000)
+        x = self.fe(lease=1000)
+        cy, cx = self.client(y), self.client(x)
+        cy.cmd("use t")
+        j1 = int(cy.put("j1", pri=100, ttr=3600).split()[1])
+        cx.cmd("watch t")
+        cx.cmd("ignore default")
+        self.assertTrue(cx.cmd("reserve-with-timeout 5").startswith(b"RESERVED %d " % j1))
+        x.signal(signal.SIGSTOP)
+        self.addCleanup(lambda: x.proc.poll() is None and x.signal(signal.SIGCONT))
+        # Y reaps X (Y renews every 5 s: within about 6 s); X resumes at once, before Y's
+        # next sweep would drop X's lease from {g}.
+        self.assertTrue(wait_until(lambda: job_state(cy, j1) == "ready", timeout=10.0,
+                                   interval=0.05))
+        j2 = int(cy.put("j2", pri=0, ttr=3600).split()[1])
+        x.signal(signal.SIGCONT)
+        time.sleep(0.3)   # X renews its lease at once
+        self.assertTrue(cx.cmd("reserve-with-timeout 5").startswith(b"RESERVED %d " % j2))
+        time.sleep(2.5)   # two of Y's sweeps, before Y's next renewal
+        self.assertEqual(job_state(cy, j2), "reserved",
+                         "X's reservation of %d, made after X renewed its lease, was given "
+                         "back by Y's stale list of dead front ends" % j2)
+        # And when X dies now, j2 comes back after X's lease (1 s) once Y lists X dead (Y's
+        # renewals are 5 s apart) and sweeps. It did not: X's renewal did not tell X it had
+        # been reaped (its lease was still in {g}: only the partitions were reaped), so X's
+        # session took itself for listed in X's fs: set there, and j2 was never listed.
+        self.kill(x)
+        back = wait_until(lambda: job_state(cy, j2) == "ready", timeout=12.0, interval=0.2)
+        self.assertTrue(back, "j2 (%d) still %s after X died" % (j2, job_state(cy, j2)))
