@@ -578,13 +578,14 @@ void RedisStore::Pump(uint32_t part, const std::vector<std::string>& dead) {
   std::string limit = std::to_string(kPumpLimit);
   std::vector<std::string_view> args{limit};
   args.insert(args.end(), dead.begin(), dead.end());
-  Call(part, "pump", std::span<const std::string_view>(args), true, [this, part](const Answer& a) {
-    pumping_part_[part] = 0;
-    // More to do: at once (the answer's next timer was just learned).
-    if (!a.lost && part < parts_ && a.Number(0) >= static_cast<uint64_t>(kPumpLimit)) {
-      LearnDue(part, clock_.Now());
-    }
-  });
+  Call(part, "pump", std::span<const std::string_view>(args), true,
+       [this, part, dead = dead](const Answer& a) {
+         pumping_part_[part] = 0;
+         if (a.lost || a.Number(0) < static_cast<uint64_t>(kPumpLimit)) return;
+         // More to do: at once, the reaping too (the answer's next timer was just learned).
+         if (!dead.empty()) return Pump(part, dead);
+         if (part < parts_) LearnDue(part, clock_.Now());
+       });
 }
 
 void RedisStore::Sweep() {
@@ -621,7 +622,7 @@ void RedisStore::Sweep() {
                    size_t i = static_cast<size_t>(ToInt(e));
                    if (i < 1 || i > parts.size()) continue;
                    if (dead_part) round->clean = false;
-                   Pump(parts[i - 1], dead_);
+                   Pump(parts[i - 1], dead);
                  }
                }
                if (--round->left > 0) return;
@@ -653,7 +654,11 @@ void RedisStore::RenewLease(bool sweep) {
   for (const std::string& s : kv) args.push_back(s);
   Call(Global(), "lease", std::span<const std::string_view>(args), false,
        [this, sweep](const Answer& a) {
-         if (a.lost) return;
+         if (a.lost) {
+           dead_.clear();  // not known now: the sweep reaps none
+           if (sweep) Sweep();
+           return;
+         }
          // Another front end took this one for dead (a stall longer than the lease) and
          // gave back its sessions' reservations and their listing.
          if (a.Word(1) == "1") enlist_epoch_++;
@@ -753,7 +758,7 @@ Nanos RedisStore::Tick() {
       while (!timers_.empty() && timers_.begin()->first <= now) {
         uint32_t p = timers_.begin()->second;
         LearnDue(p, kForever);
-        Pump(p, dead_);
+        Pump(p, {});  // no reaping: dead_ may be older than a lease renewed since
       }
     }
   }
