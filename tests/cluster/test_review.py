@@ -46,6 +46,14 @@ class ClusterCase(StoreCase):
         s, us = self.g_node().call("TIME")
         return int(s) * 1000 + int(us) // 1000
 
+    def two_tubes(self):
+        """Two tube names in partitions on different masters."""
+        def owner(t):
+            return self.cluster.owner(keyslot("{%d/1024}" % (crc16(t.encode()) % 1024)))
+        a = "a"
+        b = next(t for t in ("b%d" % i for i in range(1000)) if owner(t) is not owner(a))
+        return a, b
+
     def new_fid(self, before):
         got = wait_until(lambda: set(self.leases()) - set(before), timeout=10.0)
         self.assertTrue(got)
@@ -207,14 +215,6 @@ def list_jobs(c, tube, state, frm, count):
 
 
 class TestAcrossPartitions(ClusterCase):
-    def two_tubes(self):
-        """Two tube names in partitions on different masters."""
-        def owner(t):
-            return self.cluster.owner(keyslot("{%d/1024}" % (crc16(t.encode()) % 1024)))
-        a = "a"
-        b = next(t for t in ("b%d" % i for i in range(1000)) if owner(t) is not owner(a))
-        return a, b
-
     def test_reserve_best_across_masters_stats_list_tubes_list_jobs(self):
         fe = self.fe()
         c = self.client(fe)
@@ -300,3 +300,40 @@ class TestStalledFrontEnd(ClusterCase):
         self.kill(x)
         back = wait_until(lambda: job_state(cy, j2) == "ready", timeout=12.0, interval=0.2)
         self.assertTrue(back, "j2 (%d) still %s after X died" % (j2, job_state(cy, j2)))
+
+
+class TestWaitPerMaster(ClusterCase):
+    def setUp(self):
+        StoreCase.setUp(self)
+        self.cluster = RedisCluster(masters=3, replicas=1, extra=("min-replicas-to-write 1",))
+        self.addCleanup(self.cluster.close)
+        self.prefix = redis_fixture.unique_prefix()
+        time.sleep(1.5)   # each master counts its replica as good (refreshed each second)
+
+    def test_a_stalled_replica_fails_its_masters_changes_only_in_order(self):
+        fe = self.front_end(self.cluster.url(), self.prefix, wait=1)
+        a, b = self.two_tubes()
+        ma = self.cluster.owner(keyslot("{%d/1024}" % (crc16(a.encode()) % 1024)))
+        replica = next(r for r in self.cluster.replicas()
+                       if int(redis_fixture.parse_info(r.call("INFO", "replication"))
+                              ["master_port"]) == ma.port)
+        c1, c2, c3 = self.client(fe), self.client(fe), self.client(fe)
+        c1.cmd("use " + a)
+        c2.cmd("use " + b)
+        self.assertTrue(c1.put("ok").startswith(b"INSERTED "))
+        replica.pause()
+        self.addCleanup(replica.resume)
+        t0 = time.monotonic()
+        c1.send(b"put 0 0 60 1\r\nx\r\n")
+        self.assertTrue(c2.put("y").startswith(b"INSERTED "))
+        self.assertLess(time.monotonic() - t0, 1.0, "a put on another master waited")
+        self.assertEqual(c1.read_line(), b"INTERNAL_ERROR\r\n")
+        self.assertGreater(time.monotonic() - t0, 1.5)   # WAIT's 2 s
+        # One connection, both masters: replies in command order.
+        c3.send(("use %s\r\nput 0 0 60 1\r\nx\r\nuse %s\r\nput 0 0 60 1\r\ny\r\n"
+                 % (a, b)).encode())
+        got = [c3.read_line() for _ in range(4)]
+        self.assertEqual(got[0], b"USING %s\r\n" % a.encode())
+        self.assertEqual(got[1], b"INTERNAL_ERROR\r\n")
+        self.assertEqual(got[2], b"USING %s\r\n" % b.encode())
+        self.assertTrue(got[3].startswith(b"INSERTED "), got)
