@@ -166,10 +166,13 @@ class RedisStore final : public command::Store,
   // On a cluster: one partition's timers (and the dead front ends named in dead_), and each
   // second the sweep: every master says which of its partitions have timers due or hold a
   // dead front end's sessions (the safety net for timers no live front end knows of).
-  void Pump(uint32_t part);
+  // `dead`: the front ends to reap there (on {g}: only those no partition holds anything of).
+  void Pump(uint32_t part, const std::vector<std::string>& dead);
   void Sweep();
   void LearnDue(uint32_t part, Nanos due);
-  void RenewLease();
+  // `sweep`: then the sweep (a cluster), with the dead front ends this renewal lists, so that
+  // it does not reap one that renewed its lease since an older list named it.
+  void RenewLease(bool sweep = false);
   void RefreshWaiterLease();
   void Wake(std::string_view tube);
   void ReleaseConnection(const std::string& sid, uint32_t part);
@@ -231,6 +234,9 @@ class RedisStore final : public command::Store,
     uint32_t part;
     bool waits;      // a change: lost if its WAIT does not confirm it
     uint64_t needs;  // the WAIT (by number, on its master) that covers it; 0: none
+    // Its WAIT answered without confirming it while it was held behind one that needs a
+    // later WAIT: only that later one can still confirm it.
+    bool failed = false;
   };
   // Per master ("" on one Redis): WAITs sent and answered, and the answers held for one: the
   // changes', and every answer that arrives behind one of those (reads, errors), so that a
