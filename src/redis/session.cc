@@ -139,7 +139,8 @@ void RedisSession::Enlist(uint32_t part) {
   if (!Enlisted(part)) enlisted_in_.push_back(part);
 }
 
-RedisSession::Owned::Owned(const Answer& a) : lost(a.lost), oom(a.oom), status(a.status) {
+RedisSession::Owned::Owned(const Answer& a)
+    : lost(a.lost), oom(a.oom), status(a.status), offset(a.offset) {
   if (a.words) {
     words = *a.words;
     first = a.first;
@@ -153,6 +154,7 @@ RedisStore::Answer RedisSession::Owned::View() const {
   a.status = status;
   a.words = &words;
   a.first = first;
+  a.offset = offset;
   return a;
 }
 
@@ -516,7 +518,7 @@ Result RedisSession::Reserved(const Answer& a) {
     bodies_.emplace_back(a.Word(4 * i + 1));
     if (!wait_args_.detached) {
       Forget(id);
-      holds_.push_back({id, store_.LocalTime(a.Signed(4 * i + 2))});
+      holds_.push_back({id, a.Local(a.Signed(4 * i + 2))});
     }
   }
   for (size_t i = 0; i < n; i++) jobs_.push_back({a.Number(4 * i), bodies_[i]});
@@ -684,7 +686,7 @@ Result RedisSession::Touch(uint64_t id) {
              [id](RedisSession& s, const Answer& a) {
                if (a.status != "TOUCHED") return Result::Of(Outcome::kNotFound);
                for (Hold& h : s.holds_) {
-                 if (h.id == id) h.deadline = s.store_.LocalTime(a.Signed(0));
+                 if (h.id == id) h.deadline = a.Local(a.Signed(0));
                }
                return Result::Of(Outcome::kTouched);
              });

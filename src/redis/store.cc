@@ -445,6 +445,7 @@ void RedisStore::Deliver(uint32_t part, const Reply& r, const Handler& done) {
     a.lost = true;
   } else {
     Learn(part, ToInt(r.elements[0]), ToInt(r.elements[1]));
+    a.offset = offset_;
     if (r.elements.size() > 2) a.status = r.elements[2].str;
     a.words = &r.elements;
     a.first = 3;

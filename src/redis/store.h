@@ -97,6 +97,10 @@ class RedisStore final : public command::Store,
     std::string status;
     const std::vector<Reply>* words = nullptr;  // after the status
     size_t first = 0;
+    // Its master's clock (ms * 1e6) minus ours when it arrived: deadlines it carries are
+    // made local with it (masters' clocks may differ).
+    Nanos offset = 0;
+    Nanos Local(int64_t redis_ms) const { return redis_ms * 1'000'000 - offset; }
     size_t size() const { return words ? words->size() - first : 0; }
     std::string_view Word(size_t i) const;
     uint64_t Number(size_t i) const;
@@ -214,7 +218,7 @@ class RedisStore final : public command::Store,
   bool setup_failed_ = false;
   std::string setup_error_;
 
-  Nanos offset_ = 0;  // redis ms * 1e6 - local
+  Nanos offset_ = 0;  // redis ms * 1e6 - local, as the last answer (of any master) said
   Nanos next_pump_ = 0;
   Nanos next_due_ = kForever;  // one Redis: the store's next timer, in local time
   // A cluster: each partition's next timer (local time) as the last answer from it said, in
