@@ -882,30 +882,30 @@ Result RedisSession::ListTubesAcross() {
       finish();
     });
   };
-  g->left +=
-      store_.ReadPerMaster("tubes_node", {}, alone,
-                           [g, finish, alone](const Reply& r, const std::vector<uint32_t>& parts) {
-                             if (r.type != Reply::Type::kArray) {
-                               for (uint32_t p : parts) alone(p);
-                               return finish();
-                             }
-                             // Per partition: a count (-1: not here), then as many names.
-                             size_t i = 0;
-                             for (uint32_t p : parts) {
-                               if (i >= r.elements.size()) break;
-                               int64_t n = 0;
-                               const std::string& c = r.elements[i++].str;
-                               std::from_chars(c.data(), c.data() + c.size(), n);
-                               if (n < 0) {
-                                 alone(p);
-                                 continue;
-                               }
-                               for (int64_t k = 0; k < n && i < r.elements.size(); k++) {
-                                 g->lists[p].push_back(r.elements[i++].str);
-                               }
-                             }
-                             finish();
-                           });
+  g->left += store_.ReadPerMaster(
+      "tubes_node", {}, alone,
+      [g, finish, alone](const std::string&, const Reply& r, const std::vector<uint32_t>& parts) {
+        if (r.type != Reply::Type::kArray) {
+          for (uint32_t p : parts) alone(p);
+          return finish();
+        }
+        // Per partition: a count (-1: not here), then as many names.
+        size_t i = 0;
+        for (uint32_t p : parts) {
+          if (i >= r.elements.size()) break;
+          int64_t n = 0;
+          const std::string& c = r.elements[i++].str;
+          std::from_chars(c.data(), c.data() + c.size(), n);
+          if (n < 0) {
+            alone(p);
+            continue;
+          }
+          for (int64_t k = 0; k < n && i < r.elements.size(); k++) {
+            g->lists[p].push_back(r.elements[i++].str);
+          }
+        }
+        finish();
+      });
   finish();  // the first `left`, held while the calls were sent
   return Result::Of(Outcome::kPending);
 }
@@ -948,25 +948,25 @@ Result RedisSession::StatsAcross() {
     g->global = Owned(a);
     finish();
   });
-  g->left +=
-      store_.ReadPerMaster("sum_node", {}, alone,
-                           [g, finish, alone](const Reply& r, const std::vector<uint32_t>& parts) {
-                             if (r.type != Reply::Type::kArray || r.elements.size() < 10) {
-                               for (uint32_t p : parts) alone(p);
-                               return finish();
-                             }
-                             for (size_t i = 0; i < r.elements.size(); i++) {
-                               int64_t v = 0;
-                               const std::string& c = r.elements[i].str;
-                               std::from_chars(c.data(), c.data() + c.size(), v);
-                               if (i < 10) {
-                                 g->sums[i] += static_cast<uint64_t>(std::max<int64_t>(v, 0));
-                               } else if (v >= 1 && static_cast<size_t>(v) <= parts.size()) {
-                                 alone(parts[v - 1]);  // not wholly on that master now
-                               }
-                             }
-                             finish();
-                           });
+  g->left += store_.ReadPerMaster(
+      "sum_node", {}, alone,
+      [g, finish, alone](const std::string&, const Reply& r, const std::vector<uint32_t>& parts) {
+        if (r.type != Reply::Type::kArray || r.elements.size() < 10) {
+          for (uint32_t p : parts) alone(p);
+          return finish();
+        }
+        for (size_t i = 0; i < r.elements.size(); i++) {
+          int64_t v = 0;
+          const std::string& c = r.elements[i].str;
+          std::from_chars(c.data(), c.data() + c.size(), v);
+          if (i < 10) {
+            g->sums[i] += static_cast<uint64_t>(std::max<int64_t>(v, 0));
+          } else if (v >= 1 && static_cast<size_t>(v) <= parts.size()) {
+            alone(parts[v - 1]);  // not wholly on that master now
+          }
+        }
+        finish();
+      });
   finish();
   return Result::Of(Outcome::kPending);
 }

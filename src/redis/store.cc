@@ -371,13 +371,12 @@ void RedisStore::CallNode(const std::string& master, std::string_view fn,
   cluster_->SendTo(master, std::span<const std::string_view>(argv), std::move(done));
 }
 
-size_t RedisStore::ReadPerMaster(
-    std::string_view fn, std::span<const std::string_view> lead,
-    const std::function<void(uint32_t)>& alone,
-    const std::function<void(const Reply&, const std::vector<uint32_t>&)>& read) {
+size_t RedisStore::ReadPerMaster(std::string_view fn, std::span<const std::string_view> lead,
+                                 const std::function<void(uint32_t)>& alone, const Read& read,
+                                 const std::function<bool(const std::string&)>& skip) {
   size_t sent = 0;
   for (auto& [master, parts] : PartitionsByMaster()) {
-    if (master.empty()) {
+    if (master.empty() || (skip && skip(master))) {
       for (uint32_t p : parts) alone(p);
       continue;
     }
@@ -385,7 +384,9 @@ size_t RedisStore::ReadPerMaster(
     for (uint32_t p : parts) args.push_back(tags_[p]);
     sent++;
     CallNode(master, fn, std::span<const std::string_view>(args),
-             [read, parts = std::move(parts)](const Reply& r) { read(r, parts); });
+             [read, master = master, parts = std::move(parts)](const Reply& r) {
+               read(master, r, parts);
+             });
   }
   return sent;
 }
@@ -610,7 +611,6 @@ void RedisStore::Pump(uint32_t part, const std::vector<std::string>& dead) {
 
 void RedisStore::Sweep() {
   next_pump_ = clock_.Now() + kSecond;
-  if (sweeping_) return;
   struct Round {
     size_t left = 0;
     bool clean = true;  // every partition answered, none holds a dead front end's state
@@ -620,10 +620,17 @@ void RedisStore::Sweep() {
   std::string nd = std::to_string(dead.size());
   std::vector<std::string_view> lead{nd};
   lead.insert(lead.end(), dead.begin(), dead.end());
+  auto scanning = [this](const std::string& m) {
+    return std::find(scanning_.begin(), scanning_.end(), m) != scanning_.end();
+  };
   round->left = ReadPerMaster(
       "scan_node", lead,
-      [round](uint32_t) { round->clean = false; },  // no master serves it now: not swept
-      [this, round, dead](const Reply& r, const std::vector<uint32_t>& parts) {
+      // No master serves it now, or its master has not answered the last sweep yet (a
+      // stalled master holds up only its own partitions): not swept this time.
+      [round](uint32_t) { round->clean = false; },
+      [this, round, dead](const std::string& master, const Reply& r,
+                          const std::vector<uint32_t>& parts) {
+        std::erase(scanning_, master);
         if (r.type != Reply::Type::kArray) {
           round->clean = false;
         } else {
@@ -640,13 +647,15 @@ void RedisStore::Sweep() {
           }
         }
         if (--round->left > 0) return;
-        sweeping_ = false;
         // No partition holds anything of the dead front ends any more: their leases go:
         // those this round looked for, not others found dead since, whose partitions were
         // not looked at.
         if (round->clean && !dead.empty()) Pump(Global(), dead);
-      });
-  sweeping_ = round->left > 0;
+      },
+      scanning);
+  for (const auto& [master, parts] : PartitionsByMaster()) {
+    if (!master.empty() && !scanning(master)) scanning_.push_back(master);
+  }
 }
 
 void RedisStore::RenewLease(bool sweep) {

@@ -126,9 +126,12 @@ class RedisStore final : public command::Store,
   // On a cluster: `fn` to each master with `lead`, then the tags of the partitions it serves
   // (`read` gets its reply and those partitions, later); the partitions no master serves now
   // go to `alone` at once. Returns how many calls were sent.
+  using Read = std::function<void(const std::string& master, const Reply&,
+                                  const std::vector<uint32_t>& parts)>;
+  // `skip`: masters to leave out this time (their partitions go to `alone`).
   size_t ReadPerMaster(std::string_view fn, std::span<const std::string_view> lead,
-                       const std::function<void(uint32_t)>& alone,
-                       const std::function<void(const Reply&, const std::vector<uint32_t>&)>& read);
+                       const std::function<void(uint32_t)>& alone, const Read& read,
+                       const std::function<bool(const std::string&)>& skip = nullptr);
   // The partitions each master serves now, by the slot map (on a cluster).
   std::vector<std::pair<std::string, std::vector<uint32_t>>> PartitionsByMaster() const;
   void Deliver(uint32_t part, const Reply& reply, const Handler& done);
@@ -227,7 +230,7 @@ class RedisStore final : public command::Store,
   std::set<std::pair<Nanos, uint32_t>> timers_;
   std::vector<char> pumping_part_;
   std::vector<std::string> dead_;
-  bool sweeping_ = false;
+  std::vector<std::string> scanning_;  // masters whose sweep read has not answered yet
   Nanos next_lease_ = 0;
   Nanos next_waiter_lease_ = 0;
   Nanos next_waiter_check_ = kForever;  // the earliest timeout or DEADLINE_SOON of a waiter

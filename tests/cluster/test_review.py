@@ -110,6 +110,41 @@ class TestDeadFrontEnds(ClusterCase):
                         "before its partitions)" % (jid, job_state(cy, jid)))
 
 
+
+class TestStalledMaster(ClusterCase):
+    def test_a_stalled_master_holds_up_only_its_own_partitions_sweep(self):
+        # A waits for a job on tube `a`; front end P puts a delayed job there after A's claim
+        # (so A does not know its due time) and is killed: only A's once-a-second sweep
+        # pumps `a`'s partition, which wakes A. Another master is stalled (SIGSTOP) all
+        # along: its sweep read never answers, which must not hold up the sweep of the
+        # others. (It did: one sweep at a time, waiting for every master.)
+        a, b = self.two_tubes()
+        ma = self.cluster.owner(keyslot("{%d/1024}" % (crc16(a.encode()) % 1024)))
+        stalled = next(m for m in self.cluster.masters()
+                       if m is not ma and m is not self.g_node())
+        # A long lease for W: its waiter-lease refresh (every lease/2), whose answer also
+        # tells the partition's next timer, does not come within the test.
+        w_fe, p_fe = self.fe(lease=30000), self.fe()
+        w = self.client(w_fe)
+        w.cmd("watch " + a)
+        w.cmd("ignore default")
+        stalled.pause()
+        self.addCleanup(stalled.resume)
+        time.sleep(1.5)   # a sweep or two after the stall: each asks the stalled master
+        w.send(b"reserve-with-timeout 8\r\n")
+        time.sleep(0.3)
+        p = self.client(p_fe)
+        p.cmd("use " + a)
+        self.assertTrue(p.cmd(b"put 0 1 60 1\r\nx\r\n").startswith(b"INSERTED "))
+        self.kill(p_fe)
+        t0 = time.monotonic()
+        r = w.read_reply()
+        took = time.monotonic() - t0
+        self.assertTrue(r.startswith(b"RESERVED "), r)
+        self.assertLess(took, 4.0, "the delayed job waited for the stalled master's sweep")
+        stalled.resume()
+
+
 if __name__ == "__main__":
     unittest.main()
 
