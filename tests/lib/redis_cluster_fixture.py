@@ -51,17 +51,29 @@ def crc16(data):
     return crc
 
 
+def hashed_part(key, open_=b"{", close=b"}"):
+    """What of `key` (str or bytes) is hashed: the text between its first `open_` and the
+    next `close` when non-empty, else the whole key (bytes)."""
+    if isinstance(key, str):
+        key = key.encode()
+    start = key.find(open_)
+    if start >= 0:
+        end = key.find(close, start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    return key
+
+
 def keyslot(key):
     """The hash slot of `key` (str or bytes): CRC16 of its hash tag, the text inside the first
     `{...}` when non-empty, else of the whole key, mod 16384."""
-    if isinstance(key, str):
-        key = key.encode()
-    start = key.find(b"{")
-    if start >= 0:
-        end = key.find(b"}", start + 1)
-        if end > start + 1:
-            key = key[start + 1:end]
-    return crc16(key) % SLOTS
+    return crc16(hashed_part(key)) % SLOTS
+
+
+def tube_partition(tube, parts=1024):
+    """The cluster store's partition of `tube` (docs/SCALE-OUT.md, "Redis Cluster"): CRC16 of
+    the text inside its first `(...)` when non-empty, else of the whole name, mod `parts`."""
+    return crc16(hashed_part(tube, b"(", b")")) % parts
 
 
 class ClusterNode(RedisServer):
