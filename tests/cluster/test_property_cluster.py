@@ -139,9 +139,10 @@ class ClusterIdsTest(unittest.TestCase):
         self.assertEqual(tube_partition("default"), 598)
         self.assertEqual(tube_partition("(default)x"), 598)
         self.assertEqual(tube_partition("()default"), crc16(b"()default") % PARTS)
-        for name in TUBES + [NO_TUBE]:
-            self.assertEqual(tube_partition(name), PARTITION, name)
-        self.assertEqual(len(set(TUBES + [NO_TUBE])), 4)
+        for names in ([ClusterCase.no_tube] + ClusterCase.tubes,
+                      [ClusterGroupTubesCase.no_tube] + ClusterGroupTubesCase.tubes):
+            self.assertEqual([tube_partition(name) for name in names], [PARTITION] * 4)
+            self.assertEqual(len(set(names)), 4)
 
     def test_commands(self):
         c = self.ids.command
@@ -209,9 +210,22 @@ class ClusterIdsTest(unittest.TestCase):
             self.assertEqual(r(command, ok(body)), ok(body))
 
 
+CLUSTER = None   # one RedisCluster(masters=3, replicas=0) for the module's cases
+
+
+def setUpModule():
+    global CLUSTER
+    if not redis_fixture.available():
+        raise unittest.SkipTest("redis-server is not installed (scripts/setup.sh)")
+    t0 = time.monotonic()
+    CLUSTER = RedisCluster(masters=3, replicas=0)
+    unittest.addModuleCleanup(CLUSTER.close)
+    print("\ncluster of 3 masters up in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+
+
 class ClusterCase(prop.Comparison, unittest.TestCase):
-    """One Redis Cluster of 3 masters (no replicas, so --store-wait 0) for the class; fresh
-    servers and prefix per run."""
+    """On the module's cluster (no replicas, so --store-wait 0); fresh servers and prefix
+    per run."""
 
     maxDiff = None
     tubes, no_tube = TUBES, NO_TUBE
@@ -219,13 +233,7 @@ class ClusterCase(prop.Comparison, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if not redis_fixture.available():
-            raise unittest.SkipTest("redis-server is not installed (scripts/setup.sh)")
-        t0 = time.monotonic()
-        cls.cluster = RedisCluster(masters=3, replicas=0)
-        cls.addClassCleanup(cls.cluster.close)
-        cls.redis_url = cls.cluster.url()
-        print("\ncluster of 3 masters up in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+        cls.redis_url = CLUSTER.url()
 
 
 class ClusterPropertyCase(ClusterCase):
@@ -243,6 +251,18 @@ class ClusterBurstsCase(ClusterCase):
 
     def test_random_sequences(self):
         self.check_seeds(range(prop.FIRST_SEED, prop.FIRST_SEED + prop.SEEDS), prop.COMMANDS)
+
+
+class ClusterGroupTubesCase(ClusterCase):
+    """The same over tubes named `(default)...`: a group's tubes share its partition, here
+    default's (a third of the seeds)."""
+
+    tubes = ["default", "(default)t1", "(default)(t2)"]
+    no_tube = "(default)nx"
+
+    def test_random_sequences(self):
+        self.check_seeds(range(prop.FIRST_SEED, prop.FIRST_SEED + max(1, prop.SEEDS // 3)),
+                         prop.COMMANDS)
 
 
 if __name__ == "__main__":
