@@ -48,7 +48,8 @@ PARTITION = tube_partition("default")
 TUBES = ["default"] + [name_in_partition(t + "-", PARTITION) for t in prop.TUBES[1:]]
 NO_TUBE = name_in_partition(prop.NO_TUBE + "-", PARTITION)
 
-# Commands whose first argument is a job id; delete-many's are all ids; list-jobs' third.
+# Commands whose first argument is a job id; delete-many's are all ids (list-jobs' `from`
+# is a cursor: ClusterIds.cursor_to_cluster).
 ID_VERBS = {b"delete", b"release", b"bury", b"touch", b"peek", b"kick-job", b"stats-job",
             b"reserve-job"}
 
@@ -71,6 +72,12 @@ class ClusterIds:
             return b"~%d" % n
         return b"%d" % (n // PARTS)
 
+    def cursor_to_cluster(self, n):
+        """list-jobs' `from`: a cursor, any value in ((n - 1) * 1024 + p, n * 1024 + p]
+        means "from seq n"; an even n goes as the lowest (as a `next` of last id + 1 comes
+        back), an odd one as the id."""
+        return (n - 1) * PARTS + self.p + 1 if n > 0 and n % 2 == 0 else self.to_cluster(n)
+
     def cursor_from_cluster(self, n):
         """list-jobs' `next`: a cursor, not always an id (the last id + 1 after a full
         page); the smallest seq whose id is at least n."""
@@ -87,8 +94,8 @@ class ClusterIds:
             words[1] = self._id_token(words[1])
         elif words[0] == b"delete-many":
             words[1:] = [self._id_token(w) for w in words[1:]]
-        elif words[0] == b"list-jobs" and len(words) > 3:
-            words[3] = self._id_token(words[3])
+        elif words[0] == b"list-jobs" and len(words) > 3 and words[3].isdigit():
+            words[3] = b"%d" % self.cursor_to_cluster(int(words[3]))
         return b" ".join(words) + crlf + rest
 
     def _line(self, line):
@@ -154,7 +161,8 @@ class ClusterIdsTest(unittest.TestCase):
         for verb in (b"touch", b"peek", b"stats-job", b"reserve-job"):
             self.assertEqual(c(verb + b" 10\r\n"), verb + b" 10838\r\n")
         self.assertEqual(c(b"delete-many 1 0 2\r\n"), b"delete-many 1622 0 2646\r\n")
-        self.assertEqual(c(b"list-jobs t1 ready 2 5\r\n"), b"list-jobs t1 ready 2646 5\r\n")
+        self.assertEqual(c(b"list-jobs t1 ready 2 5\r\n"), b"list-jobs t1 ready 1623 5\r\n")
+        self.assertEqual(c(b"list-jobs t1 ready 3 5\r\n"), b"list-jobs t1 ready 3670 5\r\n")
         self.assertEqual(c(b"list-jobs t1 ready 0 5\r\n"), b"list-jobs t1 ready 0 5\r\n")
         # Refused for their form on both: as they are, apart from the id.
         self.assertEqual(c(b"delete-many\r\n"), b"delete-many\r\n")
