@@ -273,5 +273,16 @@ class ClusterGroupTubesCase(ClusterCase):
                          prop.COMMANDS)
 
 
+class ClusterTwoFrontEndsCase(ClusterCase):
+    """Two front ends on the cluster and one prefix, the last connection on the second
+    (test_property.RedisTwoFrontEndsCase's normalisations; a third of the seeds)."""
+
+    front_ends = 2
+
+    def test_random_sequences(self):
+        self.check_seeds(range(prop.FIRST_SEED, prop.FIRST_SEED + max(1, prop.SEEDS // 3)),
+                         prop.COMMANDS)
+
+
 if __name__ == "__main__":
     unittest.main()
