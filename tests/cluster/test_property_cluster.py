@@ -57,26 +57,39 @@ ID_VERBS = {b"delete", b"release", b"bury", b"touch", b"peek", b"kick-job", b"st
 class ClusterIds:
     """Translates job ids between the embedded store (n) and the cluster store, where all
     jobs are in partition p (n * PARTS + p). An id of the cluster's that is not in p comes
-    back as `~<id>`, so it cannot compare equal."""
+    back as `~<id>`, so it cannot compare equal.
 
-    def __init__(self, p):
+    foreign: an id above every id a reply has shown (no job has it yet on either server)
+    goes to another partition (on any master), where no job has it either; only where each
+    command is sent after the replies to those before it (not in bursts)."""
+
+    def __init__(self, p, foreign=False):
         self.p = p
+        self.foreign = foreign
+        self.highest = 0   # the highest seq in a reply so far
 
     def to_cluster(self, n):
-        return n * PARTS + self.p if n > 0 else 0   # 0 is no job on either (a refusal)
+        if n <= 0:
+            return 0   # no job on either (a refusal)
+        if self.foreign and n > self.highest:
+            return n * PARTS + (self.p + 1 + n * 337 % (PARTS - 1)) % PARTS
+        return n * PARTS + self.p
 
     def from_cluster(self, n):
         if n == 0:
             return b"0"
         if n % PARTS != self.p:
             return b"~%d" % n
+        self.highest = max(self.highest, n // PARTS)
         return b"%d" % (n // PARTS)
 
     def cursor_to_cluster(self, n):
         """list-jobs' `from`: a cursor, any value in ((n - 1) * 1024 + p, n * 1024 + p]
         means "from seq n"; an even n goes as the lowest (as a `next` of last id + 1 comes
         back), an odd one as the id."""
-        return (n - 1) * PARTS + self.p + 1 if n > 0 and n % 2 == 0 else self.to_cluster(n)
+        if n <= 0:
+            return 0
+        return (n - 1) * PARTS + self.p + 1 if n % 2 == 0 else n * PARTS + self.p
 
     def cursor_from_cluster(self, n):
         """list-jobs' `next`: a cursor, not always an id (the last id + 1 after a full
@@ -175,6 +188,18 @@ class ClusterIdsTest(unittest.TestCase):
                      b"tube-tries t1 2\r\n", b"stats-tube 5\r\n"):
             self.assertEqual(c(same), same)
 
+    def test_foreign_ids(self):
+        ids = ClusterIds(598, foreign=True)
+        self.assertEqual(ids.command(b"delete 3\r\n"), b"delete 3658\r\n")  # 3 * 1024 + 586
+        self.assertEqual(ids.command(b"peek 1\r\n"), b"peek 1960\r\n")      # 1024 + 936
+        self.assertEqual(ids.reply(b"put 0 0 1 1\r\n", b"INSERTED 3670\r\n"), b"INSERTED 3\r\n")
+        self.assertEqual(ids.command(b"delete-many 3 1 4 0\r\n"),
+                         b"delete-many 3670 1622 5020 0\r\n")             # 4 * 1024 + 924
+        self.assertEqual(ids.command(b"list-jobs t1 ready 5 5\r\n"),
+                         b"list-jobs t1 ready 5718 5\r\n")   # not foreign: a cursor
+        for n in range(1, 5000):
+            self.assertEqual(ids.to_cluster(n) % 1024 == 598, n <= 3, n)
+
     def test_replies(self):
         r = self.ids.reply
         self.assertEqual(r(b"put 0 0 1 1\r\n", b"INSERTED 1622\r\n"), b"INSERTED 1\r\n")
@@ -237,7 +262,10 @@ class ClusterCase(prop.Comparison, unittest.TestCase):
 
     maxDiff = None
     tubes, no_tube = TUBES, NO_TUBE
-    id_map = ClusterIds(PARTITION)
+    foreign = True   # ids no job has yet to other partitions (not in bursts)
+
+    def new_id_map(self):
+        return ClusterIds(PARTITION, foreign=self.foreign and not self.bursts)
 
     @classmethod
     def setUpClass(cls):

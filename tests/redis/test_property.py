@@ -503,7 +503,10 @@ class Comparison:
     bursts = False
     wait = 0  # --store-wait
     tubes, no_tube = TUBES, NO_TUBE   # the Generator's
-    id_map = None                     # Run's
+
+    def new_id_map(self):
+        """Run's id_map for a run on fresh servers (None: the same ids on both)."""
+        return None
 
     def generator(self, seed, reconnects=True):
         return Generator(seed, reconnects, self.tubes, self.no_tube)
@@ -517,7 +520,7 @@ class Comparison:
         pair = self.new_pair()
         run = None
         try:
-            run = Run(pair, self.id_map)
+            run = Run(pair, self.new_id_map())
             yield run
         finally:
             if run:
