@@ -974,7 +974,11 @@ local function f_list_jobs(B, now, a)
       if j and j.tube == tube and j.state == want then out[#out + 1] = str(id) end
       id = id + parts
     end
-    if #out >= n or id <= top then nxt = id end
+    if #out >= n then
+      nxt = num(out[#out]) + 1  -- after a full page: the id after its last
+    elseif id <= top then
+      nxt = id
+    end
   end
   table.insert(out, 1, str(nxt))
   return done_list(B, now, 'OK', out)

@@ -194,6 +194,18 @@ Result RedisSession::Ask(uint32_t part, std::string_view fn, std::span<const std
   return Result::Of(Outcome::kPending);
 }
 
+std::function<void()> RedisSession::Countdown(std::shared_ptr<Gathered> g, Make make) {
+  return [cell = cell_, g, t = Ticket(), make = std::move(make)]() {
+    if (--g->left > 0) return;
+    RedisSession* s = *cell;
+    if (!s) return;
+    s->Complete(t, [g, make](RedisSession& me) {
+      if (g->lost) return Result::Of(Outcome::kInternalError);
+      return make(me);
+    });
+  };
+}
+
 void RedisSession::Finish(const Result& r) {
   alone_ = false;
   client_.OnResult(r);
@@ -612,36 +624,28 @@ Result RedisSession::DeleteMany(std::span<const uint64_t> ids) {
   for (uint64_t id : ids) text.emplace_back(store_.PartitionOfId(id), std::to_string(id));
   std::stable_sort(text.begin(), text.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  struct Sum {
-    size_t left = 0;
+  struct Sum : Gathered {
     uint64_t deleted = 0;
-    bool lost = false;
   };
   auto sum = std::make_shared<Sum>();
-  uint64_t t = Ticket();
   std::vector<uint64_t> copy(ids.begin(), ids.end());
-  auto one = [cell = cell_, sum, t, copy = std::move(copy)](const Answer& a) {
-    if (a.lost || a.oom) sum->lost = true;
-    sum->deleted += a.Number(0);
-    if (--sum->left > 0) return;
-    if (RedisSession* s = *cell) {
-      s->Complete(t, [sum, copy](RedisSession& me) {
-        for (uint64_t id : copy) me.Forget(id);
-        if (sum->lost) return Result::Of(Outcome::kInternalError);
-        return Result::Of(Outcome::kDeletedMany, sum->deleted);
-      });
-    }
-  };
+  auto finish = Countdown(sum, [sum, copy = std::move(copy)](RedisSession& me) {
+    for (uint64_t id : copy) me.Forget(id);
+    return Result::Of(Outcome::kDeletedMany, sum->deleted);
+  });
   for (size_t i = 0; i < text.size();) {
     uint32_t p = text[i].first;
     std::vector<std::string_view> args{sid_text_};
     for (; i < text.size() && text[i].first == p; i++) args.push_back(text[i].second);
     sum->left++;
-    store_.Call(p, "delete", std::span<const std::string_view>(args), true, one);
+    store_.Call(p, "delete", std::span<const std::string_view>(args), true,
+                [sum, finish](const Answer& a) {
+                  if (a.lost || a.oom) sum->lost = true;
+                  sum->deleted += a.Number(0);
+                  finish();
+                });
   }
-  if (sum->left == 0) {
-    Complete(t, [](RedisSession&) { return Result::Of(Outcome::kDeletedMany, 0); });
-  }
+  finish();  // the first `left`, held while the calls were sent
   return Result::Of(Outcome::kPending);
 }
 
@@ -843,30 +847,21 @@ Result RedisSession::ListTubes() {
 // partitions in order. Per master one read over its partitions; a partition it does not hold
 // wholly now (migrating) is asked alone.
 Result RedisSession::ListTubesAcross() {
-  struct Gather {
-    size_t left = 1;
-    bool lost = false;
+  struct Gather : Gathered {
     std::vector<std::vector<std::string>> lists;
   };
   auto g = std::make_shared<Gather>();
   g->lists.resize(store_.partitions());
-  uint64_t t = Ticket();
-  auto finish = [cell = cell_, g, t]() {
-    if (--g->left > 0) return;
-    RedisSession* s = *cell;
-    if (!s) return;
-    s->Complete(t, [g](RedisSession& me) {
-      if (g->lost) return Result::Of(Outcome::kInternalError);
-      me.tube_names_.assign(1, "default");
-      for (auto& l : g->lists) {
-        for (auto& name : l) me.tube_names_.push_back(std::move(name));
-      }
-      me.tube_views_.assign(me.tube_names_.begin(), me.tube_names_.end());
-      Result r = Result::Of(Outcome::kTubeList);
-      r.tubes = &me.tube_views_;
-      return r;
-    });
-  };
+  auto finish = Countdown(g, [g](RedisSession& me) {
+    me.tube_names_.assign(1, "default");
+    for (auto& l : g->lists) {
+      for (auto& name : l) me.tube_names_.push_back(std::move(name));
+    }
+    me.tube_views_.assign(me.tube_names_.begin(), me.tube_names_.end());
+    Result r = Result::Of(Outcome::kTubeList);
+    r.tubes = &me.tube_views_;
+    return r;
+  });
   // A partition alone: routed, retried through a migration.
   auto alone = [st = &store_, g, finish](uint32_t p) {
     g->left++;
@@ -879,38 +874,30 @@ Result RedisSession::ListTubesAcross() {
       finish();
     });
   };
-  for (auto& [master, parts] : store_.PartitionsByMaster()) {
-    if (master.empty()) {
-      for (uint32_t p : parts) alone(p);
-      continue;
-    }
-    std::vector<std::string_view> args;
-    for (uint32_t p : parts) args.push_back(store_.tags_[p]);
-    g->left++;
-    store_.CallNode(master, "tubes_node", std::span<const std::string_view>(args),
-                    [g, finish, alone, parts = parts](const Reply& r) {
-                      if (r.type != Reply::Type::kArray) {
-                        for (uint32_t p : parts) alone(p);
-                        return finish();
-                      }
-                      // Per partition: a count (-1: not here), then as many names.
-                      size_t i = 0;
-                      for (uint32_t p : parts) {
-                        if (i >= r.elements.size()) break;
-                        int64_t n = 0;
-                        const std::string& c = r.elements[i++].str;
-                        std::from_chars(c.data(), c.data() + c.size(), n);
-                        if (n < 0) {
-                          alone(p);
-                          continue;
-                        }
-                        for (int64_t k = 0; k < n && i < r.elements.size(); k++) {
-                          g->lists[p].push_back(r.elements[i++].str);
-                        }
-                      }
-                      finish();
-                    });
-  }
+  g->left +=
+      store_.ReadPerMaster("tubes_node", {}, alone,
+                           [g, finish, alone](const Reply& r, const std::vector<uint32_t>& parts) {
+                             if (r.type != Reply::Type::kArray) {
+                               for (uint32_t p : parts) alone(p);
+                               return finish();
+                             }
+                             // Per partition: a count (-1: not here), then as many names.
+                             size_t i = 0;
+                             for (uint32_t p : parts) {
+                               if (i >= r.elements.size()) break;
+                               int64_t n = 0;
+                               const std::string& c = r.elements[i++].str;
+                               std::from_chars(c.data(), c.data() + c.size(), n);
+                               if (n < 0) {
+                                 alone(p);
+                                 continue;
+                               }
+                               for (int64_t k = 0; k < n && i < r.elements.size(); k++) {
+                                 g->lists[p].push_back(r.elements[i++].str);
+                               }
+                             }
+                             finish();
+                           });
   finish();  // the first `left`, held while the calls were sent
   return Result::Of(Outcome::kPending);
 }
@@ -929,9 +916,7 @@ Result RedisSession::Stats() {
 // summed per master over its partitions (a partition it does not hold wholly now is asked
 // alone).
 Result RedisSession::StatsAcross() {
-  struct Gather {
-    size_t left = 1;
-    bool lost = false;
+  struct Gather : Gathered {
     uint64_t sums[10] = {};
     Owned global;
     void Add(const Answer& a) {
@@ -939,16 +924,8 @@ Result RedisSession::StatsAcross() {
     }
   };
   auto g = std::make_shared<Gather>();
-  uint64_t t = Ticket();
-  auto finish = [cell = cell_, g, t]() {
-    if (--g->left > 0) return;
-    RedisSession* s = *cell;
-    if (!s) return;
-    s->Complete(t, [g](RedisSession& me) {
-      if (g->lost) return Result::Of(Outcome::kInternalError);
-      return me.store_.FillStats(g->global.View(), g->sums);
-    });
-  };
+  auto finish = Countdown(
+      g, [g](RedisSession& me) { return me.store_.FillStats(g->global.View(), g->sums); });
   auto alone = [st = &store_, g, finish](uint32_t p) {
     g->left++;
     st->Call(p, "stats", {""}, false, [g, finish](const Answer& a) {
@@ -963,33 +940,25 @@ Result RedisSession::StatsAcross() {
     g->global = Owned(a);
     finish();
   });
-  for (auto& [master, parts] : store_.PartitionsByMaster()) {
-    if (master.empty()) {
-      for (uint32_t p : parts) alone(p);
-      continue;
-    }
-    std::vector<std::string_view> args;
-    for (uint32_t p : parts) args.push_back(store_.tags_[p]);
-    g->left++;
-    store_.CallNode(master, "sum_node", std::span<const std::string_view>(args),
-                    [g, finish, alone, parts = parts](const Reply& r) {
-                      if (r.type != Reply::Type::kArray || r.elements.size() < 10) {
-                        for (uint32_t p : parts) alone(p);
-                        return finish();
-                      }
-                      for (size_t i = 0; i < r.elements.size(); i++) {
-                        int64_t v = 0;
-                        const std::string& c = r.elements[i].str;
-                        std::from_chars(c.data(), c.data() + c.size(), v);
-                        if (i < 10) {
-                          g->sums[i] += static_cast<uint64_t>(std::max<int64_t>(v, 0));
-                        } else if (v >= 1 && static_cast<size_t>(v) <= parts.size()) {
-                          alone(parts[v - 1]);  // not wholly on that master now
-                        }
-                      }
-                      finish();
-                    });
-  }
+  g->left +=
+      store_.ReadPerMaster("sum_node", {}, alone,
+                           [g, finish, alone](const Reply& r, const std::vector<uint32_t>& parts) {
+                             if (r.type != Reply::Type::kArray || r.elements.size() < 10) {
+                               for (uint32_t p : parts) alone(p);
+                               return finish();
+                             }
+                             for (size_t i = 0; i < r.elements.size(); i++) {
+                               int64_t v = 0;
+                               const std::string& c = r.elements[i].str;
+                               std::from_chars(c.data(), c.data() + c.size(), v);
+                               if (i < 10) {
+                                 g->sums[i] += static_cast<uint64_t>(std::max<int64_t>(v, 0));
+                               } else if (v >= 1 && static_cast<size_t>(v) <= parts.size()) {
+                                 alone(parts[v - 1]);  // not wholly on that master now
+                               }
+                             }
+                             finish();
+                           });
   finish();
   return Result::Of(Outcome::kPending);
 }

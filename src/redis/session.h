@@ -89,6 +89,15 @@ class RedisSession final : public command::Session {
     Answer View() const;
   };
   static Result Checked(RedisSession& s, const Answer& a, const Decode& decode);
+  // A result made of several calls' answers: `left` counts what is still out (from 1, the
+  // caller's own hold while it sends them), `lost` any lost. The function Countdown returns
+  // is called once per answer and once by the caller when all are sent; the last call
+  // completes a ticket (taken now) with `make`, or with INTERNAL_ERROR if any was lost.
+  struct Gathered {
+    size_t left = 1;
+    bool lost = false;
+  };
+  std::function<void()> Countdown(std::shared_ptr<Gathered> g, Make make);
   // What spans partitions on a cluster: DeleteMany, Stats, ListTubes.
   Result StatsAcross();
   Result ListTubesAcross();

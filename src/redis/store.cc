@@ -361,6 +361,25 @@ void RedisStore::CallNode(const std::string& master, std::string_view fn,
   cluster_->SendTo(master, std::span<const std::string_view>(argv), std::move(done));
 }
 
+size_t RedisStore::ReadPerMaster(
+    std::string_view fn, std::span<const std::string_view> lead,
+    const std::function<void(uint32_t)>& alone,
+    const std::function<void(const Reply&, const std::vector<uint32_t>&)>& read) {
+  size_t sent = 0;
+  for (auto& [master, parts] : PartitionsByMaster()) {
+    if (master.empty()) {
+      for (uint32_t p : parts) alone(p);
+      continue;
+    }
+    std::vector<std::string_view> args(lead.begin(), lead.end());
+    for (uint32_t p : parts) args.push_back(tags_[p]);
+    sent++;
+    CallNode(master, fn, std::span<const std::string_view>(args),
+             [read, parts = std::move(parts)](const Reply& r) { read(r, parts); });
+  }
+  return sent;
+}
+
 std::vector<std::pair<std::string, std::vector<uint32_t>>> RedisStore::PartitionsByMaster() const {
   std::vector<std::pair<std::string, std::vector<uint32_t>>> out;
   for (uint32_t p = 0; p < parts_; p++) {
@@ -574,7 +593,6 @@ void RedisStore::Pump(uint32_t part) {
 void RedisStore::Sweep() {
   next_pump_ = clock_.Now() + kSecond;
   if (sweeping_) return;
-  auto by = PartitionsByMaster();
   struct Round {
     size_t left = 0;
     bool clean = true;  // every partition answered, none holds a dead front end's state
@@ -582,39 +600,33 @@ void RedisStore::Sweep() {
   auto round = std::make_shared<Round>();
   std::vector<std::string> dead = dead_;
   std::string nd = std::to_string(dead.size());
-  for (auto& [master, parts] : by) {
-    if (master.empty()) {
-      round->clean = false;  // partitions no master serves now: not swept
-      continue;
-    }
-    std::vector<std::string_view> args{nd};
-    args.insert(args.end(), dead.begin(), dead.end());
-    for (uint32_t p : parts) args.push_back(tags_[p]);
-    round->left++;
-    CallNode(master, "scan_node", std::span<const std::string_view>(args),
-             [this, round, parts = parts, dead](const Reply& r) {
-               if (r.type != Reply::Type::kArray) {
-                 round->clean = false;
-               } else {
-                 bool dead_part = false;
-                 for (const Reply& e : r.elements) {
-                   if (e.str == "--") {
-                     dead_part = true;
-                     continue;
-                   }
-                   size_t i = static_cast<size_t>(ToInt(e));
-                   if (i < 1 || i > parts.size()) continue;
-                   if (dead_part) round->clean = false;
-                   Pump(parts[i - 1]);
-                 }
-               }
-               if (--round->left > 0) return;
-               sweeping_ = false;
-               // No partition holds anything of the dead front ends any more: their leases
-               // go (the global partition's pump reaps what its lease set lists as dead).
-               if (round->clean && !dead.empty()) Pump(Global());
-             });
-  }
+  std::vector<std::string_view> lead{nd};
+  lead.insert(lead.end(), dead.begin(), dead.end());
+  round->left = ReadPerMaster(
+      "scan_node", lead,
+      [round](uint32_t) { round->clean = false; },  // no master serves it now: not swept
+      [this, round, dead](const Reply& r, const std::vector<uint32_t>& parts) {
+        if (r.type != Reply::Type::kArray) {
+          round->clean = false;
+        } else {
+          bool dead_part = false;
+          for (const Reply& e : r.elements) {
+            if (e.str == "--") {
+              dead_part = true;
+              continue;
+            }
+            size_t i = static_cast<size_t>(ToInt(e));
+            if (i < 1 || i > parts.size()) continue;
+            if (dead_part) round->clean = false;
+            Pump(parts[i - 1]);
+          }
+        }
+        if (--round->left > 0) return;
+        sweeping_ = false;
+        // No partition holds anything of the dead front ends any more: their leases go (the
+        // global partition's pump reaps what its lease set lists as dead).
+        if (round->clean && !dead.empty()) Pump(Global());
+      });
   sweeping_ = round->left > 0;
 }
 

@@ -116,6 +116,12 @@ class RedisStore final : public command::Store,
   // gets the raw reply.
   void CallNode(const std::string& master, std::string_view fn,
                 std::span<const std::string_view> args, Callback done);
+  // On a cluster: `fn` to each master with `lead`, then the tags of the partitions it serves
+  // (`read` gets its reply and those partitions, later); the partitions no master serves now
+  // go to `alone` at once. Returns how many calls were sent.
+  size_t ReadPerMaster(std::string_view fn, std::span<const std::string_view> lead,
+                       const std::function<void(uint32_t)>& alone,
+                       const std::function<void(const Reply&, const std::vector<uint32_t>&)>& read);
   // The partitions each master serves now, by the slot map (on a cluster).
   std::vector<std::pair<std::string, std::vector<uint32_t>>> PartitionsByMaster() const;
   void Deliver(uint32_t part, const Reply& reply, const Handler& done);

@@ -14,7 +14,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import (Server, ServerCase, ok_list, parse_yaml, wait_job_stat, wait_stat,  # noqa: E402
+from beanstalk import (Server, ServerCase, found, inserted_id, list_tubes_order,  # noqa: E402
+                       nth_id, ok_list, one_partition, parse_yaml, reserved, wait_job_stat, wait_stat,
                        wait_tube_stat, wait_until)
 
 
@@ -27,9 +28,9 @@ class TestCloseReleasesJobs(ServerCase):
         a.cmd("reserve")
         self.assertEqual(b.cmd("reserve-with-timeout 0"), b"TIMED_OUT\r\n")
         a.close()
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 3\r\none\r\n")
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 2 3\r\ntwo\r\n")
-        st = self.job_stats(b, 1)
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 3\r\none\r\n" % nth_id(1))
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 3\r\ntwo\r\n" % nth_id(2))
+        st = self.job_stats(b, nth_id(1))
         # a disconnect is neither a release nor a timeout
         self.assertEqual((st["reserves"], st["releases"], st["timeouts"]), ("2", "0", "0"))
 
@@ -40,7 +41,7 @@ class TestCloseReleasesJobs(ServerCase):
         b.send("reserve\r\n")
         self.assertTrue(b.no_reply_within(0.3))
         a.close()
-        self.assertEqual(b.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(b.read_reply(), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
 
     def test_quit_releases_reserved_jobs(self):
         a, b = self.client(), self.client()
@@ -48,20 +49,20 @@ class TestCloseReleasesJobs(ServerCase):
         a.cmd("reserve")
         a.send("quit\r\n")
         self.assertTrue(a.closed_by_peer(wait=3))
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertEqual(self.job_stats(b, 1)["pri"], "7")
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
+        self.assertEqual(self.job_stats(b, nth_id(1))["pri"], "7")
 
     def test_released_jobs_go_back_to_their_tubes(self):
         a, b = self.client(), self.client()
-        a.put("x", tube="t1")
+        j = a.put_id("x", tube="t1")
         a.cmd("watch t1")
         a.cmd("reserve")
         a.close()
-        self.assertTrue(wait_job_stat(b, 1, "state", "ready"))
-        self.assertIn(self.job_stats(b, 1)["tube"], ("t1", '"t1"'))
+        self.assertTrue(wait_job_stat(b, j, "state", "ready"))
+        self.assertIn(self.job_stats(b, j)["tube"], ("t1", '"t1"'))
         self.assertEqual(b.cmd("reserve-with-timeout 0"), b"TIMED_OUT\r\n")
         b.cmd("watch t1")
-        self.assertEqual(b.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(b.cmd("reserve-with-timeout 0"), reserved(j, "x"))
 
     def test_close_while_waiting(self):
         a, b = self.client(), self.client()
@@ -71,8 +72,8 @@ class TestCloseReleasesJobs(ServerCase):
         self.assertTrue(wait_stat(b, "current-waiting", 0))
         b.put("x")
         # the job must not have been handed to the dead connection
-        self.assertEqual(self.job_stats(b, 1)["state"], "ready")
-        self.assertEqual(b.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(self.job_stats(b, nth_id(1))["state"], "ready")
+        self.assertEqual(b.cmd("reserve-with-timeout 0"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
 
     def test_close_mid_body_creates_no_job(self):
         a, b = self.client(), self.client()
@@ -96,7 +97,7 @@ class TestCloseReleasesJobs(ServerCase):
         p.put("x")
         a.send("reserve\r\n")
         a.sock.shutdown(socket.SHUT_WR)
-        self.assertEqual(a.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(a.read_reply(), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertTrue(a.closed_by_peer())
 
     def test_half_closed_client_with_pipelined_reserves_gets_jobs_then_timed_out(self):
@@ -105,11 +106,11 @@ class TestCloseReleasesJobs(ServerCase):
         p.put("y")
         a.send("reserve\r\n" * 4)
         a.sock.shutdown(socket.SHUT_WR)
-        self.assertEqual(a.read_reply(), b"RESERVED 1 1\r\nx\r\n")
-        self.assertEqual(a.read_reply(), b"RESERVED 2 1\r\ny\r\n")
+        self.assertEqual(a.read_reply(), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
+        self.assertEqual(a.read_reply(), b"RESERVED %d 1\r\ny\r\n" % nth_id(2))
         self.assertEqual(a.read_reply(), b"TIMED_OUT\r\n")
         self.assertTrue(a.closed_by_peer())
-        self.assertTrue(wait_job_stat(p, 2, "state", "ready"))
+        self.assertTrue(wait_job_stat(p, nth_id(2), "state", "ready"))
 
     def test_connection_counts_drop_on_close(self):
         a = self.client()
@@ -131,24 +132,24 @@ class TestWaitingReserve(ServerCase):
         self.assertTrue(w.no_reply_within(0.3))
         p.put("in-default")
         self.assertTrue(w.no_reply_within(0.3))
-        p.put("in-b", tube="b")
-        self.assertEqual(w.read_reply(), b"RESERVED 2 4\r\nin-b\r\n")
+        j = p.put_id("in-b", tube="b")
+        self.assertEqual(w.read_reply(), reserved(j, "in-b"))
 
     def test_ready_jobs_across_tubes_by_priority_then_id(self):
         p, w = self.client(), self.client()
-        p.put("a5", pri=5, tube="a")      # 1
-        p.put("b3", pri=3, tube="b")      # 2
-        p.put("c3", pri=3, tube="c")      # 3
-        p.put("a3", pri=3, tube="a")      # 4
-        p.put("d0", pri=0, tube="default")  # 5
-        p.put("c9", pri=9, tube="c")      # 6
-        for t in ("a", "b", "c"):
+        # On a cluster the tubes share a partition ((g)a, (g)b, ...): a reserve over several
+        # partitions is only as exact as one round trip ago (docs/SCALE-OUT.md).
+        a, b, c, d = (one_partition(t) for t in ("a", "b", "c", "default"))
+        ids = [p.put_id("a5", pri=5, tube=a), p.put_id("b3", pri=3, tube=b),
+               p.put_id("c3", pri=3, tube=c), p.put_id("a3", pri=3, tube=a),
+               p.put_id("d0", pri=0, tube=d), p.put_id("c9", pri=9, tube=c)]
+        for t in (a, b, c, d):
             w.cmd("watch " + t)
         got = []
         for _ in range(6):
             r = w.cmd("reserve-with-timeout 0")
             got.append(int(r.split()[1]))
-        self.assertEqual(got, [5, 2, 3, 4, 1, 6])
+        self.assertEqual(got, [ids[i] for i in (4, 1, 2, 3, 0, 5)])
 
     def test_each_job_goes_to_exactly_one_waiter(self):
         p = self.client()
@@ -163,7 +164,7 @@ class TestWaitingReserve(ServerCase):
         for w in waiters:
             if not w.no_reply_within(0.2):
                 got.append(w.read_reply())
-        self.assertEqual(sorted(got), [b"RESERVED 1 1\r\nx\r\n", b"RESERVED 2 1\r\ny\r\n"])
+        self.assertEqual(sorted(got), [b"RESERVED %d 1\r\nx\r\n" % nth_id(1), b"RESERVED %d 1\r\ny\r\n" % nth_id(2)])
         self.assertEqual(self.stats(p)["current-waiting"], "1")
 
     def test_waiter_counted_on_every_watched_tube(self):
@@ -182,7 +183,7 @@ class TestWaitingReserve(ServerCase):
         w.send("list-tube-used\r\nwatch other\r\n")
         self.assertTrue(w.no_reply_within(0.2))
         p.put("x")
-        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(w.read_reply(), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertEqual(w.read_reply(), b"USING default\r\n")
         self.assertEqual(w.read_reply(), b"WATCHING 2\r\n")
 
@@ -193,12 +194,12 @@ class TestWaitingReserve(ServerCase):
         w.send("reserve\r\n" * 3 + "list-tube-used\r\n")
         self.assertTrue(w.no_reply_within(0.2))
         p.put("a")
-        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\na\r\n")
+        self.assertEqual(w.read_reply(), b"RESERVED %d 1\r\na\r\n" % nth_id(1))
         self.assertTrue(w.no_reply_within(0.2))
         p.put("b")
         p.put("c")
-        self.assertEqual(w.read_reply(), b"RESERVED 2 1\r\nb\r\n")
-        self.assertEqual(w.read_reply(), b"RESERVED 3 1\r\nc\r\n")
+        self.assertEqual(w.read_reply(), b"RESERVED %d 1\r\nb\r\n" % nth_id(2))
+        self.assertEqual(w.read_reply(), b"RESERVED %d 1\r\nc\r\n" % nth_id(3))
         self.assertEqual(w.read_reply(), b"USING default\r\n")
 
     def test_pipelined_reserves_take_ready_jobs_best_first(self):
@@ -207,8 +208,8 @@ class TestWaitingReserve(ServerCase):
             p.put(body, pri=pri)
         w.send("reserve\r\n" * 3 + "reserve-with-timeout 0\r\n")
         self.assertEqual([w.read_reply() for _ in range(4)],
-                         [b"RESERVED 2 1\r\ny\r\n", b"RESERVED 3 1\r\nz\r\n",
-                          b"RESERVED 1 1\r\nx\r\n", b"TIMED_OUT\r\n"])
+                         [b"RESERVED %d 1\r\ny\r\n" % nth_id(2), b"RESERVED %d 1\r\nz\r\n" % nth_id(3),
+                          b"RESERVED %d 1\r\nx\r\n" % nth_id(1), b"TIMED_OUT\r\n"])
 
     def test_put_behind_a_waiting_reserve_runs_after_it(self):
         # The put must not go ahead of the reserve (which would then reserve it).
@@ -217,8 +218,8 @@ class TestWaitingReserve(ServerCase):
         w.send("reserve-with-timeout 1\r\nput 0 0 10 1\r\nx\r\nreserve-with-timeout 0\r\n")
         self.assertEqual(w.read_reply(), b"TIMED_OUT\r\n")
         self.assertGreaterEqual(time.monotonic() - t0, 0.9)
-        self.assertEqual(w.read_reply(), b"INSERTED 1\r\n")
-        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(w.read_reply(), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(w.read_reply(), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
 
     def test_pipelined_reserve_timeouts_count_one_after_the_other(self):
         w = self.client()
@@ -232,13 +233,13 @@ class TestWaitingReserve(ServerCase):
     def test_pipelined_reserves_meet_deadline_soon(self):
         p, w = self.client(), self.client()
         p.put("x", ttr=1)
-        self.assertEqual(w.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(w.cmd("reserve-with-timeout 0"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         w.send("reserve-with-timeout 5\r\n" * 2)
         self.assertEqual(w.read_reply(), b"DEADLINE_SOON\r\n")
         self.assertEqual(w.read_reply(), b"DEADLINE_SOON\r\n")
         # Once its TTR has ended, the job comes back to the next reserve.
         time.sleep(1.2)
-        self.assertEqual(w.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(w.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
 
     def test_half_closed_client_with_pipelined_reserves_gets_one_timed_out(self):
         # beanstalkd answers the waiting reserve and reads nothing more.
@@ -251,7 +252,7 @@ class TestWaitingReserve(ServerCase):
         self.assertEqual(a.sock.recv(100), b"")
         o = self.client()
         o.put("x")
-        self.assertEqual(o.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(o.cmd("reserve-with-timeout 0"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
 
     def test_waiting_client_flooding_neither_spins_nor_buffers_it_all(self):
         # While its reserve waits, a client keeps sending: the server reads ahead up to its
@@ -266,7 +267,7 @@ class TestWaitingReserve(ServerCase):
         self.assertLess(beanstalk.cpu_seconds(pid) - cpu, 0.4, "the server spun")
         self.assertLess(beanstalk.rss_kb(pid) - rss, 4 * 1024, "read %d bytes while waiting" % sent)
         p.put("x")
-        self.assertEqual(w.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(w.read_reply(), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         for _ in range(1000):  # the rest is answered in order as the client reads
             self.assertEqual(w.read_reply(), b"USING default\r\n")
 
@@ -305,18 +306,17 @@ class TestTubeLifecycle(ServerCase):
 
     def test_tube_with_jobs_survives_until_empty(self):
         a, b = self.client(), self.client()
-        a.put("r", tube="ready-t")                # 1
-        a.put("d", tube="delayed-t", delay=100)   # 2
-        a.put("b", tube="buried-t")               # 3
-        a.cmd("reserve-job 3")
-        a.cmd("bury 3 0")
-        a.put("v", tube="reserved-t")             # 4
-        b.cmd("reserve-job 4")
+        ids = [a.put_id("r", tube="ready-t"), a.put_id("d", tube="delayed-t", delay=100),
+               a.put_id("b", tube="buried-t")]
+        a.cmd("reserve-job %d" % ids[2])
+        a.cmd("bury %d 0" % ids[2])
+        ids.append(a.put_id("v", tube="reserved-t"))
+        b.cmd("reserve-job %d" % ids[3])
         a.close()
         time.sleep(0.2)
-        self.assertEqual(b.cmd("list-tubes"), ok_list(
-            "default", "ready-t", "delayed-t", "buried-t", "reserved-t"))
-        for jid in (1, 2, 3, 4):
+        self.assertEqual(b.cmd("list-tubes"), ok_list(*list_tubes_order(
+            ["default", "ready-t", "delayed-t", "buried-t", "reserved-t"])))
+        for jid in ids:
             self.assertEqual(b.cmd("delete %d" % jid), b"DELETED\r\n")
         self.assertEqual(b.cmd("list-tubes"), ok_list("default"))
 
@@ -345,24 +345,31 @@ class TestTubeLifecycle(ServerCase):
         self.assertTrue(wait_until(lambda: d.cmd("list-tubes") == ok_list("default")))
 
     def test_list_order_after_a_tube_disappears(self):
-        # beanstalkd keeps tubes in an array and fills the hole with the last element
+        # beanstalkd keeps tubes in an array and fills the hole with the last element; a
+        # cluster lists them by partition, each partition's in creation order
+        # (list_tubes_order); the watch list is the connection's own either way
+        created = ["default", "a", "b", "c", "d", "e"]
+
+        def tubes(*names):
+            if beanstalk.cluster_store():
+                names = list_tubes_order(sorted(names, key=created.index))
+            return ok_list(*names)
         c = self.client()
         for t in ("a", "b", "c", "d"):
             c.cmd("watch " + t)
-        self.assertEqual(c.cmd("list-tubes"), ok_list("default", "a", "b", "c", "d"))
+        self.assertEqual(c.cmd("list-tubes"), tubes("default", "a", "b", "c", "d"))
         c.cmd("ignore b")
-        self.assertEqual(c.cmd("list-tubes"), ok_list("default", "a", "d", "c"))
+        self.assertEqual(c.cmd("list-tubes"), tubes("default", "a", "d", "c"))
         self.assertEqual(c.cmd("list-tubes-watched"), ok_list("default", "a", "d", "c"))
         c.cmd("watch e")
-        self.assertEqual(c.cmd("list-tubes"), ok_list("default", "a", "d", "c", "e"))
+        self.assertEqual(c.cmd("list-tubes"), tubes("default", "a", "d", "c", "e"))
         c.cmd("ignore default")
-        self.assertEqual(c.cmd("list-tubes"), ok_list("default", "a", "d", "c", "e"))
+        self.assertEqual(c.cmd("list-tubes"), tubes("default", "a", "d", "c", "e"))
         self.assertEqual(c.cmd("list-tubes-watched"), ok_list("e", "a", "d", "c"))
 
     def test_tube_recreated_with_fresh_stats(self):
         c = self.client()
-        c.put("x", tube="t")
-        c.cmd("delete 1")
+        c.cmd("delete %d" % c.put_id("x", tube="t"))
         c.cmd("use default")
         self.assertEqual(c.cmd("stats-tube t"), b"NOT_FOUND\r\n")
         c.cmd("use t")
@@ -381,16 +388,17 @@ class TestPipelining(ServerCase):
                 b"reserve-with-timeout 0\r\n"
                 b"reserve-with-timeout 0\r\n"
                 b"reserve-with-timeout 0\r\n"
-                b"delete 2\r\n"
-                b"release 1 5 0\r\n"
+                b"delete %d\r\n"
+                b"release %d 5 0\r\n"
                 b"peek-ready\r\n"
                 b"bogus\r\n"
-                b"stats-job 99\r\n"
-                b"list-tubes-watched\r\n")
+                b"stats-job %d\r\n"
+                b"list-tubes-watched\r\n") % (nth_id(2, "pipe"), nth_id(1, "pipe"),
+                                                 nth_id(99, "pipe"))
         c.send(data)
-        expected = [b"USING pipe\r\n", b"INSERTED 1\r\n", b"INSERTED 2\r\n", b"USING pipe\r\n",
-                    b"WATCHING 2\r\n", b"RESERVED 2 2\r\nde\r\n", b"RESERVED 1 3\r\nabc\r\n",
-                    b"TIMED_OUT\r\n", b"DELETED\r\n", b"RELEASED\r\n", b"FOUND 1 3\r\nabc\r\n",
+        expected = [b"USING pipe\r\n", b"INSERTED %d\r\n" % nth_id(1, "pipe"), b"INSERTED %d\r\n" % nth_id(2, "pipe"), b"USING pipe\r\n",
+                    b"WATCHING 2\r\n", b"RESERVED %d 2\r\nde\r\n" % nth_id(2, "pipe"), b"RESERVED %d 3\r\nabc\r\n" % nth_id(1, "pipe"),
+                    b"TIMED_OUT\r\n", b"DELETED\r\n", b"RELEASED\r\n", b"FOUND %d 3\r\nabc\r\n" % nth_id(1, "pipe"),
                     b"UNKNOWN_COMMAND\r\n", b"NOT_FOUND\r\n", ok_list("default", "pipe")]
         self.assertEqual([c.read_reply() for _ in expected], expected)
 
@@ -399,35 +407,37 @@ class TestPipelining(ServerCase):
         n = 500
         c.send(b"".join(b"put 0 0 60 4\r\n%04d\r\n" % i for i in range(n)))
         replies = [c.read_reply() for _ in range(n)]
-        self.assertEqual(replies, [b"INSERTED %d\r\n" % (i + 1) for i in range(n)])
+        self.assertEqual(replies, [b"INSERTED %d\r\n" % nth_id(i + 1) for i in range(n)])
         c.send(b"reserve-with-timeout 0\r\n" * n)
         for i in range(n):
-            self.assertEqual(c.read_reply(), b"RESERVED %d 4\r\n%04d\r\n" % (i + 1, i))
+            self.assertEqual(c.read_reply(), b"RESERVED %d 4\r\n%04d\r\n" % (nth_id(i + 1), i))
 
     def test_use_between_pipelined_puts_routes_each_put(self):
         c, o = self.client(), self.client()
         c.send(b"use a\r\nput 0 0 60 1\r\nx\r\nuse b\r\nput 0 0 60 1\r\ny\r\n"
                b"list-tube-used\r\npeek-ready\r\nwatch a\r\nignore default\r\n"
                b"list-tubes-watched\r\nreserve-with-timeout 0\r\n")
-        self.assertEqual([c.read_reply() for _ in range(10)],
-                         [b"USING a\r\n", b"INSERTED 1\r\n", b"USING b\r\n", b"INSERTED 2\r\n",
-                          b"USING b\r\n", b"FOUND 2 1\r\ny\r\n", b"WATCHING 2\r\n",
-                          b"WATCHING 1\r\n", ok_list("a"), b"RESERVED 1 1\r\nx\r\n"])
-        self.assertEqual(parse_yaml(o.cmd("stats-job 2"))["tube"], '"b"')
+        got = [c.read_reply() for _ in range(10)]
+        x, y = inserted_id(got[1]), inserted_id(got[3])
+        self.assertEqual(got, [b"USING a\r\n", b"INSERTED %d\r\n" % x, b"USING b\r\n",
+                               b"INSERTED %d\r\n" % y, b"USING b\r\n", found(y, "y"),
+                               b"WATCHING 2\r\n", b"WATCHING 1\r\n", ok_list("a"), reserved(x, "x")])
+        self.assertNotEqual(x, y)
+        self.assertEqual(parse_yaml(o.cmd("stats-job %d" % y))["tube"], '"b"')
 
     def test_more_pipelined_than_a_store_keeps_in_flight(self):
         # Past the Redis store's bound on one connection's calls in flight (1024), commands
         # wait and go on as answers come: all answered, in order.
         c = self.client()
         n = 3000
-        c.send(b"".join(b"put 0 0 60 4\r\n%04d\r\npeek %d\r\n" % (i, i + 1)
+        c.send(b"".join(b"put 0 0 60 4\r\n%04d\r\npeek %d\r\n" % (i, nth_id(i + 1))
                         for i in range(n)))
         for i in range(n):
-            self.assertEqual(c.read_reply(), b"INSERTED %d\r\n" % (i + 1))
-            self.assertEqual(c.read_reply(), b"FOUND %d 4\r\n%04d\r\n" % (i + 1, i))
-        c.send(b"reserve\r\n" * n + b"".join(b"delete %d\r\n" % (i + 1) for i in range(n)))
+            self.assertEqual(c.read_reply(), b"INSERTED %d\r\n" % nth_id(i + 1))
+            self.assertEqual(c.read_reply(), b"FOUND %d 4\r\n%04d\r\n" % (nth_id(i + 1), i))
+        c.send(b"reserve\r\n" * n + b"".join(b"delete %d\r\n" % nth_id(i + 1) for i in range(n)))
         for i in range(n):
-            self.assertEqual(c.read_reply(), b"RESERVED %d 4\r\n%04d\r\n" % (i + 1, i))
+            self.assertEqual(c.read_reply(), b"RESERVED %d 4\r\n%04d\r\n" % (nth_id(i + 1), i))
         self.assertEqual([c.read_reply() for _ in range(n)], [b"DELETED\r\n"] * n)
 
 
@@ -439,8 +449,8 @@ class TestFragmentedInput(ServerCase):
         for i in range(len(data)):
             c.send(data[i:i + 1])
             time.sleep(0.003)
-        self.assertEqual(c.read_reply(), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 1 %d\r\n%s\r\n" % (len(body), body))
+        self.assertEqual(c.read_reply(), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d %d\r\n%s\r\n" % (nth_id(1), len(body), body))
 
     def test_no_reply_before_body_complete(self):
         c = self.client()
@@ -449,7 +459,7 @@ class TestFragmentedInput(ServerCase):
         c.send(b"56789\r")
         self.assertTrue(c.no_reply_within(0.3))
         c.send(b"\n")
-        self.assertEqual(c.read_reply(), b"INSERTED 1\r\n")
+        self.assertEqual(c.read_reply(), b"INSERTED %d\r\n" % nth_id(1))
 
     def test_crlf_split_between_sends(self):
         c = self.client()
@@ -467,17 +477,17 @@ class TestFragmentedInput(ServerCase):
         data = b"put 0 0 10 65535\r\n" + body + b"\r\n"
         for i in range(0, len(data), 997):
             c.send(data[i:i + 997])
-        self.assertEqual(c.read_reply(), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 1 65535\r\n" + body + b"\r\n")
+        self.assertEqual(c.read_reply(), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d 65535\r\n" % nth_id(1) + body + b"\r\n")
 
     def test_body_and_next_command_in_same_send(self):
         c = self.client()
         c.send(b"put 0 0 10 3\r\nab")
         time.sleep(0.05)
-        c.send(b"c\r\nlist-tube-used\r\npeek 1\r\n")
-        self.assertEqual(c.read_reply(), b"INSERTED 1\r\n")
+        c.send(b"c\r\nlist-tube-used\r\npeek %d\r\n" % nth_id(1))
+        self.assertEqual(c.read_reply(), b"INSERTED %d\r\n" % nth_id(1))
         self.assertEqual(c.read_reply(), b"USING default\r\n")
-        self.assertEqual(c.read_reply(), b"FOUND 1 3\r\nabc\r\n")
+        self.assertEqual(c.read_reply(), b"FOUND %d 3\r\nabc\r\n" % nth_id(1))
 
 
 class TestConcurrency(ServerCase):
@@ -563,13 +573,13 @@ class TestUnixSocket(unittest.TestCase):
                 self.assertTrue(stat.S_ISSOCK(os.stat(path).st_mode))
                 a, b = srv.connect(), srv.connect()
                 try:
-                    self.assertEqual(a.put("over unix"), b"INSERTED 1\r\n")
+                    self.assertEqual(a.put("over unix"), b"INSERTED %d\r\n" % nth_id(1))
                     self.assertEqual(b.cmd("reserve-with-timeout 1"),
-                                     b"RESERVED 1 9\r\nover unix\r\n")
-                    self.assertEqual(b.cmd("delete 1"), b"DELETED\r\n")
+                                     b"RESERVED %d 9\r\nover unix\r\n" % nth_id(1))
+                    self.assertEqual(b.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
                     b.send("reserve\r\n")
                     a.put("second")
-                    self.assertEqual(b.read_reply(), b"RESERVED 2 6\r\nsecond\r\n")
+                    self.assertEqual(b.read_reply(), b"RESERVED %d 6\r\nsecond\r\n" % nth_id(2))
                     a.close()
                     b.send("quit\r\n")
                     self.assertTrue(b.closed_by_peer(wait=3))

@@ -20,8 +20,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import (is_beanstalkd, parse_yaml, stats_of, wait_job_stat, wait_stat,  # noqa: E402
-                       wait_until, yaml_keys)
+from beanstalk import (is_beanstalkd, nth_id, parse_yaml, stats_of, wait_job_stat,  # noqa: E402
+                       wait_stat, wait_until, yaml_keys)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_stats import (EXTENSION_STATS_KEYS, EXTENSION_TUBE_KEYS, STALKD_STATS_KEYS,  # noqa: E402
                         STATS_JOB_KEYS, STATS_TUBE_KEYS)
@@ -238,62 +238,62 @@ class TestPutExt(ExtCase):
     def test_inserted_with_every_option(self):
         c = self.client()
         self.assertEqual(c.cmd(b"put-ext 5 0 60 3 tries=3 ttl=100 key=k1 attr.a=1 attr.B_-9=x\r\n"
-                               b"abc\r\n"), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 3\r\nabc\r\n")
-        st = self.js(c, 1)
+                               b"abc\r\n"), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("peek %d" % nth_id(1)), b"FOUND %d 3\r\nabc\r\n" % nth_id(1))
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], st["pri"], st["ttr"], st["delay"]), ("ready", "5", "60", "0"))
-        self.assertEqual(self.ext_keys(c, 1)[:3], ["tries-left", "ttl-left", "key"])
-        self.assertEqual(sorted(self.ext_keys(c, 1)[3:]), ["attr.B_-9", "attr.a"])
+        self.assertEqual(self.ext_keys(c, nth_id(1))[:3], ["tries-left", "ttl-left", "key"])
+        self.assertEqual(sorted(self.ext_keys(c, nth_id(1))[3:]), ["attr.B_-9", "attr.a"])
         self.assertEqual(st["tries-left"], "3")
         self.assertIn(st["ttl-left"], ("99", "100"))
         self.assertEqual(unq(st["key"]), "k1")
         self.assertEqual(unq(st["attr.a"]), "1")
         self.assertEqual(unq(st["attr.B_-9"]), "x")
-        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED 1 3\r\nabc\r\n")
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED %d 3\r\nabc\r\n" % nth_id(1))
 
     def test_options_in_any_order(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "attr.z=1 key=kk ttl=50 tries=2"), b"INSERTED 1\r\n")
-        self.assertEqual(self.ext_keys(c, 1), ["tries-left", "ttl-left", "key", "attr.z"])
-        self.assertEqual(put_ext(c, "y", "ttl=50 attr.q=2 tries=4"), b"INSERTED 2\r\n")
-        st = self.js(c, 2)
+        self.assertEqual(put_ext(c, "x", "attr.z=1 key=kk ttl=50 tries=2"), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(self.ext_keys(c, nth_id(1)), ["tries-left", "ttl-left", "key", "attr.z"])
+        self.assertEqual(put_ext(c, "y", "ttl=50 attr.q=2 tries=4"), b"INSERTED %d\r\n" % nth_id(2))
+        st = self.js(c, nth_id(2))
         self.assertEqual((st["tries-left"], unq(st["attr.q"])), ("4", "2"))
         self.assertNotIn("key", st)
 
     def test_without_options_is_a_plain_job(self):
         c = self.client()
-        self.assertEqual(c.cmd(b"put-ext 1 0 10 2\r\nhi\r\n"), b"INSERTED 1\r\n")
-        self.assertEqual(self.ext_keys(c, 1), [])
-        self.assertEqual(put_ext(c, "d", "ttl=0", delay=100), b"INSERTED 2\r\n")
-        st = self.js(c, 2)
+        self.assertEqual(c.cmd(b"put-ext 1 0 10 2\r\nhi\r\n"), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(self.ext_keys(c, nth_id(1)), [])
+        self.assertEqual(put_ext(c, "d", "ttl=0", delay=100), b"INSERTED %d\r\n" % nth_id(2))
+        st = self.js(c, nth_id(2))
         self.assertEqual((st["state"], st["delay"]), ("delayed", "100"))
-        self.assertEqual(self.ext_keys(c, 2), [])  # ttl=0: no TTL
-        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED 1 2\r\nhi\r\n")
+        self.assertEqual(self.ext_keys(c, nth_id(2)), [])  # ttl=0: no TTL
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED %d 2\r\nhi\r\n" % nth_id(1))
 
     def test_goes_to_the_used_tube(self):
         c = self.client()
         c.cmd("use other")
-        self.assertEqual(put_ext(c, "x", "tries=1"), b"INSERTED 1\r\n")
-        self.assertEqual(unq(self.js(c, 1)["tube"]), "other")
+        self.assertEqual(put_ext(c, "x", "tries=1"), b"INSERTED %d\r\n" % nth_id(1, "other"))
+        self.assertEqual(unq(self.js(c, nth_id(1, "other"))["tube"]), "other")
         self.assertEqual(c.cmd("reserve-with-timeout 0"), TIMED_OUT)
 
     def test_body_verbatim(self):
         c = self.client()
         body = b"a\r\nb\x00\xff put-ext 0 0 1 1 key=x\r\n"
-        self.assertEqual(put_ext(c, body, "key=b"), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 %d\r\n%s\r\n" % (len(body), body))
-        self.assertEqual(put_ext(c, b"", "key=e"), b"INSERTED 2\r\n")
-        self.assertEqual(c.cmd("peek 2"), b"FOUND 2 0\r\n\r\n")
+        self.assertEqual(put_ext(c, body, "key=b"), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("peek %d" % nth_id(1)), b"FOUND %d %d\r\n%s\r\n" % (nth_id(1), len(body), body))
+        self.assertEqual(put_ext(c, b"", "key=e"), b"INSERTED %d\r\n" % nth_id(2))
+        self.assertEqual(c.cmd("peek %d" % nth_id(2)), b"FOUND %d 0\r\n\r\n" % nth_id(2))
 
     def test_limits_accepted(self):
         c = self.client()
         key = (PRINTABLE * 3)[:200]
-        self.assertEqual(put_ext(c, "a", b"tries=1 ttl=4294967295 key=" + key), b"INSERTED 1\r\n")
-        st = self.js(c, 1)
+        self.assertEqual(put_ext(c, "a", b"tries=1 ttl=4294967295 key=" + key), b"INSERTED %d\r\n" % nth_id(1))
+        st = self.js(c, nth_id(1))
         self.assertEqual(st["tries-left"], "1")
         self.assertGreater(int(st["ttl-left"]), 4294967000)
-        self.assertEqual(put_ext(c, "b", "tries=4294967295"), b"INSERTED 2\r\n")
-        self.assertEqual(self.js(c, 2)["tries-left"], "4294967295")
+        self.assertEqual(put_ext(c, "b", "tries=4294967295"), b"INSERTED %d\r\n" % nth_id(2))
+        self.assertEqual(self.js(c, nth_id(2))["tries-left"], "4294967295")
         # 16 attributes, names of 64 bytes of every allowed character, values of 255
         # printable bytes (none with a quote, so the shown value is unambiguous): a line of
         # about 5.5 KB, far over beanstalkd's 224 and under 8192.
@@ -303,9 +303,9 @@ class TestPutExt(ExtCase):
         line = put_ext_bytes("c", opts + b" key=" + b"k" * 200 + b" tries=7 ttl=1000")
         self.assertGreater(len(line.split(b"\r\n")[0]), 5000)
         self.assertLess(len(line.split(b"\r\n")[0]), 8190)
-        self.assertEqual(c.cmd(line), b"INSERTED 3\r\n")
-        st = self.js(c, 3)
-        keys = self.ext_keys(c, 3)
+        self.assertEqual(c.cmd(line), b"INSERTED %d\r\n" % nth_id(3))
+        st = self.js(c, nth_id(3))
+        keys = self.ext_keys(c, nth_id(3))
         self.assertEqual(keys[:3], ["tries-left", "ttl-left", "key"])
         self.assertEqual(sorted(keys[3:]), sorted("attr." + n.decode() for n in names))
         for n, v in zip(names, vals):
@@ -314,12 +314,12 @@ class TestPutExt(ExtCase):
 
     def test_value_may_hold_equals_and_be_empty(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "key=a=b attr.eq=b=c attr.e="), b"INSERTED 1\r\n")
-        st = self.js(c, 1)
+        self.assertEqual(put_ext(c, "x", "key=a=b attr.eq=b=c attr.e="), b"INSERTED %d\r\n" % nth_id(1))
+        st = self.js(c, nth_id(1))
         self.assertEqual(unq(st["key"]), "a=b")
         self.assertEqual(unq(st["attr.eq"]), "b=c")
         self.assertEqual(unq(st["attr.e"]), "")
-        self.assertEqual(put_ext(c, "y", "key=a=b"), b"EXISTS 1\r\n")
+        self.assertEqual(put_ext(c, "y", "key=a=b"), b"EXISTS %d\r\n" % nth_id(1))
 
     def test_malformed_line_is_bad_format_without_reading_a_body(self):
         c = self.client(timeout=3)
@@ -428,11 +428,11 @@ class TestPutExtJobSize(ExtCase):
 
     def test_job_too_big_body_skipped(self):
         c = self.client(timeout=3)
-        self.assertEqual(put_ext(c, b"0123456789", "key=a"), b"INSERTED 1\r\n")
+        self.assertEqual(put_ext(c, b"0123456789", "key=a"), b"INSERTED %d\r\n" % nth_id(1))
         data = put_ext_bytes(b"use evil\r\n" * 3, "key=b tries=1") + b"list-tube-used\r\n"
         self.assertEqual(self.replies(c, data, 2), [b"JOB_TOO_BIG\r\n", USING_DEFAULT])
         self.assertEqual(self.stats(c)["total-jobs"], "1")
-        self.assertEqual(put_ext(c, b"x", "key=b"), b"INSERTED 2\r\n")
+        self.assertEqual(put_ext(c, b"x", "key=b"), b"INSERTED %d\r\n" % nth_id(2))
 
 
 # ---- tries and dead letters ----------------------------------------------------------------
@@ -442,25 +442,25 @@ class TestTries(ExtCase):
         c = self.client()
         c.cmd("use q")
         c.cmd("watch q")
-        self.assertEqual(put_ext(c, "x", "tries=2"), b"INSERTED 1\r\n")
-        self.assertTriesLeft(c, 1, 2)
-        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertTriesLeft(c, 1, 1)
-        self.assertEqual(c.cmd("release 1 0 0"), b"RELEASED\r\n")
-        st = self.js(c, 1)
+        self.assertEqual(put_ext(c, "x", "tries=2"), b"INSERTED %d\r\n" % nth_id(1, "q"))
+        self.assertTriesLeft(c, nth_id(1, "q"), 2)
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1, "q"))
+        self.assertTriesLeft(c, nth_id(1, "q"), 1)
+        self.assertEqual(c.cmd("release %d 0 0" % nth_id(1, "q")), b"RELEASED\r\n")
+        st = self.js(c, nth_id(1, "q"))
         self.assertEqual((st["state"], st["tries-left"]), ("ready", "1"))
         self.assertNotIn("bury-reason", st)
-        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertTriesLeft(c, 1, 0)
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1, "q"))
+        self.assertTriesLeft(c, nth_id(1, "q"), 0)
         # The spec says the job is buried but not what the release answers: RELEASED (as the
         # TTL case "still answers") or BURIED (as beanstalkd's release that buries).
-        self.assertIn(c.cmd("release 1 0 0"), (b"RELEASED\r\n", b"BURIED\r\n"))
-        st = self.js(c, 1)
+        self.assertIn(c.cmd("release %d 0 0" % nth_id(1, "q")), (b"RELEASED\r\n", b"BURIED\r\n"))
+        st = self.js(c, nth_id(1, "q"))
         self.assertEqual((st["state"], st["tries-left"], unq(st["bury-reason"])),
                          ("buried", "0", "release"))
-        self.assertEqual(self.ext_keys(c, 1), ["tries-left", "bury-reason"])
+        self.assertEqual(self.ext_keys(c, nth_id(1, "q")), ["tries-left", "bury-reason"])
         self.assertEqual(c.cmd("reserve-with-timeout 0"), TIMED_OUT)
-        self.assertEqual(c.cmd("peek-buried"), b"FOUND 1 1\r\nx\r\n")
+        self.assertEqual(c.cmd("peek-buried"), b"FOUND %d 1\r\nx\r\n" % nth_id(1, "q"))
         st = self.stats(c)
         self.assertEqual((st["current-jobs-buried"], st["current-jobs-ready"],
                           st["total-tries-exhausted"]), ("1", "0", "1"))
@@ -469,59 +469,59 @@ class TestTries(ExtCase):
 
     def test_release_with_delay_buries_instead(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "tries=1", pri=7), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("reserve-job 1"), b"RESERVED 1 1\r\nx\r\n")  # reserve-job uses a try
-        self.assertTriesLeft(c, 1, 0)
-        self.assertIn(c.cmd("release 1 3 100"), (b"RELEASED\r\n", b"BURIED\r\n"))
-        st = self.js(c, 1)
+        self.assertEqual(put_ext(c, "x", "tries=1", pri=7), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("reserve-job %d" % nth_id(1)), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))  # reserve-job uses a try
+        self.assertTriesLeft(c, nth_id(1), 0)
+        self.assertIn(c.cmd("release %d 3 100" % nth_id(1)), (b"RELEASED\r\n", b"BURIED\r\n"))
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], unq(st["bury-reason"]), st["pri"]), ("buried", "release", "3"))
         self.assertEqual(self.stats(c)["current-jobs-delayed"], "0")
 
     def test_ttr_timeout_uses_up_the_tries_and_buries(self):
         a, b = self.client(), self.client()
-        self.assertEqual(put_ext(a, "one", "tries=1", ttr=1), b"INSERTED 1\r\n")
-        self.assertEqual(put_ext(a, "two", "tries=2", ttr=1), b"INSERTED 2\r\n")
-        self.assertEqual(a.cmd("reserve-job 1"), b"RESERVED 1 3\r\none\r\n")
-        self.assertEqual(a.cmd("reserve-job 2"), b"RESERVED 2 3\r\ntwo\r\n")
+        self.assertEqual(put_ext(a, "one", "tries=1", ttr=1), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(put_ext(a, "two", "tries=2", ttr=1), b"INSERTED %d\r\n" % nth_id(2))
+        self.assertEqual(a.cmd("reserve-job %d" % nth_id(1)), b"RESERVED %d 3\r\none\r\n" % nth_id(1))
+        self.assertEqual(a.cmd("reserve-job %d" % nth_id(2)), b"RESERVED %d 3\r\ntwo\r\n" % nth_id(2))
         t0 = time.monotonic()
-        st = wait_job_stat(b, 1, "state", "buried", timeout=1 + 2 * SLACK)
+        st = wait_job_stat(b, nth_id(1), "state", "buried", timeout=1 + 2 * SLACK)
         self.assertIsNotNone(st, "job 1 was not buried at its TTR")
         self.assertElapsed(t0, 0.5, 1 + 2 * SLACK)
         self.assertEqual((unq(st["bury-reason"]), st["tries-left"], st["timeouts"]), ("timeout", "0", "1"))
-        st = wait_job_stat(b, 2, "state", "ready", timeout=2 * SLACK)
+        st = wait_job_stat(b, nth_id(2), "state", "ready", timeout=2 * SLACK)
         self.assertIsNotNone(st, "job 2 (a try left) did not come back ready")
         self.assertEqual(st["tries-left"], "1")
         self.assertNotIn("bury-reason", st)
-        self.assertEqual(a.cmd("touch 2"), NOT_FOUND)  # a lost its reservations
+        self.assertEqual(a.cmd("touch %d" % nth_id(2)), NOT_FOUND)  # a lost its reservations
         self.assertEqual(self.stats(b)["total-tries-exhausted"], "1")
         self.assertEqual(self.tube_stats(b, "default")["total-tries-exhausted"], "1")
 
     def test_bury_command_reason(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "tries=3 key=k ttl=100 attr.a=b"), b"INSERTED 1\r\n")
+        self.assertEqual(put_ext(c, "x", "tries=3 key=k ttl=100 attr.a=b"), b"INSERTED %d\r\n" % nth_id(1))
         c.cmd("reserve")
-        self.assertEqual(c.cmd("bury 1 9"), b"BURIED\r\n")
-        st = self.js(c, 1)
+        self.assertEqual(c.cmd("bury %d 9" % nth_id(1)), b"BURIED\r\n")
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], st["tries-left"], unq(st["bury-reason"])), ("buried", "2", "bury"))
-        self.assertEqual(self.ext_keys(c, 1), ["tries-left", "bury-reason", "ttl-left", "key", "attr.a"])
+        self.assertEqual(self.ext_keys(c, nth_id(1)), ["tries-left", "bury-reason", "ttl-left", "key", "attr.a"])
         self.assertEqual(self.stats(c)["total-tries-exhausted"], "0")
         # kicked: no longer buried, no reason; a job with tries left keeps them
         self.assertEqual(c.cmd("kick 1"), b"KICKED 1\r\n")
-        st = self.js(c, 1)
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], st["tries-left"]), ("ready", "2"))
-        self.assertEqual(self.ext_keys(c, 1), ["tries-left", "ttl-left", "key", "attr.a"])
+        self.assertEqual(self.ext_keys(c, nth_id(1)), ["tries-left", "ttl-left", "key", "attr.a"])
 
     def test_closing_the_connection_is_a_release(self):
         c, w = self.client(), self.client()
-        self.assertEqual(put_ext(c, "last", "tries=1"), b"INSERTED 1\r\n")
-        self.assertEqual(put_ext(c, "more", "tries=3"), b"INSERTED 2\r\n")
-        self.assertEqual(w.cmd("reserve-job 1"), b"RESERVED 1 4\r\nlast\r\n")
-        self.assertEqual(w.cmd("reserve-job 2"), b"RESERVED 2 4\r\nmore\r\n")
+        self.assertEqual(put_ext(c, "last", "tries=1"), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(put_ext(c, "more", "tries=3"), b"INSERTED %d\r\n" % nth_id(2))
+        self.assertEqual(w.cmd("reserve-job %d" % nth_id(1)), b"RESERVED %d 4\r\nlast\r\n" % nth_id(1))
+        self.assertEqual(w.cmd("reserve-job %d" % nth_id(2)), b"RESERVED %d 4\r\nmore\r\n" % nth_id(2))
         w.close()
-        st = wait_job_stat(c, 1, "state", "buried")
+        st = wait_job_stat(c, nth_id(1), "state", "buried")
         self.assertIsNotNone(st, "job 1, out of tries, was not buried when its worker left")
         self.assertEqual((st["tries-left"], unq(st["bury-reason"])), ("0", "release"))
-        st = wait_job_stat(c, 2, "state", "ready")
+        st = wait_job_stat(c, nth_id(2), "state", "ready")
         self.assertIsNotNone(st)
         self.assertEqual(st["tries-left"], "2")
         self.assertNotIn("bury-reason", st)
@@ -530,57 +530,57 @@ class TestTries(ExtCase):
 
     def test_kick_respawns_with_one_more_try(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "tries=1"), b"INSERTED 1\r\n")
+        self.assertEqual(put_ext(c, "x", "tries=1"), b"INSERTED %d\r\n" % nth_id(1))
         c.cmd("reserve")
-        c.cmd("release 1 0 0")
-        self.assertEqual(self.js(c, 1)["state"], "buried")
+        c.cmd("release %d 0 0" % nth_id(1))
+        self.assertEqual(self.js(c, nth_id(1))["state"], "buried")
         self.assertEqual(c.cmd("kick 5"), b"KICKED 1\r\n")
-        st = self.js(c, 1)
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], st["tries-left"], st["kicks"]), ("ready", "1", "1"))
         self.assertNotIn("bury-reason", st)
-        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertTriesLeft(c, 1, 0)
-        c.cmd("release 1 0 0")
-        st = self.js(c, 1)
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
+        self.assertTriesLeft(c, nth_id(1), 0)
+        c.cmd("release %d 0 0" % nth_id(1))
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], unq(st["bury-reason"])), ("buried", "release"))
-        self.assertEqual(c.cmd("kick-job 1"), b"KICKED\r\n")
-        self.assertTriesLeft(c, 1, 1)
+        self.assertEqual(c.cmd("kick-job %d" % nth_id(1)), b"KICKED\r\n")
+        self.assertTriesLeft(c, nth_id(1), 1)
         self.assertEqual(self.stats(c)["total-tries-exhausted"], "2")
         # the one try is used like any other
         c.cmd("reserve")
-        self.assertTriesLeft(c, 1, 0)
-        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        self.assertTriesLeft(c, nth_id(1), 0)
+        self.assertEqual(c.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
 
     def test_kick_job_of_a_delayed_job_keeps_its_tries(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "tries=2", delay=100), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("kick-job 1"), b"KICKED\r\n")
-        self.assertTriesLeft(c, 1, 2)
+        self.assertEqual(put_ext(c, "x", "tries=2", delay=100), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("kick-job %d" % nth_id(1)), b"KICKED\r\n")
+        self.assertTriesLeft(c, nth_id(1), 2)
 
     def test_freeze_tries(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "tries=1"), b"INSERTED 1\r\n")
+        self.assertEqual(put_ext(c, "x", "tries=1"), b"INSERTED %d\r\n" % nth_id(1))
         self.assertEqual(reserve_ext(c, "0 freeze-tries")[0],
-                         b"RESERVED-MANY 1\r\nRESERVED 1 1\r\nx\r\n")
-        st = self.js(c, 1)
+                         b"RESERVED-MANY 1\r\nRESERVED %d 1\r\nx\r\n" % nth_id(1))
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], st["tries-left"], st["reserves"]), ("reserved", "1", "1"))
-        self.assertEqual(c.cmd("release 1 0 0"), b"RELEASED\r\n")
-        self.assertEqual(self.js(c, 1)["state"], "ready")
-        self.assertEqual(reserve_ext(c, "0 count=5 freeze-tries detached")[1], [(1, b"x")])
-        self.assertTriesLeft(c, 1, 1)
-        self.assertEqual(c.cmd("release 1 0 0"), b"RELEASED\r\n")
-        self.assertEqual(reserve_ext(c, "0")[1], [(1, b"x")])  # uses the try
-        self.assertTriesLeft(c, 1, 0)
+        self.assertEqual(c.cmd("release %d 0 0" % nth_id(1)), b"RELEASED\r\n")
+        self.assertEqual(self.js(c, nth_id(1))["state"], "ready")
+        self.assertEqual(reserve_ext(c, "0 count=5 freeze-tries detached")[1], [(nth_id(1), b"x")])
+        self.assertTriesLeft(c, nth_id(1), 1)
+        self.assertEqual(c.cmd("release %d 0 0" % nth_id(1)), b"RELEASED\r\n")
+        self.assertEqual(reserve_ext(c, "0")[1], [(nth_id(1), b"x")])  # uses the try
+        self.assertTriesLeft(c, nth_id(1), 0)
 
     def test_unlimited_job_is_never_buried_by_release(self):
         c = self.client()
         c.put("x")
         for _ in range(5):
             c.cmd("reserve")
-            self.assertEqual(c.cmd("release 1 0 0"), b"RELEASED\r\n")
-        st = self.js(c, 1)
+            self.assertEqual(c.cmd("release %d 0 0" % nth_id(1)), b"RELEASED\r\n")
+        st = self.js(c, nth_id(1))
         self.assertEqual((st["state"], st["releases"]), ("ready", "5"))
-        self.assertEqual(self.ext_keys(c, 1), [])
+        self.assertEqual(self.ext_keys(c, nth_id(1)), [])
 
 
 class TestTubeTries(ExtCase):
@@ -590,50 +590,50 @@ class TestTubeTries(ExtCase):
         c.put("before")  # 1: put before the default: unlimited
         self.assertEqual(c.cmd("tube-tries jobs 2"), b"TUBE-TRIES 2\r\n")
         self.assertEqual(self.tube_stats(c, "jobs")["default-tries"], "2")
-        self.assertEqual(c.put("plain"), b"INSERTED 2\r\n")
-        self.assertEqual(put_ext(c, "ext", "ttl=100"), b"INSERTED 3\r\n")
-        self.assertEqual(put_ext(c, "own", "tries=5"), b"INSERTED 4\r\n")
+        self.assertEqual(c.put("plain"), b"INSERTED %d\r\n" % nth_id(2, "jobs"))
+        self.assertEqual(put_ext(c, "ext", "ttl=100"), b"INSERTED %d\r\n" % nth_id(3, "jobs"))
+        self.assertEqual(put_ext(c, "own", "tries=5"), b"INSERTED %d\r\n" % nth_id(4, "jobs"))
         self.assertEqual(put_many(c, [entry("m1"), entry("m2", "tries=9")]),
-                         b"INSERTED-MANY 2\r\nINSERTED 5\r\nINSERTED 6\r\n")
-        self.assertEqual(self.ext_keys(c, 1), [])
-        for jid, n in ((2, 2), (3, 2), (4, 5), (5, 2), (6, 9)):
-            self.assertTriesLeft(c, jid, n)
-        self.assertEqual(self.ext_keys(c, 2), ["tries-left"])
+                         b"INSERTED-MANY 2\r\nINSERTED %d\r\nINSERTED %d\r\n" % (nth_id(5, "jobs"), nth_id(6, "jobs")))
+        self.assertEqual(self.ext_keys(c, nth_id(1, "jobs")), [])
+        for seq, n in ((2, 2), (3, 2), (4, 5), (5, 2), (6, 9)):
+            self.assertTriesLeft(c, nth_id(seq, "jobs"), n)
+        self.assertEqual(self.ext_keys(c, nth_id(2, "jobs")), ["tries-left"])
         # other tubes are untouched
         c.cmd("use default")
-        self.assertEqual(c.put("elsewhere"), b"INSERTED 7\r\n")
-        self.assertEqual(self.ext_keys(c, 7), [])
+        elsewhere = c.put_id("elsewhere")
+        self.assertEqual(self.ext_keys(c, elsewhere), [])
         self.assertEqual(self.tube_stats(c, "default")["default-tries"], "0")
         # the default tries work as a job's own: reserve + release twice buries
         c.cmd("watch jobs")
         c.cmd("ignore default")
         for _ in range(2):
-            self.assertEqual(c.cmd("reserve-job 2"), b"RESERVED 2 5\r\nplain\r\n")
-            c.cmd("release 2 0 0")
-        st = self.js(c, 2)
+            self.assertEqual(c.cmd("reserve-job %d" % nth_id(2, "jobs")), b"RESERVED %d 5\r\nplain\r\n" % nth_id(2, "jobs"))
+            c.cmd("release %d 0 0" % nth_id(2, "jobs"))
+        st = self.js(c, nth_id(2, "jobs"))
         self.assertEqual((st["state"], unq(st["bury-reason"])), ("buried", "release"))
         # 0 clears it: a plain put is a beanstalkd job again
         self.assertEqual(c.cmd("tube-tries jobs 0"), b"TUBE-TRIES 0\r\n")
         self.assertEqual(self.tube_stats(c, "jobs")["default-tries"], "0")
         c.cmd("use jobs")
-        self.assertEqual(c.put("after"), b"INSERTED 8\r\n")
-        self.assertEqual(self.ext_keys(c, 8), [])
-        self.assertTriesLeft(c, 3, 2)  # jobs already put keep theirs
+        after = c.put_id("after")
+        self.assertEqual(self.ext_keys(c, after), [])
+        self.assertTriesLeft(c, nth_id(3, "jobs"), 2)  # jobs already put keep theirs
 
     def test_setting_outlives_the_tube(self):
         c = self.client()
         self.assertEqual(c.cmd("tube-tries later 3"), b"TUBE-TRIES 3\r\n")  # no such tube yet
         self.assertEqual(c.cmd("use later"), b"USING later\r\n")
         self.assertEqual(self.tube_stats(c, "later")["default-tries"], "3")
-        self.assertEqual(c.put("x"), b"INSERTED 1\r\n")
-        self.assertTriesLeft(c, 1, 3)
-        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        self.assertEqual(c.put("x"), b"INSERTED %d\r\n" % nth_id(1, "later"))
+        self.assertTriesLeft(c, nth_id(1, "later"), 3)
+        self.assertEqual(c.cmd("delete %d" % nth_id(1, "later")), b"DELETED\r\n")
         c.cmd("use default")
         self.assertEqual(c.cmd("stats-tube later"), NOT_FOUND)  # the tube is gone
         self.assertEqual(c.cmd("use later"), b"USING later\r\n")
         self.assertEqual(self.tube_stats(c, "later")["default-tries"], "3")
-        self.assertEqual(c.put("y"), b"INSERTED 2\r\n")
-        self.assertTriesLeft(c, 2, 3)
+        self.assertEqual(c.put("y"), b"INSERTED %d\r\n" % nth_id(2, "later"))
+        self.assertTriesLeft(c, nth_id(2, "later"), 3)
 
     def test_grammar(self):
         c = self.client(timeout=3)
@@ -657,26 +657,26 @@ class TestTtl(ExtCase):
         c = self.client()
         c.cmd("use e")
         t0 = time.monotonic()
-        self.assertEqual(put_ext(c, "r", "ttl=1 key=kr"), b"INSERTED 1\r\n")
-        self.assertEqual(put_ext(c, "d", "ttl=1 key=kd", delay=100), b"INSERTED 2\r\n")
-        self.assertEqual(put_ext(c, "b", "ttl=1 key=kb"), b"INSERTED 3\r\n")
-        self.assertEqual(c.cmd("reserve-job 3"), b"RESERVED 3 1\r\nb\r\n")
-        self.assertEqual(c.cmd("bury 3 0"), b"BURIED\r\n")
-        self.assertEqual(put_ext(c, "l", "ttl=100"), b"INSERTED 4\r\n")
-        self.assertEqual(c.put("plain"), b"INSERTED 5\r\n")
-        self.assertIn(self.js(c, 4)["ttl-left"], ("99", "100"))
-        self.assertIn(self.js(c, 1)["ttl-left"], ("0", "1"))
-        self.assertTrue(c.cmd("peek 1").startswith(b"FOUND 1"))  # not before its time
+        self.assertEqual(put_ext(c, "r", "ttl=1 key=kr"), b"INSERTED %d\r\n" % nth_id(1, "e"))
+        self.assertEqual(put_ext(c, "d", "ttl=1 key=kd", delay=100), b"INSERTED %d\r\n" % nth_id(2, "e"))
+        self.assertEqual(put_ext(c, "b", "ttl=1 key=kb"), b"INSERTED %d\r\n" % nth_id(3, "e"))
+        self.assertEqual(c.cmd("reserve-job %d" % nth_id(3, "e")), b"RESERVED %d 1\r\nb\r\n" % nth_id(3, "e"))
+        self.assertEqual(c.cmd("bury %d 0" % nth_id(3, "e")), b"BURIED\r\n")
+        self.assertEqual(put_ext(c, "l", "ttl=100"), b"INSERTED %d\r\n" % nth_id(4, "e"))
+        self.assertEqual(c.put("plain"), b"INSERTED %d\r\n" % nth_id(5, "e"))
+        self.assertIn(self.js(c, nth_id(4, "e"))["ttl-left"], ("99", "100"))
+        self.assertIn(self.js(c, nth_id(1, "e"))["ttl-left"], ("0", "1"))
+        self.assertTrue(c.cmd("peek %d" % nth_id(1, "e")).startswith(b"FOUND %d" % nth_id(1, "e")))  # not before its time
         st = wait_stat(c, "total-expired-jobs", 3, timeout=1 + 2 * SLACK)
         self.assertIsNotNone(st, "the three jobs did not expire")
         self.assertElapsed(t0, 0.9, 1 + 2 * SLACK)
         self.assertEqual((st["current-jobs-ready"], st["current-jobs-delayed"],
                           st["current-jobs-buried"], st["total-jobs"]), ("2", "0", "0", "5"))
-        for jid in (1, 2, 3):
+        for jid in (nth_id(n, "e") for n in (1, 2, 3)):
             self.assertGone(c, jid)
             self.assertEqual(c.cmd("stats-job %d" % jid), NOT_FOUND)
-        self.assertTrue(c.cmd("peek 4").startswith(b"FOUND 4"))
-        self.assertTrue(c.cmd("peek 5").startswith(b"FOUND 5"))
+        self.assertTrue(c.cmd("peek %d" % nth_id(4, "e")).startswith(b"FOUND %d" % nth_id(4, "e")))
+        self.assertTrue(c.cmd("peek %d" % nth_id(5, "e")).startswith(b"FOUND %d" % nth_id(5, "e")))
         ts = self.tube_stats(c, "e")
         self.assertEqual((ts["total-expired-jobs"], ts["current-jobs-ready"]), ("3", "2"))
         self.assertEqual(self.tube_stats(c, "default")["total-expired-jobs"], "0")
@@ -688,26 +688,26 @@ class TestTtl(ExtCase):
         a, b, w = self.client(), self.client(), self.client()
         for i in range(1, 7):
             self.assertEqual(put_ext(a, "j%d" % i, "ttl=1 key=k%d" % i, ttr=2 if i == 5 else 60),
-                             b"INSERTED %d\r\n" % i)
+                             b"INSERTED %d\r\n" % nth_id(i))
         t0 = time.monotonic()
-        for jid in (1, 2, 3, 5, 6):
+        for jid in map(nth_id, (1, 2, 3, 5, 6)):
             self.assertTrue(w.cmd("reserve-job %d" % jid).startswith(b"RESERVED %d " % jid))
-        self.assertTrue(b.cmd("reserve-job 4").startswith(b"RESERVED 4 "))
+        self.assertTrue(b.cmd("reserve-job %d" % nth_id(4)).startswith(b"RESERVED %d " % nth_id(4)))
         time.sleep(max(0.0, t0 + 1.3 - time.monotonic()))
-        for jid in range(1, 7):
+        for jid in map(nth_id, range(1, 7)):
             self.assertEqual(self.js(a, jid)["state"], "reserved", jid)
-        self.assertEqual(put_ext(a, "dup", "key=k1"), b"EXISTS 1\r\n")
-        self.assertEqual(w.cmd("release 1 0 0"), b"RELEASED\r\n")
-        self.assertGone(a, 1)
-        self.assertEqual(w.cmd("bury 2 0"), b"BURIED\r\n")
-        self.assertGone(a, 2)
-        self.assertEqual(w.cmd("delete 3"), b"DELETED\r\n")
-        self.assertEqual(w.cmd("release 6 0 100"), b"RELEASED\r\n")
-        self.assertGone(a, 6)
+        self.assertEqual(put_ext(a, "dup", "key=k1"), b"EXISTS %d\r\n" % nth_id(1))
+        self.assertEqual(w.cmd("release %d 0 0" % nth_id(1)), b"RELEASED\r\n")
+        self.assertGone(a, nth_id(1))
+        self.assertEqual(w.cmd("bury %d 0" % nth_id(2)), b"BURIED\r\n")
+        self.assertGone(a, nth_id(2))
+        self.assertEqual(w.cmd("delete %d" % nth_id(3)), b"DELETED\r\n")
+        self.assertEqual(w.cmd("release %d 0 100" % nth_id(6)), b"RELEASED\r\n")
+        self.assertGone(a, nth_id(6))
         b.close()
-        self.assertTrue(wait_until(lambda: a.cmd("peek 4") == NOT_FOUND, 3),
+        self.assertTrue(wait_until(lambda: a.cmd("peek %d" % nth_id(4)) == NOT_FOUND, 3),
                         "job 4 outlived its worker's connection")
-        self.assertTrue(wait_until(lambda: a.cmd("peek 5") == NOT_FOUND, 2 + 2 * SLACK),
+        self.assertTrue(wait_until(lambda: a.cmd("peek %d" % nth_id(5)) == NOT_FOUND, 2 + 2 * SLACK),
                         "job 5 outlived its TTR")
         st = self.stats(a)
         self.assertEqual((st["current-jobs-ready"], st["current-jobs-reserved"],
@@ -720,16 +720,16 @@ class TestTtl(ExtCase):
 
     def test_detached_reserved_job_outlives_its_ttl_until_released(self):
         w, x = self.client(), self.client()
-        self.assertEqual(put_ext(x, "a", "ttl=1"), b"INSERTED 1\r\n")
-        self.assertEqual(put_ext(x, "b", "ttl=1", ttr=2), b"INSERTED 2\r\n")
-        self.assertEqual([j for j, _ in reserve_ext(w, "0 count=2 detached")[1]], [1, 2])
+        self.assertEqual(put_ext(x, "a", "ttl=1"), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(put_ext(x, "b", "ttl=1", ttr=2), b"INSERTED %d\r\n" % nth_id(2))
+        self.assertEqual([j for j, _ in reserve_ext(w, "0 count=2 detached")[1]], [nth_id(1), nth_id(2)])
         w.close()
         t0 = time.monotonic()
         time.sleep(1.3)
-        self.assertEqual(self.js(x, 1)["state"], "reserved")
-        self.assertEqual(x.cmd("release 1 0 0"), b"RELEASED\r\n")
-        self.assertGone(x, 1)
-        self.assertTrue(wait_until(lambda: x.cmd("peek 2") == NOT_FOUND, 2 + SLACK),
+        self.assertEqual(self.js(x, nth_id(1))["state"], "reserved")
+        self.assertEqual(x.cmd("release %d 0 0" % nth_id(1)), b"RELEASED\r\n")
+        self.assertGone(x, nth_id(1))
+        self.assertTrue(wait_until(lambda: x.cmd("peek %d" % nth_id(2)) == NOT_FOUND, 2 + SLACK),
                         "job 2 outlived its TTR")
         self.assertElapsed(t0, 1.3, 2 + 2 * SLACK)
         self.assertEqual(self.stats(x)["current-jobs-reserved"], "0")
@@ -745,7 +745,7 @@ class TestTtl(ExtCase):
         st = wait_stat(c, "total-expired-jobs", n, timeout=1 + 3 * SLACK)
         self.assertIsNotNone(st, "not all %d jobs expired" % n)
         self.assertEqual(st["current-jobs-ready"], "1")
-        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED %d 5\r\nstays\r\n" % (n + 1))
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"RESERVED %d 5\r\nstays\r\n" % nth_id(n + 1))
 
 
 # ---- reserve-ext ---------------------------------------------------------------------------
@@ -756,14 +756,14 @@ class TestReserveExt(ExtCase):
         for body, pri in (("a", 5), ("bb", 1), ("c", 3), ("dd", 1), ("e", 9)):
             c.put(body, pri=pri)
         raw, _ = reserve_ext(c, "0 count=3")
-        self.assertEqual(raw, reserved_many_bytes([(2, b"bb"), (4, b"dd"), (3, b"c")]))
+        self.assertEqual(raw, reserved_many_bytes([(nth_id(2), b"bb"), (nth_id(4), b"dd"), (nth_id(3), b"c")]))
         st = self.stats(c)
         self.assertEqual((st["current-jobs-reserved"], st["current-jobs-ready"]), ("3", "2"))
-        for jid in (2, 3, 4):
+        for jid in map(nth_id, (2, 3, 4)):
             st = self.js(c, jid)
             self.assertEqual((st["state"], st["reserves"]), ("reserved", "1"))
         raw, _ = reserve_ext(c, "0 count=1000")
-        self.assertEqual(raw, reserved_many_bytes([(1, b"a"), (5, b"e")]))
+        self.assertEqual(raw, reserved_many_bytes([(nth_id(1), b"a"), (nth_id(5), b"e")]))
         self.assertEqual(reserve_ext(c, "0 count=2")[0], TIMED_OUT)
         self.assertEqual(self.stats(c)["cmd-reserve-ext"], "3")
 
@@ -771,31 +771,31 @@ class TestReserveExt(ExtCase):
         c = self.client()
         c.put("a")
         c.put("b")
-        self.assertEqual(reserve_ext(c, "0")[0], reserved_many_bytes([(1, b"a")]))
-        self.assertEqual(reserve_ext(c, "10")[0], reserved_many_bytes([(2, b"b")]))
+        self.assertEqual(reserve_ext(c, "0")[0], reserved_many_bytes([(nth_id(1), b"a")]))
+        self.assertEqual(reserve_ext(c, "10")[0], reserved_many_bytes([(nth_id(2), b"b")]))
         self.assertEqual(reserve_ext(c, "0")[0], TIMED_OUT)
 
     def test_watched_tubes_only_and_not_paused(self):
         c = self.client()
-        c.put("o", tube="other", pri=1)
-        c.put("p", tube="paused", pri=0)
-        c.put("d", tube="default", pri=2)
-        self.assertEqual(reserve_ext(c, "0 count=5")[1], [(3, b"d")])
+        o = c.put_id("o", tube="other", pri=1)
+        p = c.put_id("p", tube="paused", pri=0)
+        d = c.put_id("d", tube="default", pri=2)
+        self.assertEqual(reserve_ext(c, "0 count=5")[1], [(d, b"d")])
         c.cmd("watch other")
         c.cmd("watch paused")
         self.assertEqual(c.cmd("pause-tube paused 100"), b"PAUSED\r\n")
-        self.assertEqual(reserve_ext(c, "0 count=5")[1], [(1, b"o")])
+        self.assertEqual(reserve_ext(c, "0 count=5")[1], [(o, b"o")])
         self.assertEqual(c.cmd("pause-tube paused 0"), b"PAUSED\r\n")
-        self.assertEqual(reserve_ext(c, "0 count=5")[1], [(2, b"p")])
+        self.assertEqual(reserve_ext(c, "0 count=5")[1], [(p, b"p")])
 
     def test_waits_then_reserves(self):
         a, b = self.client(), self.client()
         t0 = time.monotonic()
         b.send(b"reserve-ext 5 count=3\r\n")
         self.assertTrue(wait_stat(a, "current-waiting", 1))
-        self.assertEqual(a.put("x"), b"INSERTED 1\r\n")
+        self.assertEqual(a.put("x"), b"INSERTED %d\r\n" % nth_id(1))
         raw, jobs = read_reserved_many(b)
-        self.assertEqual(raw, reserved_many_bytes([(1, b"x")]))
+        self.assertEqual(raw, reserved_many_bytes([(nth_id(1), b"x")]))
         self.assertElapsed(t0, 0, 2)
         self.assertEqual(self.stats(a)["current-waiting"], "0")
 
@@ -804,7 +804,7 @@ class TestReserveExt(ExtCase):
         b.send(b"reserve-ext 5 count=3\r\n")
         self.assertTrue(wait_stat(a, "current-waiting", 1))
         self.assertEqual(put_many(a, [entry("x", pri=3), entry("y", pri=2), entry("z", pri=1)]),
-                         b"INSERTED-MANY 3\r\nINSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n")
+                         b"INSERTED-MANY 3\r\nINSERTED %d\r\nINSERTED %d\r\nINSERTED %d\r\n" % (nth_id(1), nth_id(2), nth_id(3)))
         raw, jobs = read_reserved_many(b)
         # the first job wakes the waiter; how many of the batch are ready "at that moment" is
         # the server's choice: 1 to 3, each once, best first among them
@@ -832,34 +832,34 @@ class TestReserveExt(ExtCase):
     def test_deadline_soon(self):
         c = self.client()
         c.put("x", ttr=1)
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertEqual(reserve_ext(c, "5 count=3")[0], b"DEADLINE_SOON\r\n")
         self.assertEqual(reserve_ext(c, "5")[0], b"DEADLINE_SOON\r\n")
 
     def test_ttr_at_reserve_time(self):
         a, b = self.client(), self.client()
         a.put("x", ttr=100)
-        self.assertEqual(reserve_ext(a, "0 ttr=2")[1], [(1, b"x")])
+        self.assertEqual(reserve_ext(a, "0 ttr=2")[1], [(nth_id(1), b"x")])
         t0 = time.monotonic()
-        st = self.js(a, 1)
+        st = self.js(a, nth_id(1))
         self.assertEqual((st["ttr"], st["state"]), ("100", "reserved"))
         self.assertIn(st["time-left"], ("1", "2"))
-        self.assertEqual(self.ext_keys(a, 1), [])  # a plain job: nothing of the extensions applies
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(self.ext_keys(a, nth_id(1)), [])  # a plain job: nothing of the extensions applies
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertElapsed(t0, 1.5, 2 + SLACK)
-        st = self.js(b, 1)
+        st = self.js(b, nth_id(1))
         self.assertEqual((st["ttr"], st["timeouts"]), ("100", "1"))
         self.assertIn(st["time-left"], ("99", "100"))  # later reservations: its own TTR
 
     def test_touch_restarts_the_reservation_ttr(self):
         a, b = self.client(), self.client()
         a.put("x", ttr=100)
-        self.assertEqual(reserve_ext(a, "0 ttr=2")[1], [(1, b"x")])
+        self.assertEqual(reserve_ext(a, "0 ttr=2")[1], [(nth_id(1), b"x")])
         time.sleep(1.2)
-        self.assertEqual(a.cmd("touch 1"), b"TOUCHED\r\n")
+        self.assertEqual(a.cmd("touch %d" % nth_id(1)), b"TOUCHED\r\n")
         t1 = time.monotonic()
-        self.assertIn(self.js(a, 1)["time-left"], ("1", "2"))
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertIn(self.js(a, nth_id(1))["time-left"], ("1", "2"))
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertElapsed(t1, 1.5, 2 + SLACK)
 
     def test_grammar(self):
@@ -881,9 +881,9 @@ class TestReserveExt(ExtCase):
         st = self.stats(c)
         self.assertEqual((st["current-jobs-ready"], st["current-jobs-reserved"], st["current-waiting"]),
                          ("1", "0", "0"))
-        self.assertEqual(reserve_ext(c, "0 detached freeze-tries ttr=4294967295 count=1000")[1], [(1, b"x")])
-        self.assertEqual(c.cmd("release 1 0 0"), b"RELEASED\r\n")
-        self.assertEqual(reserve_ext(c, "0 count=1 ttr=1")[1], [(1, b"x")])
+        self.assertEqual(reserve_ext(c, "0 detached freeze-tries ttr=4294967295 count=1000")[1], [(nth_id(1), b"x")])
+        self.assertEqual(c.cmd("release %d 0 0" % nth_id(1)), b"RELEASED\r\n")
+        self.assertEqual(reserve_ext(c, "0 count=1 ttr=1")[1], [(nth_id(1), b"x")])
 
 
 class TestDetached(ExtCase):
@@ -892,58 +892,60 @@ class TestDetached(ExtCase):
         for i in range(1, 5):
             p.put("j%d" % i)
         p.put("plain")  # 5
-        self.assertEqual([j for j, _ in reserve_ext(w, "0 count=4 detached")[1]], [1, 2, 3, 4])
-        self.assertEqual(w.cmd("reserve"), b"RESERVED 5 5\r\nplain\r\n")
-        self.assertEqual(x.cmd("delete 1"), b"DELETED\r\n")
-        self.assertEqual(x.cmd("release 2 0 0"), b"RELEASED\r\n")
-        self.assertEqual(x.cmd("bury 3 0"), b"BURIED\r\n")
-        self.assertEqual(x.cmd("touch 4"), b"TOUCHED\r\n")
-        self.assertEqual(x.cmd("delete 5"), NOT_FOUND)  # an attached reservation is w's alone
-        self.assertEqual(x.cmd("touch 5"), NOT_FOUND)
-        self.assertEqual([self.js(x, j)["state"] for j in (2, 3, 5)], ["ready", "buried", "reserved"])
+        self.assertEqual([j for j, _ in reserve_ext(w, "0 count=4 detached")[1]],
+                         list(map(nth_id, [1, 2, 3, 4])))
+        self.assertEqual(w.cmd("reserve"), b"RESERVED %d 5\r\nplain\r\n" % nth_id(5))
+        self.assertEqual(x.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
+        self.assertEqual(x.cmd("release %d 0 0" % nth_id(2)), b"RELEASED\r\n")
+        self.assertEqual(x.cmd("bury %d 0" % nth_id(3)), b"BURIED\r\n")
+        self.assertEqual(x.cmd("touch %d" % nth_id(4)), b"TOUCHED\r\n")
+        self.assertEqual(x.cmd("delete %d" % nth_id(5)), NOT_FOUND)  # an attached reservation is w's alone
+        self.assertEqual(x.cmd("touch %d" % nth_id(5)), NOT_FOUND)
+        self.assertEqual([self.js(x, nth_id(j))["state"] for j in (2, 3, 5)],
+                         ["ready", "buried", "reserved"])
         st = self.stats(x)
         self.assertEqual(st["current-jobs-reserved"], "2")  # 4 (detached) and 5
-        self.assertEqual(x.cmd("list-jobs default reserved 0 10"), list_reply(0, [4, 5]))
-        self.assertEqual(p.cmd("delete 4"), b"DELETED\r\n")
+        self.assertEqual(x.cmd("list-jobs default reserved 0 10"), list_reply(0, [nth_id(4), nth_id(5)]))
+        self.assertEqual(p.cmd("delete %d" % nth_id(4)), b"DELETED\r\n")
         # the reserving connection may act on them too
-        self.assertEqual(reserve_ext(w, "0 detached")[1], [(2, b"j2")])
-        self.assertEqual(w.cmd("delete 2"), b"DELETED\r\n")
+        self.assertEqual(reserve_ext(w, "0 detached")[1], [(nth_id(2), b"j2")])
+        self.assertEqual(w.cmd("delete %d" % nth_id(2)), b"DELETED\r\n")
 
     def test_not_given_back_when_the_connection_closes(self):
         p, w = self.client(), self.client()
         p.put("detached")
         p.put("attached")
-        self.assertEqual(reserve_ext(w, "0 detached")[1], [(1, b"detached")])
-        self.assertEqual(w.cmd("reserve"), b"RESERVED 2 8\r\nattached\r\n")
+        self.assertEqual(reserve_ext(w, "0 detached")[1], [(nth_id(1), b"detached")])
+        self.assertEqual(w.cmd("reserve"), b"RESERVED %d 8\r\nattached\r\n" % nth_id(2))
         w.close()
-        self.assertTrue(wait_job_stat(p, 2, "state", "ready"), "the attached job did not come back")
-        self.assertEqual(self.js(p, 1)["state"], "reserved")
-        self.assertEqual(p.cmd("reserve-with-timeout 0"), b"RESERVED 2 8\r\nattached\r\n")
+        self.assertTrue(wait_job_stat(p, nth_id(2), "state", "ready"), "the attached job did not come back")
+        self.assertEqual(self.js(p, nth_id(1))["state"], "reserved")
+        self.assertEqual(p.cmd("reserve-with-timeout 0"), b"RESERVED %d 8\r\nattached\r\n" % nth_id(2))
         self.assertEqual(p.cmd("reserve-with-timeout 0"), TIMED_OUT)
-        self.assertEqual(p.cmd("delete 1"), b"DELETED\r\n")
+        self.assertEqual(p.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
 
     def test_back_or_buried_at_ttr(self):
         p, w = self.client(), self.client()
         p.put("own-ttr", ttr=1)                                    # 1
-        self.assertEqual(put_ext(p, "last-try", "tries=1", ttr=1), b"INSERTED 2\r\n")
+        self.assertEqual(put_ext(p, "last-try", "tries=1", ttr=1), b"INSERTED %d\r\n" % nth_id(2))
         p.put("reserve-ttr", ttr=100)                              # 3
-        self.assertEqual(reserve_ext(w, "0 count=2 detached")[1], [(1, b"own-ttr"), (2, b"last-try")])
-        self.assertEqual(reserve_ext(w, "0 detached ttr=1")[1], [(3, b"reserve-ttr")])
+        self.assertEqual(reserve_ext(w, "0 count=2 detached")[1], [(nth_id(1), b"own-ttr"), (nth_id(2), b"last-try")])
+        self.assertEqual(reserve_ext(w, "0 detached ttr=1")[1], [(nth_id(3), b"reserve-ttr")])
         w.close()
         t0 = time.monotonic()
-        for jid, state in ((1, "ready"), (2, "buried"), (3, "ready")):
+        for jid, state in ((nth_id(1), "ready"), (nth_id(2), "buried"), (nth_id(3), "ready")):
             st = wait_job_stat(p, jid, "state", state, timeout=1 + 2 * SLACK)
             self.assertIsNotNone(st, "job %d did not become %s" % (jid, state))
             self.assertEqual(st["timeouts"], "1")
         self.assertElapsed(t0, 0.3, 1 + 2 * SLACK)
-        self.assertEqual(unq(self.js(p, 2)["bury-reason"]), "timeout")
+        self.assertEqual(unq(self.js(p, nth_id(2))["bury-reason"]), "timeout")
         self.assertEqual(self.stats(p)["total-tries-exhausted"], "1")
-        self.assertEqual(self.js(p, 3)["ttr"], "100")
+        self.assertEqual(self.js(p, nth_id(3))["ttr"], "100")
 
     def test_no_deadline_soon_for_detached_jobs(self):
         c = self.client()
         c.put("x", ttr=1)
-        self.assertEqual(reserve_ext(c, "0 detached")[1], [(1, b"x")])
+        self.assertEqual(reserve_ext(c, "0 detached")[1], [(nth_id(1), b"x")])
         t0 = time.monotonic()
         # the job belongs to no connection: this one holds nothing near its deadline
         self.assertEqual(c.cmd("reserve-with-timeout 0"), TIMED_OUT)
@@ -956,23 +958,24 @@ class TestDetached(ExtCase):
 class TestUniqueKeys(ExtCase):
     def test_exists_in_every_state(self):
         c, w = self.client(timeout=3), self.client()
-        self.assertEqual(put_ext(c, "r", "key=r", pri=5), b"INSERTED 1\r\n")
-        self.assertEqual(put_ext(c, "d", "key=d", delay=100), b"INSERTED 2\r\n")
-        self.assertEqual(put_ext(c, "b", "key=b"), b"INSERTED 3\r\n")
-        self.assertEqual(put_ext(c, "v", "key=v"), b"INSERTED 4\r\n")
-        c.cmd("reserve-job 3")
-        c.cmd("bury 3 0")
-        self.assertTrue(w.cmd("reserve-job 4").startswith(b"RESERVED 4 "))
+        self.assertEqual(put_ext(c, "r", "key=r", pri=5), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(put_ext(c, "d", "key=d", delay=100), b"INSERTED %d\r\n" % nth_id(2))
+        self.assertEqual(put_ext(c, "b", "key=b"), b"INSERTED %d\r\n" % nth_id(3))
+        self.assertEqual(put_ext(c, "v", "key=v"), b"INSERTED %d\r\n" % nth_id(4))
+        c.cmd("reserve-job %d" % nth_id(3))
+        c.cmd("bury %d 0" % nth_id(3))
+        self.assertTrue(w.cmd("reserve-job %d" % nth_id(4)).startswith(b"RESERVED %d " % nth_id(4)))
         for key, jid in (("r", 1), ("d", 2), ("b", 3), ("v", 4)):
             data = put_ext_bytes("other body", "key=%s tries=3 attr.a=1" % key, pri=1) + b"list-tube-used\r\n"
-            self.assertEqual(self.replies(c, data, 2), [b"EXISTS %d\r\n" % jid, USING_DEFAULT], key)
+            self.assertEqual(self.replies(c, data, 2), [b"EXISTS %d\r\n" % nth_id(jid), USING_DEFAULT],
+                             key)
         st = self.stats(c)
         self.assertEqual((st["total-jobs"], st["current-jobs-ready"]), ("4", "1"))
         self.assertEqual(self.tube_stats(c, "default")["total-jobs"], "4")
-        st = self.js(c, 1)  # untouched by the refused puts
+        st = self.js(c, nth_id(1))  # untouched by the refused puts
         self.assertEqual((st["pri"], unq(st["key"])), ("5", "r"))
         self.assertNotIn("tries-left", st)
-        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 1\r\nr\r\n")
+        self.assertEqual(c.cmd("peek %d" % nth_id(1)), b"FOUND %d 1\r\nr\r\n" % nth_id(1))
 
     def test_one_put_wins_a_key_race(self):
         conns = [self.client() for _ in range(6)]
@@ -995,19 +998,20 @@ class TestUniqueKeys(ExtCase):
 
     def test_keys_are_per_tube(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "a", "key=k"), b"INSERTED 1\r\n")
+        a = inserted_id(put_ext(c, "a", "key=k"))
         c.cmd("use other")
-        self.assertEqual(put_ext(c, "b", "key=k"), b"INSERTED 2\r\n")
-        self.assertEqual(put_ext(c, "c", "key=k"), b"EXISTS 2\r\n")
+        b = inserted_id(put_ext(c, "b", "key=k"))
+        self.assertNotEqual(a, b)
+        self.assertEqual(put_ext(c, "c", "key=k"), b"EXISTS %d\r\n" % b)
         c.cmd("use default")
-        self.assertEqual(put_ext(c, "d", "key=k"), b"EXISTS 1\r\n")
+        self.assertEqual(put_ext(c, "d", "key=k"), b"EXISTS %d\r\n" % a)
         # case matters (whether an EXISTS used up an id the spec leaves open)
         self.assertTrue(put_ext(c, "e", "key=K").startswith(b"INSERTED "))
 
     def test_key_freed_by_delete_delete_many_and_purge(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "a", "key=one"), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        self.assertEqual(put_ext(c, "a", "key=one"), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
         k2 = inserted_id(put_ext(c, "b", "key=one"))
         self.assertEqual(c.cmd("delete-many %d" % k2), b"DELETED-MANY 1\r\n")
         k3 = inserted_id(put_ext(c, "c", "key=one"))
@@ -1022,16 +1026,16 @@ class TestUniqueKeys(ExtCase):
 
     def test_attributes_shown_and_kept(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "x", "attr.zeta=1 attr.alpha=two attr.Mid-_9=3"), b"INSERTED 1\r\n")
-        keys = self.ext_keys(c, 1)
+        self.assertEqual(put_ext(c, "x", "attr.zeta=1 attr.alpha=two attr.Mid-_9=3"), b"INSERTED %d\r\n" % nth_id(1))
+        keys = self.ext_keys(c, nth_id(1))
         self.assertEqual(sorted(keys), ["attr.Mid-_9", "attr.alpha", "attr.zeta"])
-        for cmd in ("reserve", "release 1 0 0", "reserve", "bury 1 0", "kick 1"):
+        for cmd in ("reserve", "release %d 0 0" % nth_id(1), "reserve", "bury %d 0" % nth_id(1), "kick 1"):
             c.cmd(cmd)
-            st = self.js(c, 1)
+            st = self.js(c, nth_id(1))
             self.assertEqual((unq(st["attr.zeta"]), unq(st["attr.alpha"]), unq(st["attr.Mid-_9"])),
                              ("1", "two", "3"), cmd)
-        self.assertEqual(self.js(c, 1)["state"], "ready")
-        self.assertEqual(self.ext_keys(c, 1), keys)
+        self.assertEqual(self.js(c, nth_id(1))["state"], "ready")
+        self.assertEqual(self.ext_keys(c, nth_id(1)), keys)
 
 
 # ---- put-many ------------------------------------------------------------------------------
@@ -1043,16 +1047,16 @@ class TestPutMany(ExtCase):
         entries = [entry("one", pri=5, ttr=30), entry(b"two\r\nlines", "tries=2 key=k2", delay=100),
                    entry(b"", "attr.x=y ttl=100")]
         self.assertEqual(put_many(c, entries),
-                         b"INSERTED-MANY 3\r\nINSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n")
-        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 3\r\none\r\n")
-        self.assertEqual(c.cmd("peek 2"), b"FOUND 2 10\r\ntwo\r\nlines\r\n")
-        self.assertEqual(c.cmd("peek 3"), b"FOUND 3 0\r\n\r\n")
-        st = self.js(c, 1)
+                         b"INSERTED-MANY 3\r\nINSERTED %d\r\nINSERTED %d\r\nINSERTED %d\r\n" % (nth_id(1, "pm"), nth_id(2, "pm"), nth_id(3, "pm")))
+        self.assertEqual(c.cmd("peek %d" % nth_id(1, "pm")), b"FOUND %d 3\r\none\r\n" % nth_id(1, "pm"))
+        self.assertEqual(c.cmd("peek %d" % nth_id(2, "pm")), b"FOUND %d 10\r\ntwo\r\nlines\r\n" % nth_id(2, "pm"))
+        self.assertEqual(c.cmd("peek %d" % nth_id(3, "pm")), b"FOUND %d 0\r\n\r\n" % nth_id(3, "pm"))
+        st = self.js(c, nth_id(1, "pm"))
         self.assertEqual((unq(st["tube"]), st["pri"], st["ttr"], st["state"]), ("pm", "5", "30", "ready"))
-        self.assertEqual(self.ext_keys(c, 1), [])
-        st = self.js(c, 2)
+        self.assertEqual(self.ext_keys(c, nth_id(1, "pm")), [])
+        st = self.js(c, nth_id(2, "pm"))
         self.assertEqual((st["state"], st["tries-left"], unq(st["key"])), ("delayed", "2", "k2"))
-        st = self.js(c, 3)
+        st = self.js(c, nth_id(3, "pm"))
         self.assertEqual(unq(st["attr.x"]), "y")
         self.assertIn(st["ttl-left"], ("99", "100"))
         st = self.stats(c)
@@ -1064,20 +1068,22 @@ class TestPutMany(ExtCase):
 
     def test_a_thousand_entries(self):
         c = self.client()
-        expect = b"INSERTED-MANY 1000\r\n" + b"".join(b"INSERTED %d\r\n" % i for i in range(1, 1001))
+        expect = b"INSERTED-MANY 1000\r\n" + b"".join(b"INSERTED %d\r\n" % nth_id(i)
+                                                       for i in range(1, 1001))
         self.assertEqual(put_many(c, [entry(b"%d" % i) for i in range(1000)]), expect)
         self.assertEqual(self.stats(c)["current-jobs-ready"], "1000")
-        self.assertEqual(c.cmd("peek 1000"), b"FOUND 1000 3\r\n999\r\n")
+        self.assertEqual(c.cmd("peek %d" % nth_id(1000)), b"FOUND %d 3\r\n999\r\n" % nth_id(1000))
 
     def test_keys_within_the_batch(self):
         c = self.client()
-        self.assertEqual(put_ext(c, "a", "key=dup"), b"INSERTED 1\r\n")
+        self.assertEqual(put_ext(c, "a", "key=dup"), b"INSERTED %d\r\n" % nth_id(1))
         r = put_many(c, [entry("b"), entry("c", "key=dup"), entry("d", "key=new"), entry("e", "key=new"),
                          entry("f")])
-        m = re.fullmatch(rb"INSERTED-MANY 5\r\nINSERTED (\d+)\r\nEXISTS 1\r\nINSERTED (\d+)\r\n"
+        m = re.fullmatch(rb"INSERTED-MANY 5\r\nINSERTED (\d+)\r\nEXISTS (\d+)\r\nINSERTED (\d+)\r\n"
                          rb"EXISTS (\d+)\r\nINSERTED (\d+)\r\n", r)
         self.assertIsNotNone(m, r)
-        b, d, d2, f = (int(x) for x in m.groups())
+        b, a, d, d2, f = (int(x) for x in m.groups())
+        self.assertEqual(a, nth_id(1))
         self.assertEqual(d, d2)
         self.assertLess(b, d)
         self.assertLess(d, f)
@@ -1109,7 +1115,7 @@ class TestPutMany(ExtCase):
         st = self.stats(c)
         self.assertEqual((st["total-jobs"], st["current-jobs-ready"], st["current-jobs-delayed"]),
                          ("0", "0", "0"))
-        self.assertEqual(put_ext(c, "k", "key=kbad"), b"INSERTED 1\r\n")
+        self.assertEqual(put_ext(c, "k", "key=kbad"), b"INSERTED %d\r\n" % nth_id(1))
 
     def test_malformed_line_reads_no_block(self):
         c = self.client(timeout=3)
@@ -1143,8 +1149,8 @@ class TestPutManyJobSize(ExtCase):
     def test_entry_too_big(self):
         c = self.client()
         r = put_many(c, [entry("0123456789"), entry("01234567890", "key=big"), entry("x", "key=big")])
-        self.assertEqual(r, b"INSERTED-MANY 3\r\nINSERTED 1\r\nJOB_TOO_BIG\r\nINSERTED 2\r\n")
-        self.assertEqual(c.cmd("peek 2"), b"FOUND 2 1\r\nx\r\n")
+        self.assertEqual(r, b"INSERTED-MANY 3\r\nINSERTED %d\r\nJOB_TOO_BIG\r\nINSERTED %d\r\n" % (nth_id(1), nth_id(2)))
+        self.assertEqual(c.cmd("peek %d" % nth_id(2)), b"FOUND %d 1\r\nx\r\n" % nth_id(2))
 
     def test_block_over_16_mib_is_skipped(self):
         c = self.client(timeout=10)
@@ -1165,8 +1171,8 @@ class TestPutManyJobSize(ExtCase):
         c = self.client()
         r = put_many(c, [entry(b"%010d" % i, "attr.i=%d" % i) for i in range(1000)])
         self.assertEqual(r, b"INSERTED-MANY 1000\r\n"
-                         + b"".join(b"INSERTED %d\r\n" % i for i in range(1, 1001)))
-        self.assertEqual(c.cmd("peek 1000"), b"FOUND 1000 10\r\n0000000999\r\n")
+                         + b"".join(b"INSERTED %d\r\n" % nth_id(i) for i in range(1, 1001)))
+        self.assertEqual(c.cmd("peek %d" % nth_id(1000)), b"FOUND %d 10\r\n0000000999\r\n" % nth_id(1000))
 
 
 @beanstalk.embedded_store_only("--max-memory caps the embedded store; Redis has maxmemory")
@@ -1187,7 +1193,7 @@ class TestMemoryCap(ExtCase):
                          [b"OUT_OF_MEMORY\r\n", USING_DEFAULT])
         self.assertEqual(self.stats(c)["current-jobs-ready"], str(k))
         # a refused entry took no key
-        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        self.assertEqual(c.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
         self.assertTrue(put_ext(c, "m", "key=m%d" % (k + 5)).startswith(b"INSERTED "))
 
     def test_every_way_out_gives_the_memory_back(self):
@@ -1197,8 +1203,8 @@ class TestMemoryCap(ExtCase):
         c = self.client()
         n = 30
         attrs = " ".join("attr.a%d=%s" % (i, "v" * 255) for i in range(16))
-        self.assertEqual(put_ext(c, "x", "key=%s tries=3 ttl=100 %s" % ("k" * 200, attrs)), b"INSERTED 1\r\n")
-        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        self.assertEqual(put_ext(c, "x", "key=%s tries=3 ttl=100 %s" % ("k" * 200, attrs)), b"INSERTED %d\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
         for i in range(2 * n):
             put_ext(c, "w", "key=w%d tries=3 ttl=100 attr.x=%s" % (i, "v" * 200), delay=i % 2 * 100)
         self.assertEqual(c.cmd("purge default all"), b"PURGED %d\r\n" % (2 * n))
@@ -1243,28 +1249,31 @@ class TestMemoryCap(ExtCase):
 class TestDeleteMany(ExtCase):
     def test_deletes_what_delete_would(self):
         c, o = self.client(), self.client()
-        c.put("ready")                              # 1
-        c.put("delayed", delay=100)                 # 2
-        c.put("buried")                             # 3
-        c.cmd("reserve-job 3")
-        c.cmd("bury 3 0")
-        c.put("mine")                               # 4
-        c.cmd("reserve-job 4")
-        c.put("theirs")                             # 5
-        o.cmd("reserve-job 5")
-        c.put("detached", tube="d")                 # 6
+        ready = c.put_id("ready")
+        delayed = c.put_id("delayed", delay=100)
+        buried = c.put_id("buried")
+        c.cmd("reserve-job %d" % buried)
+        c.cmd("bury %d 0" % buried)
+        mine = c.put_id("mine")
+        c.cmd("reserve-job %d" % mine)
+        theirs = c.put_id("theirs")
+        o.cmd("reserve-job %d" % theirs)
+        detached = c.put_id("detached", tube="d")
         o.cmd("watch d")
         o.cmd("ignore default")
-        self.assertEqual(reserve_ext(o, "0 detached")[1], [(6, b"detached")])
-        c.put("other tube", tube="t")               # 7
-        self.assertEqual(c.cmd("delete-many 1 2 3 4 5 6 7 99 1 18446744073709551615 0"),
+        self.assertEqual(reserve_ext(o, "0 detached")[1], [(detached, b"detached")])
+        other = c.put_id("other tube", tube="t")
+        unknown = max(ready, delayed, buried, mine, theirs, detached, other) + 1
+        self.assertEqual(c.cmd("delete-many %d %d %d %d %d %d %d %d %d 18446744073709551615 0"
+                               % (ready, delayed, buried, mine, theirs, detached, other, unknown,
+                                  ready)),
                          b"DELETED-MANY 6\r\n")
-        for jid in (1, 2, 3, 4, 6, 7):
+        for jid in (ready, delayed, buried, mine, detached, other):
             self.assertGone(c, jid)
-        self.assertEqual(self.js(c, 5)["state"], "reserved")
-        self.assertEqual(c.cmd("delete-many 5"), b"DELETED-MANY 0\r\n")
-        self.assertEqual(o.cmd("delete-many 5"), b"DELETED-MANY 1\r\n")
-        self.assertEqual(c.cmd("delete-many 1"), b"DELETED-MANY 0\r\n")
+        self.assertEqual(self.js(c, theirs)["state"], "reserved")
+        self.assertEqual(c.cmd("delete-many %d" % theirs), b"DELETED-MANY 0\r\n")
+        self.assertEqual(o.cmd("delete-many %d" % theirs), b"DELETED-MANY 1\r\n")
+        self.assertEqual(c.cmd("delete-many %d" % ready), b"DELETED-MANY 0\r\n")
         st = self.stats(c)
         self.assertEqual(sum(int(st[k]) for k in ("current-jobs-ready", "current-jobs-reserved",
                                                   "current-jobs-delayed", "current-jobs-buried")), 0)
@@ -1272,14 +1281,14 @@ class TestDeleteMany(ExtCase):
 
     def test_a_thousand_ids(self):
         c = self.client(timeout=3)
-        put_n(c, 1001)
-        ids = " ".join(str(i) for i in range(1, 1002))
+        jids = put_n(c, 1001)
+        ids = " ".join(map(str, jids))
         self.assertEqual(c.cmd("delete-many " + ids), BAD)  # 1001 ids
         self.assertEqual(self.stats(c)["current-jobs-ready"], "1001")
-        ids = " ".join(str(i) for i in range(1, 1001))
+        ids = " ".join(map(str, jids[:1000]))
         self.assertEqual(c.cmd("delete-many " + ids), b"DELETED-MANY 1000\r\n")
         self.assertEqual(self.stats(c)["current-jobs-ready"], "1")
-        self.assertTrue(c.cmd("peek 1001").startswith(b"FOUND 1001"))
+        self.assertTrue(c.cmd("peek %d" % jids[1000]).startswith(b"FOUND %d" % jids[1000]))
 
     def test_grammar(self):
         c = self.client(timeout=3)
@@ -1288,22 +1297,22 @@ class TestDeleteMany(ExtCase):
                            "delete-many +1", "delete-many 1x", "delete-many 18446744073709551616",
                            "delete-many 1 18446744073709551616", "delete-many 1,2",
                            "delete-many 1 2 count=1"])
-        self.assertTrue(c.cmd("peek 1").startswith(b"FOUND 1"))
+        self.assertTrue(c.cmd("peek %d" % nth_id(1)).startswith(b"FOUND %d" % nth_id(1)))
         self.assertEqual(c.cmd("delete-many 18446744073709551615"), b"DELETED-MANY 0\r\n")
 
     def test_line_of_8192_bytes_accepted_8193_refused(self):
         c = self.client(timeout=3)
         c.put("a")
         c.put("b")
-        line = delete_many_line(8193, (1,))
+        line = delete_many_line(8193, (nth_id(1),))
         self.assertEqual(self.replies(c, line + b"list-tube-used\r\n", 2), [BAD, USING_DEFAULT])
-        self.assertTrue(c.cmd("peek 1").startswith(b"FOUND 1"), "a refused line deleted a job")
-        line = delete_many_line(8192, (1,))
+        self.assertTrue(c.cmd("peek %d" % nth_id(1)).startswith(b"FOUND %d" % nth_id(1)), "a refused line deleted a job")
+        line = delete_many_line(8192, (nth_id(1),))
         self.assertEqual(self.replies(c, line + b"list-tube-used\r\n", 2),
                          [b"DELETED-MANY 1\r\n", USING_DEFAULT])
-        line = delete_many_line(600, (2,))  # between 225 and 8192
+        line = delete_many_line(600, (nth_id(2),))  # between 225 and 8192
         self.assertEqual(c.cmd(line), b"DELETED-MANY 1\r\n")
-        line = delete_many_line(20000, (1,))
+        line = delete_many_line(20000, (nth_id(1),))
         self.assertEqual(self.replies(c, line + b"list-tube-used\r\n", 2), [BAD, USING_DEFAULT])
 
 
@@ -1362,7 +1371,7 @@ class TestPurge(ExtCase):
         n200 = "n" * 200
         c.cmd("use " + n200)
         self.assertEqual(c.cmd("purge %s all" % n200), b"PURGED 0\r\n")
-        self.assertTrue(c.cmd("peek 1").startswith(b"FOUND 1"))
+        self.assertTrue(c.cmd("peek %d" % nth_id(1)).startswith(b"FOUND %d" % nth_id(1)))
 
     def test_large_purge_of_every_state(self):
         c = self.client()
@@ -1425,26 +1434,30 @@ class TestListJobs(ExtCase):
     def test_pages(self):
         c = self.client()
         c.cmd("use t")
-        for _ in range(5):
-            c.put("x")
-        self.assertEqual(c.cmd("list-jobs t ready 0 2"), list_reply(3, [1, 2]))
-        self.assertEqual(c.cmd("list-jobs t ready 1 2"), list_reply(3, [1, 2]))
-        self.assertEqual(c.cmd("list-jobs t ready 3 2"), list_reply(5, [3, 4]))
-        self.assertEqual(c.cmd("list-jobs t ready 5 2"), list_reply(0, [5]))
-        self.assertEqual(c.cmd("list-jobs t ready 0 1000"), list_reply(0, [1, 2, 3, 4, 5]))
-        self.assertEqual(c.cmd("list-jobs t ready 6 10"), list_reply(0, []))
+        ids = [c.put_id("x") for _ in range(5)]
+        # next: the id after the page's last (1, 2 -> 3 with one counter)
+        self.assertEqual(c.cmd("list-jobs t ready 0 2"), list_reply(ids[1] + 1, ids[:2]))
+        self.assertEqual(c.cmd("list-jobs t ready %d 2" % ids[0]), list_reply(ids[1] + 1, ids[:2]))
+        self.assertEqual(c.cmd("list-jobs t ready %d 2" % (ids[1] + 1)),
+                         list_reply(ids[3] + 1, ids[2:4]))
+        self.assertEqual(c.cmd("list-jobs t ready %d 2" % (ids[3] + 1)), list_reply(0, ids[4:]))
+        self.assertEqual(c.cmd("list-jobs t ready 0 1000"), list_reply(0, ids))
+        self.assertEqual(c.cmd("list-jobs t ready %d 10" % (ids[4] + 1)), list_reply(0, []))
         self.assertEqual(c.cmd("list-jobs t ready 18446744073709551615 1"), list_reply(0, []))
         self.assertEqual(c.cmd("list-jobs t buried 0 10"), list_reply(0, []))
         self.assertEqual(self.stats(c)["cmd-list-jobs"], "8")
 
+    # After a full page `next` is the id after the page's last, for reserved jobs (scanned by
+    # id) as for ready ones (read from their set), on one Redis and on a cluster.
     def test_a_full_page(self):
         c = self.client()
         ids = put_n(c, 1500)
-        self.assertEqual(c.cmd("list-jobs default ready 0 1000"), list_reply(1001, ids[:1000]))
-        self.assertEqual(c.cmd("list-jobs default ready 1001 1000"), list_reply(0, ids[1000:]))
+        nxt = ids[999] + 1  # the id after the page's last
+        self.assertEqual(c.cmd("list-jobs default ready 0 1000"), list_reply(nxt, ids[:1000]))
+        self.assertEqual(c.cmd("list-jobs default ready %d 1000" % nxt), list_reply(0, ids[1000:]))
         raw, jobs = reserve_ext(c, "0 count=1000")
         self.assertEqual([j for j, _ in jobs], ids[:1000])
-        self.assertEqual(c.cmd("list-jobs default reserved 0 1000"), list_reply(1001, ids[:1000]))
+        self.assertEqual(c.cmd("list-jobs default reserved 0 1000"), list_reply(nxt, ids[:1000]))
         self.assertEqual(c.cmd("list-jobs default ready 0 1000"), list_reply(0, ids[1000:]))
 
     def test_states_and_tubes(self):
@@ -1475,14 +1488,16 @@ class TestListJobs(ExtCase):
                 frm = nxt
             self.assertEqual(got, ids, state)
 
+    @beanstalk.not_on_cluster("the bound of 65536 ids scanned is over beanstalkd's one id "
+                              "counter; on a cluster a tube's ids come from its partition's")
     def test_scan_stops_after_65536_ids(self):
         c = self.client()
         c.cmd("use t")
-        self.assertEqual(c.put("first"), b"INSERTED 1\r\n")
+        self.assertEqual(c.put("first"), b"INSERTED %d\r\n" % nth_id(1))
         c.cmd("use u")
         put_n(c, 70000)
         c.cmd("use t")
-        self.assertEqual(c.put("last"), b"INSERTED 70002\r\n")
+        self.assertEqual(c.put("last"), b"INSERTED %d\r\n" % nth_id(70002))
         nxt, ids = parse_list(c.cmd("list-jobs t ready 0 1000"))
         self.assertEqual(ids, [1])
         self.assertNotEqual(nxt, 0, "the scan stopped before id 70002 but next says there is no more")
@@ -1556,37 +1571,37 @@ class TestOldClient(ExtCase):
     def test_plain_job_shows_beanstalkd_keys_only(self):
         c = self.client()
         c.put("hello", pri=7, ttr=30)
-        body = (b'---\nid: 1\ntube: "default"\nstate: ready\npri: 7\nage: 0\ndelay: 0\n'
+        body = (b'---\nid: %d\ntube: "default"\nstate: ready\npri: 7\nage: 0\ndelay: 0\n'
                 b"ttr: 30\ntime-left: 0\nfile: 0\nreserves: 0\ntimeouts: 0\nreleases: 0\n"
-                b"buries: 0\nkicks: 0\n")
-        self.assertEqual(c.cmd("stats-job 1"), b"OK %d\r\n%s\r\n" % (len(body), body))
-        for cmd, reply in (("reserve", b"RESERVED 1 5\r\nhello\r\n"), ("release 1 0 0", b"RELEASED\r\n"),
-                           ("reserve", b"RESERVED 1 5\r\nhello\r\n"), ("bury 1 0", b"BURIED\r\n"),
-                           ("kick 1", b"KICKED 1\r\n"), ("reserve", b"RESERVED 1 5\r\nhello\r\n"),
-                           ("touch 1", b"TOUCHED\r\n"), ("bury 1 1", b"BURIED\r\n")):
+                b"buries: 0\nkicks: 0\n" % nth_id(1))
+        self.assertEqual(c.cmd("stats-job %d" % nth_id(1)), b"OK %d\r\n%s\r\n" % (len(body), body))
+        for cmd, reply in (("reserve", b"RESERVED %d 5\r\nhello\r\n" % nth_id(1)), ("release %d 0 0" % nth_id(1), b"RELEASED\r\n"),
+                           ("reserve", b"RESERVED %d 5\r\nhello\r\n" % nth_id(1)), ("bury %d 0" % nth_id(1), b"BURIED\r\n"),
+                           ("kick 1", b"KICKED 1\r\n"), ("reserve", b"RESERVED %d 5\r\nhello\r\n" % nth_id(1)),
+                           ("touch %d" % nth_id(1), b"TOUCHED\r\n"), ("bury %d 1" % nth_id(1), b"BURIED\r\n")):
             self.assertEqual(c.cmd(cmd), reply, cmd)
-            self.assertEqual(self.ext_keys(c, 1), [], cmd)
-        self.assertEqual(self.js(c, 1)["state"], "buried")
+            self.assertEqual(self.ext_keys(c, nth_id(1)), [], cmd)
+        self.assertEqual(self.js(c, nth_id(1))["state"], "buried")
 
     def test_plain_job_handled_by_a_new_worker(self):
         # "a job put with `put` into a tube without a default is a beanstalkd job, `stats-job`
         # of such a job shows beanstalkd's keys only", whoever reserves it
         c = self.client()
         c.put("x")
-        for cmd in ("reserve-ext 0 ttr=5", "bury 1 0", "kick 1", "reserve-ext 0 detached freeze-tries",
-                    "release 1 0 0", "reserve-ext 0 count=2", "bury 1 5"):
+        for cmd in ("reserve-ext 0 ttr=5", "bury %d 0" % nth_id(1), "kick 1", "reserve-ext 0 detached freeze-tries",
+                    "release %d 0 0" % nth_id(1), "reserve-ext 0 count=2", "bury %d 5" % nth_id(1)):
             c.send(cmd.encode() + b"\r\n")
             r = read_reserved_many(c)[0] if cmd.startswith("reserve-ext") else c.read_reply()
             self.assertFalse(r.startswith((b"BAD", b"NOT_FOUND", b"TIMED_OUT")), (cmd, r))
-            self.assertEqual(self.ext_keys(c, 1), [], cmd)
-        self.assertEqual(self.js(c, 1)["state"], "buried")
+            self.assertEqual(self.ext_keys(c, nth_id(1)), [], cmd)
+        self.assertEqual(self.js(c, nth_id(1))["state"], "buried")
 
     def test_timed_out_plain_job(self):
         a, b = self.client(), self.client()
         a.put("x", ttr=1)
         a.cmd("reserve")
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertEqual(self.ext_keys(b, 1), [])
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
+        self.assertEqual(self.ext_keys(b, nth_id(1)), [])
         self.assertEqual(self.stats(b)["total-tries-exhausted"], "0")
 
 

@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import ServerCase, is_beanstalkd, parse_yaml  # noqa: E402
+from beanstalk import ServerCase, is_beanstalkd, nth_id, parse_yaml  # noqa: E402
 
 BAD = b"BAD_FORMAT\r\n"
 USING_DEFAULT = b"USING default\r\n"
@@ -24,11 +24,12 @@ class TestLineLength(ServerCase):
     def test_224_byte_line_is_accepted(self):
         c = self.client()
         c.put("x")
-        line = b"stats-job " + b"0" * 211 + b"1\r\n"
+        jid = b"%d" % nth_id(1)
+        line = b"stats-job " + b"0" * (212 - len(jid)) + jid + b"\r\n"
         self.assertEqual(len(line), 224)
         r = c.cmd(line)
         self.assertTrue(r.startswith(b"OK "), r)
-        self.assertEqual(parse_yaml(r)["id"], "1")
+        self.assertEqual(parse_yaml(r)["id"], jid.decode())
 
     def test_longer_line_bad_format_then_next_command(self):
         # 'use ' + 300 chars: BAD_FORMAT once, rest of the long line discarded up to its CRLF
@@ -135,8 +136,8 @@ class TestIntegers(ServerCase):
     def test_put_u32_limits(self):
         c = self.client()
         self.assertEqual(c.cmd(b"put 4294967295 4294967295 4294967295 0\r\n\r\n"),
-                         b"INSERTED 1\r\n")
-        st = parse_yaml(c.cmd("stats-job 1"))
+                         b"INSERTED %d\r\n" % nth_id(1))
+        st = parse_yaml(c.cmd("stats-job %d" % nth_id(1)))
         self.assertEqual((st["pri"], st["delay"], st["ttr"]),
                          ("4294967295", "4294967295", "4294967295"))
         for line in ("put 4294967296 0 0 0", "put 0 4294967296 0 0", "put 0 0 4294967296 0",
@@ -158,8 +159,8 @@ class TestIntegers(ServerCase):
 
     def test_put_extra_spaces_between_numbers(self):
         c = self.client()
-        self.assertEqual(c.cmd(b"put  1  2  3  1\r\nx\r\n"), b"INSERTED 1\r\n")
-        st = parse_yaml(c.cmd("stats-job 1"))
+        self.assertEqual(c.cmd(b"put  1  2  3  1\r\nx\r\n"), b"INSERTED %d\r\n" % nth_id(1))
+        st = parse_yaml(c.cmd("stats-job %d" % nth_id(1)))
         self.assertEqual((st["pri"], st["delay"], st["ttr"]), ("1", "2", "3"))
 
     def test_job_id_u64(self):
@@ -180,16 +181,18 @@ class TestIntegers(ServerCase):
         c = self.client()
         c.put("x")
         c.cmd("reserve")
-        for line in ("release 1", "release 1 0", "release 1 0 0 0", "release 1 4294967296 0",
-                     "release 1 0 4294967296", "release 1 -1 0", "release 1 0 -1",
-                     "release 1 a 0", "bury 1", "bury 1 4294967296", "bury 1 0 0", "bury 1 -1",
-                     "bury x 0"):
+        j = nth_id(1)
+        for line in ["release %d" % j, "release %d 0" % j, "release %d 0 0 0" % j,
+                     "release %d 4294967296 0" % j, "release %d 0 4294967296" % j,
+                     "release %d -1 0" % j, "release %d 0 -1" % j, "release %d a 0" % j,
+                     "bury %d" % j, "bury %d 4294967296" % j, "bury %d 0 0" % j, "bury %d -1" % j,
+                     "bury x 0"]:
             self.assertEqual(c.cmd(line), BAD, line)
         # the job is still reserved by us; the limits themselves are accepted
-        self.assertEqual(c.cmd("release 1 4294967295 0"), b"RELEASED\r\n")
-        self.assertEqual(parse_yaml(c.cmd("stats-job 1"))["pri"], "4294967295")
+        self.assertEqual(c.cmd("release %d 4294967295 0" % nth_id(1)), b"RELEASED\r\n")
+        self.assertEqual(parse_yaml(c.cmd("stats-job %d" % nth_id(1)))["pri"], "4294967295")
         c.cmd("reserve")
-        self.assertEqual(c.cmd("bury 1 4294967295"), b"BURIED\r\n")
+        self.assertEqual(c.cmd("bury %d 4294967295" % nth_id(1)), b"BURIED\r\n")
 
     def test_pause_tube_arguments(self):
         c = self.client()
@@ -257,10 +260,10 @@ class TestTrailingGarbage(ServerCase):
 class TestJobSize(ServerCase):
     def test_default_max_is_65535(self):
         c = self.client()
-        self.assertEqual(c.put(b"a" * 65535), b"INSERTED 1\r\n")
+        self.assertEqual(c.put(b"a" * 65535), b"INSERTED %d\r\n" % nth_id(1))
         data = b"put 0 0 10 65536\r\n" + b"b" * 65536 + b"\r\n" + b"list-tube-used\r\n"
         self.assertEqual(self.replies(c, data, 2), [b"JOB_TOO_BIG\r\n", USING_DEFAULT])
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 1 65535\r\n" + b"a" * 65535 + b"\r\n")
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d 65535\r\n" % nth_id(1) + b"a" * 65535 + b"\r\n")
 
     def test_job_too_big_body_looking_like_commands_is_skipped(self):
         c = self.client()
@@ -288,7 +291,7 @@ class TestSmallMaxJobSize(ServerCase):
 
     def test_limit_is_inclusive(self):
         c = self.client()
-        self.assertEqual(c.put(b"0123456789"), b"INSERTED 1\r\n")
+        self.assertEqual(c.put(b"0123456789"), b"INSERTED %d\r\n" % nth_id(1))
         self.assertEqual(c.cmd(b"put 0 0 10 11\r\n01234567890\r\n"), b"JOB_TOO_BIG\r\n")
         self.assertInSync(c)
 
@@ -297,8 +300,8 @@ class TestSmallMaxJobSize(ServerCase):
         data = (b"put 0 0 10 20\r\n" + b"y" * 20 + b"\r\n" + b"put 0 0 10 3\r\nabc\r\n"
                 + b"list-tube-used\r\n")
         self.assertEqual(self.replies(c, data, 3),
-                         [b"JOB_TOO_BIG\r\n", b"INSERTED 1\r\n", USING_DEFAULT])
-        self.assertEqual(c.cmd("peek 1"), b"FOUND 1 3\r\nabc\r\n")
+                         [b"JOB_TOO_BIG\r\n", b"INSERTED %d\r\n" % nth_id(1), USING_DEFAULT])
+        self.assertEqual(c.cmd("peek %d" % nth_id(1)), b"FOUND %d 3\r\nabc\r\n" % nth_id(1))
 
 
 class TestExpectedCrlf(ServerCase):
@@ -329,15 +332,15 @@ class TestExpectedCrlf(ServerCase):
         c = self.client()
         c.send(b"put 0 0 10 1\r\nxYZ")
         self.assertEqual(c.read_reply(), b"EXPECTED_CRLF\r\n")
-        self.assertEqual(c.put("ok"), b"INSERTED 2\r\n")
-        self.assertEqual(c.cmd("peek 1"), b"NOT_FOUND\r\n")
+        self.assertEqual(c.put("ok"), b"INSERTED %d\r\n" % nth_id(2))
+        self.assertEqual(c.cmd("peek %d" % nth_id(1)), b"NOT_FOUND\r\n")
 
     def test_job_too_big_and_bad_format_consume_no_id(self):
         c = self.client()
         self.assertEqual(c.cmd(b"put 0 0 10 70000\r\n" + b"x" * 70000 + b"\r\n"),
                          b"JOB_TOO_BIG\r\n")
         self.assertEqual(c.cmd("put 0 0 10 x"), BAD)
-        self.assertEqual(c.put("ok"), b"INSERTED 1\r\n")
+        self.assertEqual(c.put("ok"), b"INSERTED %d\r\n" % nth_id(1))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import is_beanstalkd, parse_yaml, wait_stat, wait_tube_stat, yaml_keys  # noqa: E402
+from beanstalk import (is_beanstalkd, nth_id, parse_yaml, wait_stat, wait_tube_stat,  # noqa: E402
+                       yaml_keys)
 
 STATS_KEYS = [
     "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
@@ -81,16 +82,16 @@ class TestKeyOrder(ServerCase):
     def test_stats_job_keys(self):
         c = self.client()
         c.put("x")
-        self.assertEqual(yaml_keys(c.cmd("stats-job 1")), STATS_JOB_KEYS)
+        self.assertEqual(yaml_keys(c.cmd("stats-job %d" % nth_id(1))), STATS_JOB_KEYS)
 
     def test_stats_job_exact_bytes_fresh_job(self):
         c = self.client()
         c.put("hello", pri=7, ttr=30)
         tube = b"default" if is_beanstalkd() else b'"default"'
-        body = (b"---\nid: 1\ntube: " + tube + b"\nstate: ready\npri: 7\nage: 0\ndelay: 0\n"
+        body = (b"---\nid: %d\ntube: " % nth_id(1) + tube + b"\nstate: ready\npri: 7\nage: 0\ndelay: 0\n"
                 b"ttr: 30\ntime-left: 0\nfile: 0\nreserves: 0\ntimeouts: 0\nreleases: 0\n"
                 b"buries: 0\nkicks: 0\n")
-        self.assertEqual(c.cmd("stats-job 1"), b"OK %d\r\n%s\r\n" % (len(body), body))
+        self.assertEqual(c.cmd("stats-job %d" % nth_id(1)), b"OK %d\r\n%s\r\n" % (len(body), body))
 
     def test_stats_tube_exact_bytes_fresh_tube(self):
         c = self.client()
@@ -140,7 +141,7 @@ class TestStatsValues(ServerCase):
         self.assertEqual(st["platform"], u.machine)
         self.assertEqual(self.tube_stats(c, "default")["name"], "default")
         c.put("x")
-        self.assertEqual(self.job_stats(c, 1)["tube"], "default")
+        self.assertEqual(self.job_stats(c, nth_id(1))["tube"], "default")
 
     def test_yaml_quoting_1_13(self):
         if is_beanstalkd():
@@ -155,7 +156,7 @@ class TestStatsValues(ServerCase):
         self.assertIn(b'\nname: "default"\n', c.cmd("stats-tube default"))
         c.cmd("use q.1")
         c.put("x")
-        self.assertIn(b'\ntube: "q.1"\n', c.cmd("stats-job 1"))
+        self.assertIn(b'\ntube: "q.1"\n', c.cmd("stats-job %d" % nth_id(1, "q.1")))
         self.assertIn(b'\nname: "q.1"\n', c.cmd("stats-tube q.1"))
 
     def test_version_matches_dash_v(self):
@@ -199,22 +200,22 @@ class TestCommandCounters(ServerCase):
         c = self.client()
         c.put("a")                     # 1
         c.put("b", delay=100)          # 2
-        c.cmd("peek 1")
+        c.cmd("peek %d" % nth_id(1))
         c.cmd("peek-ready")
         c.cmd("peek-delayed")
         c.cmd("peek-buried")
         c.cmd("reserve")               # gets 1
         c.cmd("reserve-with-timeout 0")  # TIMED_OUT
-        c.cmd("touch 1")
-        c.cmd("release 1 0 0")
+        c.cmd("touch %d" % nth_id(1))
+        c.cmd("release %d 0 0" % nth_id(1))
         c.cmd("reserve-with-timeout 0")  # gets 1
-        c.cmd("bury 1 0")
+        c.cmd("bury %d 0" % nth_id(1))
         c.cmd("kick 1")
-        c.cmd("delete 1")
+        c.cmd("delete %d" % nth_id(1))
         c.cmd("use t")
         c.cmd("watch t")
         c.cmd("ignore t")
-        c.cmd("stats-job 2")
+        c.cmd("stats-job %d" % nth_id(2))
         c.cmd("stats-tube default")
         c.cmd("list-tubes")
         c.cmd("list-tube-used")
@@ -228,8 +229,8 @@ class TestCommandCounters(ServerCase):
 
     def test_not_found_replies_still_count(self):
         c = self.client()
-        for cmd in ("peek 9", "peek-ready", "peek-delayed", "peek-buried", "delete 9",
-                    "release 9 0 0", "bury 9 0", "touch 9", "stats-job 9",
+        for cmd in ("peek %d" % nth_id(9), "peek-ready", "peek-delayed", "peek-buried", "delete %d" % nth_id(9),
+                    "release %d 0 0" % nth_id(9), "bury %d 0" % nth_id(9), "touch %d" % nth_id(9), "stats-job %d" % nth_id(9),
                     "stats-tube nosuch", "pause-tube nosuch 1"):
             self.assertEqual(c.cmd(cmd), b"NOT_FOUND\r\n", cmd)
         self.assertEqual(c.cmd("ignore default"), b"NOT_IGNORED\r\n")
@@ -247,7 +248,7 @@ class TestCommandCounters(ServerCase):
         c = self.client()
         for cmd in ("put 0 0 0", "peek x", "peek-ready x", "peek-delayed x", "peek-buried x",
                     "reserve x", "reserve-with-timeout 99999999999999999999", "delete x",
-                    "release 1 x 0", "bury 1", "kick x", "touch x", "use -x", "watch -x",
+                    "release %d x 0" % nth_id(1), "bury %d" % nth_id(1), "kick x", "touch x", "use -x", "watch -x",
                     "ignore -x", "stats x", "stats-job x", "stats-tube -x", "list-tubes x",
                     "list-tube-used x", "list-tubes-watched x", "pause-tube default x",
                     "kick-job x", "reserve-job x"):
@@ -275,8 +276,8 @@ class TestCommandCounters(ServerCase):
         c = self.client()
         c.put("a")
         c.put("b", delay=100)
-        c.cmd("reserve-job 1")
-        c.cmd("kick-job 2")
+        c.cmd("reserve-job %d" % nth_id(1))
+        c.cmd("kick-job %d" % nth_id(2))
         st = self.stats(c)
         self.assertEqual(yaml_keys(c.cmd("stats")), expected_stats_keys())
         self.assertCounters(st, {"cmd-reserve": 0, "cmd-reserve-with-timeout": 0,
@@ -297,9 +298,9 @@ class TestJobCounts(ServerCase):
         c.put("d", pri=0, delay=100)         # 3 delayed
         c.put("r", pri=0)                    # 4 -> reserved
         c.put("b", pri=0)                    # 5 -> buried
-        c.cmd("reserve-job 4")
-        c.cmd("reserve-job 5")
-        c.cmd("bury 5 0")
+        c.cmd("reserve-job %d" % nth_id(4))
+        c.cmd("reserve-job %d" % nth_id(5))
+        c.cmd("bury %d 0" % nth_id(5))
         st = self.stats(c)
         self.assertCounters(st, {"current-jobs-urgent": 1, "current-jobs-ready": 2,
                                  "current-jobs-reserved": 1, "current-jobs-delayed": 1,
@@ -314,23 +315,23 @@ class TestJobCounts(ServerCase):
         c.put("x", pri=5000)
         self.assertEqual(self.stats(c)["current-jobs-urgent"], "0")
         c.cmd("reserve")
-        c.cmd("release 1 10 0")
+        c.cmd("release %d 10 0" % nth_id(1))
         self.assertEqual(self.stats(c)["current-jobs-urgent"], "1")
         c.cmd("reserve")
         self.assertEqual(self.stats(c)["current-jobs-urgent"], "0")
-        c.cmd("bury 1 0")
+        c.cmd("bury %d 0" % nth_id(1))
         self.assertEqual(self.stats(c)["current-jobs-urgent"], "0")
         c.cmd("kick 1")
         self.assertEqual(self.stats(c)["current-jobs-urgent"], "1")
 
     def test_per_tube_totals_and_deletes(self):
         c = self.client()
-        c.put("a", tube="t1")
+        first = c.put_id("a", tube="t1")
         c.put("b", tube="t1")
-        c.put("c", tube="t2")
-        c.cmd("delete 1")
-        c.cmd("delete 3")
-        c.cmd("delete 3")  # NOT_FOUND: not counted per tube
+        last = c.put_id("c", tube="t2")
+        c.cmd("delete %d" % first)
+        c.cmd("delete %d" % last)
+        c.cmd("delete %d" % last)  # NOT_FOUND: not counted per tube
         c.cmd("pause-tube t1 0")
         c.cmd("pause-tube t1 0")
         t1, t2 = self.tube_stats(c, "t1"), self.tube_stats(c, "t2")
@@ -355,10 +356,10 @@ class TestConnectionCounts(ServerCase):
         b.put("x")
         w.cmd("reserve-with-timeout 0")
         self.assertCounters(self.stats(a), {"current-producers": 1, "current-workers": 1})
-        self.assertEqual(a.cmd("reserve-job 1"), b"NOT_FOUND\r\n")  # w holds it
+        self.assertEqual(a.cmd("reserve-job %d" % nth_id(1)), b"NOT_FOUND\r\n")  # w holds it
         self.assertCounters(self.stats(a), {"current-producers": 1, "current-workers": 1})
         b.put("y")
-        self.assertEqual(a.cmd("reserve-job 2"), b"RESERVED 2 1\r\ny\r\n")
+        self.assertEqual(a.cmd("reserve-job %d" % nth_id(2)), b"RESERVED %d 1\r\ny\r\n" % nth_id(2))
         self.assertCounters(self.stats(a), {"current-producers": 1, "current-workers": 2})
         b.close()
         w.close()
@@ -391,7 +392,7 @@ class TestConnectionCounts(ServerCase):
         self.assertCounters(st, {"current-waiting": 1, "current-workers": 1,
                                  "current-tubes": 2})
         a.put("x")
-        self.assertEqual(c.read_reply(), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(c.read_reply(), b"RESERVED %d 1\r\nx\r\n" % nth_id(1, "t"))
         self.assertEqual(self.tube_stats(a, "t")["current-waiting"], "0")
         self.assertEqual(self.stats(a)["current-waiting"], "0")
 
@@ -401,15 +402,15 @@ class TestJobStatsValues(ServerCase):
         c = self.client()
         c.put("x", pri=3, ttr=100)
         c.cmd("reserve")
-        st = self.job_stats(c, 1)
+        st = self.job_stats(c, nth_id(1))
         self.assertEqual(st["state"], "reserved")
         self.assertIn(st["time-left"], ("99", "100"))
         self.assertEqual(st["reserves"], "1")
-        c.cmd("release 1 4 0")
+        c.cmd("release %d 4 0" % nth_id(1))
         c.cmd("reserve")
-        c.cmd("bury 1 5")
+        c.cmd("bury %d 5" % nth_id(1))
         c.cmd("kick 1")
-        st = self.job_stats(c, 1)
+        st = self.job_stats(c, nth_id(1))
         self.assertEqual(st["state"], "ready")
         self.assertEqual(st["time-left"], "0")
         self.assertCounters(st, {"pri": 5, "reserves": 2, "releases": 1, "buries": 1,
@@ -419,7 +420,7 @@ class TestJobStatsValues(ServerCase):
     def test_delayed_time_left(self):
         c = self.client()
         c.put("x", delay=50)
-        st = self.job_stats(c, 1)
+        st = self.job_stats(c, nth_id(1))
         self.assertEqual(st["state"], "delayed")
         self.assertEqual(st["delay"], "50")
         self.assertIn(st["time-left"], ("49", "50"))
@@ -428,15 +429,15 @@ class TestJobStatsValues(ServerCase):
         c = self.client()
         c.put("x")
         c.cmd("reserve")
-        c.cmd("release 1 0 30")
-        st = self.job_stats(c, 1)
+        c.cmd("release %d 0 30" % nth_id(1))
+        st = self.job_stats(c, nth_id(1))
         self.assertEqual(st["delay"], "30")
         self.assertIn(st["time-left"], ("29", "30"))
 
     def test_age_is_non_negative_integer(self):
         c = self.client()
         c.put("x")
-        self.assertRegex(self.job_stats(c, 1)["age"], r"^\d+$")
+        self.assertRegex(self.job_stats(c, nth_id(1))["age"], r"^\d+$")
 
 
 class TestMaxJobSizeStat(ServerCase):

@@ -9,7 +9,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import is_beanstalkd, parse_yaml, wait_job_stat  # noqa: E402
+from beanstalk import is_beanstalkd, nth_id, parse_yaml, wait_job_stat  # noqa: E402
 
 SLACK = 1.5  # how late a timed event may be
 
@@ -30,18 +30,18 @@ class TestTtrExpiry(ServerCase):
         a, b = self.client(), self.client()
         a.put("x", ttr=1)
         t0 = time.monotonic()
-        self.assertEqual(a.cmd("reserve"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(a.cmd("reserve"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertElapsed(t0, 0.9, 1 + SLACK)
-        st = self.job_stats(b, 1)
+        st = self.job_stats(b, nth_id(1))
         self.assertEqual((st["timeouts"], st["reserves"], st["releases"]), ("1", "2", "0"))
         self.assertEqual(parse_yaml(b.cmd("stats"))["job-timeouts"], "1")
         # the first worker lost the job
-        self.assertEqual(a.cmd("delete 1"), b"NOT_FOUND\r\n")
-        self.assertEqual(a.cmd("touch 1"), b"NOT_FOUND\r\n")
-        self.assertEqual(a.cmd("release 1 0 0"), b"NOT_FOUND\r\n")
-        self.assertEqual(a.cmd("bury 1 0"), b"NOT_FOUND\r\n")
-        self.assertEqual(b.cmd("delete 1"), b"DELETED\r\n")
+        self.assertEqual(a.cmd("delete %d" % nth_id(1)), b"NOT_FOUND\r\n")
+        self.assertEqual(a.cmd("touch %d" % nth_id(1)), b"NOT_FOUND\r\n")
+        self.assertEqual(a.cmd("release %d 0 0" % nth_id(1)), b"NOT_FOUND\r\n")
+        self.assertEqual(a.cmd("bury %d 0" % nth_id(1)), b"NOT_FOUND\r\n")
+        self.assertEqual(b.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
 
     def test_ttr_zero_behaves_as_one_second(self):
         self.require_ttr_release()
@@ -49,7 +49,7 @@ class TestTtrExpiry(ServerCase):
         a.put("x", ttr=0)
         t0 = time.monotonic()
         a.cmd("reserve")
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertElapsed(t0, 0.9, 1 + SLACK)
 
     def test_timed_out_job_keeps_priority_order(self):
@@ -57,40 +57,40 @@ class TestTtrExpiry(ServerCase):
         a, b = self.client(), self.client()
         a.put("low", pri=10, ttr=1)   # 1
         a.put("high", pri=1, ttr=1)   # 2
-        self.assertEqual(a.cmd("reserve"), b"RESERVED 2 4\r\nhigh\r\n")
+        self.assertEqual(a.cmd("reserve"), b"RESERVED %d 4\r\nhigh\r\n" % nth_id(2))
         time.sleep(1 + SLACK)
         # job 2 timed out and is ready again; it beats job 1 on priority
-        self.assertEqual(b.cmd("reserve-with-timeout 0"), b"RESERVED 2 4\r\nhigh\r\n")
+        self.assertEqual(b.cmd("reserve-with-timeout 0"), b"RESERVED %d 4\r\nhigh\r\n" % nth_id(2))
 
     def test_time_left_counts_down(self):
         c = self.client()
         c.put("x", ttr=3)
         c.cmd("reserve")
-        self.assertIn(self.job_stats(c, 1)["time-left"], ("2", "3"))
+        self.assertIn(self.job_stats(c, nth_id(1))["time-left"], ("2", "3"))
         time.sleep(1.2)
-        self.assertIn(self.job_stats(c, 1)["time-left"], ("0", "1"))
+        self.assertIn(self.job_stats(c, nth_id(1))["time-left"], ("0", "1"))
 
 
 class TestDeadlineSoon(ServerCase):
     def test_reserve_inside_safety_margin(self):
         c = self.client()
         c.put("x", ttr=1)
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertEqual(c.cmd("reserve"), b"DEADLINE_SOON\r\n")
         self.assertEqual(c.cmd("reserve-with-timeout 5"), b"DEADLINE_SOON\r\n")
         self.assertEqual(c.cmd("reserve-with-timeout 0"), b"DEADLINE_SOON\r\n")
         # DEADLINE_SOON is not a release: the job is still ours
-        self.assertEqual(c.cmd("delete 1"), b"DELETED\r\n")
+        self.assertEqual(c.cmd("delete %d" % nth_id(1)), b"DELETED\r\n")
 
     def test_margin_reached_while_waiting(self):
         c = self.client()
         c.put("x", ttr=2)
         t0 = time.monotonic()
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertEqual(c.cmd("reserve"), b"DEADLINE_SOON\r\n")
         self.assertElapsed(t0, 0.8, 1 + SLACK)
-        self.assertEqual(self.job_stats(c, 1)["state"], "reserved")
-        self.assertEqual(c.cmd("touch 1"), b"TOUCHED\r\n")
+        self.assertEqual(self.job_stats(c, nth_id(1))["state"], "reserved")
+        self.assertEqual(c.cmd("touch %d" % nth_id(1)), b"TOUCHED\r\n")
 
     def test_margin_reached_while_waiting_with_timeout(self):
         c = self.client()
@@ -104,8 +104,8 @@ class TestDeadlineSoon(ServerCase):
         c = self.client()
         c.put("a", ttr=1)
         c.put("b", ttr=1)
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 1 1\r\na\r\n")
-        self.assertEqual(c.cmd("reserve"), b"RESERVED 2 1\r\nb\r\n")
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d 1\r\na\r\n" % nth_id(1))
+        self.assertEqual(c.cmd("reserve"), b"RESERVED %d 1\r\nb\r\n" % nth_id(2))
         self.assertEqual(c.cmd("reserve-with-timeout 0"), b"DEADLINE_SOON\r\n")
 
     def test_reserve_job_never_answers_deadline_soon(self):
@@ -114,7 +114,7 @@ class TestDeadlineSoon(ServerCase):
         c.put("b", ttr=1, delay=100)
         c.cmd("reserve")
         self.assertEqual(c.cmd("reserve-with-timeout 0"), b"DEADLINE_SOON\r\n")
-        self.assertEqual(c.cmd("reserve-job 2"), b"RESERVED 2 1\r\nb\r\n")
+        self.assertEqual(c.cmd("reserve-job %d" % nth_id(2)), b"RESERVED %d 1\r\nb\r\n" % nth_id(2))
 
     def test_no_deadline_soon_outside_margin(self):
         c = self.client()
@@ -136,15 +136,15 @@ class TestTouch(ServerCase):
         t0 = time.monotonic()
         a.cmd("reserve")
         time.sleep(1.2)
-        self.assertEqual(a.cmd("touch 1"), b"TOUCHED\r\n")
+        self.assertEqual(a.cmd("touch %d" % nth_id(1)), b"TOUCHED\r\n")
         t1 = time.monotonic()
         time.sleep(max(0.0, 2.5 - (t1 - t0)))  # past the original deadline
-        self.assertEqual(self.job_stats(b, 1)["state"], "reserved")
-        self.assertEqual(self.job_stats(b, 1)["timeouts"], "0")
+        self.assertEqual(self.job_stats(b, nth_id(1))["state"], "reserved")
+        self.assertEqual(self.job_stats(b, nth_id(1))["timeouts"], "0")
         if is_beanstalkd():
             return  # 1.12 may never release it (issues #262, #380)
         # released 2 s after the touch
-        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         self.assertElapsed(t1, 1.9, 2 + SLACK)
 
     def test_touch_resets_time_left(self):
@@ -152,16 +152,16 @@ class TestTouch(ServerCase):
         c.put("x", ttr=3)
         c.cmd("reserve")
         time.sleep(1.2)
-        self.assertIn(self.job_stats(c, 1)["time-left"], ("0", "1"))
-        c.cmd("touch 1")
-        self.assertIn(self.job_stats(c, 1)["time-left"], ("2", "3"))
+        self.assertIn(self.job_stats(c, nth_id(1))["time-left"], ("0", "1"))
+        c.cmd("touch %d" % nth_id(1))
+        self.assertIn(self.job_stats(c, nth_id(1))["time-left"], ("2", "3"))
 
     def test_touch_after_deadline_soon(self):
         c = self.client()
         c.put("x", ttr=2)
         c.cmd("reserve")
         self.assertEqual(c.cmd("reserve"), b"DEADLINE_SOON\r\n")
-        self.assertEqual(c.cmd("touch 1"), b"TOUCHED\r\n")
+        self.assertEqual(c.cmd("touch %d" % nth_id(1)), b"TOUCHED\r\n")
         self.assertEqual(c.cmd("reserve-with-timeout 0"), b"TIMED_OUT\r\n")
 
 
@@ -172,25 +172,25 @@ class TestSilentWorker(ServerCase):
         self.require_ttr_release()
         w, o = self.client(), self.client()
         o.put("x", ttr=1)
-        self.assertEqual(w.cmd("reserve"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertTrue(wait_job_stat(o, 1, "state", "ready", 1 + SLACK + 0.5))
+        self.assertEqual(w.cmd("reserve"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
+        self.assertTrue(wait_job_stat(o, nth_id(1), "state", "ready", 1 + SLACK + 0.5))
 
     def test_silent_after_reserve_with_longer_timeout(self):
         # beanstalkd PR #174: a pending reserve timeout must not delay the TTR release
         self.require_ttr_release()
         w, o = self.client(), self.client()
         o.put("x", ttr=1)
-        self.assertEqual(w.cmd("reserve-with-timeout 10"), b"RESERVED 1 1\r\nx\r\n")
-        self.assertTrue(wait_job_stat(o, 1, "state", "ready", 1 + SLACK + 0.5))
+        self.assertEqual(w.cmd("reserve-with-timeout 10"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
+        self.assertTrue(wait_job_stat(o, nth_id(1), "state", "ready", 1 + SLACK + 0.5))
 
     def test_released_every_time(self):
         self.require_ttr_release()
         w, o = self.client(), self.client()
         o.put("x", ttr=1)
         for i in range(3):
-            self.assertEqual(w.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n", i)
-            self.assertTrue(wait_job_stat(o, 1, "state", "ready", 1 + SLACK + 0.5), i)
-        self.assertEqual(self.job_stats(o, 1)["timeouts"], "3")
+            self.assertEqual(w.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1), i)
+            self.assertTrue(wait_job_stat(o, nth_id(1), "state", "ready", 1 + SLACK + 0.5), i)
+        self.assertEqual(self.job_stats(o, nth_id(1))["timeouts"], "3")
 
     def test_several_jobs_each_released_at_own_ttr(self):
         self.require_ttr_release()
@@ -200,9 +200,9 @@ class TestSilentWorker(ServerCase):
         t0 = time.monotonic()
         w.cmd("reserve")
         w.cmd("reserve")
-        self.assertTrue(wait_job_stat(o, 2, "state", "ready", 1 + SLACK + 0.5))
-        self.assertEqual(self.job_stats(o, 1)["state"], "reserved")
-        self.assertTrue(wait_job_stat(o, 1, "state", "ready", 2 + SLACK + 0.5))
+        self.assertTrue(wait_job_stat(o, nth_id(2), "state", "ready", 1 + SLACK + 0.5))
+        self.assertEqual(self.job_stats(o, nth_id(1))["state"], "reserved")
+        self.assertTrue(wait_job_stat(o, nth_id(1), "state", "ready", 2 + SLACK + 0.5))
         self.assertElapsed(t0, 1.8, 2 + SLACK + 0.5)
         st = parse_yaml(o.cmd("stats"))
         self.assertEqual((st["job-timeouts"], st["current-jobs-reserved"]), ("2", "0"))
@@ -213,11 +213,11 @@ class TestSilentWorker(ServerCase):
         self.require_ttr_release()
         a, b = self.client(), self.client()
         a.put("x", ttr=1)
-        self.assertEqual(a.cmd("reserve"), b"RESERVED 1 1\r\nx\r\n")
+        self.assertEqual(a.cmd("reserve"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1))
         for i in range(2):
-            self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n", i)
-            self.assertEqual(a.cmd("reserve-with-timeout 5"), b"RESERVED 1 1\r\nx\r\n", i)
-        self.assertEqual(self.job_stats(b, 1)["timeouts"], "4")
+            self.assertEqual(b.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1), i)
+            self.assertEqual(a.cmd("reserve-with-timeout 5"), b"RESERVED %d 1\r\nx\r\n" % nth_id(1), i)
+        self.assertEqual(self.job_stats(b, nth_id(1))["timeouts"], "4")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,12 @@ With env STALKD_STORE=redis every stalkd Server (never Debian's beanstalkd) runs
 store: one redis-server per test process (redis_fixture.RedisServer, started on first use,
 stopped at exit), a fresh --store-prefix per Server, --store-wait 0 (no replicas). Tests that
 cannot apply there carry @embedded_store_only(reason).
+With env STALKD_STORE=cluster the same on a Redis Cluster: one RedisCluster (3 masters, no
+replicas: --store-wait 0) per test process, a redis-cluster:// URL naming every node.
+redis_store() is true on both; cluster_store() only on the cluster, where what differs by
+design (job ids are seq * 1024 + partition, not 1, 2, 3...; list-tubes groups tubes by
+partition; a reserve over tubes in several partitions is best as seen a round trip ago) makes
+tests read ids from INSERTED replies or carry @not_on_cluster(reason).
 """
 import atexit
 import os
@@ -82,8 +88,14 @@ def wait_job_stat(client, jid, key, value, timeout=5.0):
 
 
 def redis_store():
-    """True when stalkd runs on the Redis store in this test process (STALKD_STORE=redis)."""
-    return os.environ.get("STALKD_STORE", "embedded") == "redis"
+    """True when stalkd runs on the Redis store in this test process (STALKD_STORE=redis, or
+    =cluster: what cannot apply on one Redis cannot on a cluster either)."""
+    return os.environ.get("STALKD_STORE", "embedded") in ("redis", "cluster")
+
+
+def cluster_store():
+    """True when stalkd runs on the Redis store on a Redis Cluster (STALKD_STORE=cluster)."""
+    return os.environ.get("STALKD_STORE", "embedded") == "cluster"
 
 
 def embedded_store_only(reason):
@@ -93,15 +105,74 @@ def embedded_store_only(reason):
     return unittest.skipIf(redis_store(), "not on the Redis store: " + reason)
 
 
+def cluster_partition(tube):
+    """The partition (0..1023) of `tube` on a Redis Cluster: CRC16-XMODEM of the text inside
+    its first `(...)` when non-empty, else of the whole name, mod 1024. A job's id there is
+    seq * 1024 + partition, seq counting from 1 in each partition."""
+    import redis_cluster_fixture
+    name = tube.encode() if isinstance(tube, str) else tube
+    start = name.find(b"(")
+    if start >= 0:
+        end = name.find(b")", start + 1)
+        if end > start + 1:
+            name = name[start + 1:end]
+    return redis_cluster_fixture.crc16(name) % 1024
+
+
+def nth_id(n, tube="default"):
+    """The id of the n-th job put on a fresh server when every put so far went to `tube`'s
+    partition: n (beanstalkd's one counter), or on a Redis Cluster n * 1024 + the tube's
+    partition (a counter per partition). Tests that put into tubes of several partitions read
+    ids from the INSERTED replies instead."""
+    return n * 1024 + cluster_partition(tube) if cluster_store() else n
+
+
+def one_partition(name):
+    """`name` off the cluster; on a Redis Cluster "(g)name", so that the tubes a test names
+    through it share one partition and a reserve over them is exact (by priority, then age,
+    then id) as on one server."""
+    return "(g)" + name if cluster_store() else name
+
+
+def list_tubes_order(names):
+    """The order in which list-tubes shows `names` (given in creation order, "default"
+    first): creation order, or on a Redis Cluster "default" first, then the others grouped by
+    partition in partition order, each group in creation order."""
+    if not cluster_store():
+        return list(names)
+    first = [n for n in names if n == "default"]
+    return first + sorted((n for n in names if n != "default"), key=cluster_partition)
+
+
+def not_on_cluster(reason):
+    """Decorator for a test or class that checks what differs by design on a Redis Cluster
+    only (ids, list-tubes order across partitions, reserve order across partitions): skipped,
+    with the reason, when STALKD_STORE=cluster."""
+    return unittest.skipIf(cluster_store(), "not on Redis Cluster: " + reason)
+
+
+def expected_failure_on_cluster(why):
+    """Decorator for a test that fails on a Redis Cluster because of a store bug found by it
+    (`why` says which; the test stays as it should pass): unittest.expectedFailure there, so
+    the fix shows as an unexpected success; a no-op elsewhere."""
+    del why  # for the reader
+    return unittest.expectedFailure if cluster_store() else (lambda f: f)
+
+
 _shared_redis = None
 
 
 def shared_redis():
-    """The test process's one redis-server for STALKD_STORE=redis (started on first use,
-    stopped at exit)."""
+    """The test process's one Redis for STALKD_STORE=redis (a redis-server) or =cluster (a
+    RedisCluster of 3 masters without replicas): started on first use, stopped at exit. Both
+    have url() and delete_matching(pattern)."""
     global _shared_redis
     if _shared_redis is None:
-        _shared_redis = _redis_fixture().RedisServer()
+        if cluster_store():
+            import redis_cluster_fixture  # only the cluster runs need it
+            _shared_redis = redis_cluster_fixture.RedisCluster(masters=3, replicas=0)
+        else:
+            _shared_redis = _redis_fixture().RedisServer()
         atexit.register(_shared_redis.close)
     return _shared_redis
 
@@ -120,6 +191,27 @@ def store_args(binary, args):
 def _redis_fixture():
     import redis_fixture  # only the Redis runs need it (and it imports this module)
     return redis_fixture
+
+
+def inserted_id(reply):
+    """The job id of an `INSERTED <id>` reply; AssertionError with the reply otherwise."""
+    words = reply.split()
+    if len(words) != 2 or words[0] != b"INSERTED" or not reply.endswith(b"\r\n") \
+            or not words[1].isdigit():
+        raise AssertionError("not INSERTED <id>: %r" % reply)
+    return int(words[1])
+
+
+def reserved(jid, body):
+    """The exact RESERVED reply for job `jid` with `body` (str or bytes)."""
+    if isinstance(body, str):
+        body = body.encode()
+    return b"RESERVED %d %d\r\n%s\r\n" % (jid, len(body), body)
+
+
+def found(jid, body):
+    """The exact FOUND reply (peek*) for job `jid` with `body` (str or bytes)."""
+    return b"FOUND" + reserved(jid, body)[len(b"RESERVED"):]
 
 
 def free_port():
@@ -280,6 +372,10 @@ class Client:
         if tube is not None:
             self.cmd("use " + tube)
         return self.cmd(b"put %d %d %d %d\r\n%s\r\n" % (pri, delay, ttr, len(body), body))
+
+    def put_id(self, body, pri=0, delay=0, ttr=60, tube=None):
+        """put, asserting the reply is INSERTED; returns the new job's id."""
+        return inserted_id(self.put(body, pri=pri, delay=delay, ttr=ttr, tube=tube))
 
     def closed_by_peer(self, wait=2.0):
         """True if the server closes the connection within `wait` seconds."""

@@ -10,7 +10,8 @@ RedisCluster(masters=3, replicas=1): cluster-enabled redis-server nodes (the set
   nodes / masters() / replicas(), url() for stalkd's --store, kill_master(i) (SIGKILL) and
   wait_failover(), restart(node), move_slots(slots, src, dst) (CLUSTER SETSLOT IMPORTING /
   MIGRATING, MIGRATE of the keys, SETSLOT NODE on every master), reshard(n, src, dst)
-  (`redis-cli --cluster reshard`), keyslot(key), owner(slot), close().
+  (`redis-cli --cluster reshard`), keyslot(key), owner(slot), delete_matching(pattern),
+  close(). replicas=0 makes a cluster of masters only (enough with stalkd's --store-wait 0).
 
 Every process is a redis_fixture process: PDEATHSIG when started from the main thread,
 killed by PID at exit at the latest; close() stops every one by its PID, and a cluster that
@@ -273,6 +274,23 @@ class RedisCluster:
                   "--cluster-to", dst.node_id(), "--cluster-slots", str(count),
                   "--cluster-yes")
         self.wait_ok()
+
+    # ---- keys
+
+    def delete_matching(self, match):
+        """UNLINK every key matching `match` on every master (SCAN on each, one UNLINK per
+        hash slot: a multi-key command must stay within one slot); returns how many."""
+        count = 0
+        for node in self.masters():
+            by_slot = {}
+            for key in node.scan(match):
+                by_slot.setdefault(keyslot(key), []).append(key)
+            with node.client() as c:
+                for keys in by_slot.values():
+                    for i in range(0, len(keys), 500):
+                        c.call("UNLINK", *keys[i:i + 500])
+            count += sum(len(keys) for keys in by_slot.values())
+        return count
 
     # ---- the end
 
