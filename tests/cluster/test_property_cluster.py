@@ -13,7 +13,11 @@ What a cluster changes, and how the comparison stays exact:
   embedded store gives the same job. ClusterIds translates the ids in the commands sent to
   the cluster front end (n -> n * 1024 + p) and those in its replies back (and recomputes a
   YAML reply's byte count), before the byte-for-byte comparison.
+  Ids no job has yet go to other partitions (ClusterIds.foreign), so commands reach the
+  other masters too.
 - Everything else is normalised as for the single Redis (test_property.normalise).
+A failure shows the commands as the embedded server got them and the cluster front end's
+reply translated back ("redis:"; `~<id>` is an id outside the partition).
 
 Run: python3 -m unittest -v tests/cluster/test_property_cluster.py
 Environment: as test_property (PROPERTY_SEEDS, PROPERTY_COMMANDS, PROPERTY_FIRST_SEED; 30 x 400
