@@ -21,7 +21,8 @@ reply translated back ("redis:"; `~<id>` is an id outside the partition).
 
 Run: python3 -m unittest -v tests/cluster/test_property_cluster.py
 Environment: as test_property (PROPERTY_SEEDS, PROPERTY_COMMANDS, PROPERTY_FIRST_SEED; 30 x 400
-from seed 1 by default, in both modes). Skipped when redis-server is not installed.
+from seed 1 by default, one by one and in bursts; a third of the seeds over `(default)...`
+tubes and with two front ends). Skipped when redis-server is not installed.
 """
 import os
 import re
