@@ -148,6 +148,8 @@ class ClusterIds:
             out = [first + b"\r\n"]
             while rest:   # RESERVED <id> <bytes>\r\n<body>\r\n, n times
                 head, _, rest = rest.partition(b"\r\n")
+                if not re.fullmatch(rb"RESERVED \d+ \d+", head):
+                    return reply   # not a reply to translate: compared as it is
                 size = int(head.rsplit(b" ", 1)[1])
                 out.append(self._line(head) + b"\r\n" + rest[:size + 2])
                 rest = rest[size + 2:]
@@ -224,6 +226,8 @@ class ClusterIdsTest(unittest.TestCase):
             r(b"reserve-ext 0 count=2\r\n", b"RESERVED-MANY 2\r\nRESERVED 1622 12\r\n"
                                             b"RESERVED 9 9\r\nRESERVED 2646 0\r\n\r\n"),
             b"RESERVED-MANY 2\r\nRESERVED 1 12\r\nRESERVED 9 9\r\nRESERVED 2 0\r\n\r\n")
+        odd = b"RESERVED-MANY 2\r\nRESERVED 1622 1\r\nx\r\nINTERNAL_ERROR\r\n"
+        self.assertEqual(r(b"reserve-ext 0 count=2\r\n", odd), odd)
 
     def test_yaml_replies(self):
         r = self.ids.reply
