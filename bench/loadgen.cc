@@ -12,6 +12,8 @@
 // Scenarios (see bench/README.md for what each measures):
 //   cycle      C connections each looping put -> reserve -> delete
 //   pipeline   C connections each writing K commands before reading the K replies
+//              (both: --tubes "a,b|c,d|...": tube sets; connection i takes set i mod S,
+//              watches every tube of it (not default) and uses its tube (i / S) mod k)
 //   fill       N puts (pipelined, sliding window), no consumer
 //   drain      reserve-with-timeout 0 + delete until the ready queue is empty
 //   prodcons   P producers and Q consumers on one tube; end-to-end latency via a body timestamp
@@ -323,6 +325,7 @@ struct Opts {
   int depth = 100;
   u64 jobs = 0;  // 0: scenario default
   std::string tube;
+  std::string tubes;  // cycle, pipeline: tube sets "a,b|c,d" (see tube_sets)
   std::string mode = "pdr";
   int producers = 4;
   int consumers = 4;
@@ -364,7 +367,7 @@ Opts parse_opts(int argc, char** argv) {
                    "cycle|pipeline|fill|drain|prodcons|tubes|conns|delayed|mass|grow|expire|purge|\n"
                    "  http-cycle|longpoll|idle\n"
                    "  [--host H] [--port P] [--pid SERVER_PID] [--conns C] [--duration S]\n"
-                   "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME]\n"
+                   "  [--warmup S] [--size BYTES] [--depth K] [--jobs N] [--tube NAME] [--tubes A,B|C,D]\n"
                    "  [--mode pdr|put (pipeline), ttl|delete (expire), purge|delete (purge)] [--producers P] [--consumers Q] [--rate JOBS_PER_S]\n"
                    "  [--window N] [--levels 1,1000,...] [--level-budget S] [--idle N]\n"
                    "  [--delay S] [--spread S] [--reserves K] [--consumed-every M] [--ttr S]\n"
@@ -390,6 +393,7 @@ Opts parse_opts(int argc, char** argv) {
     else if (k == "--depth") o.depth = static_cast<int>(n());
     else if (k == "--jobs") o.jobs = n();
     else if (k == "--tube") o.tube = v;
+    else if (k == "--tubes") o.tubes = v;
     else if (k == "--mode") o.mode = v;
     else if (k == "--producers") o.producers = static_cast<int>(n());
     else if (k == "--consumers") o.consumers = static_cast<int>(n());
@@ -825,6 +829,33 @@ void send_id(Loop& L, Conn& c, Cmd cmd, sv verb, u64 id, sv suffix = {}) {
   L.send(c, cmd, sv(buf, n));
 }
 
+// --tubes "a,b|c,d|...": sets of tubes ('|' and ',' are not in beanstalk names). Connection i
+// (in the order connected) takes set i mod S: it watches every tube of the set, ignores
+// default, and uses the set's tube (i / S) mod k, so that with sets of one tube the
+// connections spread evenly over the tubes, and with sets of k a reserve covers k tubes.
+using TubeSets = std::vector<std::vector<std::string>>;
+
+TubeSets tube_sets(const std::string& spec) {
+  TubeSets out;
+  std::stringstream ss(spec);
+  std::string set, tube;
+  while (std::getline(ss, set, '|')) {
+    std::stringstream ts(set);
+    out.emplace_back();
+    while (std::getline(ts, tube, ',')) if (!tube.empty()) out.back().push_back(tube);
+    if (out.back().empty()) die("--tubes: an empty set in " + spec);
+  }
+  return out;
+}
+
+// Sends connection i's use / watch / ignore commands (Cmd::Other; replies USING, WATCHING).
+void join_tube_set(Loop& L, Conn& c, const TubeSets& sets, std::size_t i) {
+  const auto& set = sets[i % sets.size()];
+  L.send(c, Cmd::Other, "use " + set[(i / sets.size()) % set.size()] + "\r\n");
+  for (const auto& t : set) L.send(c, Cmd::Other, "watch " + t + "\r\n");
+  L.send(c, Cmd::Other, "ignore default\r\n");
+}
+
 // Fixed-width decimal timestamp written into a body.
 void write_stamp(char* dst, u64 v) {
   for (int i = 19; i >= 0; --i) {
@@ -944,7 +975,9 @@ class Cycle : public Handler {
   Cycle(Loop& L, const Opts& o, std::string tube)
       : L_(L), put_(make_put(1024, 0, o.ttr, static_cast<std::size_t>(o.size))), tube_(std::move(tube)) {}
   void start(Conn& c) {
-    if (!tube_.empty()) {
+    if (!sets.empty()) {
+      join_tube_set(L_, c, sets, started_++);
+    } else if (!tube_.empty()) {
       L_.send(c, Cmd::Other, "use " + tube_ + "\r\n");
       L_.send(c, Cmd::Other, "watch " + tube_ + "\r\n");
       L_.send(c, Cmd::Other, "ignore default\r\n");
@@ -998,11 +1031,13 @@ class Cycle : public Handler {
   std::array<Hist, kCmds> lat;
   u64 ops = 0, cycles = 0;
   Errors err;
+  TubeSets sets;  // --tubes: taken over tube_ when not empty
 
  private:
   Loop& L_;
   std::string put_;
   std::string tube_;
+  std::size_t started_ = 0;
 };
 
 // Sliding-window producer of `total` puts over several connections.
@@ -1050,6 +1085,7 @@ class PutWindow : public Handler {
 void scen_cycle(const Opts& o) {
   Loop L(o);
   Cycle h(L, o, o.tube);
+  if (!o.tubes.empty()) h.sets = tube_sets(o.tubes);
   int C = conns_or(o, 50);
   for (int i = 0; i < C; ++i) h.start(L.connect(&h));
   Meter m = run_window(L, o, o.warmup, o.duration, [&](bool on) {
@@ -1058,6 +1094,7 @@ void scen_cycle(const Opts& o) {
   });
   Json j;
   j.str("scenario", "cycle").integer("conns", C).integer("size", o.size);
+  if (!o.tubes.empty()) j.str("tubes", o.tubes);
   put_meter(j, m, h.ops);
   j.num("cycles_per_s", static_cast<double>(h.cycles) / m.wall);
   h.err.put(j);
@@ -1099,7 +1136,12 @@ void scen_pipeline(const Opts& o) {
     send_batch(c);
     if (c.c == 0) next_batch(c);
   };
+  TubeSets sets = tube_sets(o.tubes);
   FnHandler h([&](Conn& c, Cmd cmd, u64, u64 tn, sv line, sv) {
+    if (cmd == Cmd::Other) {  // --tubes set-up, ahead of the first batch
+      if (!starts(line, "USING ") && !starts(line, "WATCHING ")) err.add(line);
+      return;
+    }
     if (measuring) ++ops;
     if (cmd == Cmd::Put && !starts(line, "INSERTED ")) err.add(line);
     if (cmd == Cmd::Delete && line != "DELETED") err.add(line);
@@ -1115,6 +1157,7 @@ void scen_pipeline(const Opts& o) {
   });
   for (int i = 0; i < C; ++i) {
     Conn& c = L.connect(&h);
+    if (!sets.empty()) join_tube_set(L, c, sets, static_cast<std::size_t>(i));
     c.phase = 0;
     send_batch(c);
   }
@@ -1127,6 +1170,7 @@ void scen_pipeline(const Opts& o) {
   });
   Json j;
   j.str("scenario", "pipeline").str("mode", o.mode).integer("conns", C).integer("depth", K).integer("size", o.size);
+  if (!o.tubes.empty()) j.str("tubes", o.tubes);
   put_meter(j, m, ops);
   err.put(j);
   put_hist(j, "batch_latency_us", batch);

@@ -1,6 +1,9 @@
 """Opt-in scenarios of run.py for stalkd's Redis store (issue 15): redis-cycle, redis-pipeline,
-redis-memory, redis-failover. Redis processes come from tests/lib/redis_fixture.py (own temp
-dirs, free loopback ports, stopped by PID, killed with the runner through PDEATHSIG/atexit).
+redis-memory, redis-failover; on Redis Cluster (issue 17): cluster-cycle, cluster-pipeline
+(1, 2, 3 masters against one plain Redis master), cluster-reserve (reserves across
+partitions against reserves within one). Redis processes come from tests/lib/redis_fixture.py
+and redis_cluster_fixture.py (own temp dirs, free loopback ports, stopped by PID, killed with
+the runner through PDEATHSIG/atexit); none is pinned to a CPU.
 
 Several front ends: one loadgen process per front end, run at the same time, the scenario's
 connections split over them; commands/s is their sum (each loadgen's measured window is the
@@ -18,6 +21,7 @@ import socket
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "lib"))
 import redis_fixture as rf  # noqa: E402
+import redis_cluster_fixture as rcf  # noqa: E402
 
 PREFIX = "bench"
 NOOP_LIB = ("#!lua name=noop\n"
@@ -40,9 +44,9 @@ def front_ends(run, binary, n, url, wait):
     return out
 
 
-def parallel_loadgen(run, servers, scenario, redis_pid=None, **opts):
+def parallel_loadgen(run, servers, scenario, redis_pids=(), **opts):
     """One loadgen per server at once, opts['conns'] split over them. Returns (sum of
-    ops_per_s, redis CPU cores over the run, list of the loadgens' JSON)."""
+    ops_per_s, [CPU cores over the run of each of redis_pids], list of the loadgens' JSON)."""
     conns = _split(opts.pop("conns"), len(servers))
     results, errors = [None] * len(servers), []
 
@@ -51,14 +55,14 @@ def parallel_loadgen(run, servers, scenario, redis_pid=None, **opts):
             results[i] = run.loadgen(servers[i], scenario, conns=conns[i], **opts)
         except Exception as e:  # reported below, with the others'
             errors.append(str(e))
-    r0, t0 = (run.proc_cpu_s(redis_pid) if redis_pid else None), time.monotonic()
+    r0, t0 = [run.proc_cpu_s(pid) for pid in redis_pids], time.monotonic()
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(servers))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.monotonic() - t0
-    redis_cores = ((run.proc_cpu_s(redis_pid) - r0) / wall) if redis_pid else None
+    redis_cores = [(run.proc_cpu_s(pid) - c0) / wall for pid, c0 in zip(redis_pids, r0)]
     if errors:
         raise run.LoadgenError("; ".join(errors))
     return sum(r["ops_per_s"] for r in results), redis_cores, results
@@ -92,9 +96,9 @@ def sc_redis_throughput(run, scenario, srv, p):
         fes = []
         try:
             fes = front_ends(run, srv.binary, n, master.url(), 0)
-            ops, cores, rs = parallel_loadgen(run, fes, scenario, redis_pid=master.pid,
+            ops, cores, rs = parallel_loadgen(run, fes, scenario, redis_pids=[master.pid],
                                               **dict(opts))
-            m[f"fe{n}_ops"], m[f"fe{n}_redis_cores"] = ops, cores
+            m[f"fe{n}_ops"], m[f"fe{n}_redis_cores"] = ops, cores[0]
             m[f"fe{n}_stalkd_cores"] = sum(x.get("server_cpu_util") or 0 for x in rs)
             m[f"fe{n}_errors"] = sum(x.get("errors") or 0 for x in rs)
             raw[f"fe{n}"] = rs
@@ -123,9 +127,9 @@ def sc_redis_throughput(run, scenario, srv, p):
                 print(f"  --store-wait 1 front end, attempt {attempt + 1}: {e}",
                       file=sys.stderr, flush=True)
                 time.sleep(1)
-        ops, cores, r = parallel_loadgen(run, fes, scenario, redis_pid=rs.master.pid,
+        ops, cores, r = parallel_loadgen(run, fes, scenario, redis_pids=[rs.master.pid],
                                          **dict(opts))
-        m["wait1_ops"], m["wait1_redis_cores"], raw["wait1"] = ops, cores, r
+        m["wait1_ops"], m["wait1_redis_cores"], raw["wait1"] = ops, cores[0], r
     except (run.LoadgenError, RuntimeError, OSError) as e:
         raw["wait1_error"] = str(e)
         print(f"  --store-wait 1 run failed: {e}", file=sys.stderr, flush=True)
@@ -295,12 +299,143 @@ METRICS_FAILOVER = [
     ("errors", "rounds without a put within 30 s after the failover")]
 
 
+# ---- Redis Cluster (issue 17)
+
+def _interleave(picked):
+    """[tube, ...] from {master: [tube, ...]}: consecutive tubes on different masters."""
+    lists = list(picked.values())
+    return [t for row in zip(*lists) for t in row]
+
+
+def _cluster_run(run, binary, p, shape, cluster, tubes_spec):
+    """p['front_ends'] front ends (--store-wait 0) on `cluster` (a RedisCluster) or, when
+    None, on one plain Redis master; the shape's loadgen with --tubes tubes_spec. Returns
+    (ops/s, [Redis CPU cores of each master], stalkd CPU cores, errors, loadgen JSONs)."""
+    opts = {k: p[k] for k in ("conns", "duration", "warmup", "size", "depth", "mode") if k in p}
+    master = None if cluster else rf.RedisServer()
+    fes = []
+    try:
+        url = cluster.url() if cluster else master.url()
+        pids = [m.pid for m in cluster.masters()] if cluster else [master.pid]
+        fes = front_ends(run, binary, p["front_ends"], url, 0)
+        ops, cores, rs = parallel_loadgen(run, fes, shape, redis_pids=pids, tubes=tubes_spec,
+                                          **opts)
+        return (ops, cores, sum(x.get("server_cpu_util") or 0 for x in rs),
+                sum(x.get("errors") or 0 for x in rs), rs)
+    finally:
+        for s in fes:
+            s.cleanup()
+        if master:
+            master.close()
+
+
+def sc_cluster_throughput(run, shape, srv, p):
+    """The shape ('cycle' or 'pipeline') over p['tubes'] tubes (one per connection in turn),
+    with p['front_ends'] front ends and --store-wait 0: on one plain Redis master, then on
+    clusters of 1..p['masters'] masters without replicas, the tubes chosen so that every
+    master serves the partitions of as many of them."""
+    m, raw = {}, {}
+    n_tubes = p["tubes"]
+    ops, cores, fe_cores, errs, rs = _cluster_run(
+        run, srv.binary, p, shape, None, "|".join("t%d" % i for i in range(n_tubes)))
+    m["single_ops"], m["single_redis_cores"], m["single_stalkd_cores"] = ops, cores[0], fe_cores
+    m["errors"], raw["single"] = errs, rs
+    for n in range(1, p["masters"] + 1):
+        with rcf.RedisCluster(masters=n, replicas=0) as cl:
+            picked = cl.pick_tubes(n_tubes // n, "m%dt" % n)
+            tubes = _interleave(picked)
+            ops, cores, fe_cores, errs, rs = _cluster_run(run, srv.binary, p, shape, cl,
+                                                          "|".join(tubes))
+        m[f"m{n}_ops"], m[f"m{n}_stalkd_cores"] = ops, fe_cores
+        m[f"m{n}_redis_cores_mean"] = sum(cores) / len(cores)
+        m[f"m{n}_redis_cores_min"] = min(cores)
+        m[f"m{n}_per_master_vs_single"] = run._ratio(ops / n, m["single_ops"])
+        m[f"m{n}_vs_m1"] = run._ratio(ops, m.get("m1_ops"))
+        # Commands per second of Redis CPU against the plain master's: the efficiency that
+        # holds when the machine, not Redis, is the limit (2 CPUs for every process here).
+        m[f"m{n}_per_redis_core_vs_single"] = run._ratio(
+            run._ratio(ops, sum(cores)), run._ratio(m["single_ops"], m["single_redis_cores"]))
+        m[f"m{n}_machine_cores"] = max(x.get("run_machine_busy_cores") or 0 for x in rs)
+        m["errors"] += errs
+        raw[f"m{n}"] = {"tubes": tubes, "redis_cores": cores, "loadgen": rs}
+    return m, raw
+
+
+def metrics_cluster_throughput(p):
+    out = [("single_ops", "one plain Redis master: commands/s ↑"),
+           ("single_redis_cores", "… its Redis CPU (cores)"),
+           ("single_stalkd_cores", "… stalkd CPU, all front ends (cores)")]
+    for n in range(1, p["masters"] + 1):
+        out += [(f"m{n}_ops", f"cluster, {n} master(s): commands/s ↑"),
+                (f"m{n}_per_master_vs_single", f"… per master ÷ plain Redis ↑"),
+                (f"m{n}_vs_m1", f"… ÷ 1-master cluster ↑"),
+                (f"m{n}_per_redis_core_vs_single",
+                 f"… commands per Redis CPU-second ÷ plain Redis's ↑"),
+                (f"m{n}_redis_cores_mean", f"… Redis CPU per master, mean (cores)"),
+                (f"m{n}_redis_cores_min", f"… Redis CPU per master, least (cores)"),
+                (f"m{n}_stalkd_cores", f"… stalkd CPU, all front ends (cores)"),
+                (f"m{n}_machine_cores", f"… whole machine busy (cores)")]
+    return out + [("errors", "errors")]
+
+
+def sc_cluster_reserve(run, shape, srv, p):
+    """On a cluster of p['masters'] masters, for each k in p['ks']: p['sets'] sets of k
+    tubes, connection i watching set i mod sets and putting into one of its tubes. spread:
+    each set's k tubes in k partitions, consecutive ones on different masters (a reserve
+    across partitions); grouped: each set's tubes share a partition, `(gN)t0`..`(gN)t{k-1}`
+    (a reserve in one), the sets' partitions spread evenly over the masters."""
+    m, raw = {"errors": 0}, {}
+    n_sets, masters = p["sets"], p["masters"]
+    with rcf.RedisCluster(masters=masters, replicas=0) as cl:
+        kmax = max(p["ks"])
+        spread = _interleave(cl.pick_tubes(-(-n_sets * kmax // masters), "x"))
+        groups = _interleave(cl.pick_tubes(-(-n_sets // masters), "(g%d)",
+                                           taken=spread))[:n_sets]
+        for k in p["ks"]:
+            spread_sets = [spread[i * k:(i + 1) * k] for i in range(n_sets)]
+            grouped_sets = [["%st%d" % (g, j) for j in range(k)] for g in groups]
+            for name, sets in (("grouped", grouped_sets), ("spread", spread_sets)):
+                ops, cores, fe_cores, errs, rs = _cluster_run(
+                    run, srv.binary, p, shape, cl, "|".join(",".join(x) for x in sets))
+                key = f"k{k}_{name}"
+                m[f"{key}_ops"], m[f"{key}_stalkd_cores"] = ops, fe_cores
+                m[f"{key}_redis_cores"] = sum(cores)
+                m[f"{key}_redis_us_per_op"] = sum(cores) / ops * 1e6 if ops else None
+                m[f"{key}_stalkd_us_per_op"] = fe_cores / ops * 1e6 if ops else None
+                m["errors"] += errs
+                raw[key] = {"sets": sets, "redis_cores": cores, "loadgen": rs}
+            m[f"k{k}_spread_vs_grouped"] = run._ratio(m.get(f"k{k}_spread_ops"),
+                                                      m.get(f"k{k}_grouped_ops"))
+    return m, raw
+
+
+def metrics_cluster_reserve(p):
+    out = []
+    for k in p["ks"]:
+        for name, what in (("grouped", f"{k} tubes in one partition"),
+                           ("spread", f"{k} tubes in {k} partitions")):
+            out += [(f"k{k}_{name}_ops", f"watching {what}: commands/s ↑"),
+                    (f"k{k}_{name}_redis_cores", "… Redis CPU, all masters (cores)"),
+                    (f"k{k}_{name}_redis_us_per_op", "… Redis CPU µs/command ↓"),
+                    (f"k{k}_{name}_stalkd_cores", "… stalkd CPU, all front ends (cores)"),
+                    (f"k{k}_{name}_stalkd_us_per_op", "… stalkd CPU µs/command ↓")]
+        out.append((f"k{k}_spread_vs_grouped", f"k = {k}: across partitions ÷ within one ↑"))
+    return out + [("errors", "errors")]
+
+
 def scenarios(run):
     """The Scenario objects (opt-in) for run.py's table."""
     S = run.Scenario
     cyc = dict(conns=50, size=100, warmup=1, duration=5, front_ends=3, fcall_n=2_000_000)
     pip = dict(conns=4, depth=100, mode="pdr", size=100, warmup=1, duration=4, front_ends=3,
                fcall_n=2_000_000)
+    # Cluster shapes: redis-pipeline's and redis-cycle's, with 12 connections (48 in the
+    # cycle) so that every tube has its own (4 tubes per master with 3 masters).
+    cpip = dict(conns=12, depth=100, mode="pdr", size=100, warmup=1, duration=4, tubes=12,
+                masters=3, front_ends=2)
+    ccyc = dict(conns=48, size=100, warmup=1, duration=4, tubes=12, masters=3, front_ends=2)
+    cres = dict(conns=48, size=100, warmup=1, duration=4, sets=12, ks=(2, 3, 6), masters=3,
+                front_ends=2)
     return [
         S("redis-cycle", "Redis store, cycle: {conns} connections put({size} B) → reserve → "
           "delete; embedded, then one Redis master with 1..{front_ends} front ends "
@@ -319,6 +454,28 @@ def scenarios(run):
           lambda srv, p: sc_redis_memory(run, srv, p), METRICS_MEMORY,
           dict(jobs=1_000_000, size=100, conns=4, depth=100, timeout=300),
           dict(jobs=20_000, size=100, conns=4, depth=100, timeout=60), default=False),
+        S("cluster-pipeline", "Redis Cluster, pipeline: {conns} connections × {depth} in "
+          "flight (mode {mode}) over {tubes} tubes, {front_ends} front ends, --store-wait 0; "
+          "one plain Redis master, then clusters of 1..{masters} masters (no replicas; tubes "
+          "spread evenly by partition owner); Redis processes not pinned",
+          lambda srv, p: sc_cluster_throughput(run, "pipeline", srv, p),
+          metrics_cluster_throughput, cpip, dict(cpip, warmup=0.3, duration=1),
+          servers=("stalkd",), default=False),
+        S("cluster-cycle", "Redis Cluster, cycle: {conns} connections put({size} B) → reserve "
+          "→ delete over {tubes} tubes, {front_ends} front ends, --store-wait 0; one plain "
+          "Redis master, then clusters of 1..{masters} masters (no replicas; tubes spread "
+          "evenly by partition owner); Redis processes not pinned",
+          lambda srv, p: sc_cluster_throughput(run, "cycle", srv, p),
+          metrics_cluster_throughput, ccyc, dict(ccyc, warmup=0.3, duration=1),
+          servers=("stalkd",), default=False),
+        S("cluster-reserve", "Redis Cluster, reserve across partitions: cycle, {conns} "
+          "connections, each watching one of {sets} sets of k tubes (k in {ks}), on {masters} "
+          "masters ({front_ends} front ends, --store-wait 0): the k tubes in one partition "
+          "(`(group)`), then in k partitions spread over the masters; Redis processes not "
+          "pinned",
+          lambda srv, p: sc_cluster_reserve(run, "cycle", srv, p), metrics_cluster_reserve,
+          cres, dict(cres, warmup=0.3, duration=1, ks=(3,)), servers=("stalkd",),
+          default=False),
         S("redis-failover", "Redis store, failover: master + 2 replicas + 3 sentinels "
           "(down-after {down_after_ms} ms), one stalkd (--store-wait 1) and a client putting "
           "one job at a time; SIGKILL the master; {rounds} round(s)",

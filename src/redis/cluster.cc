@@ -7,6 +7,7 @@
 #include <charconv>
 #include <deque>
 #include <map>
+#include <unordered_map>
 #include <utility>
 
 #include "base/check.h"
@@ -115,6 +116,7 @@ class ClusterLink::Impl final : public Conn::Owner {
   std::string why_not_ready() const;
   std::vector<std::string> masters() const;
   std::string master_of(int slot) const;
+  bool ready(int slot) const;
   size_t in_flight() const;
   const Counters& counters() const { return counters_; }
   std::string answered_by() const { return answered_by_ ? *answered_by_ : std::string(); }
@@ -226,7 +228,14 @@ class ClusterLink::Impl final : public Conn::Owner {
   std::vector<Endpoint> candidates_;   // nodes to ask CLUSTER SLOTS (seeds, then learned)
   std::deque<CommandPtr> waiting_;     // unsent: no ready master for their slot
   Nanos waiting_deadline_ = kForever;  // the earliest of theirs
-  std::multimap<Nanos, CommandPtr> retries_;
+  // Commands retried after ASK, TRYAGAIN or CLUSTERDOWN, per slot in the order their replies
+  // came (a connection's order), and when each slot's go again (after its first one's
+  // backoff). While a slot has commands here, later ones for it (new, or MOVED) queue behind:
+  // a command sent later must not run before one sent earlier (a connection's pipelined puts
+  // into one tube get increasing ids).
+  std::unordered_map<int, std::deque<CommandPtr>> parked_;
+  size_t parked_count_ = 0;
+  std::multimap<Nanos, int> retries_;
   size_t written_ = 0;  // routed commands written to a link, unanswered
   std::deque<Deferred> deferred_;
   Counters counters_;
@@ -387,6 +396,11 @@ void ClusterLink::Impl::Send(std::string_view key, std::span<const std::string_v
 }
 
 void ClusterLink::Impl::Dispatch(const CommandPtr& c) {
+  if (auto p = parked_.find(c->slot); p != parked_.end()) {
+    p->second.push_back(c);  // behind the slot's earlier commands, which wait for a retry
+    parked_count_++;
+    return;
+  }
   Node* n = slots_[static_cast<size_t>(c->slot)];
   if (n == nullptr || !n->link->ready()) {
     if (n == nullptr) {
@@ -445,7 +459,11 @@ void ClusterLink::Impl::Retry(const CommandPtr& c, const Node& from, const Reply
   if (now + c->backoff > c->deadline) return Complete(c, r);
   counters_.retried++;
   c->last_error = from.name + ": " + r.str;
-  retries_.emplace(now + c->backoff, c);
+  auto [p, first] = parked_.try_emplace(c->slot);
+  p->second.push_back(c);
+  parked_count_++;
+  if (!first) return;  // goes again with the slot's first one
+  retries_.emplace(now + c->backoff, c->slot);
   c->backoff = std::min(2 * c->backoff, kMaxRetry);
   Wake();  // Poll returns the retry's time
 }
@@ -703,9 +721,13 @@ Nanos ClusterLink::Impl::Poll() {
   // Retries that are due; what waits for a master is sent when one is ready (SetReady, a new
   // slot map) or expires.
   while (!retries_.empty() && retries_.begin()->first <= now) {
-    CommandPtr c = std::move(retries_.begin()->second);
+    auto p = parked_.find(retries_.begin()->second);
     retries_.erase(retries_.begin());
-    Dispatch(c);
+    if (p == parked_.end()) continue;
+    std::deque<CommandPtr> again = std::move(p->second);
+    parked_.erase(p);
+    parked_count_ -= again.size();
+    for (const CommandPtr& c : again) Dispatch(c);  // in order, on one connection
   }
   Expire(now);
   RunDeferred();
@@ -760,8 +782,14 @@ std::string ClusterLink::Impl::master_of(int slot) const {
   return n == nullptr ? "" : n->name;
 }
 
+bool ClusterLink::Impl::ready(int slot) const {
+  if (slot < 0 || slot >= kClusterSlots) return false;
+  Node* n = slots_[static_cast<size_t>(slot)];
+  return n != nullptr && n->link->ready();
+}
+
 size_t ClusterLink::Impl::in_flight() const {
-  return written_ + waiting_.size() + retries_.size() + deferred_.size();
+  return written_ + waiting_.size() + parked_count_ + deferred_.size();
 }
 
 // ---- ClusterLink
@@ -801,6 +829,7 @@ bool ClusterLink::ready() const { return impl_->ready(); }
 std::string ClusterLink::why_not_ready() const { return impl_->why_not_ready(); }
 std::vector<std::string> ClusterLink::masters() const { return impl_->masters(); }
 std::string ClusterLink::master_of(int slot) const { return impl_->master_of(slot); }
+bool ClusterLink::ready(int slot) const { return impl_->ready(slot); }
 size_t ClusterLink::in_flight() const { return impl_->in_flight(); }
 const ClusterLink::Counters& ClusterLink::counters() const { return impl_->counters(); }
 std::string ClusterLink::answered_by() const { return impl_->answered_by(); }

@@ -51,8 +51,10 @@ int KeySlot(std::string_view key);
 // Send, while the slot map is refreshed every 100 ms; then their callback gets kLost "not
 // connected: <why>". The other masters' slots keep being served. A command written to a
 // master whose connection drops gets kLost (its fate is unknown), and the map is refreshed.
-// Callbacks of one master's commands run in the order they were written to it; across masters,
-// and for commands that waited or were retried, there is no order.
+// Callbacks of one master's commands run in the order they were written to it; across masters
+// there is no order. One slot's commands run in the order they were sent: those retried after
+// ASK, TRYAGAIN or CLUSTERDOWN go again together, in order, and later ones for that slot (new,
+// or redirected by MOVED) wait behind them.
 //
 // Per-master setup: when a master's connection is verified, Listener::OnMasterConnected(m)
 // runs; the owner sends setup commands (FUNCTION LOAD, config checks) with SendSetup(m, ...)
@@ -152,6 +154,9 @@ class ClusterLink {
   std::vector<std::string> masters() const;
   // The master serving `slot` per the slot map ("" if none).
   std::string master_of(int slot) const;
+  // The slot map names a master for `slot` and that master is ready: a command for the slot
+  // goes out now rather than waiting (a failover in progress, a master setting up).
+  bool ready(int slot) const;
   // Commands sent and not yet answered (written, waiting or being retried).
   size_t in_flight() const;
   const Counters& counters() const;

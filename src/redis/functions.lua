@@ -64,8 +64,10 @@ local sub_ms = 0
 -- changed the set since: next_due then needs no second look. nil: unknown.
 local x_head = nil
 
--- The running call's partition (p of P, from its tag) and wake channel.
+-- The running call's partition (p of P, from its tag) and wake channel; `global`: the call
+-- is in a cluster's global partition {g} (front ends' leases), not in one of jobs.
 local part, parts, channel = 0, 1, ''
+local global = false
 
 -- Set by reserve and reserve_job: the caller's session is already listed in its front end's
 -- B..'fs:'..fid (the front end knows: it was told by an earlier reservation's answer).
@@ -874,8 +876,19 @@ end
 -- fids named (on a cluster: found dead in {g}, reaped partition by partition).
 local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
-  local dead = redis.call('ZRANGE', B .. 'fe', '-inf', str(now), 'BYSCORE', 'LIMIT', '0', '4')
-  for i = 2, #a do dead[#dead + 1] = a[i] end
+  local dead = {}
+  -- On a cluster's {g}, only the fids named: the caller found no partition holding anything
+  -- of them. Another front end whose lease ran out meanwhile may still hold reservations and
+  -- tube references in partitions; dropping its lease here would leave them there for good
+  -- (no front end would list it as dead again). And not one that renewed its lease since.
+  if not global then
+    dead = redis.call('ZRANGE', B .. 'fe', '-inf', str(now), 'BYSCORE', 'LIMIT', '0', '4')
+  end
+  for i = 2, #a do
+    if not global or num(redis.call('ZSCORE', B .. 'fe', a[i])) <= now then
+      dead[#dead + 1] = a[i]
+    end
+  end
   for _, fid in ipairs(dead) do
     if not reap(B, fid, now) then
       n = num(a[1])  -- more to do: the caller pumps again at once
@@ -895,7 +908,11 @@ local function f_lease(B, now, a)
   if not renew then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', '1')) end
   -- A renewal that adds the front end anew: it had been reaped (its sessions' reservations
   -- given back, their fs: listing gone).
+  -- On a cluster's {g}, also one whose lease had run out: the other front ends reap its
+  -- partitions from then on, before its lease leaves {g}.
+  local old = global and renew and redis.call('ZSCORE', B .. 'fe', fid)
   local reaped = redis.call('ZADD', B .. 'fe', str(now + num(a[2])), fid) == 1 and renew
+  if old and num(old) <= now then reaped = true end
   if #a > 2 then
     local kv = {}
     for i = 3, #a do kv[#kv + 1] = a[i] end
@@ -1095,6 +1112,7 @@ local function reg(name, fn, flags, raw)
     local B = keys[1] .. ':'
     local p, n = string.match(keys[1], '{(%d+)/(%d+)}$')
     part, parts = tonumber(p) or 0, tonumber(n) or 1
+    global = string.sub(keys[1], -3) == '{g}'
     channel = string.match(keys[1], '^(.*){') .. 'w'
     local now = now_ms()
     x_head = nil

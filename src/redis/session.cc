@@ -139,7 +139,8 @@ void RedisSession::Enlist(uint32_t part) {
   if (!Enlisted(part)) enlisted_in_.push_back(part);
 }
 
-RedisSession::Owned::Owned(const Answer& a) : lost(a.lost), oom(a.oom), status(a.status) {
+RedisSession::Owned::Owned(const Answer& a)
+    : lost(a.lost), oom(a.oom), status(a.status), offset(a.offset) {
   if (a.words) {
     words = *a.words;
     first = a.first;
@@ -153,6 +154,7 @@ RedisStore::Answer RedisSession::Owned::View() const {
   a.status = status;
   a.words = &words;
   a.first = first;
+  a.offset = offset;
   return a;
 }
 
@@ -319,24 +321,30 @@ void RedisSession::BecomeHead() {
 
 void RedisSession::Claim() {
   claims_out_++;
-  uint32_t part = store_.PartitionOf(watch_[0]);
-  bool one = true;
-  for (size_t i = 1; i < watch_.size() && one && store_.partitions() > 1; i++) {
-    one = store_.PartitionOf(watch_[i]) == part;
-  }
-  if (one) {
-    // One partition (always, on one Redis): one call, exact.
-    std::vector<std::string_view> tubes(watch_.begin(), watch_.end());
-    return ClaimIn(part, tubes, "",
-                   [part](RedisSession& s, const Answer& a) { s.OnClaim(a, part); });
-  }
+  // The watched tubes by partition, leaving out partitions whose master is not serving now
+  // (a failover in progress on a cluster): a reserve takes what the others have, or waits
+  // (the claim goes again when that master is back), rather than waiting for that master.
   std::vector<std::pair<uint32_t, std::vector<std::string_view>>> groups;
   for (const std::string& tube : watch_) {
     uint32_t p = store_.PartitionOf(tube);
+    if (!store_.Serving(p)) continue;
     auto it =
         std::find_if(groups.begin(), groups.end(), [p](const auto& g) { return g.first == p; });
     if (it == groups.end()) it = groups.insert(groups.end(), {p, {}});
     it->second.push_back(tube);
+  }
+  if (groups.empty()) {
+    return store_.Later([cell = cell_] {
+      Answer none;
+      none.status = "NONE";
+      if (RedisSession* s = *cell) s->OnClaim(none, 0);
+    });
+  }
+  if (groups.size() == 1) {
+    // One partition (always, on one Redis): one call, exact.
+    uint32_t part = groups[0].first;
+    return ClaimIn(part, groups[0].second, "",
+                   [part](RedisSession& s, const Answer& a) { s.OnClaim(a, part); });
   }
   ClaimAcross(std::move(groups));
 }
@@ -510,7 +518,7 @@ Result RedisSession::Reserved(const Answer& a) {
     bodies_.emplace_back(a.Word(4 * i + 1));
     if (!wait_args_.detached) {
       Forget(id);
-      holds_.push_back({id, store_.LocalTime(a.Signed(4 * i + 2))});
+      holds_.push_back({id, a.Local(a.Signed(4 * i + 2))});
     }
   }
   for (size_t i = 0; i < n; i++) jobs_.push_back({a.Number(4 * i), bodies_[i]});
@@ -678,7 +686,7 @@ Result RedisSession::Touch(uint64_t id) {
              [id](RedisSession& s, const Answer& a) {
                if (a.status != "TOUCHED") return Result::Of(Outcome::kNotFound);
                for (Hold& h : s.holds_) {
-                 if (h.id == id) h.deadline = s.store_.LocalTime(a.Signed(0));
+                 if (h.id == id) h.deadline = a.Local(a.Signed(0));
                }
                return Result::Of(Outcome::kTouched);
              });

@@ -84,6 +84,7 @@ class RedisSession final : public command::Session {
     std::string status;
     std::vector<Reply> words;
     size_t first = 0;
+    Nanos offset = 0;
     Owned() = default;
     explicit Owned(const Answer& a);
     Answer View() const;

@@ -131,12 +131,19 @@ bool RedisStore::Start(std::string* error) {
 
 void RedisStore::Stop() {
   if (!started_ || fid_ == "0" || (link_ && !link_->ready())) return;
-  // quit in every partition this front end left something in (on a cluster), then globally.
+  // quit in every partition this front end left something in (on a cluster), then globally:
+  // only once every one of those answered, for the lease is what lets other front ends reap
+  // a partition whose quit was lost (a master down).
   size_t left = 0;
+  bool clean = true, global = !cluster_;  // on one Redis, its partition is the global one
   std::function<void(uint32_t)> quit = [&](uint32_t p) {
     Call(p, "quit", {fid_}, true, [&, p](const Answer& a) {
       if (a.status == "MORE") return quit(p);
-      left--;
+      clean = clean && !a.lost && !a.oom;
+      if (--left > 0 || global || !clean) return;
+      global = true;
+      left = 1;
+      quit(Global());
     });
   };
   std::vector<uint32_t> parts;
@@ -145,7 +152,10 @@ void RedisStore::Stop() {
       if (touched_[p]) parts.push_back(p);
     }
   }
-  parts.push_back(Global());
+  if (parts.empty()) {
+    global = true;
+    parts.push_back(Global());
+  }
   left = parts.size();
   for (uint32_t p : parts) quit(p);
   Nanos deadline = clock_.Now() + 5 * kSecond;
@@ -415,7 +425,7 @@ void RedisStore::Answered(const Reply& r, const Handler& done, uint32_t part, bo
     }
   }
   if (needs > 0 || !m->held.empty()) {
-    m->held.push_back({r, done, part, waits, needs});
+    m->held.push_back({r, done, part, waits, needs, false});
     return;
   }
   Deliver(part, r, done);
@@ -435,6 +445,7 @@ void RedisStore::Deliver(uint32_t part, const Reply& r, const Handler& done) {
     a.lost = true;
   } else {
     Learn(part, ToInt(r.elements[0]), ToInt(r.elements[1]));
+    a.offset = offset_;
     if (r.elements.size() > 2) a.status = r.elements[2].str;
     a.words = &r.elements;
     a.first = 3;
@@ -467,10 +478,16 @@ void RedisStore::SendWait(Master& m) {
     Reply lost;
     lost.type = Reply::Type::kLost;
     lost.str = "WAIT did not confirm a replica";
+    // Held answers need not be in WAIT order (one redirected to this master needs the next
+    // WAIT, one behind it this one): those this WAIT did not confirm and that stay held
+    // behind remember it.
+    if (!ok) {
+      for (Held& h : m.held) h.failed = h.failed || h.needs == k;
+    }
     while (!m.held.empty() && m.held.front().needs <= k) {
       Held h = std::move(m.held.front());
       m.held.pop_front();
-      Deliver(h.part, ok || !h.waits || h.needs < k ? h.reply : lost, h.done);
+      Deliver(h.part, ok || !h.waits || (h.needs < k && !h.failed) ? h.reply : lost, h.done);
     }
     SendWait(m);  // for the changes answered meanwhile
   };
@@ -575,19 +592,20 @@ void RedisStore::Pump() {
   });
 }
 
-void RedisStore::Pump(uint32_t part) {
+void RedisStore::Pump(uint32_t part, const std::vector<std::string>& dead) {
   if (pumping_part_[part]) return;
   pumping_part_[part] = 1;
   std::string limit = std::to_string(kPumpLimit);
   std::vector<std::string_view> args{limit};
-  args.insert(args.end(), dead_.begin(), dead_.end());
-  Call(part, "pump", std::span<const std::string_view>(args), true, [this, part](const Answer& a) {
-    pumping_part_[part] = 0;
-    // More to do: at once (the answer's next timer was just learned).
-    if (!a.lost && part < parts_ && a.Number(0) >= static_cast<uint64_t>(kPumpLimit)) {
-      LearnDue(part, clock_.Now());
-    }
-  });
+  args.insert(args.end(), dead.begin(), dead.end());
+  Call(part, "pump", std::span<const std::string_view>(args), true,
+       [this, part, dead = dead](const Answer& a) {
+         pumping_part_[part] = 0;
+         if (a.lost || a.Number(0) < static_cast<uint64_t>(kPumpLimit)) return;
+         // More to do: at once, the reaping too (the answer's next timer was just learned).
+         if (!dead.empty()) return Pump(part, dead);
+         if (part < parts_) LearnDue(part, clock_.Now());
+       });
 }
 
 void RedisStore::Sweep() {
@@ -618,19 +636,20 @@ void RedisStore::Sweep() {
             size_t i = static_cast<size_t>(ToInt(e));
             if (i < 1 || i > parts.size()) continue;
             if (dead_part) round->clean = false;
-            Pump(parts[i - 1]);
+            Pump(parts[i - 1], dead);
           }
         }
         if (--round->left > 0) return;
         sweeping_ = false;
-        // No partition holds anything of the dead front ends any more: their leases go (the
-        // global partition's pump reaps what its lease set lists as dead).
-        if (round->clean && !dead.empty()) Pump(Global());
+        // No partition holds anything of the dead front ends any more: their leases go:
+        // those this round looked for, not others found dead since, whose partitions were
+        // not looked at.
+        if (round->clean && !dead.empty()) Pump(Global(), dead);
       });
   sweeping_ = round->left > 0;
 }
 
-void RedisStore::RenewLease() {
+void RedisStore::RenewLease(bool sweep) {
   next_lease_ = clock_.Now() + opt_.lease / 4;
   // This front end's counters, for the `stats` of the others.
   std::vector<std::string> kv;
@@ -646,15 +665,21 @@ void RedisStore::RenewLease() {
   std::string lease = Ms(opt_.lease);
   args.push_back(lease);
   for (const std::string& s : kv) args.push_back(s);
-  Call(Global(), "lease", std::span<const std::string_view>(args), false, [this](const Answer& a) {
-    if (a.lost) return;
-    // Another front end took this one for dead (a stall longer than the lease) and
-    // gave back its sessions' reservations and their listing.
-    if (a.Word(1) == "1") enlist_epoch_++;
-    // Front ends whose lease ran out, for the sweep (a cluster) to reap.
-    dead_.clear();
-    for (size_t i = 2; i < a.size(); i++) dead_.emplace_back(a.Word(i));
-  });
+  Call(Global(), "lease", std::span<const std::string_view>(args), false,
+       [this, sweep](const Answer& a) {
+         if (a.lost) {
+           dead_.clear();  // not known now: the sweep reaps none
+           if (sweep) Sweep();
+           return;
+         }
+         // Another front end took this one for dead (a stall longer than the lease) and
+         // gave back its sessions' reservations and their listing.
+         if (a.Word(1) == "1") enlist_epoch_++;
+         // Front ends whose lease ran out, for the sweep (a cluster) to reap.
+         dead_.clear();
+         for (size_t i = 2; i < a.size(); i++) dead_.emplace_back(a.Word(i));
+         if (sweep) Sweep();
+       });
 }
 
 void RedisStore::RefreshWaiterLease() {
@@ -730,21 +755,26 @@ command::Result RedisStore::FillStats(const Answer& a, const uint64_t* more) {
 }
 
 Nanos RedisStore::Tick() {
+  std::vector<std::function<void()>> later;
+  later.swap(later_);
+  for (auto& f : later) f();
   Nanos next = PollLinks();
   Nanos now = clock_.Now();
   bool up = started_ && (cluster_ || link_->ready());
   if (up) {
-    if (now >= next_lease_) RenewLease();
+    // On a cluster, each second's sweep follows a renewal (see RenewLease).
+    bool sweep = cluster_ && now >= next_pump_;
+    if (sweep) next_pump_ = now + kSecond;
+    if (now >= next_lease_ || sweep) RenewLease(sweep);
     if (now >= next_waiter_lease_) RefreshWaiterLease();
     if (!cluster_) {
       if (now >= next_due_ || now >= next_pump_) Pump();
     } else {
-      if (now >= next_pump_) Sweep();
       // Partitions whose timers are due, as their last answers said.
       while (!timers_.empty() && timers_.begin()->first <= now) {
         uint32_t p = timers_.begin()->second;
         LearnDue(p, kForever);
-        Pump(p);
+        Pump(p, {});  // no reaping: dead_ may be older than a lease renewed since
       }
     }
   }
@@ -752,6 +782,7 @@ Nanos RedisStore::Tick() {
   next = std::min(next, next_waiter_check_);
   SendWaits();
   FlushLinks();
+  if (!later_.empty()) next = now;
   if (up) {
     next = std::min({next, next_lease_, next_pump_, next_waiter_lease_});
     if (!cluster_ && !pumping_) next = std::min(next, next_due_);

@@ -83,6 +83,9 @@ class RedisStore final : public command::Store,
   uint32_t partitions() const { return parts_; }
   uint32_t PartitionOf(std::string_view tube) const { return TubePartition(tube, parts_); }
   uint32_t PartitionOfId(uint64_t id) const { return static_cast<uint32_t>(id % parts_); }
+  // Whether calls to the partition go out now (on a cluster, its master may be failing over
+  // or setting up: its calls wait until it is back).
+  bool Serving(uint32_t part) const { return !cluster_ || cluster_->ready(slots_[part]); }
 
  private:
   friend class RedisSession;
@@ -94,6 +97,10 @@ class RedisStore final : public command::Store,
     std::string status;
     const std::vector<Reply>* words = nullptr;  // after the status
     size_t first = 0;
+    // Its master's clock (ms * 1e6) minus ours when it arrived: deadlines it carries are
+    // made local with it (masters' clocks may differ).
+    Nanos offset = 0;
+    Nanos Local(int64_t redis_ms) const { return redis_ms * 1'000'000 - offset; }
     size_t size() const { return words ? words->size() - first : 0; }
     std::string_view Word(size_t i) const;
     uint64_t Number(size_t i) const;
@@ -125,6 +132,8 @@ class RedisStore final : public command::Store,
   // The partitions each master serves now, by the slot map (on a cluster).
   std::vector<std::pair<std::string, std::vector<uint32_t>>> PartitionsByMaster() const;
   void Deliver(uint32_t part, const Reply& reply, const Handler& done);
+  // Runs `f` in the next Tick, not before the caller returns.
+  void Later(std::function<void()> f) { later_.push_back(std::move(f)); }
   // WAIT per master: one out at a time, sent after the changes it must cover (see store.cc).
   struct Master;
   Master& MasterNamed(const std::string& name);
@@ -161,10 +170,13 @@ class RedisStore final : public command::Store,
   // On a cluster: one partition's timers (and the dead front ends named in dead_), and each
   // second the sweep: every master says which of its partitions have timers due or hold a
   // dead front end's sessions (the safety net for timers no live front end knows of).
-  void Pump(uint32_t part);
+  // `dead`: the front ends to reap there (on {g}: only those no partition holds anything of).
+  void Pump(uint32_t part, const std::vector<std::string>& dead);
   void Sweep();
   void LearnDue(uint32_t part, Nanos due);
-  void RenewLease();
+  // `sweep`: then the sweep (a cluster), with the dead front ends this renewal lists, so that
+  // it does not reap one that renewed its lease since an older list named it.
+  void RenewLease(bool sweep = false);
   void RefreshWaiterLease();
   void Wake(std::string_view tube);
   void ReleaseConnection(const std::string& sid, uint32_t part);
@@ -206,7 +218,7 @@ class RedisStore final : public command::Store,
   bool setup_failed_ = false;
   std::string setup_error_;
 
-  Nanos offset_ = 0;  // redis ms * 1e6 - local
+  Nanos offset_ = 0;  // redis ms * 1e6 - local, as the last answer (of any master) said
   Nanos next_pump_ = 0;
   Nanos next_due_ = kForever;  // one Redis: the store's next timer, in local time
   // A cluster: each partition's next timer (local time) as the last answer from it said, in
@@ -226,6 +238,9 @@ class RedisStore final : public command::Store,
     uint32_t part;
     bool waits;      // a change: lost if its WAIT does not confirm it
     uint64_t needs;  // the WAIT (by number, on its master) that covers it; 0: none
+    // Its WAIT answered without confirming it while it was held behind one that needs a
+    // later WAIT: only that later one can still confirm it.
+    bool failed = false;
   };
   // Per master ("" on one Redis): WAITs sent and answered, and the answers held for one: the
   // changes', and every answer that arrives behind one of those (reads, errors), so that a
@@ -237,6 +252,7 @@ class RedisStore final : public command::Store,
     std::deque<Held> held;
   };
   std::vector<std::unique_ptr<Master>> masters_;
+  std::vector<std::function<void()>> later_;
   // Bumped whenever this front end's sessions may have been dropped from its fs: set (a
   // new connection to Redis, a lease found reaped): RedisSession::enlisted_ is then stale.
   uint64_t enlist_epoch_ = 1;

@@ -14,7 +14,8 @@ import unittest
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
 sys.path.insert(0, LIB)
-from redis_cluster_fixture import RedisCluster, keyslot  # noqa: E402
+from redis_cluster_fixture import (RedisCluster, keyslot, partition_slot,  # noqa: E402
+                                   tube_partition, tube_slot)
 import redis_fixture  # noqa: E402
 from redis_fixture import RespError  # noqa: E402
 
@@ -110,6 +111,30 @@ class TestRedisCluster(unittest.TestCase):
         c.restart(victim)
         self.assertTrue(redis_fixture.wait_until(lambda: victim.role() == "slave", timeout=10))
         self.assertEqual(len(c.masters()), 3)
+
+    def test_5_partitions_and_pick_tubes(self):
+        c = self.cluster
+        node = c.masters()[0]
+        # A tube's partition: its `(group)` when non-empty, else its whole name.
+        self.assertEqual(tube_partition("(grp)a"), tube_partition("(grp)b"))
+        self.assertEqual(tube_partition("(grp)a"), tube_partition("grp"))
+        self.assertEqual(tube_partition("()x"), keyslot("()x") % 1024)
+        for p in (0, 17, 598, 1023):
+            self.assertEqual(partition_slot(p), node.call("CLUSTER", "KEYSLOT",
+                                                          "X:{%d/1024}:j:1" % p))
+        picked = c.pick_tubes(3, "pt")
+        self.assertEqual(sorted(m.port for m in picked), sorted(m.port for m in c.masters()))
+        parts = set()
+        for m, tubes in picked.items():
+            self.assertEqual(len(tubes), 3)
+            for t in tubes:
+                self.assertIs(c.owner(tube_slot(t)), m, t)
+                parts.add(tube_partition(t))
+        self.assertEqual(len(parts), 9)
+        src = c.masters()[1]
+        low = set(c.slots_of(src)[:50])
+        only = c.pick_tubes(2, "(g%d)lo", masters=[src], where=lambda t, s: s in low)
+        self.assertTrue(all(tube_slot(t) in low for t in only[src]), only[src])
 
 
 CHILD = """

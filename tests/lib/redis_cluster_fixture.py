@@ -10,8 +10,16 @@ RedisCluster(masters=3, replicas=1): cluster-enabled redis-server nodes (the set
   nodes / masters() / replicas(), url() for stalkd's --store, kill_master(i) (SIGKILL) and
   wait_failover(), restart(node), move_slots(slots, src, dst) (CLUSTER SETSLOT IMPORTING /
   MIGRATING, MIGRATE of the keys, SETSLOT NODE on every master), reshard(n, src, dst)
-  (`redis-cli --cluster reshard`), keyslot(key), owner(slot), delete_matching(pattern),
-  close(). replicas=0 makes a cluster of masters only (enough with stalkd's --store-wait 0).
+  (`redis-cli --cluster reshard`), rebalance(), keyslot(key), owner(slot),
+  delete_matching(pattern), close(). replicas=0 makes a cluster of masters only (enough with
+  stalkd's --store-wait 0); masters=1 or 2 are made by hand (redis-cli wants 3 or more).
+  slot_map() (every slot's master, one CLUSTER SLOTS), slots_of(node), pick_tubes(...):
+  tube names whose partitions are served by given masters.
+
+stalkd's partitions (docs/SCALE-OUT.md): a tube's partition is CRC16 of the text inside the
+first `(...)` of its name when non-empty, else of the whole name, mod 1024
+(tube_partition); partition p's keys carry the hash tag `{p/1024}`, so it lives in slot
+keyslot("{p/1024}") (partition_slot).
 
 Every process is a redis_fixture process: PDEATHSIG when started from the main thread,
 killed by PID at exit at the latest; close() stops every one by its PID, and a cluster that
@@ -52,29 +60,40 @@ def crc16(data):
     return crc
 
 
-def hashed_part(key, open_=b"{", close=b"}"):
-    """What of `key` (str or bytes) is hashed: the text between its first `open_` and the
-    next `close` when non-empty, else the whole key (bytes)."""
-    if isinstance(key, str):
-        key = key.encode()
-    start = key.find(open_)
+def _tag(name, opening, closing):
+    """`name` (str or bytes) as bytes, or the text inside its first opening...closing pair
+    when that is non-empty (Redis' hash tags, stalkd's tube groups)."""
+    if isinstance(name, str):
+        name = name.encode()
+    start = name.find(opening)
     if start >= 0:
-        end = key.find(close, start + 1)
+        end = name.find(closing, start + 1)
         if end > start + 1:
-            key = key[start + 1:end]
-    return key
+            return name[start + 1:end]
+    return name
 
 
 def keyslot(key):
     """The hash slot of `key` (str or bytes): CRC16 of its hash tag, the text inside the first
     `{...}` when non-empty, else of the whole key, mod 16384."""
-    return crc16(hashed_part(key)) % SLOTS
+    return crc16(_tag(key, b"{", b"}")) % SLOTS
 
 
-def tube_partition(tube, parts=1024):
-    """The cluster store's partition of `tube` (docs/SCALE-OUT.md, "Redis Cluster"): CRC16 of
-    the text inside its first `(...)` when non-empty, else of the whole name, mod `parts`."""
-    return crc16(hashed_part(tube, b"(", b")")) % parts
+PARTITIONS = 1024
+
+
+def tube_partition(tube):
+    """stalkd's partition of `tube` (str or bytes)."""
+    return crc16(_tag(tube, b"(", b")")) % PARTITIONS
+
+
+def partition_slot(p):
+    """The hash slot of partition p's keys (hash tag `{p/1024}`)."""
+    return keyslot("{%d/%d}" % (p, PARTITIONS))
+
+
+def tube_slot(tube):
+    return partition_slot(tube_partition(tube))
 
 
 class ClusterNode(RedisServer):
@@ -86,7 +105,10 @@ class ClusterNode(RedisServer):
                  # A replica that lost its master a while ago may still be promoted.
                  "cluster-replica-validity-factor 0",
                  # One shard down does not stop the others serving.
-                 "cluster-require-full-coverage no"] + list(extra)
+                 "cluster-require-full-coverage no",
+                 # A node learns its address from a peer's MEET: a lone node (a cluster of
+                 # one master) would otherwise name itself "" in CLUSTER SLOTS.
+                 "cluster-announce-ip %s" % HOST] + list(extra)
         super().__init__(port=cluster_port(), extra=lines)
 
     @property
@@ -122,8 +144,11 @@ class RedisCluster:
         try:
             for _ in range(masters * (1 + replicas)):
                 self.nodes.append(ClusterNode(node_timeout_ms, extra))
-            self._cli("--cluster", "create", *[n.hostport for n in self.nodes],
-                      "--cluster-replicas", str(replicas), "--cluster-yes")
+            if masters >= 3:
+                self._cli("--cluster", "create", *[n.hostport for n in self.nodes],
+                          "--cluster-replicas", str(replicas), "--cluster-yes")
+            else:                   # redis-cli creates clusters of 3 masters or more
+                self._create_by_hand(masters)
             self.wait_ok()
             if replicas:
                 if not wait_until(lambda: all(r.link_up() for r in self.replicas()),
@@ -132,6 +157,30 @@ class RedisCluster:
         except BaseException:
             self.close()
             raise
+
+    def _create_by_hand(self, masters):
+        """What `redis-cli --cluster create` does, for 1 or 2 masters: the first `masters`
+        nodes take equal slot ranges and distinct config epochs, meet, and every other node
+        replicates them in turn once it knows them."""
+        heads = self.nodes[:masters]
+        for i, n in enumerate(heads):
+            n.call("CLUSTER", "ADDSLOTSRANGE", SLOTS * i // masters,
+                   SLOTS * (i + 1) // masters - 1)
+            n.call("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+        for n in self.nodes[1:]:
+            self.nodes[0].call("CLUSTER", "MEET", HOST, n.port)
+        ids = [n.node_id() for n in heads]
+
+        def known():
+            try:
+                return all(len(n.call("CLUSTER", "NODES").splitlines()) == len(self.nodes)
+                           for n in self.nodes)
+            except (OSError, EOFError, RespError):
+                return False
+        if not wait_until(known, timeout=20.0, interval=0.05):
+            raise RuntimeError("cluster nodes did not meet")
+        for i, n in enumerate(self.nodes[masters:]):
+            n.call("CLUSTER", "REPLICATE", ids[i % masters])
 
     # ---- what the cluster is
 
@@ -193,6 +242,47 @@ class RedisCluster:
     @staticmethod
     def keyslot(key):
         return keyslot(key)
+
+    def slot_map(self):
+        """[master node of slot s for s in 0..16383] (None where unserved), from one live
+        master's CLUSTER SLOTS."""
+        out = [None] * SLOTS
+        for (start, end), addr in self.masters()[0].slot_owners().items():
+            node = self.node_at(addr)
+            for s in range(start, end + 1):
+                out[s] = node
+        return out
+
+    def slots_of(self, node):
+        """The slots `node` serves, ascending (redis-cli --cluster reshard takes a source's
+        slots from its lowest)."""
+        return [s for s, n in enumerate(self.slot_map()) if n is node]
+
+    def pick_tubes(self, per_master, stem, masters=None, where=None, taken=()):
+        """{master: [tube, ...]}: `per_master` names stem0, stem1, ... for each of `masters`
+        (default: masters()) whose partitions the master serves, every partition different
+        from the others' and from the partitions of the tubes in `taken`. where(tube, slot):
+        an extra condition. A stem with `(`...`)` in it makes group names: stem "(g%d)x"
+        gives (g0)x, (g1)x, ... (the %d is replaced by the candidate's number)."""
+        smap = self.slot_map()
+        masters = list(masters or self.masters())
+        out = {m: [] for m in masters}
+        used = {tube_partition(t) for t in taken}
+        for i in range(200000):
+            name = stem % i if "%d" in stem else "%s%d" % (stem, i)
+            p = tube_partition(name)
+            if p in used:
+                continue
+            slot = partition_slot(p)
+            owner = smap[slot]
+            if owner in out and len(out[owner]) < per_master and (
+                    where is None or where(name, slot)):
+                out[owner].append(name)
+                used.add(p)
+                if all(len(v) == per_master for v in out.values()):
+                    return out
+        raise RuntimeError("no %d tubes per master from stem %r: %s"
+                           % (per_master, stem, {m.port: v for m, v in out.items()}))
 
     # ---- waiting
 
@@ -273,6 +363,12 @@ class RedisCluster:
         self._cli("--cluster", "reshard", src.hostport, "--cluster-from", src.node_id(),
                   "--cluster-to", dst.node_id(), "--cluster-slots", str(count),
                   "--cluster-yes")
+        self.wait_ok()
+
+    def rebalance(self):
+        """`redis-cli --cluster rebalance`: slots moved until every master serves about as
+        many (its default threshold: a master more than 2 % off)."""
+        self._cli("--cluster", "rebalance", self.masters()[0].hostport)
         self.wait_ok()
 
     # ---- keys

@@ -51,6 +51,7 @@ class History:
         self.puts = {}                               # body -> "ok" | "fail" | "info"
         self.put_replies = collections.Counter()     # first word of each reply / error kind
         self.ok_times = []                           # monotonic time of each ok put's reply
+        self.ok_log = []                             # (that time, body) of each ok put
         self.deliveries = collections.defaultdict(list)  # body -> [reserve sent at]
         self.deletes = {}                            # body -> DELETED received at
         self.requeues = collections.Counter()        # body -> times a consumer gave it back
@@ -62,7 +63,9 @@ class History:
             self.puts[body] = outcome
             self.put_replies[kind] += 1
             if outcome == "ok":
-                self.ok_times.append(time.monotonic())
+                t = time.monotonic()
+                self.ok_times.append(t)
+                self.ok_log.append((t, body))
 
     def delivered(self, body, sent_at):
         with self.lock:
@@ -106,6 +109,11 @@ class History:
         edges = [since] + ts + [until]
         return max(b - a for a, b in zip(edges, edges[1:]))
 
+    def ok_between(self, since, until):
+        """The bodies of the ok puts acknowledged between `since` and `until` (monotonic)."""
+        with self.lock:
+            return [b for t, b in self.ok_log if since <= t <= until]
+
     def first_ok_after(self, t):
         with self.lock:
             later = [x for x in self.ok_times if x > t]
@@ -129,10 +137,10 @@ class Result:
 class Workload:
     """Producers and consumers over `front_ends` (beanstalk.Server objects, or anything with
     connect(timeout)) on `tubes`. start(), then the caller's nemesis, then drain() and
-    history.check()."""
+    history.check(). Producer i puts into tubes[i % len(tubes)] (tube_of(body) says which)."""
 
     def __init__(self, front_ends, tubes, producers=3, consumers=2, pad=100, seed=1,
-                 reply_timeout=8.0, tag="w", ttr=10):
+                 reply_timeout=8.0, tag="w", ttr=10, put_pause=0.0):
         self.front_ends = list(front_ends)
         self.tubes = list(tubes)
         self.n_producers, self.n_consumers = producers, consumers
@@ -144,6 +152,9 @@ class Workload:
         # held any more (counted in job_timeouts). Short, so that such a job comes back
         # within drain()'s deadline.
         self.ttr = ttr
+        # Seconds a producer sleeps after each put (0: none), to keep the backlog within what
+        # the consumers drain in time when reserves are slower than puts.
+        self.put_pause = put_pause
         self.job_timeouts = None
         self.history = History()
         self.stop_producing = threading.Event()
@@ -152,6 +163,11 @@ class Workload:
         self.errors = []                         # exceptions that ended a thread
         self.last_counts = None                  # drain(): the store's last view
         self.final_counts = None                 # the store's view after the sweep
+
+    def tube_of(self, body):
+        """The tube a put's body went to (from the producer number in the body)."""
+        i = int(body.split(b"-p", 1)[1].split(b"-", 1)[0])
+        return self.tubes[i % len(self.tubes)]
 
     # ---- threads
 
@@ -197,6 +213,8 @@ class Workload:
                     c.close()
                     c, k = None, k + 1
                     continue
+            if self.put_pause:
+                time.sleep(self.put_pause)
             body = b"%s-p%d-%d|" % (self.tag.encode(), i, n) + self.pad
             n += 1
             try:
