@@ -36,9 +36,9 @@ sys.path.insert(0, os.path.join(TESTS, "lib"))
 sys.path.insert(0, os.path.join(TESTS, "redis"))
 import redis_fixture  # noqa: E402
 import test_property as prop  # noqa: E402
+from redis_cluster_fixture import PARTITIONS as PARTS  # noqa: E402
 from redis_cluster_fixture import RedisCluster, crc16, tube_partition  # noqa: E402
 
-PARTS = 1024   # the cluster store's partitions
 
 
 def name_in_partition(prefix, p):
