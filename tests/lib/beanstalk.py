@@ -110,13 +110,7 @@ def cluster_partition(tube):
     its first `(...)` when non-empty, else of the whole name, mod 1024. A job's id there is
     seq * 1024 + partition, seq counting from 1 in each partition."""
     import redis_cluster_fixture
-    name = tube.encode() if isinstance(tube, str) else tube
-    start = name.find(b"(")
-    if start >= 0:
-        end = name.find(b")", start + 1)
-        if end > start + 1:
-            name = name[start + 1:end]
-    return redis_cluster_fixture.crc16(name) % 1024
+    return redis_cluster_fixture.tube_partition(tube)
 
 
 def nth_id(n, tube="default"):

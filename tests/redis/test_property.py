@@ -158,10 +158,15 @@ def normalise(command, reply, front_ends=1):
 
 
 class Run:
-    """One sequence sent to both servers of a Pair over CONNECTIONS connections each."""
+    """One sequence sent to both servers of a Pair over CONNECTIONS connections each.
+    id_map (None: ids are the same on both): the second server's job ids differ from the
+    embedded server's (tests/cluster/test_property_cluster.py); id_map.command(command)
+    is what the second server gets, id_map.reply(command, reply) its reply in the embedded
+    server's ids."""
 
-    def __init__(self, pair):
+    def __init__(self, pair, id_map=None):
         self.pair = pair
+        self.id_map = id_map
         self.conns = [[self._connect(s) for s in self.servers(k)] for k in range(CONNECTIONS)]
         # The connection Server made to see the port open may not be closed yet.
         if len(pair.fronts) == 1:
@@ -202,6 +207,17 @@ class Run:
             for c in pair:
                 c.close()
 
+    def _sent(self, k, command):
+        """The bytes server k (0: the embedded one) gets for `command`."""
+        return self.id_map.command(command) if k and self.id_map else command
+
+    def _reply(self, k, c, command):
+        """Server k's reply to `command` on c, in the embedded server's ids, normalised."""
+        reply = read_whole_reply(c)
+        if k and self.id_map:
+            reply = self.id_map.reply(command, reply)
+        return normalise(command, reply, len(self.pair.fronts))
+
     def step(self, conn, command):
         """Sends `command` on connection `conn` of both servers; returns the two replies
         (normalised)."""
@@ -212,11 +228,11 @@ class Run:
                 c.send(command[len(b"<reconnect after>"):])
             return self._reconnect(conn)
         out = []
-        for c in self.conns[conn]:
-            c.send(command)
-        for c in self.conns[conn]:
+        for k, c in enumerate(self.conns[conn]):
+            c.send(self._sent(k, command))
+        for k, c in enumerate(self.conns[conn]):
             try:
-                out.append(normalise(command, read_whole_reply(c), len(self.pair.fronts)))
+                out.append(self._reply(k, c, command))
             except (socket.timeout, EOFError, OSError) as e:
                 out.append(b"<no reply: %s>" % type(e).__name__.encode())
         if len(self.pair.fronts) > 1 and re.match(rb"(use|watch|ignore) ", command):
@@ -233,16 +249,14 @@ class Run:
         """Sends `commands` on connection `conn` of both servers in one write each (the
         Redis store pipelines them: Session::CanPipeline); returns the two lists of replies
         (normalised)."""
-        data = b"".join(commands)
-        for c in self.conns[conn]:
-            c.send(data)
+        for k, c in enumerate(self.conns[conn]):
+            c.send(b"".join(self._sent(k, command) for command in commands))
         out = []
-        for c in self.conns[conn]:
+        for k, c in enumerate(self.conns[conn]):
             replies = []
             for command in commands:
                 try:
-                    replies.append(normalise(command, read_whole_reply(c),
-                                             len(self.pair.fronts)))
+                    replies.append(self._reply(k, c, command))
                 except (socket.timeout, EOFError, OSError) as e:
                     replies.append(b"<no reply: %s>" % type(e).__name__.encode())
                     break
@@ -285,8 +299,10 @@ class Generator:
     shrunk). Ids are drawn from those the embedded server has handed out (fed back by
     learn()), so most commands act on live jobs; some on ids that never existed."""
 
-    def __init__(self, seed, reconnects=True):
+    def __init__(self, seed, reconnects=True, tubes=TUBES, no_tube=NO_TUBE):
         self.rng = random.Random(seed)
+        self.tubes = tubes
+        self.no_tube = no_tube
         self.reconnects = reconnects  # whether to close connections (RECONNECT, HALF_PUT)
         self.ids = []         # ids seen in INSERTED / RESERVED replies, oldest first
         self.reserved = []    # ids seen in RESERVED replies (good candidates for release...)
@@ -329,7 +345,7 @@ class Generator:
         return self.rng.choice([0, self.max_id + 1, self.max_id + 7, self.rng.randint(1, 50)])
 
     def tube(self, missing=0.05):
-        return NO_TUBE if self.rng.random() < missing else self.rng.choice(TUBES)
+        return self.no_tube if self.rng.random() < missing else self.rng.choice(self.tubes)
 
     def pri(self):
         return self.rng.choice([0, 1, 10, 10, 10, 500, 1023, 1024, 1025, 65536, 4294967295,
@@ -486,6 +502,14 @@ class Comparison:
     front_ends = 1
     bursts = False
     wait = 0  # --store-wait
+    tubes, no_tube = TUBES, NO_TUBE   # the Generator's
+
+    def new_id_map(self):
+        """Run's id_map for a run on fresh servers (None: the same ids on both)."""
+        return None
+
+    def generator(self, seed, reconnects=True):
+        return Generator(seed, reconnects, self.tubes, self.no_tube)
 
     def new_pair(self):
         return Pair(self.redis_url, redis_fixture.unique_prefix(), self.front_ends, self.wait)
@@ -496,7 +520,7 @@ class Comparison:
         pair = self.new_pair()
         run = None
         try:
-            run = Run(pair)
+            run = Run(pair, self.new_id_map())
             yield run
         finally:
             if run:
@@ -540,7 +564,7 @@ class Comparison:
         if self.bursts:
             return self.generate_and_compare_bursts(seed, n)
         # Closing a connection is synchronised by `stats`, stale across front ends.
-        gen = Generator(seed, reconnects=self.front_ends == 1)
+        gen = self.generator(seed, reconnects=self.front_ends == 1)
         steps = []
         with self.running() as run:
             for i in range(n):
@@ -567,7 +591,7 @@ class Comparison:
         """The same, the commands sent in bursts of 1 to 12 on one connection, each burst in
         one write (a reconnect or a cut-off put goes alone). Not shrunk: a burst's replies
         depend on its commands arriving together."""
-        gen = Generator(seed, reconnects=True)
+        gen = self.generator(seed)
         sent = 0
         history = []
         with self.running() as run:
