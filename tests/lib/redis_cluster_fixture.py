@@ -298,10 +298,24 @@ class RedisCluster:
                 return False
         return bool(maps) and all(m == maps[0] for m in maps)
 
-    def wait_ok(self, timeout=30.0):
+    def _views(self):
+        """Each running node's port, cluster_state and slot map (or the error asking it)."""
+        out = []
+        for n in self.running_nodes():
+            try:
+                out.append((n.port, n.cluster_info().get("cluster_state"),
+                            sorted(n.slot_owners().items())))
+            except (OSError, EOFError, RespError) as e:
+                out.append((n.port, "error", repr(e)))
+        return out
+
+    def wait_ok(self, timeout=60.0):
+        # Generous: under a loaded CI machine a restarted former master has taken over 30 s to
+        # be agreed on by every node (once, not reproduced since).
         if not wait_until(self._consistent, timeout=timeout, interval=0.05):
-            raise RuntimeError("cluster not ok within %.0fs: %s" % (
-                timeout, [(n.port, _tail(n.log, 4)) for n in self.running_nodes()]))
+            raise RuntimeError("cluster not ok within %.0fs: views %s; logs %s" % (
+                timeout, self._views(),
+                [(n.port, _tail(n.log, 4)) for n in self.running_nodes()]))
 
     # ---- faults
 
