@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "base/check.h"
@@ -152,6 +153,7 @@ class ClusterLink::Impl final : public Conn::Owner {
   // A command routed by slot: kept until answered, for resending.
   struct Command {
     int slot;
+    uint64_t seq = 0;     // order of Send: a slot's commands are written in this order
     std::string command;  // encoded (AppendCommand)
     Callback cb;
     Nanos deadline;
@@ -170,6 +172,13 @@ class ClusterLink::Impl final : public Conn::Owner {
   };
 
   void Dispatch(const CommandPtr& c);
+  // Keeps a slot's commands in Send order: parked (by seq) behind the slot's earlier ones;
+  // waiting (by seq) for a master.
+  void Park(const CommandPtr& c);
+  void Wait(const CommandPtr& c);
+  // A slot's commands written to a node have all answered: what was parked behind them (not
+  // for a backoff) goes now.
+  void Landed(int slot);
   void OnCommandReply(const CommandPtr& c, Node& from, const Reply& r);
   // ASK, TRYAGAIN, CLUSTERDOWN: again after the backoff, or `r` once the window is over.
   void Retry(const CommandPtr& c, const Node& from, const Reply& r);
@@ -236,6 +245,17 @@ class ClusterLink::Impl final : public Conn::Owner {
   std::unordered_map<int, std::deque<CommandPtr>> parked_;
   size_t parked_count_ = 0;
   std::multimap<Nanos, int> retries_;
+  std::unordered_set<int> backoff_;  // slots whose parked commands wait for a retry time
+  // Per slot, commands written and not answered, and the node they went to: a later command
+  // for the slot routed to another node (the map changed under them: MOVED) is parked until
+  // they have answered, and a redirected one goes again before it (by seq).
+  struct Flight {
+    Node* node = nullptr;
+    size_t n = 0;
+  };
+  std::unordered_map<int, Flight> flights_;
+  std::unordered_map<int, size_t> waiting_slots_;  // commands in waiting_ per slot
+  uint64_t seq_ = 0;
   size_t written_ = 0;  // routed commands written to a link, unanswered
   std::deque<Deferred> deferred_;
   Counters counters_;
@@ -389,18 +409,33 @@ void ClusterLink::Impl::Send(std::string_view key, std::span<const std::string_v
                              Callback cb) {
   auto c = std::make_shared<Command>();
   c->slot = KeySlot(key);
+  c->seq = ++seq_;
   AppendCommand(c->command, argv);
   c->cb = std::move(cb);
   c->deadline = clock_.Now() + retry_window_;
   Dispatch(c);
 }
 
+void ClusterLink::Impl::Park(const CommandPtr& c) {
+  std::deque<CommandPtr>& q = parked_[c->slot];
+  auto at = q.end();
+  while (at != q.begin() && (*(at - 1))->seq > c->seq) --at;
+  q.insert(at, c);
+  parked_count_++;
+}
+
+void ClusterLink::Impl::Wait(const CommandPtr& c) {
+  auto at = waiting_.end();
+  while (at != waiting_.begin() && (*(at - 1))->seq > c->seq) --at;
+  waiting_.insert(at, c);
+  waiting_slots_[c->slot]++;
+  waiting_deadline_ = std::min(waiting_deadline_, c->deadline);
+  if (depth_ > 0) Wake();
+}
+
 void ClusterLink::Impl::Dispatch(const CommandPtr& c) {
-  if (auto p = parked_.find(c->slot); p != parked_.end()) {
-    p->second.push_back(c);  // behind the slot's earlier commands, which wait for a retry
-    parked_count_++;
-    return;
-  }
+  if (parked_.contains(c->slot)) return Park(c);  // behind the slot's earlier commands
+  if (waiting_slots_.contains(c->slot)) return Wait(c);
   Node* n = slots_[static_cast<size_t>(c->slot)];
   if (n == nullptr || !n->link->ready()) {
     if (n == nullptr) {
@@ -409,20 +444,36 @@ void ClusterLink::Impl::Dispatch(const CommandPtr& c) {
     } else {
       c->last_error = n->link->why_not_ready();
     }
-    waiting_.push_back(c);
-    waiting_deadline_ = std::min(waiting_deadline_, c->deadline);
-    if (depth_ > 0) Wake();
-    return;
+    return Wait(c);
   }
+  Flight& f = flights_[c->slot];
+  if (f.n > 0 && f.node != n) return Park(c);  // earlier ones still out on the old owner
+  f.node = n;
+  f.n++;
   written_++;
   c->impl = this;
   c->to = n;
   n->link->SendEncoded(c->command, [c](const Reply& r) {
     Impl& impl = *c->impl;
     impl.written_--;
-    impl.AsCallback([&] { impl.OnCommandReply(c, *c->to, r); });
+    impl.AsCallback([&] {
+      auto out = impl.flights_.find(c->slot);
+      if (out != impl.flights_.end() && --out->second.n == 0) impl.flights_.erase(out);
+      impl.OnCommandReply(c, *c->to, r);
+      impl.Landed(c->slot);
+    });
   });
   MarkDirty(*n);
+}
+
+void ClusterLink::Impl::Landed(int slot) {
+  if (flights_.contains(slot) || backoff_.contains(slot)) return;
+  auto p = parked_.find(slot);
+  if (p == parked_.end()) return;
+  std::deque<CommandPtr> again = std::move(p->second);
+  parked_.erase(p);
+  parked_count_ -= again.size();
+  for (const CommandPtr& c : again) Dispatch(c);  // in order
 }
 
 void ClusterLink::Impl::OnCommandReply(const CommandPtr& c, Node& from, const Reply& r) {
@@ -459,10 +510,8 @@ void ClusterLink::Impl::Retry(const CommandPtr& c, const Node& from, const Reply
   if (now + c->backoff > c->deadline) return Complete(c, r);
   counters_.retried++;
   c->last_error = from.name + ": " + r.str;
-  auto [p, first] = parked_.try_emplace(c->slot);
-  p->second.push_back(c);
-  parked_count_++;
-  if (!first) return;  // goes again with the slot's first one
+  Park(c);
+  if (!backoff_.insert(c->slot).second) return;  // goes again with the slot's first one
   retries_.emplace(now + c->backoff, c->slot);
   c->backoff = std::min(2 * c->backoff, kMaxRetry);
   Wake();  // Poll returns the retry's time
@@ -479,6 +528,7 @@ void ClusterLink::Impl::Complete(const CommandPtr& c, const Reply& r) {
 void ClusterLink::Impl::DispatchWaiting() {
   std::deque<CommandPtr> waiting;
   waiting.swap(waiting_);
+  waiting_slots_.clear();
   waiting_deadline_ = kForever;
   for (const CommandPtr& c : waiting) Dispatch(c);
 }
@@ -494,6 +544,9 @@ void ClusterLink::Impl::Expire(Nanos now) {
     }
     CommandPtr c = std::move(*it);
     it = waiting_.erase(it);
+    if (auto w = waiting_slots_.find(c->slot); w != waiting_slots_.end() && --w->second == 0) {
+      waiting_slots_.erase(w);
+    }
     Defer(std::move(c->cb), Reply{Reply::Type::kLost, 0, "not connected: " + c->last_error, {}});
   }
 }
@@ -721,8 +774,10 @@ Nanos ClusterLink::Impl::Poll() {
   // Retries that are due; what waits for a master is sent when one is ready (SetReady, a new
   // slot map) or expires.
   while (!retries_.empty() && retries_.begin()->first <= now) {
-    auto p = parked_.find(retries_.begin()->second);
+    int slot = retries_.begin()->second;
     retries_.erase(retries_.begin());
+    backoff_.erase(slot);
+    auto p = parked_.find(slot);
     if (p == parked_.end()) continue;
     std::deque<CommandPtr> again = std::move(p->second);
     parked_.erase(p);

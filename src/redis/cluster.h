@@ -52,9 +52,12 @@ int KeySlot(std::string_view key);
 // connected: <why>". The other masters' slots keep being served. A command written to a
 // master whose connection drops gets kLost (its fate is unknown), and the map is refreshed.
 // Callbacks of one master's commands run in the order they were written to it; across masters
-// there is no order. One slot's commands run in the order they were sent: those retried after
-// ASK, TRYAGAIN or CLUSTERDOWN go again together, in order, and later ones for that slot (new,
-// or redirected by MOVED) wait behind them.
+// there is no order. One slot's commands run in the order they were sent (Send order, by a
+// sequence number): those retried after ASK, TRYAGAIN or CLUSTERDOWN go again together, in
+// order, and later ones for that slot wait behind them; while a slot's commands are still out
+// on a node, a later one routed to another node (the map changed: MOVED) waits until they
+// have answered, so that a redirected one goes first; commands waiting for a master keep
+// their order too.
 //
 // Per-master setup: when a master's connection is verified, Listener::OnMasterConnected(m)
 // runs; the owner sends setup commands (FUNCTION LOAD, config checks) with SendSetup(m, ...)
