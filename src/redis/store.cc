@@ -61,13 +61,13 @@ RedisStore::RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions op
     }
     tags_.push_back(base_ + "{g}");
     for (const std::string& t : tags_) slots_.push_back(KeySlot(t));
-    due_.assign(parts_, kForever);
   } else {
     link_ = std::make_unique<Link>(loop, clock, opt_.url, static_cast<Link::Listener&>(*this),
                                    opt_.retry);
     tags_.push_back(base_ + "{0}");
     masters_.push_back(std::make_unique<Master>());
   }
+  due_.assign(parts_, kForever);
   touched_.assign(tags_.size(), 0);
   pumping_part_.assign(tags_.size(), 0);
 }
@@ -310,12 +310,7 @@ void RedisStore::OnMessage(std::string_view channel, std::string_view message) {
 void RedisStore::Learn(uint32_t part, int64_t redis_now_ms, int64_t next_due_ms) {
   Nanos now = clock_.Now();
   offset_ = redis_now_ms * kMs - now;
-  Nanos due = next_due_ms < 0 ? kForever : LocalTime(next_due_ms);
-  if (!cluster_) {
-    next_due_ = due;
-  } else if (part < parts_) {
-    LearnDue(part, due);
-  }
+  if (part < parts_) LearnDue(part, next_due_ms < 0 ? kForever : LocalTime(next_due_ms));
 }
 
 void RedisStore::LearnDue(uint32_t part, Nanos due) {
@@ -371,10 +366,11 @@ void RedisStore::CallNode(const std::string& master, std::string_view fn,
   cluster_->SendTo(master, std::span<const std::string_view>(argv), std::move(done));
 }
 
-size_t RedisStore::ReadPerMaster(std::string_view fn, std::span<const std::string_view> lead,
-                                 const std::function<void(uint32_t)>& alone, const Read& read,
-                                 const std::function<bool(const std::string&)>& skip) {
-  size_t sent = 0;
+std::vector<std::string> RedisStore::ReadPerMaster(
+    std::string_view fn, std::span<const std::string_view> lead,
+    const std::function<void(uint32_t)>& alone, const Read& read,
+    const std::function<bool(const std::string&)>& skip) {
+  std::vector<std::string> sent;
   for (auto& [master, parts] : PartitionsByMaster()) {
     if (master.empty() || (skip && skip(master))) {
       for (uint32_t p : parts) alone(p);
@@ -382,7 +378,7 @@ size_t RedisStore::ReadPerMaster(std::string_view fn, std::span<const std::strin
     }
     std::vector<std::string_view> args(lead.begin(), lead.end());
     for (uint32_t p : parts) args.push_back(tags_[p]);
-    sent++;
+    sent.push_back(master);
     CallNode(master, fn, std::span<const std::string_view>(args),
              [read, master = master, parts = std::move(parts)](const Reply& r) {
                read(master, r, parts);
@@ -583,16 +579,6 @@ void RedisStore::Wake(std::string_view tube) {
   if (busy) busy->reclaim_ = true;
 }
 
-void RedisStore::Pump() {
-  if (pumping_ || !link_->ready()) return;
-  pumping_ = true;
-  next_pump_ = clock_.Now() + kSecond;  // the safety net: every front end pumps each second
-  Call(0, "pump", {std::to_string(kPumpLimit)}, true, [this](const Answer& a) {
-    pumping_ = false;
-    if (!a.lost && a.Number(0) >= static_cast<uint64_t>(kPumpLimit)) next_pump_ = 0;
-  });
-}
-
 void RedisStore::Pump(uint32_t part, const std::vector<std::string>& dead) {
   if (pumping_part_[part]) return;
   pumping_part_[part] = 1;
@@ -610,7 +596,6 @@ void RedisStore::Pump(uint32_t part, const std::vector<std::string>& dead) {
 }
 
 void RedisStore::Sweep() {
-  next_pump_ = clock_.Now() + kSecond;
   struct Round {
     size_t left = 0;
     bool clean = true;  // every partition answered, none holds a dead front end's state
@@ -623,7 +608,7 @@ void RedisStore::Sweep() {
   auto scanning = [this](const std::string& m) {
     return std::find(scanning_.begin(), scanning_.end(), m) != scanning_.end();
   };
-  round->left = ReadPerMaster(
+  std::vector<std::string> sent = ReadPerMaster(
       "scan_node", lead,
       // No master serves it now, or its master has not answered the last sweep yet (a
       // stalled master holds up only its own partitions): not swept this time.
@@ -653,9 +638,8 @@ void RedisStore::Sweep() {
         if (round->clean && !dead.empty()) Pump(Global(), dead);
       },
       scanning);
-  for (const auto& [master, parts] : PartitionsByMaster()) {
-    if (!master.empty() && !scanning(master)) scanning_.push_back(master);
-  }
+  round->left = sent.size();
+  scanning_.insert(scanning_.end(), sent.begin(), sent.end());
 }
 
 void RedisStore::RenewLease(bool sweep) {
@@ -771,20 +755,18 @@ Nanos RedisStore::Tick() {
   Nanos now = clock_.Now();
   bool up = started_ && (cluster_ || link_->ready());
   if (up) {
-    // On a cluster, each second's sweep follows a renewal (see RenewLease).
-    bool sweep = cluster_ && now >= next_pump_;
-    if (sweep) next_pump_ = now + kSecond;
+    // Each second, the safety net; on a cluster the sweep, after a renewal (see RenewLease).
+    bool each_second = now >= next_pump_;
+    if (each_second) next_pump_ = now + kSecond;
+    bool sweep = each_second && cluster_;
     if (now >= next_lease_ || sweep) RenewLease(sweep);
     if (now >= next_waiter_lease_) RefreshWaiterLease();
-    if (!cluster_) {
-      if (now >= next_due_ || now >= next_pump_) Pump();
-    } else {
-      // Partitions whose timers are due, as their last answers said.
-      while (!timers_.empty() && timers_.begin()->first <= now) {
-        uint32_t p = timers_.begin()->second;
-        LearnDue(p, kForever);
-        Pump(p, {});  // no reaping: dead_ may be older than a lease renewed since
-      }
+    if (each_second && !cluster_) Pump(0, {});  // its pump reaps dead front ends itself
+    // Partitions whose timers are due, as their last answers said.
+    while (!timers_.empty() && timers_.begin()->first <= now) {
+      uint32_t p = timers_.begin()->second;
+      LearnDue(p, kForever);
+      Pump(p, {});  // no reaping named: dead_ may be older than a lease renewed since
     }
   }
   if (now >= next_waiter_check_) CheckWaiters(now);
@@ -794,8 +776,7 @@ Nanos RedisStore::Tick() {
   if (!later_.empty()) next = now;
   if (up) {
     next = std::min({next, next_lease_, next_pump_, next_waiter_lease_});
-    if (!cluster_ && !pumping_) next = std::min(next, next_due_);
-    if (cluster_ && !timers_.empty()) next = std::min(next, timers_.begin()->first);
+    if (!timers_.empty()) next = std::min(next, timers_.begin()->first);
   }
   return next;
 }

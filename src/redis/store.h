@@ -125,13 +125,14 @@ class RedisStore final : public command::Store,
                 std::span<const std::string_view> args, Callback done);
   // On a cluster: `fn` to each master with `lead`, then the tags of the partitions it serves
   // (`read` gets its reply and those partitions, later); the partitions no master serves now
-  // go to `alone` at once. Returns how many calls were sent.
+  // go to `alone` at once. Returns the masters it was sent to.
   using Read = std::function<void(const std::string& master, const Reply&,
                                   const std::vector<uint32_t>& parts)>;
   // `skip`: masters to leave out this time (their partitions go to `alone`).
-  size_t ReadPerMaster(std::string_view fn, std::span<const std::string_view> lead,
-                       const std::function<void(uint32_t)>& alone, const Read& read,
-                       const std::function<bool(const std::string&)>& skip = nullptr);
+  std::vector<std::string> ReadPerMaster(
+      std::string_view fn, std::span<const std::string_view> lead,
+      const std::function<void(uint32_t)>& alone, const Read& read,
+      const std::function<bool(const std::string&)>& skip = nullptr);
   // The partitions each master serves now, by the slot map (on a cluster).
   std::vector<std::pair<std::string, std::vector<uint32_t>>> PartitionsByMaster() const;
   void Deliver(uint32_t part, const Reply& reply, const Handler& done);
@@ -169,10 +170,10 @@ class RedisStore final : public command::Store,
   Nanos PollLinks();
   void FlushLinks();
 
-  void Pump();
-  // On a cluster: one partition's timers (and the dead front ends named in dead_), and each
-  // second the sweep: every master says which of its partitions have timers due or hold a
-  // dead front end's sessions (the safety net for timers no live front end knows of).
+  // One partition's timers, when its last answer said they are due, and each second as the
+  // safety net for timers no live front end knows of: on one Redis, its one partition (whose
+  // pump also reaps dead front ends); on a cluster, the sweep: every master says which of its
+  // partitions have timers due or hold a dead front end's sessions.
   // `dead`: the front ends to reap there (on {g}: only those no partition holds anything of).
   void Pump(uint32_t part, const std::vector<std::string>& dead);
   void Sweep();
@@ -223,9 +224,8 @@ class RedisStore final : public command::Store,
 
   Nanos offset_ = 0;  // redis ms * 1e6 - local, as the last answer (of any master) said
   Nanos next_pump_ = 0;
-  Nanos next_due_ = kForever;  // one Redis: the store's next timer, in local time
-  // A cluster: each partition's next timer (local time) as the last answer from it said, in
-  // order; partitions being pumped; the front ends found dead (reaped by the sweep).
+  // Each partition's next timer (local time) as the last answer from it said, in order;
+  // partitions being pumped; (a cluster) the front ends found dead (reaped by the sweep).
   std::vector<Nanos> due_;
   std::set<std::pair<Nanos, uint32_t>> timers_;
   std::vector<char> pumping_part_;
@@ -234,7 +234,6 @@ class RedisStore final : public command::Store,
   Nanos next_lease_ = 0;
   Nanos next_waiter_lease_ = 0;
   Nanos next_waiter_check_ = kForever;  // the earliest timeout or DEADLINE_SOON of a waiter
-  bool pumping_ = false;
   struct Held {
     Reply reply;
     Handler done;
