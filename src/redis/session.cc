@@ -335,9 +335,7 @@ void RedisSession::Claim() {
   }
   if (groups.empty()) {
     return store_.Later([cell = cell_] {
-      Answer none;
-      none.status = "NONE";
-      if (RedisSession* s = *cell) s->OnClaim(none, 0);
+      if (RedisSession* s = *cell) s->OnClaim(NoJob(), 0);
     });
   }
   if (groups.size() == 1) {
@@ -349,14 +347,25 @@ void RedisSession::Claim() {
   ClaimAcross(std::move(groups));
 }
 
+// Nothing ready and a reserve that may wait: a claim leases its tubes to waiters (ms), so a
+// job that becomes ready in one is published on the wake channel.
+std::string RedisSession::WaiterLease() const {
+  return waiting_ ? std::to_string(store_.opt_.lease / kMs) : "0";
+}
+
+// A claim that found nothing, as Redis would say it.
+RedisStore::Answer RedisSession::NoJob() {
+  Answer none;
+  none.status = "NONE";
+  return none;
+}
+
 void RedisSession::ClaimIn(uint32_t part, std::span<const std::string_view> tubes,
                            std::string_view bound,
                            std::function<void(RedisSession&, const Answer&)> done) {
   ReservesIn(part);
   std::string count = std::to_string(wait_args_.count), ttr = std::to_string(wait_args_.ttr_s);
-  // Nothing ready and a reserve that may wait: the call leases the tubes to waiters, so a
-  // job that becomes ready in one is published on the wake channel.
-  std::string lease = waiting_ ? std::to_string(store_.opt_.lease / kMs) : "0";
+  std::string lease = WaiterLease();
   std::vector<std::string_view> args{sid_text_,
                                      count,
                                      ttr,
@@ -380,6 +389,8 @@ struct RedisSession::Across {
   struct Head {
     bool has = false;
     uint64_t pri = 0, created = 0, id = 0;
+    // From a `head` answer's words, or a bounded reserve's that found its best behind the bound.
+    static Head Of(const Answer& a) { return {true, a.Number(0), a.Number(1), a.Number(2)}; }
     bool Before(const Head& o) const {
       if (pri != o.pri) return pri < o.pri;
       if (created != o.created) return created < o.created;
@@ -403,7 +414,7 @@ void RedisSession::ClaimAcross(
   }
   x->heads.resize(groups.size());
   x->left = groups.size();
-  std::string lease = waiting_ ? std::to_string(store_.opt_.lease / kMs) : "0";
+  std::string lease = WaiterLease();
   for (size_t g = 0; g < groups.size(); g++) {
     ReservesIn(groups[g].first);
     std::vector<std::string_view> args{lease};
@@ -412,8 +423,7 @@ void RedisSession::ClaimAcross(
                 [cell = cell_, x, g](const Answer& a) {
                   if (!a.lost && !a.oom) {
                     x->answered++;
-                    if (a.status == "HEAD")
-                      x->heads[g] = {true, a.Number(0), a.Number(1), a.Number(2)};
+                    if (a.status == "HEAD") x->heads[g] = Across::Head::Of(a);
                   }
                   if (--x->left > 0) return;
                   RedisSession* s = *cell;
@@ -440,11 +450,7 @@ void RedisSession::ClaimBest(const std::shared_ptr<Across>& x) {
       next = g;
     }
   }
-  if (best == x->heads.size()) {
-    Answer none;
-    none.status = "NONE";
-    return OnClaim(none, 0);
-  }
+  if (best == x->heads.size()) return OnClaim(NoJob(), 0);
   std::string bound;
   if (next < x->heads.size() && x->tries < 3) {
     const Across::Head& h = x->heads[next];
@@ -458,7 +464,7 @@ void RedisSession::ClaimBest(const std::shared_ptr<Across>& x) {
     if (a.lost || a.oom) {
       x->heads[best].has = false;  // unreachable now: the others may serve
     } else if (a.size() >= 3) {
-      x->heads[best] = {true, a.Number(0), a.Number(1), a.Number(2)};  // behind the bound
+      x->heads[best] = Across::Head::Of(a);  // behind the bound
     } else {
       x->heads[best].has = false;  // taken meanwhile
     }
@@ -882,30 +888,32 @@ Result RedisSession::ListTubesAcross() {
       finish();
     });
   };
-  g->left += store_.ReadPerMaster(
-      "tubes_node", {}, alone,
-      [g, finish, alone](const std::string&, const Reply& r, const std::vector<uint32_t>& parts) {
-        if (r.type != Reply::Type::kArray) {
-          for (uint32_t p : parts) alone(p);
-          return finish();
-        }
-        // Per partition: a count (-1: not here), then as many names.
-        size_t i = 0;
-        for (uint32_t p : parts) {
-          if (i >= r.elements.size()) break;
-          int64_t n = 0;
-          const std::string& c = r.elements[i++].str;
-          std::from_chars(c.data(), c.data() + c.size(), n);
-          if (n < 0) {
-            alone(p);
-            continue;
-          }
-          for (int64_t k = 0; k < n && i < r.elements.size(); k++) {
-            g->lists[p].push_back(r.elements[i++].str);
-          }
-        }
-        finish();
-      });
+  g->left += store_
+                 .ReadPerMaster("tubes_node", {}, alone,
+                                [g, finish, alone](const std::string&, const Reply& r,
+                                                   const std::vector<uint32_t>& parts) {
+                                  if (r.type != Reply::Type::kArray) {
+                                    for (uint32_t p : parts) alone(p);
+                                    return finish();
+                                  }
+                                  // Per partition: a count (-1: not here), then as many names.
+                                  size_t i = 0;
+                                  for (uint32_t p : parts) {
+                                    if (i >= r.elements.size()) break;
+                                    int64_t n = 0;
+                                    const std::string& c = r.elements[i++].str;
+                                    std::from_chars(c.data(), c.data() + c.size(), n);
+                                    if (n < 0) {
+                                      alone(p);
+                                      continue;
+                                    }
+                                    for (int64_t k = 0; k < n && i < r.elements.size(); k++) {
+                                      g->lists[p].push_back(r.elements[i++].str);
+                                    }
+                                  }
+                                  finish();
+                                })
+                 .size();
   finish();  // the first `left`, held while the calls were sent
   return Result::Of(Outcome::kPending);
 }
@@ -948,25 +956,27 @@ Result RedisSession::StatsAcross() {
     g->global = Owned(a);
     finish();
   });
-  g->left += store_.ReadPerMaster(
-      "sum_node", {}, alone,
-      [g, finish, alone](const std::string&, const Reply& r, const std::vector<uint32_t>& parts) {
-        if (r.type != Reply::Type::kArray || r.elements.size() < 10) {
-          for (uint32_t p : parts) alone(p);
-          return finish();
-        }
-        for (size_t i = 0; i < r.elements.size(); i++) {
-          int64_t v = 0;
-          const std::string& c = r.elements[i].str;
-          std::from_chars(c.data(), c.data() + c.size(), v);
-          if (i < 10) {
-            g->sums[i] += static_cast<uint64_t>(std::max<int64_t>(v, 0));
-          } else if (v >= 1 && static_cast<size_t>(v) <= parts.size()) {
-            alone(parts[v - 1]);  // not wholly on that master now
-          }
-        }
-        finish();
-      });
+  g->left += store_
+                 .ReadPerMaster("sum_node", {}, alone,
+                                [g, finish, alone](const std::string&, const Reply& r,
+                                                   const std::vector<uint32_t>& parts) {
+                                  if (r.type != Reply::Type::kArray || r.elements.size() < 10) {
+                                    for (uint32_t p : parts) alone(p);
+                                    return finish();
+                                  }
+                                  for (size_t i = 0; i < r.elements.size(); i++) {
+                                    int64_t v = 0;
+                                    const std::string& c = r.elements[i].str;
+                                    std::from_chars(c.data(), c.data() + c.size(), v);
+                                    if (i < 10) {
+                                      g->sums[i] += static_cast<uint64_t>(std::max<int64_t>(v, 0));
+                                    } else if (v >= 1 && static_cast<size_t>(v) <= parts.size()) {
+                                      alone(parts[v - 1]);  // not wholly on that master now
+                                    }
+                                  }
+                                  finish();
+                                })
+                 .size();
   finish();
   return Result::Of(Outcome::kPending);
 }

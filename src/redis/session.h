@@ -122,6 +122,8 @@ class RedisSession final : public command::Session {
   void ClaimAcross(std::vector<std::pair<uint32_t, std::vector<std::string_view>>> groups);
   void ClaimBest(const std::shared_ptr<Across>& x);
   void OnClaim(const Answer& a, uint32_t part);
+  std::string WaiterLease() const;
+  static Answer NoJob();
   Result Reserved(const Answer& a);
   bool DeadlineSoon(Nanos now);
   Nanos NextDeadlineSoon() const;

@@ -249,6 +249,19 @@ def list_jobs(c, tube, state, frm, count):
     return int(m.group(1)), [int(x) for x in re.findall(rb"\n- (\d+)", r)]
 
 
+def all_pages(c, tube, state):
+    """The ids of list-jobs over `tube` in `state`, 2 a page, following `next` (20 pages at
+    most)."""
+    seen, frm = [], 0
+    for _ in range(20):
+        nxt, ids = list_jobs(c, tube, state, frm, 2)
+        seen += ids
+        if nxt == 0:
+            break
+        frm = nxt
+    return seen
+
+
 class TestAcrossPartitions(ClusterCase):
     def test_reserve_best_across_masters_stats_list_tubes_list_jobs(self):
         fe = self.fe()
@@ -277,24 +290,10 @@ class TestAcrossPartitions(ClusterCase):
         self.assertEqual(tubes[0], "default")
         self.assertEqual(sorted(tubes), sorted(["default", a, b]))
         # list-jobs pages through a's reserved jobs, 2 at a time, in id order
-        seen, frm = [], 0
-        for _ in range(20):
-            nxt, ids = list_jobs(c, a, "reserved", frm, 2)
-            seen += ids
-            if nxt == 0:
-                break
-            frm = nxt
-        self.assertEqual(seen, sorted(ida))
+        self.assertEqual(all_pages(c, a, "reserved"), sorted(ida))
         for jid in got:
             self.assertEqual(w.cmd("release %d 0 0" % jid), b"RELEASED\r\n")
-        seen, frm = [], 0
-        for _ in range(20):
-            nxt, ids = list_jobs(c, b, "ready", frm, 2)
-            seen += ids
-            if nxt == 0:
-                break
-            frm = nxt
-        self.assertEqual(seen, sorted(idb))
+        self.assertEqual(all_pages(c, b, "ready"), sorted(idb))
 
 
 class TestStalledFrontEnd(ClusterCase):
