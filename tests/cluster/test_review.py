@@ -203,6 +203,15 @@ class TestPipelineOrder(ClusterCase):
             len(ids), len(out_of_order)))
 
 
+def replicated(master):
+    """Every replica of `master` online and at its replication offset."""
+    info = redis_fixture.parse_info(master.call("INFO", "replication"))
+    offset = int(info["master_repl_offset"])
+    replicas = [dict(kv.split("=", 1) for kv in v.split(","))
+                for k, v in info.items() if re.fullmatch(r"slave\d+", k)]
+    return bool(replicas) and all(r.get("state") == "online" and int(r["offset"]) >= offset
+                                  for r in replicas)
+
 class TestCleanStop(ClusterCase):
     def setUp(self):
         StoreCase.setUp(self)
@@ -227,9 +236,12 @@ class TestCleanStop(ClusterCase):
         cb.cmd("ignore default")
         jid = int(cb.put("x", ttr=3600).split()[1])
         self.assertTrue(cb.cmd("reserve-with-timeout 5").startswith(b"RESERVED %d " % jid))
-        time.sleep(0.5)   # replicated (--store-wait 0)
         slot = keyslot("{%d/1024}" % (crc16(tube.encode()) % 1024))
         owner = self.cluster.owner(slot)
+        # --store-wait 0: the put and the reserve reach the replica when it has caught up with
+        # its master's offset (its first sync may still be running on a busy machine).
+        self.assertTrue(wait_until(lambda: replicated(owner), timeout=20.0),
+                        "the replica did not catch up")
         old = self.cluster.kill_master(self.cluster.masters().index(owner))
         b.ended_by_test = True
         b.signal(signal.SIGTERM)
