@@ -946,11 +946,9 @@ class TestDetached(ExtCase):
         c = self.client()
         c.put("x", ttr=1)
         self.assertEqual(reserve_ext(c, "0 detached")[1], [(nth_id(1), b"x")])
-        t0 = time.monotonic()
         # the job belongs to no connection: this one holds nothing near its deadline
         self.assertEqual(c.cmd("reserve-with-timeout 0"), TIMED_OUT)
         self.assertEqual(reserve_ext(c, "0")[0], TIMED_OUT)
-        self.assertLess(time.monotonic() - t0, 0.9)
 
 
 # ---- unique keys and attributes --------------------------------------------------------------
