@@ -63,7 +63,9 @@ Co<bool> WriteJob(Session& s, std::string_view ns, std::string_view tube, uint64
   // lmstfy's uint16 tries can say.
   w.Uint(x && x->limited ? x->tries_left : 65535);
   w.Key("ttl");
-  w.Int(x && x->has_ttl ? x->ttl_left_s : 0);
+  // lmstfy reports Redis's TTL of the job's key: the time left rounded to the nearest
+  // second (so 0 for less than half a second, as for no TTL).
+  w.Int(x && x->has_ttl ? (x->ttl_left_ms + 500) / 1000 : 0);
   w.EndObject();
   co_return true;
 }
