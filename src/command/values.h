@@ -171,8 +171,9 @@ struct JobExtensionStats {
   uint32_t tries_left = 0;
   std::string_view bury_reason;  // empty unless buried: "bury", "timeout", "release"
   bool has_ttl = false;
-  int64_t ttl_left_s = 0;
-  std::string_view key;  // empty: none
+  int64_t ttl_left_s = 0;   // whole seconds left, rounded down (as stats-job's times)
+  int64_t ttl_left_ms = 0;  // the same in milliseconds, for a front end that rounds otherwise
+  std::string_view key;     // empty: none
   std::span<const Attribute> attributes;
 };
 

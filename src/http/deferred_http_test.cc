@@ -258,5 +258,29 @@ TEST(DeferredStoreHttp, AStoreThatCannotTellAnswers500) {
   EXPECT_NE(w.Do(0, Api("GET", "q/size")).find("\"size\":1"), std::string::npos);
 }
 
+// lmstfy shows a job's TTL as Redis's TTL of its key: the time left rounded to the nearest
+// second (its client's republish test publishes with ttl=10 and expects 10 at once).
+TEST(DeferredStoreHttp, JobTtlIsRoundedToTheNearestSecond) {
+  for (bool deferred : {false, true}) {
+    HttpWorld w(deferred);
+    auto ttl_of = [&](std::string_view request) {
+      std::string out = w.Do(0, request);
+      size_t at = out.find("\"ttl\":");
+      EXPECT_NE(at, std::string::npos) << out;
+      return at == std::string::npos ? -1 : std::stoi(out.substr(at + 6));
+    };
+    w.Do(0, Api("PUT", "q?ttl=10", "a"));  // job 1
+    EXPECT_EQ(ttl_of(Api("GET", "q/job/1")), 10);
+    w.Advance(kSecond / 2 - kSecond / 1000);  // 9.501 s left
+    EXPECT_EQ(ttl_of(Api("GET", "q?ttr=30")), 10);
+    w.Advance(kSecond / 500);  // 9.499 s left
+    EXPECT_EQ(ttl_of(Api("GET", "q/job/1")), 9);
+    w.Advance(9 * kSecond);  // 0.499 s left: 0, as for a job without a TTL
+    EXPECT_EQ(ttl_of(Api("GET", "q/job/1")), 0);
+    w.Do(0, Api("PUT", "q?ttl=0", "b"));  // job 2: no TTL
+    EXPECT_EQ(ttl_of(Api("GET", "q/job/2")), 0);
+  }
+}
+
 }  // namespace
 }  // namespace stalkd::http

@@ -146,20 +146,17 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
     return body.size();
   }
 
-  // Go's canonical header name for the attribute name (first letter and each letter after
-  // '-' upper case, the rest lower case), the value without surrounding blanks; an empty
-  // value is no attribute, and a repeated name keeps its first value.
+  // The attribute name in lower case, as lmstfy's server keeps it (strings.ToLower of the
+  // header name after the prefix), the value without surrounding blanks; an empty value is
+  // no attribute, and a repeated name (in any case) keeps its first value.
   void AddAttribute(std::string_view raw_name, std::string_view raw_value) {
     size_t b = raw_value.find_first_not_of(" \t");
     if (b == std::string_view::npos) return;
     size_t e = raw_value.find_last_not_of(" \t");
     std::string_view value = raw_value.substr(b, e - b + 1);
     std::string name(raw_name);
-    bool upper = true;
     for (char& c : name) {
-      if (upper && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-      if (!upper && c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      upper = c == '-';
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     }
     for (const auto& a : r_.attributes) {
       if (a.first == name) return;

@@ -1019,6 +1019,7 @@ Result RedisSession::StatsJob(uint64_t id) {
                  e.bury_reason = s.reason_;
                  e.has_ttl = ttl_left >= 0;
                  e.ttl_left_s = std::max<int64_t>(0, ttl_left / 1000);
+                 e.ttl_left_ms = std::max<int64_t>(0, ttl_left);
                  s.key_ = a.Word(17);
                  e.key = s.key_;
                  std::string_view blob = a.Word(18);

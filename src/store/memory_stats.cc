@@ -94,6 +94,8 @@ const command::JobStats& MemoryStore::FillJobStats(const engine::Job& j) {
             : std::string_view();
     e.has_ttl = x->has_ttl();  // still true once it passed while the job is reserved
     e.ttl_left_s = x->has_ttl() ? std::max<int64_t>(0, Secs(x->expires_at - now)) : 0;
+    e.ttl_left_ms =
+        x->has_ttl() ? std::max<int64_t>(0, (x->expires_at - now) / (kSecond / 1000)) : 0;
     e.key = x->key();
     attributes_.clear();
     x->ForEachAttribute([this](engine::JobAttribute a) {

@@ -57,6 +57,24 @@ class PublishConsumeTest(HttpCase):
         d = self.api("GET", "/api/ns/q/job/" + jid).json()
         self.assertEqual((d["remain_tries"], d["ttl"] in (86399, 86400)), (1, True))
 
+    def test_ttl_rounded_to_the_nearest_second(self):
+        # lmstfy shows Redis's TTL of the job: the time left rounded to the nearest second.
+        # Its client's republish test publishes with ttl=10 and expects 10 at once. The TTL
+        # counts from the publish as elapsed_ms does, so the expected value follows from it
+        # (10 unless the consume came half a second or more after the publish).
+        for republish in (False, True):
+            jid = self.publish("q", b"x", ttl=10)
+            if republish:
+                old = self.consume_job("q", ttr=30)["job_id"]
+                r = self.api("PUT", "/api/ns/q/job/" + old, b"x", params={"ttl": 10})
+                self.assertEqual(r.status, 201, r)
+                jid = r.json()["job_id"]
+            d = self.consume_job("q", ttr=30)
+            self.assertEqual(d["job_id"], jid)
+            left = 10000 - d["elapsed_ms"]
+            self.assertIn(d["ttl"], {(left + e + 500) // 1000 for e in (-1, 0, 1)}, d)
+            self.api("DELETE", "/api/ns/q/job/" + jid)
+
     def test_elapsed_ms_grows(self):
         jid = self.publish("q")
         time.sleep(0.3)
@@ -328,25 +346,33 @@ class PublishConsumeTest(HttpCase):
 
 
 class AttributeTest(HttpCase):
-    def test_round_trip_and_canonical_names(self):
+    def test_round_trip_and_lower_case_names(self):
+        # lmstfy's server keeps the name after Job-Attr- in lower case (strings.ToLower).
         hdrs = [("Job-Attr-Color", "red"), ("job-attr-SIZE", "XL"), ("JOB-ATTR-my_key-x", "v 1"),
                 ("Job-Attr-Empty", ""), ("Job-Attr-color", "blue"), ("X-Other", "no")]
         jid = self.publish("q", b"x", headers=hdrs)
-        want = {"Color": "red", "Size": "XL", "My_key-X": "v 1"}
+        want = {"color": "red", "size": "XL", "my_key-x": "v 1"}
         self.assertEqual(self.api("GET", "/api/ns/q/job/" + jid).json()["attributes"], want)
         self.assertEqual(self.api("GET", "/api/ns/q/peek").json()["attributes"], want)
         d = self.consume_job("q")
         self.assertEqual(d["attributes"], want)
         self.assertEqual(list(d["attributes"]), sorted(want))
         st = self.job_stats(self.text(), jid)
-        self.assertEqual(st["attr.Color"].strip('"'), "red")
-        self.assertEqual(st["attr.Size"].strip('"'), "XL")
+        self.assertEqual(st["attr.color"].strip('"'), "red")
+        self.assertEqual(st["attr.size"].strip('"'), "XL")
+
+    def test_lmstfy_go_client_attribute(self):
+        # lmstfy's Go client sends the name upper-cased and reads it back lower-cased.
+        jid = self.publish("q", b"x", headers=[("Job-Attr-HELLO", "world")])
+        self.assertEqual(self.consume_job("q")["attributes"], {"hello": "world"})
+        self.assertEqual(self.api("GET", "/api/ns/q/job/" + jid).json()["attributes"],
+                         {"hello": "world"})
 
     def test_enable_job_version_header_is_not_needed_and_ignored(self):
         a = self.publish("q", headers=[("Job-Attr-A", "1")])
         b = self.publish("q", headers=[("Enable-Job-Version", "YES"), ("Job-Attr-A", "2")])
-        self.assertEqual(self.api("GET", "/api/ns/q/job/" + a).json()["attributes"], {"A": "1"})
-        self.assertEqual(self.api("GET", "/api/ns/q/job/" + b).json()["attributes"], {"A": "2"})
+        self.assertEqual(self.api("GET", "/api/ns/q/job/" + a).json()["attributes"], {"a": "1"})
+        self.assertEqual(self.api("GET", "/api/ns/q/job/" + b).json()["attributes"], {"a": "2"})
 
     def test_attribute_made_over_the_text_protocol(self):
         t = self.text()
@@ -380,10 +406,10 @@ class AttributeTest(HttpCase):
         r = self.api("PUT", "/api/ns/q/bulk", b'["a","b"]', headers=[("Job-Attr-K", "v")])
         ids = r.json()["job_ids"]
         for jid in ids:
-            self.assertEqual(self.api("GET", "/api/ns/q/job/" + jid).json()["attributes"], {"K": "v"})
+            self.assertEqual(self.api("GET", "/api/ns/q/job/" + jid).json()["attributes"], {"k": "v"})
         r = self.api("PUT", "/api/ns/q/job/" + ids[0], b"c", headers=[("Job-Attr-New", "1")])
         self.assertEqual(self.api("GET", "/api/ns/q/job/" + r.json()["job_id"]).json()["attributes"],
-                         {"New": "1"})
+                         {"new": "1"})
         r = self.api("PUT", "/api/ns/q/bulk", b'["a"]', headers=[("Job-Attr-V", "v" * 256)])
         self.assertError(r, 400, "attribute value too long, cannot exceed 255")
 

@@ -444,7 +444,7 @@ class PersistenceTest(unittest.TestCase):
         self.assertEqual(api.request("GET", "/api/ns/q/peek", headers=[("X-Token", gone)]).status, 401)
         self.assertEqual(api.request("GET", "/api/ns/q/size").json()["size"], 3)   # a is ready again
         d = api.request("GET", "/api/ns/q/job/" + a, headers=h).json()
-        self.assertEqual((unb64(d["data"]), d["attributes"]), (b"a", {"K": "v"}))
+        self.assertEqual((unb64(d["data"]), d["attributes"]), (b"a", {"k": "v"}))
         self.assertIn(d["remain_tries"], (2, 3))     # a crash may give back the try in progress
         self.assertTrue(0 < d["ttl"] <= 1000)
         self.assertEqual(api.request("GET", "/api/ns/q/job/" + b, headers=h).status, 200)
