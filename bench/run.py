@@ -1112,6 +1112,9 @@ SCENARIOS = [
 sys.path.insert(0, HERE)
 import redis_bench  # noqa: E402
 SCENARIOS += redis_bench.scenarios(sys.modules[__name__])
+# Opt-in: the web dashboard with 100,000 tubes (bench/dashboard_bench.py).
+import dashboard_bench  # noqa: E402
+SCENARIOS += dashboard_bench.scenarios(sys.modules[__name__])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ at / and /dashboard/, the admin listener's basic auth over them, the X-Requested
 of changing requests, and the JSON API under /dashboard/api/ (server panel, history, tube
 search and paging, jobs by state, job detail and body, kick, purge, pause, respawn, move,
 delete), checked against what the text protocol sees; and 100,000 tubes searched and paged
-while a text client's round trips stay within a few milliseconds.
+in slices, with other clients answered between them.
 
 Run: python3 -m unittest -v tests/blackbox/test_dashboard_api.py   (binary: $STALKD_BIN)
 """
@@ -11,16 +11,15 @@ import base64
 import json
 import os
 import re
-import subprocess
+import select
 import sys
 import tempfile
-import time
 import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpcase import API_NOT_FOUND, HttpCase, HttpServer, stats_of, wait_until  # noqa: E402
-from beanstalk import is_sanitized  # noqa: E402
+from httpcase import (API_NOT_FOUND, HttpCase, HttpConn, HttpServer, query, stats_of,  # noqa: E402
+                      wait_until)
 
 API = "/dashboard/api/"
 XRW = [("X-Requested-With", "test")]
@@ -33,6 +32,11 @@ TUBE_KEYS = {"name", "ready", "urgent", "reserved", "delayed", "buried", "waitin
 JOB_KEYS = {"id", "tube", "state", "pri", "age_s", "delay_s", "ttr_s", "time_left_s", "file",
             "reserves", "timeouts", "releases", "buries", "kicks", "tries_left", "ttl_left_s",
             "bury_reason"}
+
+
+# Bounds a wait for something the server does on its own (a sample a second, a sync): only
+# a hang should reach it, on a loaded two-core machine.
+HANG = 60
 
 
 def q(s):
@@ -225,7 +229,7 @@ class ServerPanelTest(DashboardCase):
         def sampled():
             h = self.djson("GET", "server", {"step": 5})["history"]
             return h if h["ready"][-1] is not None else None
-        h = wait_until(sampled, timeout=5)
+        h = wait_until(sampled, timeout=HANG)
         self.assertIsNotNone(h)
         self.assertEqual((h["step_s"], len(h["ready"])), (5, 60))
         self.assertEqual(h["ready"][-1], 3)
@@ -239,26 +243,35 @@ class ServerPanelTest(DashboardCase):
         c = self.text()
         self.djson("GET", "server")  # sampling starts
         self.assertTrue(wait_until(lambda: self.djson("GET", "server")["put_rate"] is not None,
-                                   timeout=5))
-        self.djson("GET", "tubes/default")  # tracked from now on
-        time.sleep(1.2)
+                                   timeout=HANG))
+        # The tube's first sample is the baseline of its puts: wait for it.
+        def tube(step=1):
+            return self.djson("GET", "tubes/default", {"step": step})
+        self.assertTrue(wait_until(lambda: any(v is not None for v in tube()["history"]["ready"]),
+                                   timeout=HANG))
         for i in range(6):
             self.put(c, "default", "r%d" % i)
         c.cmd("watch default")
         for _ in range(4):
             self.assertEqual(c.cmd("reserve-with-timeout 0")[:8], b"RESERVED")
-        time.sleep(2.5)
-        t = self.djson("GET", "tubes/default", {"step": 1})
+
+        def total(series):
+            return sum(v for v in series if v is not None)
+
+        # Until the samples after them are taken.
+        def counted():
+            t, s = tube(), self.djson("GET", "server")
+            h = t["history"]
+            done = (total(h["puts"]), total(h["reserves"]), total(s["history"]["puts"]),
+                    total(s["history"]["reserves"])) == (6, 4, 6, 4)
+            return (t, s) if done and [v for v in h["ready"] if v is not None][-1] == 2 else None
+        got = wait_until(counted, timeout=HANG)
+        self.assertIsNotNone(got, (tube(), self.djson("GET", "server")["history"]))
+        t, s = got
         hist = t["history"]
         self.assertEqual((hist["step_s"], len(hist["puts"])), (1, 300))
-        self.assertEqual(sum(v for v in hist["puts"] if v is not None), 6)
-        self.assertEqual(sum(v for v in hist["reserves"] if v is not None), 4)
-        self.assertEqual([v for v in hist["ready"] if v is not None][-1], 2)
         self.assertGreater(t["put_rate"], 0)
         self.assertGreater(t["reserve_rate"], 0)
-        s = self.djson("GET", "server")
-        self.assertEqual(sum(v for v in s["history"]["puts"] if v is not None), 6)
-        self.assertEqual(sum(v for v in s["history"]["reserves"] if v is not None), 4)
 
     def test_binlog(self):
         with tempfile.TemporaryDirectory() as d:
@@ -268,13 +281,15 @@ class ServerPanelTest(DashboardCase):
                 self.put(t, "b", "durable")
                 self.djson("GET", "server")
                 a = srv.admin()
-                deadline = time.time() + 5
-                while True:
+                # Until a sync has been made and counted (one a second by default).
+                def synced():
                     s = a.request("GET", API + "server").json()
-                    if s["sync"]["count"] > 0 or time.time() > deadline:
-                        break
+                    if s["sync"]["count"] > 0:
+                        return s
                     self.put(t, "b", "more")
-                    time.sleep(0.2)
+                    return None
+                s = wait_until(synced, timeout=HANG, interval=0.2)
+                self.assertIsNotNone(s, "no binlog sync counted")
                 self.assertTrue(s["binlog"]["enabled"])
                 self.assertGreaterEqual(s["binlog"]["files"], 1)
                 self.assertGreater(s["binlog"]["live_bytes"], 0)
@@ -598,6 +613,7 @@ class ActionTest(DashboardCase):
         body = b"\x00\xffmove me\r\n"
         jid = self.put(c, "from", body, pri=77, ttr=45, delay=300,
                        ext="tries=5 ttl=1000 key=uniq attr.a=1")
+        was = self.job_stats(c, jid)
         r = self.djson("POST", "jobs/%d/move" % jid, {"to": "to/x"})
         self.assertEqual((r["id"], r["tube"]), (jid, "to/x"))
         new = r["new_id"]
@@ -606,8 +622,10 @@ class ActionTest(DashboardCase):
         st = self.job_stats(c, new)
         self.assertEqual((st["tube"], st["state"], st["pri"], st["ttr"], st["tries-left"],
                           st["key"], st["attr.a"]), ("to/x", "delayed", 77, 45, 5, "uniq", "1"))
-        self.assertTrue(295 <= st["time-left"] <= 300, st)
-        self.assertTrue(990 <= st["ttl-left"] <= 1000, st)
+        # What was left of the delay and the TTL, not the whole again (HANG bounds the time
+        # the move took).
+        self.assertTrue(was["time-left"] - HANG <= st["time-left"] <= was["time-left"], st)
+        self.assertTrue(was["ttl-left"] - HANG <= st["ttl-left"] <= was["ttl-left"], st)
         self.assertEqual(c.cmd("peek %d" % new), b"FOUND %d %d\r\n%s\r\n" % (new, len(body), body))
         # A buried job arrives ready, with a try if it had none left.
         [dead] = self.bury(c, "from", 1)
@@ -702,64 +720,13 @@ class OddRequestsTest(DashboardCase):
         self.assertGreater(seen.get(200, 0), 30, seen)  # the routes were reached
 
 
-# A text client: stats-tube in a closed loop for argv[2] seconds; prints its round trips'
-# p99 and maximum in ms.
-PROBE = r"""
-import json, socket, sys, time
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-end = time.monotonic() + float(sys.argv[2])
-rtts = []
-buf = b""
-while time.monotonic() < end:
-    t = time.perf_counter()
-    s.sendall(b"stats-tube default\r\n")
-    while True:
-        buf += s.recv(65536)
-        if b"\r\n" in buf:
-            head, _, rest = buf.partition(b"\r\n")
-            n = int(head.split()[1])
-            if len(rest) >= n + 2:
-                buf = rest[n + 2:]
-                break
-    rtts.append(time.perf_counter() - t)
-rtts.sort()
-print(json.dumps({"n": len(rtts), "max_ms": rtts[-1] * 1e3,
-                  "p99_ms": rtts[int(len(rtts) * 0.99)] * 1e3}))
-"""
-
-# An HTTP client: GETs the targets of argv[2:] (JSON list) round and round on one
-# connection until argv[1] seconds have passed (and each at least once); prints how many
-# and how long the longest took. Runs niced, so that it takes less of the machine's two
-# cores from the server and the probe than they take from each other.
-LOAD = r"""
-import http.client, json, os, sys, time
-os.nice(10)
-port, seconds, targets = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
-c = http.client.HTTPConnection("127.0.0.1", port)
-end = time.monotonic() + seconds
-n, longest = 0, 0.0
-while time.monotonic() < end or n < len(targets):
-    t = time.monotonic()
-    c.request("GET", targets[n % len(targets)])
-    r = c.getresponse()
-    r.read()
-    assert r.status == 200, (targets[n % len(targets)], r.status)
-    longest = max(longest, time.monotonic() - t)
-    n += 1
-print(json.dumps({"requests": n, "longest_s": longest}))
-"""
-
-
 class HundredThousandTubesTest(DashboardCase):
-    """100,000 tubes: the tube list is searched, sorted and paged in slices, so that a text
-    client's round trips stay within a few milliseconds of what they are during /metrics
-    scrapes of the same tubes (the server's other sliced work over every tube). Both are
-    measured in the same run: on two shared cores the machine's own noise is of the same
-    order, so the comparison is what tells."""
+    """100,000 tubes: the tube list is searched, sorted and paged right, and in slices:
+    other clients are answered between them. (How long a text client's round trips take
+    meanwhile is a benchmark's figure: bench/dashboard_bench.py, docs/PERFORMANCE.md.)"""
 
     TUBES = 100000
-    WINDOW = 4.0
+    SCAN_SLICE = 2500  # tube names a search looks at per step (docs/DASHBOARD.md)
     QUERIES = [
         ({"q": "t09999"}, 10, ["t099990", "t099991"]),
         ({}, TUBES + 1, ["default", "t000000"]),
@@ -768,17 +735,20 @@ class HundredThousandTubesTest(DashboardCase):
         ({"sort": "total_jobs", "order": "asc", "limit": 1}, TUBES + 1, ["default"]),
     ]
 
-    def window(self, targets):
-        """The probe's round trips while LOAD asks `targets` over and over."""
-        load = subprocess.Popen([sys.executable, "-c", LOAD, str(self.server.admin_port),
-                                 str(self.WINDOW), json.dumps(targets)], stdout=subprocess.PIPE)
-        probe = subprocess.Popen([sys.executable, "-c", PROBE, str(self.server.port),
-                                  str(self.WINDOW)], stdout=subprocess.PIPE)
-        p = json.loads(probe.communicate()[0])
-        out, _ = load.communicate()
-        self.assertEqual(load.returncode, 0)
-        p.update(json.loads(out))
-        return p
+    def search_watched(self, c, params):
+        """Sends one search and, until its answer comes, asks `stats` on the text client c;
+        returns (the answer, cmd-list-tubes before, the values seen meanwhile, after)."""
+        listed = lambda: self.ystats(c, "stats")["cmd-list-tubes"]  # noqa: E731
+        a = self.server.admin()
+        self.addCleanup(a.close)
+        before = listed()
+        a.send(HttpConn.build("GET", API + "tubes" + query(params)))
+        seen = []
+        while not select.select([a.sock], [], [], 0)[0]:
+            seen.append(listed())
+        r = a.read_response()
+        self.assertEqual(r.status, 200, r)
+        return r.json(), before, seen, listed()
 
     def test_search_and_paging(self):
         c = self.text()
@@ -788,36 +758,32 @@ class HundredThousandTubesTest(DashboardCase):
             c.read_line()
         # The answers.
         for params, matched, names in self.QUERIES:
-            t0 = time.monotonic()
             t = self.djson("GET", "tubes", params)
-            took = time.monotonic() - t0
             self.assertEqual(t["total_tubes"], self.TUBES + 1, params)
             self.assertEqual(t["matched"], matched, params)
             if names:
                 self.assertEqual([r["name"] for r in t["tubes"]][:len(names)], names, params)
             else:
                 self.assertTrue(all(r["ready"] == 1 for r in t["tubes"]), t)
-            self.assertLess(took, 5.0, params)
-        # The sampler keeps history for at most 1000 tubes, those shown first.
+        # The sampler keeps history for at most 1000 tubes, those shown first (so with this
+        # many tubes it lists none: only a search calls list-tubes).
         self.assertLessEqual(self.djson("GET", "server")["sampling"]["tubes"], 1000)
-        # The text client meanwhile, against scrapes by the same HTTP client.
-        targets = [API + "tubes?" + "&".join("%s=%s" % kv for kv in p.items())
-                   for p, _, _ in self.QUERIES]
-        control = self.window(["/metrics"])
-        during = self.window(targets)
-        print("\n100,000 tubes, a stats-tube probe: during /metrics scrapes: p99 %.2f ms, max "
-              "%.2f ms (%d round trips); while the tube list is searched (%d answers, the "
-              "longest %.2f s): p99 %.2f ms, max %.2f ms (%d round trips)"
-              % (control["p99_ms"], control["max_ms"], control["n"], during["requests"],
-                 during["longest_s"], during["p99_ms"], during["max_ms"], during["n"]))
-        # An unoptimised sanitizer build is slower at everything, and unevenly so: the
-        # comparison holds for the optimised build only.
-        if is_sanitized(self.server.pid):
-            return
-        self.assertLess(during["p99_ms"], control["p99_ms"] + 5.0, (control, during))
-        # The maximum is the machine's more than ours (tens of ms when other work shares the
-        # two cores): only a gross stall would show above this.
-        self.assertLess(during["max_ms"], max(100.0, 3 * control["max_ms"]), (control, during))
+        # A search looks at the names in slices of SCAN_SLICE, each step listing the tubes
+        # once; the text client's `stats` is answered between steps, so it sees the search
+        # part way. Searches are repeated until it has (a client that the machine held up
+        # through a whole search sees only before and after).
+        slices = -(-(self.TUBES + 1) // self.SCAN_SLICE)
+        part_way = []
+        for _ in range(50):
+            t, before, seen, after = self.search_watched(c, {"limit": 1})
+            self.assertEqual((t["matched"], [r["name"] for r in t["tubes"]]),
+                             (self.TUBES + 1, ["default"]))
+            self.assertEqual(after - before, slices)
+            self.assertTrue(all(before <= v <= after for v in seen), (before, seen, after))
+            part_way += [v - before for v in seen if before < v < after]
+            if part_way:
+                break
+        self.assertTrue(part_way, "no stats answered while a search ran")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ ever downloaded, a browser least of all.
 """
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
@@ -31,10 +31,11 @@ def skip(why):
     sys.exit(SKIP)
 
 
-def connectable(port):
+def ready(port):
+    """Whether the admin listener answers /readyz with 200 (the store is ready)."""
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
+        with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=10) as r:
+            return r.status == 200
     except OSError:
         return False
 
@@ -64,8 +65,8 @@ def main():
         server = Server(STALKD_BIN, args=["--admin-http", "127.0.0.1:%d" % admin,
                                           "--admin-accounts", accounts, "-b", binlog])
         try:
-            if not wait_until(lambda: connectable(admin), timeout=10):
-                print("the admin listener did not open")
+            if not wait_until(lambda: ready(admin), timeout=120, interval=0.1):
+                print("the admin listener did not answer /readyz with 200")
                 return 1
             env = dict(os.environ,
                        STALKD_ADMIN_URL="http://127.0.0.1:%d" % admin,
