@@ -129,6 +129,16 @@ bool RedisStore::Start(std::string* error) {
   return true;
 }
 
+std::string RedisStore::why_not_ready() const {
+  std::string why = cluster_ ? cluster_->why_not_ready() : link_->why_not_ready();
+  if (!why.empty()) return why;
+  if (!started_) return "starting";
+  for (const auto& m : masters_) {
+    if (!m->behind.empty()) return m->behind;
+  }
+  return "";
+}
+
 void RedisStore::Stop() {
   if (!started_ || fid_ == "0" || (link_ && !link_->ready())) return;
   // quit in every partition this front end left something in (on a cluster), then globally:
@@ -409,6 +419,11 @@ void RedisStore::Answered(const Reply& r, const Handler& done, uint32_t part, bo
   } else {
     m = masters_[0].get();
   }
+  if (r.ErrorIs("NOREPLICAS")) {
+    m->behind = "replicas behind: " + (m->name.empty() ? link_->master() : m->name) + ": " + r.str;
+  } else if (!r.error() && opt_.wait_replicas == 0) {
+    m->behind.clear();
+  }
   // A WAIT on the master that answered covers this change if it was sent after the change
   // was (on the same connection): the one out now, if it was sent after the call reached
   // there first; else the next one.
@@ -462,11 +477,18 @@ void RedisStore::SendWait(Master& m) {
   m.need_wait = false;
   uint64_t k = ++m.waits_sent;
   std::string n = std::to_string(opt_.wait_replicas);
-  std::string ms = Ms(opt_.wait_timeout);
+  // Within the retry window, after which the link gives up on an answer.
+  std::string ms = Ms(std::min(opt_.wait_timeout, opt_.retry / 2));
   std::string_view argv[] = {"WAIT", n, ms};
   Callback cb = [this, &m, k](const Reply& r) {
     m.waits_answered = k;
     bool ok = r.type == Reply::Type::kInteger && r.integer >= opt_.wait_replicas;
+    if (ok) {
+      m.behind.clear();
+    } else if (r.type == Reply::Type::kInteger) {
+      m.behind = "replicas behind: " + (m.name.empty() ? link_->master() : m.name) + ": WAIT " +
+                 std::to_string(opt_.wait_replicas) + " confirmed " + std::to_string(r.integer);
+    }
     if (!ok) {
       fprintf(stderr, "stalkd: WAIT %d answered %s on %s\n", opt_.wait_replicas,
               r.type == Reply::Type::kInteger ? std::to_string(r.integer).c_str() : r.str.c_str(),

@@ -78,6 +78,9 @@ class RedisStore final : public command::Store,
   void SetObserver(command::Observer* o) override { observer_ = o; }
 
   bool ready() const { return cluster_ ? cluster_->ready() : link_->ready(); }
+  // Why the store cannot serve now, for /readyz ("starting", the link's reason: no master,
+  // connecting, setting up; "replicas behind: ..."); empty when it can.
+  std::string why_not_ready() const;
 
   // Partitions (1 on one Redis) and where tubes and ids live.
   uint32_t partitions() const { return parts_; }
@@ -251,6 +254,9 @@ class RedisStore final : public command::Store,
     std::string name;
     bool need_wait = false;
     uint64_t waits_sent = 0, waits_answered = 0;
+    // Set while its replicas are behind: its last WAIT did not confirm them, or it refused a
+    // write (NOREPLICAS); cleared by a WAIT that confirms (--store-wait 0: a call answered).
+    std::string behind;
     std::deque<Held> held;
   };
   std::vector<std::unique_ptr<Master>> masters_;

@@ -58,6 +58,9 @@ class Server final : public command::Host {
   // does no timer work, so the admin listener answers /healthz and /readyz ("recovering").
   void ServeWhileRecovering();
   bool recovering() const { return recovering_; }
+  // Why the store cannot serve now (the Redis store: not connected, no master, replicas
+  // behind...), for /readyz; empty when it can.
+  std::string StoreNotReady() const { return redis_ ? redis_->why_not_ready() : std::string(); }
   void Stop() { stopping_ = true; }
   // Routes SIGTERM/SIGINT (stop) and SIGUSR1 (drain mode) through the loop.
   bool HandleSignals();
