@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "redis/resp.h"
 #include "redis/session.h"
 
 namespace stalkd::redis {
@@ -407,7 +408,13 @@ void RedisStore::Call(uint32_t part, std::string_view fn, std::span<const std::s
   argv.reserve(args.size() + 4);
   argv.insert(argv.end(), {"FCALL", name, "1", tags_[part]});
   argv.insert(argv.end(), args.begin(), args.end());
-  bool wait = writes && opt_.wait_replicas > 0;
+  auto command = std::make_shared<std::string>();
+  AppendCommand(*command, std::span<const std::string_view>(argv));
+  SendCall(part, std::move(command), writes && opt_.wait_replicas > 0, std::move(done), false);
+}
+
+void RedisStore::SendCall(uint32_t part, std::shared_ptr<const std::string> command, bool wait,
+                          Handler done, bool again) {
   Master* predicted = nullptr;
   uint64_t mark = 0;
   if (wait) {
@@ -417,13 +424,43 @@ void RedisStore::Call(uint32_t part, std::string_view fn, std::span<const std::s
     predicted->need_wait = true;
     mark = predicted->waits_sent;
   }
-  Callback cb = [this, part, wait, predicted, mark, done = std::move(done)](const Reply& r) {
+  Callback cb = [this, part, command, wait, predicted, mark, again,
+                 done = std::move(done)](const Reply& r) {
+    // The master lost our functions (FUNCTION FLUSH, restarted empty, a replica promoted that
+    // never had them): nothing ran. Loaded again, then this call once more, behind the load
+    // on the same connection.
+    if (!again && r.ErrorIs("ERR Function not found")) {
+      ReloadFunctions(cluster_ ? cluster_->answered_by() : std::string());
+      return SendCall(part, command, wait, done, true);
+    }
     Answered(r, done, part, wait, predicted, mark);
   };
   if (cluster_) {
-    cluster_->Send(tags_[part], std::span<const std::string_view>(argv), std::move(cb));
+    cluster_->SendEncoded(tags_[part], *command, std::move(cb));
   } else {
-    link_->Send(std::span<const std::string_view>(argv), std::move(cb));
+    link_->SendEncoded(*command, std::move(cb));
+  }
+}
+
+void RedisStore::ReloadFunctions(const std::string& master) {
+  // Once per master until it answers: the calls that found a function missing meanwhile go
+  // again behind this one load.
+  if (std::find(reloading_.begin(), reloading_.end(), master) != reloading_.end()) return;
+  reloading_.push_back(master);
+  LogState("functions missing on " + (master.empty() ? link_->master() : master) +
+           ": loading them again");
+  std::string_view load[] = {"FUNCTION", "LOAD", "REPLACE", kFunctionsLua};
+  Callback cb = [this, master](const Reply& r) {
+    std::erase(reloading_, master);
+    if (r.error()) {
+      fprintf(stderr, "stalkd: FUNCTION LOAD on %s failed: %s\n",
+              master.empty() ? link_->master().c_str() : master.c_str(), r.str.c_str());
+    }
+  };
+  if (cluster_) {
+    cluster_->SendTo(master, load, std::move(cb));
+  } else {
+    link_->Send(load, std::move(cb));
   }
 }
 

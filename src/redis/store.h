@@ -128,6 +128,11 @@ class RedisStore final : public command::Store,
     Call(part, fn, std::span<const std::string_view>(args.begin(), args.size()), writes,
          std::move(done));
   }
+  // Sends an encoded call (`again`: its second try, after the functions were loaded again).
+  void SendCall(uint32_t part, std::shared_ptr<const std::string> command, bool wait, Handler done,
+                bool again);
+  // FUNCTION LOAD REPLACE on `master` ("" on one Redis), unless one is out there already.
+  void ReloadFunctions(const std::string& master);
   // On a cluster: FCALL_RO stalkd_<fn> 0 args... on one master (the per-node reads); `done`
   // gets the raw reply.
   void CallNode(const std::string& master, std::string_view fn,
@@ -257,6 +262,7 @@ class RedisStore final : public command::Store,
   };
   std::unordered_map<const char*, std::shared_ptr<RedisSession*>> unborn_;
   std::deque<Unborn> held_;
+  std::vector<std::string> reloading_;  // masters a FUNCTION LOAD is out to
   std::unordered_map<std::string, std::pair<int, int>> pending_refs_;
 
   Nanos offset_ = 0;  // redis ms * 1e6 - local, as the last answer (of any master) said
