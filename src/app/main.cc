@@ -111,10 +111,7 @@ int main(int argc, char** argv) {
   // The admin listener serves from the start: while the binlog is replayed it answers
   // /healthz, and /readyz with 503 "recovering". The others open once every job is back.
   if (admin_fd >= 0 && !add(admin_fd, &stalkd::server::MakeAdminConnection)) return 1;
-  if (!server.OpenStore(&error)) {
-    fprintf(stderr, "stalkd: %s\n", error.c_str());
-    return 1;
-  }
+  server.OpenStore();
   if (!opts.binlog_dir.empty()) {
     int code = 1;
     if (!server.OpenBinlog(&error, &code)) {
@@ -140,5 +137,5 @@ int main(int argc, char** argv) {
     }
   }
   server.Run();
-  return 0;
+  return server.exit_code();
 }

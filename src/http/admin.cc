@@ -122,7 +122,7 @@ Co<> AdminCall::Run() {
       Route("readyz");
       if (host_.recovering()) co_return Status(503, "recovering");
       if (host_.ready()) co_return Status(200, "ready");
-      co_return Status(503, "draining");
+      co_return Status(503, host_.why_not_ready());
     }
     if (s == "limits") {
       Route("list_limits");

@@ -24,6 +24,8 @@ class AdminHost {
   // Ready to serve: recovery is done (the listeners accept only after it) and the server
   // is not draining.
   virtual bool ready() const = 0;
+  // Why not, for /readyz's 503 ("draining", or the store's reason).
+  virtual std::string why_not_ready() const { return "draining"; }
   // The binlog is being replayed: only /healthz and /readyz are answered.
   virtual bool recovering() const = 0;
   // A /metrics scrape answered into *resp (in slices, or waiting for the store).

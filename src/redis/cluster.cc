@@ -103,6 +103,7 @@ class ClusterLink::Impl final : public Conn::Owner {
 
   void Start();
   void Send(std::string_view key, std::span<const std::string_view> argv, Callback cb);
+  void SendEncoded(std::string_view key, std::string command, Callback cb);
   void SendTo(const std::string& master, std::span<const std::string_view> argv, Callback cb);
   void SendAll(std::span<const std::string_view> argv,
                std::function<void(const std::string&, const Reply&)> cb);
@@ -407,10 +408,16 @@ void ClusterLink::Impl::Reset(const std::string& master, std::string_view why) {
 
 void ClusterLink::Impl::Send(std::string_view key, std::span<const std::string_view> argv,
                              Callback cb) {
+  std::string command;
+  AppendCommand(command, argv);
+  SendEncoded(key, std::move(command), std::move(cb));
+}
+
+void ClusterLink::Impl::SendEncoded(std::string_view key, std::string command, Callback cb) {
   auto c = std::make_shared<Command>();
   c->slot = KeySlot(key);
   c->seq = ++seq_;
-  AppendCommand(c->command, argv);
+  c->command = std::move(command);
   c->cb = std::move(cb);
   c->deadline = clock_.Now() + retry_window_;
   Dispatch(c);
@@ -860,6 +867,9 @@ void ClusterLink::Send(std::string_view key, std::initializer_list<std::string_v
 }
 void ClusterLink::Send(std::string_view key, std::span<const std::string_view> argv, Callback cb) {
   impl_->Send(key, argv, std::move(cb));
+}
+void ClusterLink::SendEncoded(std::string_view key, std::string_view command, Callback cb) {
+  impl_->SendEncoded(key, std::string(command), std::move(cb));
 }
 void ClusterLink::SendTo(const std::string& master, std::span<const std::string_view> argv,
                          Callback cb) {

@@ -123,6 +123,8 @@ class ClusterLink {
   // stalkd's functions, the bare partition tag "{p}"). Buffered; see the class comment.
   void Send(std::string_view key, std::initializer_list<std::string_view> argv, Callback cb);
   void Send(std::string_view key, std::span<const std::string_view> argv, Callback cb);
+  // The same, for a command already encoded by AppendCommand (resp.h).
+  void SendEncoded(std::string_view key, std::string_view command, Callback cb);
   // A command for one master ("host:port", as masters() names them), e.g. a per-node read or
   // WAIT: if that master is not ready (or not known), the callback gets kLost "not connected".
   // No redirection is followed.

@@ -213,6 +213,7 @@ class Link::Impl final : public Conn::Owner {
   struct Written {
     enum class Kind : uint8_t { kUser, kRole, kSelect } kind;
     Callback cb;
+    Nanos at;  // when it was sent: its answer is due within the retry window
   };
   // A command sent while not ready: encoded, unsent.
   struct Queued {
@@ -347,12 +348,12 @@ void Link::Impl::ConnectMaster(const Endpoint& at) {
   std::string why;
   if (!data_.Connect(at, &why)) return Down(why);
   data_.Append({"ROLE"});
-  written_.push_back({Written::Kind::kRole, nullptr});
+  written_.push_back({Written::Kind::kRole, nullptr, clock_.Now()});
   handshake_left_ = 1;
   if (url_.db != 0) {
     std::string db = std::to_string(url_.db);
     data_.Append({"SELECT", db});
-    written_.push_back({Written::Kind::kSelect, nullptr});
+    written_.push_back({Written::Kind::kSelect, nullptr, clock_.Now()});
     handshake_left_++;
   }
   confirms_left_ = 0;
@@ -394,11 +395,12 @@ void Link::Impl::SetReady() {
   state_ = State::kReady;
   why_.clear();
   backoff_ = kMinBackoff;
+  Nanos now = clock_.Now();
   while (!queued_.empty()) {
     Queued q = std::move(queued_.front());
     queued_.pop_front();
     data_.AppendEncoded(q.command);
-    written_.push_back({Written::Kind::kUser, std::move(q.cb)});
+    written_.push_back({Written::Kind::kUser, std::move(q.cb), now});
     user_written_++;
   }
   data_.Flush();
@@ -443,7 +445,7 @@ void Link::Impl::SendSetup(std::span<const std::string_view> argv, Callback cb) 
     return;
   }
   data_.Append(argv);
-  written_.push_back({Written::Kind::kUser, std::move(cb)});
+  written_.push_back({Written::Kind::kUser, std::move(cb), clock_.Now()});
   user_written_++;
   data_.Flush();
 }
@@ -469,7 +471,7 @@ void Link::Impl::SendEncoded(std::string_view command, Callback cb) {
 }
 
 void Link::Impl::Sent(Callback cb) {
-  written_.push_back({Written::Kind::kUser, std::move(cb)});
+  written_.push_back({Written::Kind::kUser, std::move(cb), clock_.Now()});
   user_written_++;
   if (data_.unwritten() >= kSendFlushSize) data_.Flush();
 }
@@ -664,6 +666,15 @@ Nanos Link::Impl::Poll() {
     Down(data_.name() + ": not connected and verified within " +
          std::to_string(kConnectTimeout / 1'000'000) + " ms");
   }
+  // A master that stopped answering (SIGSTOP, a paused VM, a black-holed network, a command
+  // stuck for long): what is written waits for ever, as TCP keepalive does not notice a peer
+  // whose kernel still acknowledges. Dropped after the retry window; what was written gets
+  // kLost (fate unknown), and the link connects again (through Sentinel, to whichever master
+  // it names then).
+  if ((state_ == State::kSetup || state_ == State::kReady) && !written_.empty() &&
+      now >= written_.front().at + retry_window_) {
+    Down(data_.name() + ": no answer within " + std::to_string(retry_window_ / 1'000'000) + " ms");
+  }
   if (asking_ && now >= ask_deadline_) {
     AskFailed("sentinel " + asker_.name() + " did not answer within " +
               std::to_string(kAskTimeout / 1'000'000) + " ms");
@@ -687,6 +698,9 @@ Nanos Link::Impl::Poll() {
   Nanos next = kForever;
   if (state_ == State::kWaiting) next = std::min(next, next_attempt_);
   if (state_ == State::kConnecting) next = std::min(next, connect_deadline_);
+  if ((state_ == State::kSetup || state_ == State::kReady) && !written_.empty()) {
+    next = std::min(next, written_.front().at + retry_window_);
+  }
   if (asking_) next = std::min(next, ask_deadline_);
   if (sentinel() && (state_ == State::kSetup || state_ == State::kReady)) {
     next = std::min(next, next_check_);

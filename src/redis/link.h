@@ -72,13 +72,16 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error);
 //
 // Commands sent while the link is not ready wait, unsent, each for up to `retry_window` from
 // its Send; then its callback gets kLost "not connected: <why>". Commands written when the
-// connection drops get kLost too (fate unknown). Callbacks run in the order the commands were
-// sent. Callbacks and Listener calls run only from inside Poll() or the loop's event dispatch,
-// never from inside any other method of Link (Send, SendSetup, Flush, SetReady, Reset,
-// Subscribe, Start): what those decide (a kLost, OnLost) is delivered by the next dispatch or
-// Poll, and the link wakes its loop for it (an eventfd). Commands sent from callbacks are
-// written when the dispatch or Poll that ran them ends. Destroying the Link (never from one of
-// its callbacks) drops the callbacks still pending without calling them.
+// connection drops get kLost too (fate unknown). A command written (setup ones too) that has
+// no answer `retry_window` after it was sent drops the connection: a master that stopped
+// answering (stopped process, paused VM, black-holed network) is left and connected to again,
+// its commands in flight getting kLost "connection lost, fate unknown: ... no answer within".
+// Callbacks run in the order the commands were sent. Callbacks and Listener calls run only from
+// inside Poll() or the loop's event dispatch, never from inside any other method of Link (Send,
+// SendSetup, Flush, SetReady, Reset, Subscribe, Start): what those decide (a kLost, OnLost) is
+// delivered by the next dispatch or Poll, and the link wakes its loop for it (an eventfd). Commands
+// sent from callbacks are written when the dispatch or Poll that ran them ends. Destroying the Link
+// (never from one of its callbacks) drops the callbacks still pending without calling them.
 //
 // A second connection to the same master carries pub/sub: Subscribe()d channels are
 // (re)subscribed whenever the link is (re)established, and OnConnected waits until Redis has

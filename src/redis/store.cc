@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <utility>
 
+#include "redis/resp.h"
 #include "redis/session.h"
 
 namespace stalkd::redis {
@@ -96,7 +98,8 @@ void RedisStore::FlushLinks() {
   }
 }
 
-bool RedisStore::Start(std::string* error) {
+void RedisStore::Start() {
+  created_ = clock_.Now();
   if (cluster_) {
     cluster_->Subscribe(channel_);
     cluster_->Start();
@@ -104,29 +107,16 @@ bool RedisStore::Start(std::string* error) {
     link_->Subscribe(channel_);
     link_->Start();
   }
-  Nanos deadline = clock_.Now() + opt_.retry;
-  bool asked = false;
-  while (!started_ && !setup_failed_ && clock_.Now() < deadline) {
-    // On a cluster the front-end id is taken once every slot is served.
-    if (cluster_ && !asked && cluster_->ready()) {
-      asked = true;
-      Setup();
-    }
-    Nanos next = PollLinks();
-    FlushLinks();
-    Nanos wait = std::min<Nanos>(10 * kMs, std::max<Nanos>(0, next - clock_.Now()));
-    loop_.Poll(wait);
+}
+
+std::string RedisStore::why_not_ready() const {
+  std::string why = cluster_ ? cluster_->why_not_ready() : link_->why_not_ready();
+  if (!why.empty()) return why;
+  if (!started_) return "starting";
+  for (const auto& m : masters_) {
+    if (!m->behind.empty()) return m->behind;
   }
-  if (setup_failed_) {
-    *error = setup_error_;
-    return false;
-  }
-  if (!started_) {
-    *error = "--store: no Redis master within --store-retry: " +
-             (cluster_ ? cluster_->why_not_ready() : link_->why_not_ready());
-    return false;
-  }
-  return true;
+  return "";
 }
 
 void RedisStore::Stop() {
@@ -170,24 +160,32 @@ void RedisStore::Stop() {
 void RedisStore::CheckMaster(const std::string& name,
                              std::function<void(std::span<const std::string_view>, Callback)> send,
                              std::function<void()> ready) {
-  // The settings stalkd relies on (docs/SCALE-OUT.md, "Redis settings").
-  auto fail = [this, name](std::string why) { SetupFailed(name, "Redis at " + name + ": " + why); };
+  // The settings stalkd relies on (docs/SCALE-OUT.md, "Redis settings"): one missing stops a
+  // front end that has not started yet (an operator's mistake, as a bad flag); anything else
+  // (and a setting found missing later) is logged and tried again. A kLost answer: the
+  // connection dropped meanwhile, and the link sets up again.
+  auto fail = [this, name](std::string why, bool fatal = true) {
+    SetupFailed(name, "Redis at " + name + ": " + why, fatal);
+  };
   auto get = [&send](std::string_view key, Callback cb) {
     std::string_view argv[] = {"CONFIG", "GET", key};
     send(argv, std::move(cb));
   };
   get("appendonly", [fail](const Reply& r) {
+    if (r.type == Reply::Type::kLost) return;
     if (r.error() || r.elements.size() < 2 || r.elements[1].str != "yes") {
       return fail("appendonly must be yes (an acknowledged job must survive a restart)");
     }
   });
   get("maxmemory-policy", [fail](const Reply& r) {
+    if (r.type == Reply::Type::kLost) return;
     if (r.error() || r.elements.size() < 2 || r.elements[1].str != "noeviction") {
       return fail("maxmemory-policy must be noeviction (Redis must never evict a job)");
     }
   });
   if (opt_.wait_replicas > 0) {
     get("min-replicas-to-write", [fail](const Reply& r) {
+      if (r.type == Reply::Type::kLost) return;
       if (r.error() || r.elements.size() < 2 || ToInt(r.elements[1]) < 1) {
         return fail(
             "min-replicas-to-write must be at least 1 with --store-wait above 0 (or run "
@@ -197,12 +195,13 @@ void RedisStore::CheckMaster(const std::string& name,
   }
   std::string_view version[] = {"FCALL", "stalkd_version", "0"};
   send(version, [this, send, ready, fail](const Reply& r) {
-    if (setup_failed_) return;
+    if (!fatal_.empty() || r.type == Reply::Type::kLost) return;
     if (!r.error() && r.str == kFunctionsVersion) return ready();
     std::string_view load[] = {"FUNCTION", "LOAD", "REPLACE", kFunctionsLua};
     send(load, [this, ready, fail](const Reply& l) {
-      if (setup_failed_) return;
-      if (l.error()) return fail("FUNCTION LOAD failed: " + l.str);
+      if (!fatal_.empty() || l.type == Reply::Type::kLost) return;
+      // NOREPLICAS (replicas resyncing), LOADING, a busy master: again after a backoff.
+      if (l.error()) return fail("FUNCTION LOAD failed: " + l.str, false);
       ready();
     });
   });
@@ -231,9 +230,8 @@ void RedisStore::OnMasterConnected(const std::string& master) {
       });
 }
 
-void RedisStore::OnMasterLost(const std::string& master, std::string_view why) {
-  fprintf(stderr, "stalkd: lost the Redis Cluster master %s (%.*s); its partitions wait\n",
-          master.c_str(), static_cast<int>(why.size()), why.data());
+void RedisStore::OnMasterLost(const std::string&, std::string_view) {
+  // Logged by Tick (LogState) as the store's state changes: its partitions wait.
 }
 
 void RedisStore::OnSubscribed(const std::string&) {
@@ -246,13 +244,13 @@ void RedisStore::OnSubscriptionLost(std::string_view why) {
           static_cast<int>(why.size()), why.data());
 }
 
-void RedisStore::SetupFailed(const std::string& master, std::string why) {
-  if (!started_) {
-    setup_failed_ = true;
-    setup_error_ = "--store: " + why;
+void RedisStore::SetupFailed(const std::string& master, std::string why, bool fatal) {
+  if (fatal && !started_) {
+    fatal_ = "--store: " + why;
   } else {
-    fprintf(stderr, "stalkd: %s\n", why.c_str());
+    LogState(why);
   }
+  if (master.empty()) return;  // the front-end id on a cluster: Tick asks again
   if (cluster_) {
     cluster_->Reset(master, why);
   } else {
@@ -265,8 +263,14 @@ void RedisStore::Setup() {
   // cluster, as a normal call once every slot is served.
   std::string lease = Ms(opt_.lease);
   auto took = [this](const Reply& r) {
+    if (cluster_) {
+      asking_fid_ = false;
+      next_fid_ask_ = clock_.Now() + kSecond;  // if it failed
+    }
+    if (r.type == Reply::Type::kLost) return;  // the link sets up again (one Redis)
     if (r.error() || r.elements.size() < 4) {
-      return SetupFailed(cluster_ ? "" : link_->master(), "taking a front-end id failed: " + r.str);
+      return SetupFailed(cluster_ ? "" : link_->master(), "taking a front-end id failed: " + r.str,
+                         false);
     }
     fid_ = r.elements[3].str;
     Learn(Global(), ToInt(r.elements[0]), ToInt(r.elements[1]));
@@ -285,7 +289,7 @@ void RedisStore::Started() {
   // Away from Redis (or a master): reaped meanwhile, or a promoted replica without the last
   // listings. Sessions list themselves again with their next reserve.
   enlist_epoch_++;
-  started_ = true;
+  if (!std::exchange(started_, true)) Born();
   next_lease_ = clock_.Now() + opt_.lease / 4;
   next_pump_ = 0;
   std::vector<std::pair<std::string, uint32_t>> orphans;
@@ -298,9 +302,75 @@ void RedisStore::Started() {
   next_waiter_lease_ = 0;
 }
 
-void RedisStore::OnLost(std::string_view why) {
-  fprintf(stderr, "stalkd: lost the Redis master (%.*s); reconnecting\n",
-          static_cast<int>(why.size()), why.data());
+void RedisStore::OnLost(std::string_view) {
+  // Logged by Tick (LogState) as the store's state changes; the link connects again.
+}
+
+void RedisStore::LogState(const std::string& why) {
+  if (why == logged_) return;
+  if (why.empty()) {
+    fprintf(stderr, "stalkd: Redis store ready%s%s\n", link_ ? ": master " : "",
+            link_ ? link_->master().c_str() : "");
+  } else {
+    fprintf(stderr, "stalkd: Redis store not ready: %s\n", why.c_str());
+  }
+  logged_ = why;
+}
+
+void RedisStore::Born() {
+  // The front-end id is known: the sessions opened before take their ids (they sent nothing:
+  // their calls were held), then their held calls and references go out, in order.
+  uint64_t fid = 0;
+  std::from_chars(fid_.data(), fid_.data() + fid_.size(), fid);
+  for (const auto& [text, cell] : unborn_) {
+    if (RedisSession* s = *cell) {
+      s->sid_ = fid * (uint64_t{1} << 24) + s->sid_;
+      s->sid_text_ = std::to_string(s->sid_);
+    }
+  }
+  unborn_.clear();
+  std::vector<std::pair<std::string, std::pair<int, int>>> refs(pending_refs_.begin(),
+                                                                pending_refs_.end());
+  pending_refs_.clear();
+  for (const auto& [tube, d] : refs) {
+    if (d.first != 0 || d.second != 0) Ref(tube, d.first, d.second);
+  }
+  std::deque<Unborn> held;
+  held.swap(held_);
+  for (Unborn& h : held) {
+    if (h.owner) {
+      if (!*h.owner) continue;  // closed meanwhile: its answer would go nowhere
+      h.args[0] = (*h.owner)->sid_text_;
+    }
+    std::vector<std::string_view> args(h.args.begin(), h.args.end());
+    Call(h.part, h.fn, std::span<const std::string_view>(args), h.writes, std::move(h.done));
+  }
+}
+
+void RedisStore::Hold(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
+                      bool writes, Handler done) {
+  Unborn h{part,    std::string(fn),          {args.begin(), args.end()}, writes, std::move(done),
+           nullptr, clock_.Now() + opt_.retry};
+  // A session's call names its session id first: one opened before the front-end id was
+  // known has a provisional one, replaced when the call goes out (its buffer identifies it).
+  if (!args.empty()) {
+    auto it = unborn_.find(args[0].data());
+    if (it != unborn_.end() && *it->second && (*it->second)->sid_text_.data() == args[0].data()) {
+      h.owner = it->second;
+    }
+  }
+  held_.push_back(std::move(h));
+}
+
+Nanos RedisStore::ExpireHeld(Nanos now) {
+  while (!held_.empty() && held_.front().deadline <= now) {
+    Unborn h = std::move(held_.front());
+    held_.pop_front();
+    Answer lost;
+    lost.lost = true;
+    h.done(lost);
+  }
+  return held_.empty() ? kForever : held_.front().deadline;
 }
 
 void RedisStore::OnMessage(std::string_view channel, std::string_view message) {
@@ -331,13 +401,20 @@ RedisStore::Master& RedisStore::MasterNamed(const std::string& name) {
 
 void RedisStore::Call(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
                       bool writes, Handler done) {
+  if (!started_) return Hold(part, fn, args, writes, std::move(done));
   std::string name = "stalkd_";
   name.append(fn);
   std::vector<std::string_view> argv;
   argv.reserve(args.size() + 4);
   argv.insert(argv.end(), {"FCALL", name, "1", tags_[part]});
   argv.insert(argv.end(), args.begin(), args.end());
-  bool wait = writes && opt_.wait_replicas > 0;
+  auto command = std::make_shared<std::string>();
+  AppendCommand(*command, std::span<const std::string_view>(argv));
+  SendCall(part, std::move(command), writes && opt_.wait_replicas > 0, std::move(done), false);
+}
+
+void RedisStore::SendCall(uint32_t part, std::shared_ptr<const std::string> command, bool wait,
+                          Handler done, bool again) {
   Master* predicted = nullptr;
   uint64_t mark = 0;
   if (wait) {
@@ -347,13 +424,43 @@ void RedisStore::Call(uint32_t part, std::string_view fn, std::span<const std::s
     predicted->need_wait = true;
     mark = predicted->waits_sent;
   }
-  Callback cb = [this, part, wait, predicted, mark, done = std::move(done)](const Reply& r) {
+  Callback cb = [this, part, command, wait, predicted, mark, again,
+                 done = std::move(done)](const Reply& r) {
+    // The master lost our functions (FUNCTION FLUSH, restarted empty, a replica promoted that
+    // never had them): nothing ran. Loaded again, then this call once more, behind the load
+    // on the same connection.
+    if (!again && r.ErrorIs("ERR Function not found")) {
+      ReloadFunctions(cluster_ ? cluster_->answered_by() : std::string());
+      return SendCall(part, command, wait, done, true);
+    }
     Answered(r, done, part, wait, predicted, mark);
   };
   if (cluster_) {
-    cluster_->Send(tags_[part], std::span<const std::string_view>(argv), std::move(cb));
+    cluster_->SendEncoded(tags_[part], *command, std::move(cb));
   } else {
-    link_->Send(std::span<const std::string_view>(argv), std::move(cb));
+    link_->SendEncoded(*command, std::move(cb));
+  }
+}
+
+void RedisStore::ReloadFunctions(const std::string& master) {
+  // Once per master until it answers: the calls that found a function missing meanwhile go
+  // again behind this one load.
+  if (std::find(reloading_.begin(), reloading_.end(), master) != reloading_.end()) return;
+  reloading_.push_back(master);
+  LogState("functions missing on " + (master.empty() ? link_->master() : master) +
+           ": loading them again");
+  std::string_view load[] = {"FUNCTION", "LOAD", "REPLACE", kFunctionsLua};
+  Callback cb = [this, master](const Reply& r) {
+    std::erase(reloading_, master);
+    if (r.error()) {
+      fprintf(stderr, "stalkd: FUNCTION LOAD on %s failed: %s\n",
+              master.empty() ? link_->master().c_str() : master.c_str(), r.str.c_str());
+    }
+  };
+  if (cluster_) {
+    cluster_->SendTo(master, load, std::move(cb));
+  } else {
+    link_->Send(load, std::move(cb));
   }
 }
 
@@ -409,6 +516,11 @@ void RedisStore::Answered(const Reply& r, const Handler& done, uint32_t part, bo
   } else {
     m = masters_[0].get();
   }
+  if (r.ErrorIs("NOREPLICAS")) {
+    m->behind = "replicas behind: " + (m->name.empty() ? link_->master() : m->name) + ": " + r.str;
+  } else if (!r.error() && opt_.wait_replicas == 0) {
+    m->behind.clear();
+  }
   // A WAIT on the master that answered covers this change if it was sent after the change
   // was (on the same connection): the one out now, if it was sent after the call reached
   // there first; else the next one.
@@ -462,11 +574,18 @@ void RedisStore::SendWait(Master& m) {
   m.need_wait = false;
   uint64_t k = ++m.waits_sent;
   std::string n = std::to_string(opt_.wait_replicas);
-  std::string ms = Ms(opt_.wait_timeout);
+  // Within the retry window, after which the link gives up on an answer.
+  std::string ms = Ms(std::min(opt_.wait_timeout, opt_.retry / 2));
   std::string_view argv[] = {"WAIT", n, ms};
   Callback cb = [this, &m, k](const Reply& r) {
     m.waits_answered = k;
     bool ok = r.type == Reply::Type::kInteger && r.integer >= opt_.wait_replicas;
+    if (ok) {
+      m.behind.clear();
+    } else if (r.type == Reply::Type::kInteger) {
+      m.behind = "replicas behind: " + (m.name.empty() ? link_->master() : m.name) + ": WAIT " +
+                 std::to_string(opt_.wait_replicas) + " confirmed " + std::to_string(r.integer);
+    }
     if (!ok) {
       fprintf(stderr, "stalkd: WAIT %d answered %s on %s\n", opt_.wait_replicas,
               r.type == Reply::Type::kInteger ? std::to_string(r.integer).c_str() : r.str.c_str(),
@@ -500,10 +619,19 @@ std::unique_ptr<command::Session> RedisStore::Open(command::Client& client) {
   std::from_chars(fid_.data(), fid_.data() + fid_.size(), fid);
   uint64_t sid = fid * (uint64_t{1} << 24) + (++next_conn_ % (uint64_t{1} << 24));
   total_connections_++;
-  return std::make_unique<RedisSession>(*this, client, sid);
+  // Before the front-end id is known (fid 0): a provisional id, completed by Born().
+  auto s = std::make_unique<RedisSession>(*this, client, sid);
+  if (!started_) unborn_[s->sid_text_.data()] = s->cell_;
+  return s;
 }
 
 void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta) {
+  if (!started_) {  // the front-end id is not known yet: sent by Born()
+    auto& d = pending_refs_[std::string(tube)];
+    d.first += using_delta;
+    d.second += watching_delta;
+    return;
+  }
   std::string du = std::to_string(using_delta), dw = std::to_string(watching_delta);
   uint32_t p = PartitionOf(tube);
   Touched(p);
@@ -753,6 +881,19 @@ Nanos RedisStore::Tick() {
   for (auto& f : later) f();
   Nanos next = PollLinks();
   Nanos now = clock_.Now();
+  // On a cluster the front-end id is taken once its global partition's master is ready (one
+  // Redis: as the last step of the master's setup).
+  if (cluster_ && !started_ && !asking_fid_ && fatal_.empty() && now >= next_fid_ask_ &&
+      cluster_->ready(slots_[Global()])) {
+    asking_fid_ = true;
+    Setup();
+  }
+  if (!started_) {
+    next = std::min(next, ExpireHeld(now));
+    if (next_fid_ask_ > now) next = std::min(next, next_fid_ask_);
+  }
+  // Each change of state is logged once; a normal start-up's first second is not.
+  if (started_ || now - created_ >= kSecond) LogState(why_not_ready());
   bool up = started_ && (cluster_ || link_->ready());
   if (up) {
     // Each second, the safety net; on a cluster the sweep, after a renewal (see RenewLease).

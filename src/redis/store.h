@@ -62,9 +62,15 @@ class RedisStore final : public command::Store,
   RedisStore(const RedisStore&) = delete;
   RedisStore& operator=(const RedisStore&) = delete;
 
-  // Connects, checks Redis' settings, loads the functions and takes a front-end id, running
-  // the loop until done: start-up only. false with *error when Redis cannot be used.
-  bool Start(std::string* error);
+  // Starts connecting, without waiting: Tick then checks Redis' settings, loads the functions
+  // and takes a front-end id, trying again (with the link's backoff) for as long as it takes.
+  // Sessions may be opened at once: their calls are held until the front-end id is known, each
+  // for up to --store-retry (then answered as lost).
+  void Start();
+  // Not empty once the store found Redis unusable before it ever served: a setting it
+  // requires is missing (appendonly, noeviction, min-replicas-to-write). The front end stops
+  // with this message (exit 1); later the same finding is logged and tried again.
+  const std::string& fatal() const { return fatal_; }
   // Gives back this front end's reservations and references (a clean stop), waiting up to
   // a second for Redis to confirm.
   void Stop();
@@ -78,6 +84,9 @@ class RedisStore final : public command::Store,
   void SetObserver(command::Observer* o) override { observer_ = o; }
 
   bool ready() const { return cluster_ ? cluster_->ready() : link_->ready(); }
+  // Why the store cannot serve now, for /readyz ("starting", the link's reason: no master,
+  // connecting, setting up; "replicas behind: ..."); empty when it can.
+  std::string why_not_ready() const;
 
   // Partitions (1 on one Redis) and where tubes and ids live.
   uint32_t partitions() const { return parts_; }
@@ -119,6 +128,11 @@ class RedisStore final : public command::Store,
     Call(part, fn, std::span<const std::string_view>(args.begin(), args.size()), writes,
          std::move(done));
   }
+  // Sends an encoded call (`again`: its second try, after the functions were loaded again).
+  void SendCall(uint32_t part, std::shared_ptr<const std::string> command, bool wait, Handler done,
+                bool again);
+  // FUNCTION LOAD REPLACE on `master` ("" on one Redis), unless one is out there already.
+  void ReloadFunctions(const std::string& master);
   // On a cluster: FCALL_RO stalkd_<fn> 0 args... on one master (the per-node reads); `done`
   // gets the raw reply.
   void CallNode(const std::string& master, std::string_view fn,
@@ -146,9 +160,20 @@ class RedisStore final : public command::Store,
   void SendWaits();
   void SendWait(Master& m);
 
-  // Setup found Redis unusable: start-up fails with `why`; later, it is logged and the link
-  // tries again.
-  void SetupFailed(const std::string& master, std::string why);
+  // Setup found Redis unusable (`fatal`: a setting it requires is missing): before the store
+  // ever started, a fatal finding stops the front end (fatal()); anything else is logged and
+  // the link (`master`'s on a cluster; "": the front-end id, asked again by Tick) tries again.
+  void SetupFailed(const std::string& master, std::string why, bool fatal);
+  // Logs the store's state (why it cannot serve; "" ready) when it changed.
+  void LogState(const std::string& why);
+  // The front-end id is known for the first time: sessions opened before take their ids, and
+  // what they asked meanwhile goes out.
+  void Born();
+  // Before that: a call is held (it would name a provisional session id); expired after
+  // --store-retry as lost. ExpireHeld returns the next expiry.
+  void Hold(uint32_t part, std::string_view fn, std::span<const std::string_view> args, bool writes,
+            Handler done);
+  Nanos ExpireHeld(Nanos now);
 
   // Link::Listener
   void OnConnected() override;
@@ -218,9 +243,27 @@ class RedisStore final : public command::Store,
   std::string fid_ = "0";
   uint64_t next_conn_ = 0;
   bool draining_ = false;
-  bool started_ = false;
-  bool setup_failed_ = false;
-  std::string setup_error_;
+  bool started_ = false;  // a front-end id is known: calls go out
+  std::string fatal_;
+  Nanos created_ = 0;        // Start()
+  std::string logged_;       // the state last logged ("": ready)
+  bool asking_fid_ = false;  // a cluster's front-end id: asked, not answered
+  Nanos next_fid_ask_ = 0;
+  // Before the front-end id is known: sessions opened (by the address of their session id's
+  // text, which their calls name first), calls held, tube references summed.
+  struct Unborn {
+    uint32_t part;
+    std::string fn;
+    std::vector<std::string> args;
+    bool writes;
+    Handler done;
+    std::shared_ptr<RedisSession*> owner;  // the session whose id args[0] is; null: none
+    Nanos deadline;
+  };
+  std::unordered_map<const char*, std::shared_ptr<RedisSession*>> unborn_;
+  std::deque<Unborn> held_;
+  std::vector<std::string> reloading_;  // masters a FUNCTION LOAD is out to
+  std::unordered_map<std::string, std::pair<int, int>> pending_refs_;
 
   Nanos offset_ = 0;  // redis ms * 1e6 - local, as the last answer (of any master) said
   Nanos next_pump_ = 0;
@@ -251,6 +294,9 @@ class RedisStore final : public command::Store,
     std::string name;
     bool need_wait = false;
     uint64_t waits_sent = 0, waits_answered = 0;
+    // Set while its replicas are behind: its last WAIT did not confirm them, or it refused a
+    // write (NOREPLICAS); cleared by a WAIT that confirms (--store-wait 0: a call answered).
+    std::string behind;
     std::deque<Held> held;
   };
   std::vector<std::unique_ptr<Master>> masters_;

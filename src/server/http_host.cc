@@ -85,7 +85,14 @@ Nanos HttpHost::Now() const { return server_.clock().Now(); }
 
 std::string_view HttpHost::version() const { return kVersion; }
 
-bool HttpHost::ready() const { return !server_.draining() && !server_.recovering(); }
+bool HttpHost::ready() const {
+  return !server_.draining() && !server_.recovering() && server_.StoreNotReady().empty();
+}
+
+std::string HttpHost::why_not_ready() const {
+  if (server_.draining()) return "draining";
+  return server_.StoreNotReady();
+}
 
 bool HttpHost::recovering() const { return server_.recovering(); }
 

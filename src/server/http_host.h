@@ -54,6 +54,7 @@ class HttpHost final : public http::Access,
   // AdminHost.
   std::string_view version() const override;
   bool ready() const override;
+  std::string why_not_ready() const override;
   bool recovering() const override;
   http::Co<> ScrapeMetrics(command::Session& s, http::Response* resp) override;
   // DashboardHost.

@@ -171,7 +171,9 @@ Server::~Server() {
   }
 }
 
-bool Server::OpenStore(std::string* error) { return !redis_ || redis_->Start(error); }
+void Server::OpenStore() {
+  if (redis_) redis_->Start();
+}
 
 bool Server::OpenBinlog(std::string* error, int* exit_code) {
   storage::BinlogOptions so;
@@ -494,7 +496,14 @@ void Server::RunIteration(Nanos poll_timeout) {
 }
 
 void Server::Run() {
-  while (!stopping_) RunOnce();
+  while (!stopping_) {
+    RunOnce();
+    if (redis_ && !redis_->fatal().empty()) {
+      fprintf(stderr, "stalkd: %s\n", redis_->fatal().c_str());
+      exit_code_ = 1;
+      break;
+    }
+  }
   if (binlog_ && !held_.empty()) {
     binlog_->Close();  // every written record is durable afterwards, unless it failed
     if (binlog_->failed()) {

@@ -41,9 +41,10 @@ class Server final : public command::Host {
   // false: start-up must stop with *exit_code (10 when another server holds the lock, as
   // beanstalkd) after printing *error.
   bool OpenBinlog(std::string* error, int* exit_code);
-  // With --store redis...: connects to Redis and checks it (docs/SCALE-OUT.md). Call before
-  // AddListener/Run. false: start-up must stop (exit code 1) after printing *error.
-  bool OpenStore(std::string* error);
+  // With --store redis...: starts connecting to Redis, without waiting (docs/SCALE-OUT.md,
+  // "Start-up and outages"): connections are served at once, their commands waiting for the
+  // store. Run() ends with exit_code() 1 if Redis turns out unusable before it ever served.
+  void OpenStore();
 
   // Takes ownership of a listening socket and starts accepting on it; its connections are
   // made by `make` (the protocol they speak).
@@ -58,7 +59,12 @@ class Server final : public command::Host {
   // does no timer work, so the admin listener answers /healthz and /readyz ("recovering").
   void ServeWhileRecovering();
   bool recovering() const { return recovering_; }
+  // Why the store cannot serve now (the Redis store: not connected, no master, replicas
+  // behind...), for /readyz; empty when it can.
+  std::string StoreNotReady() const { return redis_ ? redis_->why_not_ready() : std::string(); }
   void Stop() { stopping_ = true; }
+  // What the process should exit with once Run() returns.
+  int exit_code() const { return exit_code_; }
   // Routes SIGTERM/SIGINT (stop) and SIGUSR1 (drain mode) through the loop.
   bool HandleSignals();
 
@@ -119,6 +125,7 @@ class Server final : public command::Host {
   std::vector<std::unique_ptr<ListenHandler>> listeners_;
   std::unique_ptr<SignalHandler> signals_;
   bool stopping_ = false;
+  int exit_code_ = 0;
   Nanos accept_paused_until_ = 0;
   net::AccessList access_;   // --allow
   size_t memory_peak_ = 0;   // engine memory high-water mark since the last trim
