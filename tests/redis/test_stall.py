@@ -12,6 +12,7 @@ a master stuck in a long command look the same to stalkd).
 
 Run: STALKD_BIN=build/release/stalkd python3 -m unittest -v tests/redis/test_stall.py
 """
+import http.client
 import json
 import os
 import sys
@@ -32,6 +33,17 @@ REPLY_TIMEOUT = 60.0
 RETRY_MS = 1000
 
 
+def request(port, method, path, body=b"", headers=None):
+    """(status, body) of one request to 127.0.0.1:port."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=REPLY_TIMEOUT)
+    try:
+        c.request(method, path, body, headers or {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
 def readyz(port):
     """(status, body's "status") of GET /readyz on the admin port."""
     try:
@@ -43,11 +55,17 @@ def readyz(port):
 
 class StallCase(StoreCase):
     def stalling_front_end(self, url, prefix=None, wait=0):
-        """A front end with --store-retry RETRY_MS and an admin port (self.admin)."""
-        self.admin = beanstalk.free_port()
+        """A front end with --store-retry RETRY_MS, an admin port (self.admin) and an API
+        port (self.api)."""
+        self.admin, self.api = beanstalk.free_port(), beanstalk.free_port()
         return self.front_end(url, prefix or redis_fixture.unique_prefix(),
                               "--store-retry", str(RETRY_MS),
-                              "--admin-http", "127.0.0.1:%d" % self.admin, wait=wait)
+                              "--admin-http", "127.0.0.1:%d" % self.admin,
+                              "--http", "127.0.0.1:%d" % self.api, wait=wait)
+
+    def publish(self, token, body):
+        """The status of an HTTP publish to queue q of namespace ns."""
+        return request(self.api, "PUT", "/api/ns/q", body, {"X-Token": token})[0]
 
     def assertReady(self):
         self.assertTrue(wait_until(lambda: readyz(self.admin)[0] == 200, REPLY_TIMEOUT),
@@ -71,6 +89,10 @@ class TestOneRedisStopped(StallCase):
         c = self.client(fe, timeout=REPLY_TIMEOUT)
         self.assertTrue(c.put("before").startswith(b"INSERTED "))
         self.assertReady()
+        status, body = request(self.admin, "POST", "/token/ns?description=t")
+        self.assertEqual(status, 201, body)
+        token = json.loads(body)["token"]
+        self.assertEqual(self.publish(token, b"before"), 201)
         w.send(b"reserve-with-timeout 600\r\n")
         self.assertTrue(beanstalk.wait_stat(c, "current-waiting", "1", timeout=REPLY_TIMEOUT))
 
@@ -78,11 +100,13 @@ class TestOneRedisStopped(StallCase):
         self.addCleanup(r.resume)
         self.assertEqual(c.put("during"), b"INTERNAL_ERROR\r\n")
         self.assertEqual(c.cmd("stats"), b"INTERNAL_ERROR\r\n")
+        self.assertEqual(self.publish(token, b"during"), 500)
         why = self.assertNotReady()
         print("\n/readyz while Redis is stopped: 503 %r" % why, file=sys.stderr)
 
         r.resume()
         self.assertReady()
+        self.assertEqual(self.publish(token, b"after"), 201)
         c.cmd("use stalled")
         jid = beanstalk.inserted_id(c.put("after"))
         self.assertEqual(w.read_reply(), beanstalk.reserved(jid, b"after"))
