@@ -425,6 +425,7 @@ void Server::RunIteration(Nanos poll_timeout) {
     accept_paused_until_ = 0;
     for (auto& l : listeners_) loop_.Modify(l->fd(), EPOLLIN, l.get());
   }
+  if (!closed_.empty()) Reap();
 
   std::vector<Connection*> run;
   run.swap(runnable_);
@@ -479,6 +480,11 @@ void Server::RunIteration(Nanos poll_timeout) {
 
   if (http_) http_->CheckRequestTimeouts(clock_.Now());
 
+  Reap();
+  NoteMemory();
+}
+
+void Server::Reap() {
   std::vector<Connection*> gone;
   gone.swap(closed_);
   for (Connection* c : gone) {
@@ -490,7 +496,6 @@ void Server::RunIteration(Nanos poll_timeout) {
     connections_.Remove(c);
     delete c;
   }
-  NoteMemory();
 }
 
 void Server::Run() {
