@@ -927,7 +927,7 @@ class Probe : public Handler {
   void start(int port = 0) { c_ = &L_.connect(this, true, false, port); }
   void tick(u64 t) {
     if (c_ && !inflight_ && t >= next_) {
-      L_.send(*c_, Cmd::Stats, "stats\r\n", t);
+      L_.send(*c_, Cmd::Stats, command, t);
       inflight_ = true;
     }
   }
@@ -956,6 +956,7 @@ class Probe : public Handler {
     }
     return h;
   }
+  std::string command = "stats\r\n";  // stats-ext: with stalkd's own keys (total-expired-jobs)
   std::string field;  // a stats field to extract from each reply (e.g. current-jobs-reserved)
   std::vector<Sample> samples;
   std::string last_body;  // the latest reply's body
@@ -2054,6 +2055,7 @@ void scen_lifecycle(const Opts& o) {
   Errors err;
   Probe probe(L, o.probe_ms);
   probe.field = "current-jobs-ready";
+  if (ttl_mode) probe.command = "stats-ext\r\n";  // total-expired-jobs is stalkd's own
   probe.start();
   u64 ev_start = 0;  // the event's start; 0 until it is known
   double srv_cpu0 = std::nan(""), self_cpu0 = std::nan("");

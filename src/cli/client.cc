@@ -42,16 +42,20 @@ Reply Client::Expect(std::string_view line, std::initializer_list<std::string_vi
   return r;
 }
 
-Dict Client::Stats() { return ParseDict(Expect("stats", {"OK"}).body); }
+std::string Client::StatsVerb(std::string_view verb) {
+  return std::string(verb) + (Extensions() ? "-ext" : "");
+}
+
+Dict Client::Stats() { return ParseDict(Expect(StatsVerb("stats"), {"OK"}).body); }
 
 std::optional<Dict> Client::StatsTube(std::string_view tube) {
-  Reply r = Expect("stats-tube " + std::string(tube), {"OK", "NOT_FOUND"});
+  Reply r = Expect(StatsVerb("stats-tube") + " " + std::string(tube), {"OK", "NOT_FOUND"});
   if (!r.Is("OK")) return std::nullopt;
   return ParseDict(r.body);
 }
 
 std::optional<Dict> Client::StatsJob(uint64_t id) {
-  Reply r = Expect("stats-job " + std::to_string(id), {"OK", "NOT_FOUND"});
+  Reply r = Expect(StatsVerb("stats-job") + " " + std::to_string(id), {"OK", "NOT_FOUND"});
   if (!r.Is("OK")) return std::nullopt;
   return ParseDict(r.body);
 }
@@ -59,9 +63,10 @@ std::optional<Dict> Client::StatsJob(uint64_t id) {
 std::vector<std::optional<Dict>> Client::StatsTubes(const std::vector<std::string>& tubes) {
   std::vector<std::optional<Dict>> out;
   out.reserve(tubes.size());
+  std::string verb = StatsVerb("stats-tube") + " ";
   for (size_t i = 0; i < tubes.size(); i += kBatch) {
     size_t end = std::min(tubes.size(), i + kBatch);
-    for (size_t k = i; k < end; k++) conn_.SendLine("stats-tube " + tubes[k]);
+    for (size_t k = i; k < end; k++) conn_.SendLine(verb + tubes[k]);
     for (size_t k = i; k < end; k++) {
       Reply r = conn_.Read();
       if (r.Is("OK")) {
@@ -69,7 +74,7 @@ std::vector<std::optional<Dict>> Client::StatsTubes(const std::vector<std::strin
       } else if (r.Is("NOT_FOUND")) {
         out.emplace_back();
       } else {
-        Unexpected("stats-tube " + tubes[k], r);
+        Unexpected(verb + tubes[k], r);
       }
     }
   }
@@ -110,18 +115,19 @@ bool Client::Extensions() {
 
 void Client::FetchJobs(const std::vector<uint64_t>& ids,
                        const std::function<void(JobRecord&&)>& fn) {
+  std::string verb = StatsVerb("stats-job") + " ";
   for (size_t i = 0; i < ids.size(); i += kBatch) {
     size_t end = std::min(ids.size(), i + kBatch);
     for (size_t k = i; k < end; k++) {
       std::string id = std::to_string(ids[k]);
-      conn_.SendLine("stats-job " + id);
+      conn_.SendLine(verb + id);
       conn_.SendLine("peek " + id);
     }
     for (size_t k = i; k < end; k++) {
       Reply stats = conn_.Read();
       Reply peek = conn_.Read();
       std::string id = std::to_string(ids[k]);
-      if (!stats.Is("OK") && !stats.Is("NOT_FOUND")) Unexpected("stats-job " + id, stats);
+      if (!stats.Is("OK") && !stats.Is("NOT_FOUND")) Unexpected(verb + id, stats);
       if (!peek.Is("FOUND") && !peek.Is("NOT_FOUND")) Unexpected("peek " + id, peek);
       if (stats.Is("OK") && peek.Is("FOUND")) fn(JobFromStats(ParseDict(stats.body), peek.body));
     }
@@ -131,16 +137,17 @@ void Client::FetchJobs(const std::vector<uint64_t>& ids,
 void Client::ScanJobs(uint64_t first, uint64_t last, const std::function<bool(const Dict&)>& want,
                       const std::function<void(JobRecord&&)>& fn,
                       const std::function<void(uint64_t)>& scanned) {
+  std::string verb = StatsVerb("stats-job") + " ";
   for (uint64_t lo = first; lo <= last && lo != 0; lo += kScanBatch) {
     uint64_t hi = std::min<uint64_t>(last, lo + kScanBatch - 1);
-    for (uint64_t id = lo; id <= hi; id++) conn_.SendLine("stats-job " + std::to_string(id));
+    for (uint64_t id = lo; id <= hi; id++) conn_.SendLine(verb + std::to_string(id));
     std::vector<uint64_t> found;
     for (uint64_t id = lo; id <= hi; id++) {
       Reply r = conn_.Read();
       if (r.Is("OK")) {
         if (want(ParseDict(r.body))) found.push_back(id);
       } else if (!r.Is("NOT_FOUND")) {
-        Unexpected("stats-job " + std::to_string(id), r);
+        Unexpected(verb + std::to_string(id), r);
       }
     }
     FetchJobs(found, fn);

@@ -47,6 +47,9 @@ class Client {
   // True when the server has stalkd's extensions (docs/EXTENSIONS.md); asked once, with a
   // list-jobs that beanstalkd answers UNKNOWN_COMMAND.
   bool Extensions();
+  // "stats", "stats-tube" or "stats-job" as stalk asks it: on stalkd its -ext form, whose
+  // reply adds stalkd's own keys and job fields after beanstalkd's (docs/EXTENSIONS.md).
+  std::string StatsVerb(std::string_view verb);
 
   // For each id, in order: stats-job and peek, pipelined in batches; fn gets each job that
   // exists (a job gone between the two is skipped). Changes nothing on the server.

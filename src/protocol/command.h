@@ -27,6 +27,9 @@ struct Command {
   // put only: the line had something after <bytes>. beanstalkd checks the size limit first
   // (JOB_TOO_BIG, body skipped) and only then rejects the garbage (BAD_FORMAT).
   bool trailing_garbage = false;
+  // stats-ext, stats-tube-ext, stats-job-ext (docs/EXTENSIONS.md): kStats, kStatsTube or
+  // kStatsJob whose reply adds stalkd's own keys after beanstalkd's.
+  bool extended = false;
   // An extension verb (docs/EXTENSIONS.md): everything after the verb, parsed by
   // extensions.cc.
   std::string_view args;

@@ -147,8 +147,8 @@ bool Conversation::RunSteps(size_t max_steps) {
           if (first_pending_) {
             // From now on every reply queues behind the pending one.
             later_ = std::make_unique<std::deque<Later>>();
-            later_->push_back({{}, started_, verb_, false, pending_reserve_});
-            first_pending_ = pending_reserve_ = false;
+            later_->push_back({{}, started_, verb_, false, pending_reserve_, pending_extended_});
+            first_pending_ = pending_reserve_ = pending_extended_ = false;
             started_ = 0;
           }
         }
@@ -224,12 +224,12 @@ bool Conversation::MayPipeline(std::string_view line) const {
          session_->CanPipeline(cmd.verb);
 }
 
-void Conversation::Answer(const Result& r, bool reserve) {
+void Conversation::Answer(const Result& r, bool reserve, bool extended) {
   bool pending = r.outcome == Outcome::kPending;
   if (later_) {
-    Later l{{}, started_, verb_, !pending, pending && reserve};
+    Later l{{}, started_, verb_, !pending, pending && reserve, pending && extended};
     if (!pending) {
-      AppendReply(r, &l.reply);
+      AppendReply(r, &l.reply, extended);
       Timed();
     }
     started_ = 0;
@@ -240,9 +240,10 @@ void Conversation::Answer(const Result& r, bool reserve) {
   if (pending) {
     first_pending_ = true;
     pending_reserve_ = reserve;
+    pending_extended_ = extended;
     return;
   }
-  AppendReply(r, &out_);
+  AppendReply(r, &out_, extended);
   Timed();
 }
 
@@ -275,7 +276,7 @@ void Conversation::OnResult(const Result& r) {
     Later& first = later_->front();
     STALKD_CHECK(!first.ready);
     reserve = first.reserve;
-    AppendReply(r, &out_);
+    AppendReply(r, &out_, first.extended);
     if (observer_ && first.started != 0) {
       observer_->OnCommand(first.verb, observer_->Now() - first.started);
     }
@@ -294,8 +295,10 @@ void Conversation::OnResult(const Result& r) {
   } else {
     STALKD_CHECK(first_pending_);
     first_pending_ = false;
-    reserve = std::exchange(pending_reserve_, false);
-    AppendReply(r, &out_);
+    reserve = pending_reserve_;
+    bool extended = pending_extended_;
+    pending_reserve_ = pending_extended_ = false;
+    AppendReply(r, &out_, extended);
     Timed();
   }
   if (state_ == State::kWaiting) state_ = State::kCommand;
@@ -319,7 +322,7 @@ void Conversation::OnInputClosed() {
     close_after_ = true;  // its answer, and those of the reserves behind it, are coming
     return;
   }
-  first_pending_ = pending_reserve_ = false;
+  first_pending_ = pending_reserve_ = pending_extended_ = false;
   later_.reset();
   AppendReply(r, &out_);
   state_ = State::kClosing;
@@ -382,7 +385,7 @@ void Conversation::Execute(std::string_view line) {
       return AnswerReserve(Call(cmd));
     default:
       if (IsExtension(cmd.verb)) return ExecuteExtension(cmd);
-      return Answer(Call(cmd));
+      return Answer(Call(cmd), false, cmd.extended);
   }
 }
 

@@ -81,7 +81,8 @@ class Conversation final : public command::FrontEnd {
     Nanos started = 0;  // with observer_: when its command was read
     command::Verb verb = command::Verb::kUnknown;
     bool ready = false;
-    bool reserve = false;  // a reserve's pending result
+    bool reserve = false;   // a reserve's pending result
+    bool extended = false;  // a pending stats result of stats-ext & co. (Command::extended)
   };
 
   bool RunSteps(size_t max_steps);
@@ -89,7 +90,8 @@ class Conversation final : public command::FrontEnd {
   // The store call for one parsed command line (handlers.cc).
   command::Result Call(const Command& cmd);
   // The current command's result: written, or pending, or held behind pending ones.
-  void Answer(const command::Result& r, bool reserve = false);
+  // `extended`: the reply of stats-ext & co. (Command::extended).
+  void Answer(const command::Result& r, bool reserve = false, bool extended = false);
   void AnswerReserve(const command::Result& r);
   // Whether the command on `line` may go ahead of the pending results (Session::CanPipeline).
   bool MayPipeline(std::string_view line) const;
@@ -130,14 +132,15 @@ class Conversation final : public command::FrontEnd {
 
   State state_ = State::kCommand;
   command::Verb verb_ = command::Verb::kUnknown;  // the command being answered (observer_)
-  bool input_closed_ = false;
-  bool needs_input_ = false;  // Run() stopped because the buffered input is incomplete
+  bool input_closed_ : 1 = false;
+  bool needs_input_ : 1 = false;  // Run() stopped because the buffered input is incomplete
   // One result is pending and nothing was made after it: its reply goes straight out.
-  bool first_pending_ = false;
-  bool pending_reserve_ = false;  // first_pending_: the pending result is a reserve's
+  bool first_pending_ : 1 = false;
+  bool pending_reserve_ : 1 = false;   // first_pending_: the pending result is a reserve's
+  bool pending_extended_ : 1 = false;  // first_pending_: it is stats-ext's & co.
   // Input closed while reserves were on their way (Session::CloseReserve): their answers
   // go out until one is TIMED_OUT, then the connection closes.
-  bool close_after_ = false;
+  bool close_after_ : 1 = false;
   command::Outcome skip_reply_ = command::Outcome::kBadFormat;  // kSkipBody: the reply after
 
   std::string out_;

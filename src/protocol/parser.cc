@@ -68,6 +68,15 @@ constexpr VerbPrefix kExtensionVerbs[] = {
     {"tube-tries", Verb::kTubeTries},
 };
 
+// The extended stats verbs (docs/EXTENSIONS.md): beanstalkd's "stats" prefix matches them,
+// with something after it (BAD_FORMAT in beanstalkd), so only such lines look them up. Each
+// is parsed as its beanstalkd verb, with Command::extended.
+constexpr VerbPrefix kExtendedStats[] = {
+    {"stats-ext", Verb::kStats},
+    {"stats-tube-ext ", Verb::kStatsTube},
+    {"stats-job-ext ", Verb::kStatsJob},
+};
+
 bool MatchesExtension(std::string_view line, const VerbPrefix& v, bool need_space) {
   if (line.substr(0, v.prefix.size()) != v.prefix) return false;
   if (line.size() == v.prefix.size()) return !need_space;
@@ -142,6 +151,16 @@ ParseStatus ParseCommand(std::string_view line, Command* cmd) {
         cmd->verb = v.verb;
         cmd->args = line.substr(v.prefix.size());
         return ParseStatus::kOk;
+      }
+    }
+  }
+  if (cmd->verb == Verb::kStats && !args.empty()) {
+    for (const VerbPrefix& v : kExtendedStats) {
+      if (line.substr(0, v.prefix.size()) == v.prefix) {
+        cmd->verb = v.verb;
+        cmd->extended = true;
+        args = line.substr(v.prefix.size());
+        break;
       }
     }
   }

@@ -27,6 +27,7 @@ struct Case {
   uint32_t timeout = 0;
   std::string tube;
   bool garbage = false;
+  bool extended = false;
 };
 
 std::string Printable(const std::string& s) {
@@ -62,6 +63,7 @@ TEST_P(ParserTable, Parses) {
   EXPECT_EQ(cmd.timeout, c.timeout);
   EXPECT_EQ(std::string(cmd.tube), c.tube);
   EXPECT_EQ(cmd.trailing_garbage, c.garbage);
+  EXPECT_EQ(cmd.extended, c.extended);
 }
 
 Case Make(std::string line, ParseStatus st, Verb v = Verb::kUnknown) {
@@ -80,6 +82,10 @@ Case WithId(Case c, uint64_t id) {
 }
 Case WithTube(Case c, std::string t) {
   c.tube = std::move(t);
+  return c;
+}
+Case Extended(Case c) {
+  c.extended = true;
   return c;
 }
 Case Put(std::string line, uint32_t pri, uint32_t delay, uint32_t ttr, uint32_t bytes,
@@ -274,6 +280,25 @@ std::vector<Case> Cases() {
   v.push_back(Bad("stats-tube "));
   v.push_back(Bad("stats-tube -foo"));
   v.push_back(Bad("stats-tube foo bar"));
+  // ---- stats-ext, stats-tube-ext, stats-job-ext: beanstalkd's verbs, extended. beanstalkd
+  // reads them as "stats" with something after it: BAD_FORMAT.
+  v.push_back(Extended(Ok("stats-ext", Verb::kStats)));
+  v.push_back(Bad("stats-ext "));
+  v.push_back(Bad("stats-ext x"));
+  v.push_back(Bad("stats-extx"));
+  v.push_back(Bad("stats-tube-ext"));
+  v.push_back(Bad("stats-tube-ext "));
+  v.push_back(Bad("stats-tube-ext -foo"));
+  v.push_back(Extended(WithTube(Ok("stats-tube-ext foo", Verb::kStatsTube), "foo")));
+  v.push_back(
+      Extended(WithTube(Ok("stats-tube-ext stats-tube-ext", Verb::kStatsTube), "stats-tube-ext")));
+  v.push_back(Bad("stats-job-ext"));
+  v.push_back(Bad("stats-job-ext x"));
+  v.push_back(Bad("stats-job-ext 1 "));
+  v.push_back(Extended(WithId(Ok("stats-job-ext 7", Verb::kStatsJob), 7)));
+  v.push_back(Extended(WithId(Ok("stats-job-ext  7", Verb::kStatsJob), 7)));
+  v.push_back(WithTube(Ok("stats-tube stats-ext", Verb::kStatsTube), "stats-ext"));
+  v.push_back(Unknown("STATS-EXT"));
   // ---- tubes
   v.push_back(WithTube(Ok("use foo", Verb::kUse), "foo"));
   v.push_back(WithTube(Ok("use a_b", Verb::kUse), "a_b"));

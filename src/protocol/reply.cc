@@ -114,7 +114,7 @@ void AppendJobExtension(const command::JobExtensionStats& e, std::string* s) {
 
 }  // namespace
 
-void AppendReply(const command::Result& r, std::string* out) {
+void AppendReply(const command::Result& r, std::string* out, bool extended) {
   using command::Outcome;
   switch (r.outcome) {
     case Outcome::kInserted:
@@ -149,11 +149,11 @@ void AppendReply(const command::Result& r, std::string* out) {
       out->append("PAUSED\r\n");
       return;
     case Outcome::kStats:
-      return AppendYaml(FormatStats(*r.stats), out);
+      return AppendYaml(FormatStats(*r.stats, extended), out);
     case Outcome::kTubeStats:
-      return AppendYaml(FormatTubeStats(*r.tube_stats), out);
+      return AppendYaml(FormatTubeStats(*r.tube_stats, extended), out);
     case Outcome::kJobStats:
-      return AppendYaml(FormatJobStats(*r.job_stats), out);
+      return AppendYaml(FormatJobStats(*r.job_stats, extended), out);
     case Outcome::kTubeList:
       return AppendYaml(FormatTubeList(*r.tubes), out);
     case Outcome::kExists:
@@ -214,7 +214,7 @@ void AppendCmd(Verb v, const command::ServerStats& c, std::string* s) {
           c.cmds[static_cast<size_t>(v)]);
 }
 
-std::string FormatStats(const command::ServerStats& c) {
+std::string FormatStats(const command::ServerStats& c, bool extended) {
   const command::HostStats& h = c.host;
   std::string s;
   s.reserve(1100);
@@ -270,15 +270,15 @@ std::string FormatStats(const command::ServerStats& c) {
           "id: %s\n"
           "hostname: \"%s\"\n"
           "os: \"%s\"\n"
-          "platform: \"%s\"\n"
-          // stalkd's own keys, after all of beanstalkd's.
-          "memory-used: %zu\n"
-          "memory-limit: %zu\n",
+          "platform: \"%s\"\n",
           h.pid, h.version.c_str(), h.utime_us / 1000000, h.utime_us % 1000000,
           h.stime_us / 1000000, h.stime_us % 1000000, h.uptime_s, h.binlog_oldest_index,
           h.binlog_current_index, h.binlog_records_migrated, h.binlog_records_written,
           h.binlog_max_size, c.draining ? "true" : "false", h.id.c_str(), h.hostname.c_str(),
-          h.os.c_str(), h.platform.c_str(), c.memory_used, c.memory_limit);
+          h.os.c_str(), h.platform.c_str());
+  if (!extended) return s;
+  // stalkd's own keys (stats-ext), after all of beanstalkd's.
+  Appendf(&s, "memory-used: %zu\nmemory-limit: %zu\n", c.memory_used, c.memory_limit);
   Appendf(&s, "total-expired-jobs: %" PRIu64 "\ntotal-tries-exhausted: %" PRIu64 "\n", c.expired,
           c.tries_exhausted);
   for (size_t v = command::kFirstExtensionVerb; v < command::kEndExtensionVerb; v++) {
@@ -287,7 +287,7 @@ std::string FormatStats(const command::ServerStats& c) {
   return s;
 }
 
-std::string FormatTubeStats(const command::TubeStats& t) {
+std::string FormatTubeStats(const command::TubeStats& t, bool extended) {
   std::string s;
   Appendf(&s,
           "---\n"
@@ -318,7 +318,8 @@ std::string FormatTubeStats(const command::TubeStats& t) {
           static_cast<int>(t.name.size()), t.name.data(), t.urgent, t.ready, t.reserved, t.delayed,
           t.buried, t.total_jobs, t.using_ct, t.watching_ct, t.waiting, t.deletes, t.pauses,
           t.pause_s, t.pause_left_s);
-  // stalkd's own keys, after all of beanstalkd's.
+  if (!extended) return s;
+  // stalkd's own keys (stats-tube-ext), after all of beanstalkd's.
   Appendf(&s,
           "total-expired-jobs: %" PRIu64 "\ntotal-tries-exhausted: %" PRIu64
           "\ndefault-tries: %u\n",
@@ -326,7 +327,7 @@ std::string FormatTubeStats(const command::TubeStats& t) {
   return s;
 }
 
-std::string FormatJobStats(const command::JobStats& j) {
+std::string FormatJobStats(const command::JobStats& j, bool extended) {
   std::string s;
   Appendf(&s,
           "---\n"
@@ -350,7 +351,7 @@ std::string FormatJobStats(const command::JobStats& j) {
           j.id, static_cast<int>(j.tube.size()), j.tube.data(), static_cast<int>(j.state.size()),
           j.state.data(), j.pri, j.age_s, j.delay_s, j.ttr_s, j.time_left_s, j.file, j.reserves,
           j.timeouts, j.releases, j.buries, j.kicks);
-  if (j.extension) AppendJobExtension(*j.extension, &s);
+  if (extended && j.extension) AppendJobExtension(*j.extension, &s);  // stats-job-ext
   return s;
 }
 

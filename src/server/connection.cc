@@ -56,6 +56,12 @@ void Connection::Read() {
     server_.MarkRunnable(this);
   } else if (n == 0) {
     front_end_->OnInputClosed();
+    // A peer gone with nothing left to answer ends now, before this iteration's commands
+    // run: another client's `stats` no longer counts it, as in beanstalkd, which closes a
+    // connection when it reads its EOF.
+    if (front_end_->output().empty() && !front_end_->runnable() && !front_end_->waiting()) {
+      return Kill();
+    }
     server_.MarkRunnable(this);
     server_.MarkDirty(this);
   } else if (errno != EAGAIN && errno != EINTR) {

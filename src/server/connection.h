@@ -34,7 +34,7 @@ class Connection : public net::EventLoop::Handler,
 
   command::FrontEnd& front_end() { return *front_end_; }
   bool dead() const { return dead_; }
-  void Kill();  // marks the connection for closing at the end of the iteration
+  void Kill();  // marks the connection for closing (Server::Reap)
 
   bool on_runnable : 1 = false;
   bool on_dirty : 1 = false;

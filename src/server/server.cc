@@ -427,6 +427,7 @@ void Server::RunIteration(Nanos poll_timeout) {
     accept_paused_until_ = 0;
     for (auto& l : listeners_) loop_.Modify(l->fd(), EPOLLIN, l.get());
   }
+  if (!closed_.empty()) Reap();
 
   std::vector<Connection*> run;
   run.swap(runnable_);
@@ -481,6 +482,11 @@ void Server::RunIteration(Nanos poll_timeout) {
 
   if (http_) http_->CheckRequestTimeouts(clock_.Now());
 
+  Reap();
+  NoteMemory();
+}
+
+void Server::Reap() {
   std::vector<Connection*> gone;
   gone.swap(closed_);
   for (Connection* c : gone) {
@@ -492,7 +498,6 @@ void Server::RunIteration(Nanos poll_timeout) {
     connections_.Remove(c);
     delete c;
   }
-  NoteMemory();
 }
 
 void Server::Run() {

@@ -93,6 +93,9 @@ class Server final : public command::Host {
   void Accept(int fd, ConnectionFactory make);
   // RunOnce's work with the given poll timeout.
   void RunIteration(Nanos poll_timeout);
+  // Destroys the connections marked closed: after the poll (those whose peer went away,
+  // before the commands run) and at the end of an iteration.
+  void Reap();
   // How long the next poll may wait: 0 if there is work, -1 for ever.
   Nanos PollTimeout();
   // Sends the replies of the connections marked dirty that may go out now (their records

@@ -191,6 +191,33 @@ TEST(DeferredStoreText, EveryCommandAnswersAsOverTheMemoryStore) {
   EXPECT_NE(direct[22].find("KICKED 1200"), std::string::npos) << direct[22];
 }
 
+// stats-ext & co. answered late: each reply keeps its kind (the extension keys or not).
+TEST(DeferredStoreText, ExtendedStatsAnswerLateAsTheyAsked) {
+  std::vector<Step> script = {
+      {0, "put-ext 0 0 60 1 tries=2 attr.a=1\r\nx\r\n"},
+      {0,
+       "stats-job-ext 1\r\nstats-job 1\r\nstats-tube-ext default\r\nstats-tube default\r\n"
+       "stats-ext\r\nstats\r\nstats-job-ext 1\r\n"},
+  };
+  std::vector<std::string> direct = Play(false, script);
+  std::vector<std::string> deferred = Play(true, script);
+  EXPECT_EQ(direct, deferred);
+  auto count = [&](std::string_view key) {
+    size_t n = 0;
+    for (size_t p = deferred[1].find(key); p != std::string::npos;
+         p = deferred[1].find(key, p + 1)) {
+      n++;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("\ntries-left: 2\n"), 2u) << deferred[1];
+  EXPECT_EQ(count("\nattr.a: \"1\"\n"), 2u);
+  EXPECT_EQ(count("\ndefault-tries: 0\n"), 1u);
+  EXPECT_EQ(count("\nmemory-used: "), 1u);
+  EXPECT_EQ(count("\ncmd-put-ext: 1\n"), 1u);
+  EXPECT_EQ(count("\ncmd-stats: "), 2u);
+}
+
 TEST(DeferredStoreText, AStoreThatCannotTellAnswersInternalError) {
   TextWorld w(true);
   w.set_failing(true);

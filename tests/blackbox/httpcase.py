@@ -368,4 +368,4 @@ class HttpCase(unittest.TestCase):
         self.assertRegex(r.header("x-request-id") or "", REQUEST_ID)
 
     def job_stats(self, c, jid):
-        return stats_of(c, "stats-job %s" % jid)
+        return stats_of(c, "stats-job-ext %s" % jid)  # with the extension fields

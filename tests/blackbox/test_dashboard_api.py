@@ -100,10 +100,10 @@ class DashboardCase(HttpCase):
         return out
 
     def tube_stats(self, c, tube):
-        return self.ystats(c, "stats-tube " + tube)
+        return self.ystats(c, "stats-tube-ext " + tube)  # with the extensions' keys
 
     def job_stats(self, c, jid):
-        return self.ystats(c, "stats-job %s" % jid)
+        return self.ystats(c, "stats-job-ext %s" % jid)
 
 
 class AssetsTest(DashboardCase):
@@ -204,7 +204,7 @@ class ServerPanelTest(DashboardCase):
             self.put(c, "p", "job %d" % i)
         self.bury(c, "p", 1)
         s = self.djson("GET", "server")
-        st = self.ystats(c, "stats")
+        st = self.ystats(c, "stats-ext")
         self.assertEqual(s["version"], st["version"])
         self.assertEqual(s["pid"], self.server.pid)
         self.assertEqual(s["jobs"]["ready"], 3)

@@ -20,8 +20,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 import beanstalk  # noqa: E402
-from beanstalk import (is_beanstalkd, nth_id, parse_yaml, stats_of, wait_job_stat,  # noqa: E402
-                       wait_stat, wait_until, yaml_keys)
+from beanstalk import (is_beanstalkd, nth_id, parse_yaml, stats_of, wait_until,  # noqa: E402
+                       wait_value, yaml_keys)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_stats import (EXTENSION_STATS_KEYS, EXTENSION_TUBE_KEYS, STALKD_STATS_KEYS,  # noqa: E402
                         STATS_JOB_KEYS, STATS_TUBE_KEYS)
@@ -48,6 +48,16 @@ def unq(v):
     """A stats-job string value without YAML double quotes: the spec does not say whether
     `key` and `attr.*` values are quoted (as 1.13 quotes `tube`), so either is accepted."""
     return v[1:-1] if len(v) >= 2 and v[0] == '"' and v[-1] == '"' else v
+
+
+def wait_stat(client, key, value, timeout=5.0):
+    """beanstalk.wait_stat on `stats-ext`: with stalkd's own keys."""
+    return wait_value(lambda: stats_of(client, "stats-ext"), key, value, timeout)
+
+
+def wait_job_stat(client, jid, key, value, timeout=5.0):
+    """beanstalk.wait_job_stat on `stats-job-ext`: with the job's extension fields."""
+    return wait_value(lambda: stats_of(client, "stats-job-ext %d" % jid), key, value, timeout)
 
 
 def put_ext_bytes(body, opts=b"", pri=0, delay=0, ttr=60):
@@ -183,7 +193,9 @@ def delete_many_line(total_len, first_ids=(1,)):
 
 
 class ExtCase(beanstalk.ServerCase):
-    """beanstalk.ServerCase for stalkd's extensions (skipped on Debian's beanstalkd)."""
+    """beanstalk.ServerCase for stalkd's extensions (skipped on Debian's beanstalkd). Its
+    stats helpers ask stats-ext, stats-tube-ext and stats-job-ext: beanstalkd's keys, then
+    the extensions' (plain stats, stats-tube and stats-job show beanstalkd's only)."""
 
     def setUp(self):
         if is_beanstalkd():
@@ -193,17 +205,24 @@ class ExtCase(beanstalk.ServerCase):
     def client(self, timeout=5.0):
         return super().client(timeout)
 
+    def stats(self, c):
+        return stats_of(c, "stats-ext")
+
+    def job_stats(self, c, jid):
+        return stats_of(c, "stats-job-ext %d" % jid)
+
     def js(self, c, jid):
         return self.job_stats(c, jid)
 
     def ext_keys(self, c, jid):
-        """The keys stats-job shows after beanstalkd's."""
-        keys = yaml_keys(c.cmd("stats-job %d" % jid))
+        """The keys stats-job-ext shows after beanstalkd's (stats-job shows none of them)."""
+        self.assertEqual(yaml_keys(c.cmd("stats-job %d" % jid)), STATS_JOB_KEYS)
+        keys = yaml_keys(c.cmd("stats-job-ext %d" % jid))
         self.assertEqual(keys[:len(STATS_JOB_KEYS)], STATS_JOB_KEYS)
         return keys[len(STATS_JOB_KEYS):]
 
     def tube_stats(self, c, tube):
-        return stats_of(c, "stats-tube " + tube)
+        return stats_of(c, "stats-tube-ext " + tube)
 
     def assertBad(self, c, lines, expect=BAD):
         """Each line alone is answered `expect` at once (no body or block is read) and the
@@ -1530,7 +1549,8 @@ class TestListJobs(ExtCase):
 class TestStats(ExtCase):
     def test_stats_keys(self):
         c = self.client()
-        self.assertEqual(yaml_keys(c.cmd("stats")), BEANSTALKD_STATS_KEYS + STALKD_STATS_KEYS)
+        self.assertEqual(yaml_keys(c.cmd("stats-ext")), BEANSTALKD_STATS_KEYS + STALKD_STATS_KEYS)
+        self.assertEqual(yaml_keys(c.cmd("stats")), BEANSTALKD_STATS_KEYS)
 
     def test_stats_tube_exact_bytes(self):
         c = self.client()
@@ -1540,12 +1560,13 @@ class TestStats(ExtCase):
                 b"total-jobs: 0\ncurrent-using: 1\ncurrent-watching: 0\ncurrent-waiting: 0\n"
                 b"cmd-delete: 0\ncmd-pause-tube: 0\npause: 0\npause-time-left: 0\n"
                 b"total-expired-jobs: 0\ntotal-tries-exhausted: 0\ndefault-tries: 0\n")
-        self.assertEqual(c.cmd("stats-tube fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
+        self.assertEqual(c.cmd("stats-tube-ext fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
         self.assertEqual(c.cmd("tube-tries fresh 12"), b"TUBE-TRIES 12\r\n")
         body = body.replace(b"default-tries: 0", b"default-tries: 12")
-        self.assertEqual(c.cmd("stats-tube fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
-        self.assertEqual(yaml_keys(c.cmd("stats-tube default")),
+        self.assertEqual(c.cmd("stats-tube-ext fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
+        self.assertEqual(yaml_keys(c.cmd("stats-tube-ext default")),
                          STATS_TUBE_KEYS + EXTENSION_TUBE_KEYS)
+        self.assertEqual(yaml_keys(c.cmd("stats-tube fresh")), STATS_TUBE_KEYS)
 
     def test_command_counters(self):
         c = self.client()

@@ -17,10 +17,10 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
-from beanstalk import (Server, is_beanstalkd, stats_of, wait_job_stat, wait_stat,  # noqa: E402
-                       wait_until)
+from beanstalk import Server, is_beanstalkd, stats_of, wait_until  # noqa: E402
+# stats-ext, stats-tube-ext and stats-job-ext show the extensions' keys: this file asks them.
 from test_extensions import (entry, inserted_id, put_ext, put_ext_bytes, put_many, put_n,  # noqa: E402
-                             reserve_ext, unq)
+                             reserve_ext, unq, wait_job_stat, wait_stat)
 
 NOT_FOUND = b"NOT_FOUND\r\n"
 SLACK = 1.5
@@ -56,13 +56,13 @@ class ExtBinlogTest(unittest.TestCase):
         return c
 
     def js(self, c, jid):
-        return stats_of(c, "stats-job %d" % jid)
+        return stats_of(c, "stats-job-ext %d" % jid)
 
     def assertGone(self, c, jid, what=""):
         self.assertEqual(c.cmd("peek %d" % jid), NOT_FOUND, "job %d (%s) came back" % (jid, what))
 
     def assertJob(self, c, jid, **want):
-        """stats-job jid has these values (keys with _ for -; string values unquoted), and
+        """stats-job-ext jid has these values (keys with _ for -; string values unquoted), and
         no extension key that is not named (None: must be absent)."""
         st = self.js(c, jid)
         for k, v in want.items():
@@ -144,17 +144,17 @@ class ExtBinlogTest(unittest.TestCase):
             self.assertGone(c, jid, what)
         for jid in purged[::100] + purged[-1:]:
             self.assertGone(c, jid, "purged")
-        st = stats_of(c, "stats")
+        st = stats_of(c, "stats-ext")
         # the job whose TTL ended while down was deleted as an expiry once the server was up
         self.assertEqual(st["total-expired-jobs"], "1")
-        self.assertEqual(stats_of(c, "stats-tube t")["total-expired-jobs"], "1")
+        self.assertEqual(stats_of(c, "stats-tube-ext t")["total-expired-jobs"], "1")
         self.assertEqual(st["current-jobs-ready"], str(6 + len(many)))  # dflt rel attr held det soon
         self.assertEqual(st["current-jobs-buried"], "3")
         # tube defaults, with and without jobs
-        self.assertEqual(stats_of(c, "stats-tube t")["default-tries"], "3")
+        self.assertEqual(stats_of(c, "stats-tube-ext t")["default-tries"], "3")
         for tube, n in (("empty", 5), ("cleared", 0)):
             c.cmd("use " + tube)
-            self.assertEqual(stats_of(c, "stats-tube " + tube)["default-tries"], str(n))
+            self.assertEqual(stats_of(c, "stats-tube-ext " + tube)["default-tries"], str(n))
             jid = inserted_id(c.put("x"))
             self.assertEqual(self.js(c, jid).get("tries-left"), str(n) if n else None, tube)
         # keys: the living are still unique, the dead are free
@@ -221,10 +221,10 @@ class ExtBinlogTest(unittest.TestCase):
             self.assertJob(c, b, state="ready", tries_left=2)
             self.assertJob(c, d, state="buried", tries_left=0, bury_reason="release", key="kd")
             self.assertJob(c, e, state="delayed", tries_left=7, key="ke")
-            self.assertEqual(stats_of(c, "stats-tube keep")["default-tries"], "2")
+            self.assertEqual(stats_of(c, "stats-tube-ext keep")["default-tries"], "2")
             for tube, n in (("flip", 0), ("flop", 6)):
                 c.cmd("use " + tube)
-                self.assertEqual(stats_of(c, "stats-tube " + tube)["default-tries"], str(n), tube)
+                self.assertEqual(stats_of(c, "stats-tube-ext " + tube)["default-tries"], str(n), tube)
             c.cmd("use keep")
             for key, jid in (("ka", a), ("kd", d), ("ke", e)):
                 self.assertEqual(put_ext(c, "dup", "key=" + key), b"EXISTS %d\r\n" % jid)
@@ -238,7 +238,7 @@ class ExtBinlogTest(unittest.TestCase):
             c = self.connect(s)
             check(c)
         c.cmd("use nojobs")
-        self.assertEqual(stats_of(c, "stats-tube nojobs")["default-tries"], "9")
+        self.assertEqual(stats_of(c, "stats-tube-ext nojobs")["default-tries"], "9")
         self.assertEqual(self.js(c, inserted_id(c.put("x"))).get("tries-left"), "9")
 
     def test_a_backlog_of_ttls_ended_while_down(self):
@@ -256,7 +256,7 @@ class ExtBinlogTest(unittest.TestCase):
         c = self.connect(s)
         self.assertTrue(wait_stat(c, "total-expired-jobs", n + 1, timeout=3),
                         "not every job whose TTL ended while down was deleted")
-        st = stats_of(c, "stats")
+        st = stats_of(c, "stats-ext")
         self.assertEqual((st["current-jobs-ready"], st["current-jobs-reserved"]), ("1", "0"))
         for jid in ids[::250] + [ids[-1], held]:
             self.assertGone(c, jid)
@@ -269,7 +269,7 @@ class ExtBinlogTest(unittest.TestCase):
         s.stop()
         s = self.start("-f", "0")
         c = self.connect(s)
-        st = stats_of(c, "stats")
+        st = stats_of(c, "stats-ext")
         self.assertEqual((st["current-jobs-ready"], st["total-expired-jobs"]), ("4", "0"))
         self.assertGone(c, ids[0])
 

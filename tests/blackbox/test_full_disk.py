@@ -207,7 +207,7 @@ class FullDisk:
             # state and priority, and the counters of buries, kicks and releases
             t.assertEqual(after[jid], mem[jid], jid)
         t.assertEqual(c.put(b"m" * BODY), b"OUT_OF_MEMORY\r\n")
-        t.assertEqual(parse_yaml(c.cmd("stats-tube default"))["default-tries"], self.tries)
+        t.assertEqual(parse_yaml(c.cmd("stats-tube-ext default"))["default-tries"], self.tries)
         if free_space:
             free_space()
             t.assertTrue(wait_until(lambda: c.put(b"m" * BODY).startswith(b"INSERTED"), 5),

@@ -2,7 +2,7 @@
 
 A put that would take the memory held by jobs past the cap answers OUT_OF_MEMORY and the job
 does not exist; every other command keeps working; deleting jobs makes room again. stats
-shows memory-used and memory-limit after beanstalkd's keys.
+shows memory-used and memory-limit after beanstalkd's keys (stats-ext).
 
 Run: python3 -m unittest -v tests/blackbox/test_memory.py
 """
@@ -40,7 +40,7 @@ class MemoryCapTest(unittest.TestCase):
         _, c = self.start("--max-memory", "200K")
         ids = self.fill(c, "x" * 1000)
         self.assertGreater(len(ids), 50)
-        st = parse_yaml(c.cmd("stats"))
+        st = parse_yaml(c.cmd("stats-ext"))
         self.assertEqual(int(st["memory-limit"]), 200 * 1024)
         self.assertLessEqual(int(st["memory-used"]), 200 * 1024)
         self.assertEqual(int(st["current-jobs-ready"]), len(ids))
@@ -58,10 +58,10 @@ class MemoryCapTest(unittest.TestCase):
         for i in ids[:5]:
             self.assertEqual(c.cmd("delete %d" % i), b"DELETED\r\n")
         self.assertEqual(c.put("y" * 1000), b"INSERTED %d\r\n" % (ids[-1] + 1))
-        used_before = int(parse_yaml(c.cmd("stats"))["memory-used"])
+        used_before = int(parse_yaml(c.cmd("stats-ext"))["memory-used"])
         for i in ids[5:]:
             self.assertEqual(c.cmd("delete %d" % i), b"DELETED\r\n")
-        used_after = int(parse_yaml(c.cmd("stats"))["memory-used"])
+        used_after = int(parse_yaml(c.cmd("stats-ext"))["memory-used"])
         self.assertLess(used_after, used_before - (len(ids) - 5) * 1000)
 
     def test_small_jobs_fit_when_a_big_one_does_not(self):
@@ -73,7 +73,7 @@ class MemoryCapTest(unittest.TestCase):
 
     def test_default_cap_is_half_of_physical_memory(self):
         _, c = self.start()
-        limit = int(parse_yaml(c.cmd("stats"))["memory-limit"])
+        limit = int(parse_yaml(c.cmd("stats-ext"))["memory-limit"])
         phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         self.assertEqual(limit, phys // 2)
 

@@ -41,19 +41,22 @@ STATS_JOB_KEYS = [
 ]
 
 CMD_KEYS = [k for k in STATS_KEYS if k.startswith("cmd-")]
-# stalkd's own keys after all of beanstalkd's: the memory cap's, then the lifecycle
-# extensions' (docs/EXTENSIONS.md). test_extensions.py uses these lists too.
+# stalkd's own keys, which stats-ext and stats-tube-ext add after all of beanstalkd's: the
+# memory cap's, then the lifecycle extensions' (docs/EXTENSIONS.md). Plain stats and
+# stats-tube never show them. test_extensions.py uses these lists too.
 MEMORY_STATS_KEYS = ["memory-used", "memory-limit"]
 EXTENSION_STATS_KEYS = ["total-expired-jobs", "total-tries-exhausted", "cmd-put-ext",
                         "cmd-put-many", "cmd-reserve-ext", "cmd-delete-many", "cmd-purge",
                         "cmd-list-jobs", "cmd-tube-tries"]
 STALKD_STATS_KEYS = MEMORY_STATS_KEYS + EXTENSION_STATS_KEYS
 EXTENSION_TUBE_KEYS = ["total-expired-jobs", "total-tries-exhausted", "default-tries"]
-STALKD_TUBE_STATS = b"total-expired-jobs: 0\ntotal-tries-exhausted: 0\ndefault-tries: 0\n"
+
+
+BEANSTALKD_BIN = os.environ.get("BEANSTALKD_BIN", "/usr/bin/beanstalkd")
 
 
 def expected_stats_keys():
-    return STATS_KEYS if is_beanstalkd() else STATS_KEYS + STALKD_STATS_KEYS
+    return STATS_KEYS
 
 
 class ServerCase(beanstalk.ServerCase):
@@ -74,10 +77,7 @@ class TestKeyOrder(ServerCase):
 
     def test_stats_tube_keys(self):
         c = self.client()
-        expected = STATS_TUBE_KEYS
-        if not is_beanstalkd():
-            expected = expected + EXTENSION_TUBE_KEYS
-        self.assertEqual(yaml_keys(c.cmd("stats-tube default")), expected)
+        self.assertEqual(yaml_keys(c.cmd("stats-tube default")), STATS_TUBE_KEYS)
 
     def test_stats_job_keys(self):
         c = self.client()
@@ -101,8 +101,6 @@ class TestKeyOrder(ServerCase):
                 b"current-jobs-reserved: 0\ncurrent-jobs-delayed: 0\ncurrent-jobs-buried: 0\n"
                 b"total-jobs: 0\ncurrent-using: 1\ncurrent-watching: 0\ncurrent-waiting: 0\n"
                 b"cmd-delete: 0\ncmd-pause-tube: 0\npause: 0\npause-time-left: 0\n")
-        if not is_beanstalkd():
-            body += STALKD_TUBE_STATS
         self.assertEqual(c.cmd("stats-tube fresh"), b"OK %d\r\n%s\r\n" % (len(body), body))
 
 
@@ -446,6 +444,166 @@ class TestMaxJobSizeStat(ServerCase):
     def test_max_job_size_reported(self):
         c = self.client()
         self.assertEqual(self.stats(c)["max-job-size"], "1234")
+
+
+class TestExtendedStats(ServerCase):
+    """stats-ext, stats-tube-ext and stats-job-ext: beanstalkd's keys, then stalkd's own
+    (docs/EXTENSIONS.md). beanstalkd answers each BAD_FORMAT (its "stats" with something
+    after it), which is how stalk tells the two apart."""
+
+    def setUp(self):
+        super().setUp()
+        self.c = self.client()
+
+    def test_beanstalkd_refuses_them(self):
+        if not is_beanstalkd():
+            self.skipTest("what beanstalkd answers")
+        for line in ("stats-ext", "stats-tube-ext default", "stats-job-ext 1"):
+            self.assertEqual(self.c.cmd(line), b"BAD_FORMAT\r\n", line)
+
+    def stalkd_only(self):
+        if is_beanstalkd():
+            self.skipTest("stalkd's extension")
+
+    def test_stats_ext_keys(self):
+        self.stalkd_only()
+        self.assertEqual(yaml_keys(self.c.cmd("stats-ext")), STATS_KEYS + STALKD_STATS_KEYS)
+
+    def test_stats_tube_ext_keys(self):
+        self.stalkd_only()
+        self.assertEqual(yaml_keys(self.c.cmd("stats-tube-ext default")),
+                         STATS_TUBE_KEYS + EXTENSION_TUBE_KEYS)
+        self.assertEqual(self.c.cmd("tube-tries default 3"), b"TUBE-TRIES 3\r\n")
+        ext = beanstalk.stats_of(self.c, "stats-tube-ext default")
+        self.assertEqual(ext["default-tries"], "3")
+        self.assertEqual(yaml_keys(self.c.cmd("stats-tube default")), STATS_TUBE_KEYS)
+
+    def test_stats_job_ext_shows_the_extension_fields(self):
+        self.stalkd_only()
+        self.c.send("put-ext 0 0 60 1 tries=3 ttl=1000 key=k1 attr.A=b\r\nx\r\n")
+        jid = beanstalk.inserted_id(self.c.read_reply())
+        self.assertEqual(yaml_keys(self.c.cmd("stats-job %d" % jid)), STATS_JOB_KEYS)
+        self.assertEqual(yaml_keys(self.c.cmd("stats-job-ext %d" % jid)),
+                         STATS_JOB_KEYS + ["tries-left", "ttl-left", "key", "attr.A"])
+        ext = beanstalk.stats_of(self.c, "stats-job-ext %d" % jid)
+        self.assertEqual((ext["tries-left"], ext["key"], ext["attr.A"]), ("3", '"k1"', '"b"'))
+        # A job put by `put` into a tube with default tries has tries too: shown by
+        # stats-job-ext only.
+        self.c.cmd("tube-tries default 2")
+        pid = self.c.put_id("y")
+        self.assertEqual(yaml_keys(self.c.cmd("stats-job %d" % pid)), STATS_JOB_KEYS)
+        self.assertEqual(yaml_keys(self.c.cmd("stats-job-ext %d" % pid)),
+                         STATS_JOB_KEYS + ["tries-left"])
+
+    def test_plain_job_has_beanstalkd_keys_only(self):
+        self.stalkd_only()
+        jid = self.c.put_id("x")
+        self.assertEqual(yaml_keys(self.c.cmd("stats-job-ext %d" % jid)), STATS_JOB_KEYS)
+
+    def test_values_as_stats_and_counted_as_stats(self):
+        self.stalkd_only()
+        self.c.send("put-ext 0 0 60 1 tries=1\r\nx\r\n")
+        self.c.read_reply()
+        plain = self.stats(self.c)
+        ext = beanstalk.stats_of(self.c, "stats-ext")
+        self.assertEqual(ext["cmd-stats"], "2")  # counted as the stats it extends
+        self.assertEqual(ext["cmd-put-ext"], "1")
+        for k in STATS_KEYS:
+            if k not in ("cmd-stats", "rusage-utime", "rusage-stime", "uptime"):
+                self.assertEqual(ext[k], plain[k], k)
+        self.assertEqual(beanstalk.stats_of(self.c, "stats-tube-ext default")["total-jobs"], "1")
+        self.assertEqual(self.stats(self.c)["cmd-stats-tube"], "1")
+        jid = nth_id(1)
+        beanstalk.stats_of(self.c, "stats-job-ext %d" % jid)
+        self.assertEqual(self.stats(self.c)["cmd-stats-job"], "1")
+
+    def test_not_found_and_bad_format(self):
+        self.stalkd_only()
+        self.assertEqual(self.c.cmd("stats-tube-ext nosuch"), b"NOT_FOUND\r\n")
+        self.assertEqual(self.c.cmd("stats-job-ext 999999999"), b"NOT_FOUND\r\n")
+        for line in ("stats-ext x", "stats-ext ", "stats-tube-ext", "stats-tube-ext -x",
+                     "stats-job-ext", "stats-job-ext 1 ", "stats-job-ext x", "stats-extx"):
+            self.assertEqual(self.c.cmd(line), b"BAD_FORMAT\r\n", line)
+
+    def test_pipelined_replies_keep_their_kind(self):
+        # On the Redis stores these replies arrive late, in order, behind each other.
+        self.stalkd_only()
+        jid = self.c.put_id("x")
+        lines = ["stats-ext", "stats", "stats-tube-ext default", "stats-tube default",
+                 "stats-job-ext %d" % jid, "stats-job %d" % jid] * 3
+        self.c.send("".join(line + "\r\n" for line in lines))
+        want = {"stats-ext": STATS_KEYS + STALKD_STATS_KEYS, "stats": STATS_KEYS,
+                "stats-tube-ext": STATS_TUBE_KEYS + EXTENSION_TUBE_KEYS,
+                "stats-tube": STATS_TUBE_KEYS, "stats-job-ext": STATS_JOB_KEYS,
+                "stats-job": STATS_JOB_KEYS}
+        for line in lines:
+            self.assertEqual(yaml_keys(self.c.read_reply()), want[line.split(" ")[0]], line)
+
+
+@unittest.skipUnless(os.access(BEANSTALKD_BIN, os.X_OK), "needs Debian's beanstalkd")
+@unittest.skipIf(is_beanstalkd(), "compares stalkd with beanstalkd")
+class TestSameAsBeanstalkd(unittest.TestCase):
+    """The same beanstalkd commands sent to stalkd and to Debian's beanstalkd: plain stats,
+    stats-tube and stats-job answer the same keys in the same order, and the same counts;
+    a connection its client has closed is no longer counted."""
+
+    def setUp(self):
+        self.servers = [beanstalk.Server(binary=BEANSTALKD_BIN), beanstalk.Server()]
+        for srv in self.servers:
+            self.addCleanup(srv.stop)
+
+    def each(self, fn):
+        """fn(server) for beanstalkd and stalkd: the pair of results."""
+        return [fn(srv) for srv in self.servers]
+
+    def test_closed_connections_not_counted(self):
+        # beanstalk.Server's readiness probe was one connection, closed at once.
+        def probe(srv):
+            for _ in range(3):
+                srv.connect().close()
+            c = srv.connect()
+            try:
+                st = beanstalk.stats_of(c, "stats")
+            finally:
+                c.close()
+            return st["current-connections"], st["total-connections"]
+        ref, got = self.each(probe)
+        self.assertEqual(ref, ("1", "5"))
+        self.assertEqual(got, ref)
+
+    def test_keys_and_counts(self):
+        def script(srv):
+            c = srv.connect()
+            w = srv.connect()
+            try:
+                c.cmd("use t")
+                ids = [c.put_id("ready"), c.put_id("delayed", delay=1000),
+                       c.put_id("reserved", pri=5), c.put_id("buried", pri=2000)]
+                c.cmd("watch t")
+                c.cmd("reserve-job %d" % ids[2])
+                c.cmd("reserve-job %d" % ids[3])
+                c.cmd("bury %d 2000" % ids[3])
+                c.cmd("pause-tube t 1000")
+                w.cmd("watch t")
+                out = []
+                for line in ["stats-job %d" % i for i in ids] + [
+                        "stats-tube t", "stats-tube default", "stats"]:
+                    r = c.cmd(line)
+                    out.append((line.split(" ")[0], yaml_keys(r), beanstalk.parse_yaml(r)))
+                return out
+            finally:
+                c.close()
+                w.close()
+        ref, got = self.each(script)
+        volatile = {"stats-job": {"id", "age", "time-left", "tube"},
+                    "stats-tube": {"name", "pause-time-left"},
+                    "stats": {"pid", "version", "rusage-utime", "rusage-stime", "uptime", "id",
+                              "hostname", "os", "platform"}}
+        for (verb, rkeys, rvals), (_, gkeys, gvals) in zip(ref, got):
+            self.assertEqual(gkeys, rkeys, verb)
+            for k in rkeys:
+                if k not in volatile[verb]:
+                    self.assertEqual(gvals[k], rvals[k], (verb, k))
 
 
 if __name__ == "__main__":

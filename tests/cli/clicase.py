@@ -41,10 +41,13 @@ def body_of(job):
 
 def jobs_of(client, max_id):
     """Every job with an id up to max_id, as {id: dict} of stats-job fields (strings, quotes
-    of 1.13 removed) plus 'body' (bytes), read with stats-job and peek (no state change)."""
+    of 1.13 removed) plus 'body' (bytes), read with stats-job-ext (stalkd: the extensions'
+    fields too) or stats-job (beanstalkd) and peek (no state change)."""
     out = {}
     for jid in range(1, max_id + 1):
-        r = client.cmd("stats-job %d" % jid)
+        r = client.cmd("stats-job-ext %d" % jid)
+        if r == b"BAD_FORMAT\r\n":  # beanstalkd: stats-job-ext is stalkd's
+            r = client.cmd("stats-job %d" % jid)
         if not r.startswith(b"OK "):
             continue
         st = {k: v.strip('"') for k, v in parse_yaml(r).items()}

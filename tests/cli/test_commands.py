@@ -276,7 +276,7 @@ class CommandsOnStalkd(Commands, StalkCase):
         for i in range(3):
             c.put("x", tube="pq")
         self.assertEqual(self.ok("purge", "pq"), "purged 3 jobs from pq\n")
-        self.assertEqual(stats_of(c, "stats")["cmd-purge"], "1")
+        self.assertEqual(stats_of(c, "stats-ext")["cmd-purge"], "1")
 
     def test_peek_shows_extensions(self):
         c = self.client()

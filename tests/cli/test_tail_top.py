@@ -88,7 +88,7 @@ class TailTop:
         if self.on_beanstalkd():
             ready = lambda: stats_of(c, "stats")["cmd-delete"] != "0"  # noqa: E731
         else:
-            ready = lambda: int(stats_of(c, "stats")["cmd-list-jobs"]) >= 5  # noqa: E731
+            ready = lambda: int(stats_of(c, "stats-ext")["cmd-list-jobs"]) >= 5  # noqa: E731
         self.assertTrue(wait_until(ready, timeout=10))
         time.sleep(0.2)
         return p
@@ -147,10 +147,10 @@ class TailTop:
         self.assertEqual([body_of(json.loads(l)) for l in out.splitlines()],
                          [b"new 1", b"new 2"], err)
         if not self.on_beanstalkd():  # each poll is a few list-jobs, not a scan of every id
-            before = int(stats_of(c, "stats")["cmd-list-jobs"])
+            before = int(stats_of(c, "stats-ext")["cmd-list-jobs"])
             p = self.start_tail("far", "-n", "1", "-i", "0.05")
             time.sleep(1)
-            polls = int(stats_of(c, "stats")["cmd-list-jobs"]) - before
+            polls = int(stats_of(c, "stats-ext")["cmd-list-jobs"]) - before
             c.put("last", tube="far")
             p.communicate(timeout=20)
             # one call per state and poll: at most 1 s / 0.05 s polls, and a few more

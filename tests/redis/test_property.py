@@ -147,6 +147,8 @@ NORMALISED_STATS_FRONT_ENDS = NORMALISED_STATS | {
 
 def normalise(command, reply, front_ends=1):
     verb = command.split(b" ", 1)[0].rstrip(b"\r\n")
+    if verb in (b"stats-ext", b"stats-tube-ext", b"stats-job-ext"):
+        verb = verb[:-len(b"-ext")]
     if verb == b"stats-job":
         return yaml_reply(reply, NORMALISED_STATS_JOB)
     if verb == b"stats-tube":
@@ -446,6 +448,10 @@ class Generator:
             (5, lambda: b"stats-job %d\r\n" % self.job_id()),
             (3, lambda: b"stats-tube %s\r\n" % self.tube().encode()),
             (1, lambda: b"stats\r\n"),
+            # The same with the extensions' keys and job fields (docs/EXTENSIONS.md).
+            (2, lambda: b"stats-job-ext %d\r\n" % self.job_id()),
+            (1, lambda: b"stats-tube-ext %s\r\n" % self.tube().encode()),
+            (1, lambda: b"stats-ext\r\n"),
             (2, lambda: b"list-tubes\r\n"),
             (1, lambda: b"list-tubes-watched\r\n"),
             (1, lambda: b"list-tube-used\r\n"),
