@@ -60,14 +60,18 @@ int main(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  // SIGUSR1 (drain) is blocked from the start, before anything listens and before any
-  // thread exists, so one sent as soon as a client can connect waits for the loop's
-  // signalfd (Server::HandleSignals) instead of ending the process with its default
-  // action. SIGTERM and SIGINT end a server still starting up, as they always did.
-  sigset_t drain;
-  sigemptyset(&drain);
-  sigaddset(&drain, SIGUSR1);
-  sigprocmask(SIG_BLOCK, &drain, nullptr);
+  // SIGTERM, SIGINT (stop) and SIGUSR1 (drain) are blocked from the start, before anything
+  // listens and before any thread exists, so one sent as soon as a client can connect
+  // waits for the loop's signalfd (Server::HandleSignals) instead of ending the process
+  // with its default action in the middle of start-up. A stop that comes during the
+  // binlog's recovery ends it (exit 0); one that comes during another step of start-up is
+  // taken by the loop's first iteration, which stops the server as it stops a running one.
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGTERM);
+  sigaddset(&handled, SIGINT);
+  sigaddset(&handled, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &handled, nullptr);
 
   std::string warning, error;
   int fd = stalkd::net::InheritedListener(&warning);
@@ -108,6 +112,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
     return false;
   };
+  if (!server.HandleSignals()) {
+    fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
+    return 1;
+  }
   // The admin listener serves from the start: while the binlog is replayed it answers
   // /healthz, and /readyz with 503 "recovering". The others open once every job is back.
   if (admin_fd >= 0 && !add(admin_fd, &stalkd::server::MakeAdminConnection)) return 1;
@@ -116,7 +124,7 @@ int main(int argc, char** argv) {
     int code = 1;
     if (!server.OpenBinlog(&error, &code)) {
       fprintf(stderr, "stalkd: %s\n", error.c_str());
-      return code;
+      return code;  // 0: stopped by a signal, with the directory as it was
     }
   }
   if (stalkd::server::HttpHost* http = server.http(); http && !http->Open(&error)) {
@@ -125,10 +133,6 @@ int main(int argc, char** argv) {
   }
   if (!add(fd, &stalkd::server::MakeTextConnection)) return 1;
   if (api_fd >= 0 && !add(api_fd, &stalkd::server::MakeApiConnection)) return 1;
-  if (!server.HandleSignals()) {
-    fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
-    return 1;
-  }
   if (opts.verbosity > 0) {
     printf("pid %d\n", static_cast<int>(getpid()));
     printf("bind %d %s\n", fd, stalkd::net::DescribeListener(fd).c_str());

@@ -184,8 +184,12 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   so.skip_damaged = options_.binlog_skip_damaged;
   so.verbosity = options_.verbosity;
   so.background_sync = true;
-  // While the jobs come back, the admin listener (if any) answers its health probes.
-  so.progress = [this] { ServeWhileRecovering(); };
+  // While the jobs come back, the admin listener (if any) answers its health probes, and a
+  // SIGTERM or SIGINT (read by the loop) stops the recovery.
+  so.progress = [this] {
+    ServeWhileRecovering();
+    return !stopping_;
+  };
   auto binlog = std::make_unique<storage::Binlog>(so, clock_);
   if (!binlog->Lock(error)) {
     *exit_code = 10;
@@ -195,7 +199,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   bool recovered = binlog->Recover(&memory_->engine(), error);
   recovering_ = false;
   if (!recovered) {
-    *exit_code = 1;
+    *exit_code = binlog->stopped() ? 0 : 1;
     return false;
   }
   if (options_.verbosity > 0) {

@@ -39,7 +39,7 @@ class Server final : public command::Host {
 
   // With -b: locks the binlog directory and restores its jobs. Call before AddListener/Run.
   // false: start-up must stop with *exit_code (10 when another server holds the lock, as
-  // beanstalkd) after printing *error.
+  // beanstalkd; 0 when a signal stopped the recovery) after printing *error.
   bool OpenBinlog(std::string* error, int* exit_code);
   // With --store redis...: starts connecting to Redis, without waiting (docs/SCALE-OUT.md,
   // "Start-up and outages"): connections are served at once, their commands waiting for the

@@ -188,29 +188,45 @@ bool Binlog::GrowCurrent(size_t record_size) {
 }
 
 // Creates binlog.`seq`, preallocated, with its header; returns its fd, or -1 (logged, but
-// only once until a segment can be created again).
+// only once until a segment can be created again). The file becomes visible under its name
+// only once whole: it is made as binlog.`seq`.tmp (header, then preallocation) and renamed,
+// so a process killed at any instant leaves either no segment or a whole one (a leftover
+// .tmp is removed by the next Recover). The rename reaches the disk with the directory's
+// fsync at the next sync, which also syncs the header (the segment is dirty); after a power
+// loss before it, the file may be there without its header, which recovery drops: no record
+// can be durable in it, as the sync that makes one durable writes the header too.
 int Binlog::CreateSegmentFile(uint32_t seq) {
-  std::string path = PathOf(seq);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const std::string name = "binlog." + std::to_string(seq);
+  const std::string tmp = name + ".tmp";
+  const std::string path = PathOf(seq);
+  int fd = openat(dir_fd_, tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
-    if (!space_warned_) Log("cannot create %s: %s", path.c_str(), strerror(errno));
+    if (!space_warned_) Log("cannot create %s.tmp: %s", path.c_str(), strerror(errno));
     space_warned_ = true;
     return -1;
   }
-  int err = file::Preallocate(fd, options_.segment_size);
   std::string header;
   AppendSegmentHeader(&header);
-  if (err == 0) err = file::WriteAt(fd, header.data(), header.size(), 0);
+  const char* what = "write the header of";
+  int err = file::WriteAt(fd, header.data(), header.size(), 0);
+  if (err == 0) {
+    what = "preallocate";
+    err = file::Preallocate(fd, options_.segment_size);
+  }
+  if (err == 0) {
+    what = "rename into place";
+    err = file::RenameNew(dir_fd_, tmp.c_str(), name.c_str());
+  }
   if (err != 0) {
     if (!space_warned_) {
-      Log("cannot preallocate %s (%" PRId64
+      Log("cannot %s %s (%" PRId64
           " bytes): %s; puts that need new space get "
           "OUT_OF_MEMORY until space is freed",
-          path.c_str(), options_.segment_size, strerror(err));
+          what, path.c_str(), options_.segment_size, strerror(err));
     }
     space_warned_ = true;
     close(fd);
-    unlink(path.c_str());
+    unlinkat(dir_fd_, tmp.c_str(), 0);
     return -1;
   }
   if (space_warned_) Log("space available again (%s created)", path.c_str());

@@ -32,8 +32,10 @@ struct BinlogOptions {
   bool background_sync = false;
   int verbosity = 0;
   // Called now and then while Recover replays and restores (between segments, every few
-  // thousand jobs), so the server can answer health probes meanwhile; may be empty.
-  std::function<void()> progress;
+  // thousand jobs), so the server can answer health probes meanwhile; may be empty. When it
+  // returns false (a signal asked the server to stop), Recover stops and returns false,
+  // having changed nothing but a torn tail it cleared, and stopped() is true.
+  std::function<bool()> progress;
 };
 
 // The durable binlog (-b DIR): a write-ahead log of segments binlog.N in stalkd's format
@@ -143,6 +145,8 @@ class Binlog final : public engine::JobLog {
   // Number of jobs restored by Recover, and of damaged records it skipped.
   size_t restored() const { return restored_; }
   size_t skipped() const { return skipped_; }
+  // Recover returned false because options.progress asked it to stop.
+  bool stopped() const { return stopped_; }
 
  private:
   struct Segment;
@@ -211,11 +215,14 @@ class Binlog final : public engine::JobLog {
 
   // binlog_recovery.cc: reading the segments at start-up and opening the binlog for writing.
   struct Replay;
+  bool DropHeaderless(std::vector<uint32_t>* seqs, std::string* error);
   bool ClassifySegments(const std::vector<uint32_t>& seqs, std::vector<uint32_t>* stalkd_seqs,
                         std::vector<uint32_t>* beanstalkd_seqs, std::string* error);
   bool RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error);
   bool MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error);
   bool ReplaySegment(size_t i, Replay* replay, std::string* error);
+  // options_.progress, if any; false (and *error) when it asks recovery to stop.
+  bool GoOn(std::string* error);
   bool PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off, bool* torn,
                    std::string* error);
   std::unordered_map<uint32_t, Segment*> AddReplayedSegments(const Replay& replay);
@@ -280,6 +287,7 @@ class Binlog final : public engine::JobLog {
   int64_t dropped_updates_ = 0;
   size_t restored_ = 0;
   size_t skipped_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace stalkd::storage

@@ -118,8 +118,10 @@ struct ReplayedTries {
   uint32_t size;
 };
 
-// The sequence numbers of the binlog.N files in `dir`, in order.
-bool ListSegments(const std::string& dir, std::vector<uint32_t>* seqs, std::string* error) {
+// The sequence numbers of the binlog.N files in `dir`, in order, and the names of the
+// binlog.N.tmp files there (segments whose creation was cut short: CreateSegmentFile).
+bool ListSegments(const std::string& dir, std::vector<uint32_t>* seqs,
+                  std::vector<std::string>* unfinished, std::string* error) {
   DIR* d = opendir(dir.c_str());
   if (!d) {
     *error = "cannot read " + dir + ": " + strerror(errno);
@@ -130,12 +132,62 @@ bool ListSegments(const std::string& dir, std::vector<uint32_t>* seqs, std::stri
     if (strncmp(name, "binlog.", 7) != 0) continue;
     char* end = nullptr;
     unsigned long n = strtoul(name + 7, &end, 10);
-    if (end == name + 7 || *end != '\0' || n == 0 || n > UINT32_MAX) continue;
-    seqs->push_back(static_cast<uint32_t>(n));
+    if (end == name + 7 || n == 0 || n > UINT32_MAX) continue;
+    if (*end == '\0') {
+      seqs->push_back(static_cast<uint32_t>(n));
+    } else if (strcmp(end, ".tmp") == 0) {
+      unfinished->push_back(name);
+    }
   }
   closedir(d);
   std::sort(seqs->begin(), seqs->end());
   return true;
+}
+
+// Whether the file at `path` never got a header: it holds only zeros (or nothing), or fewer
+// bytes than a stalkd header that begin one. So it holds no record: a segment made by an
+// older stalkd (or by beanstalkd, which preallocates before it writes its version) when the
+// process died between creating the file and writing its header, or one whose rename reached
+// the disk before its header did (a power loss before the next sync).
+bool NeverGotHeader(const std::string& path, bool* never, std::string* error) {
+  *never = false;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = path + ": " + strerror(errno);
+    return false;
+  }
+  // Reads up to `size` bytes at `off`: fewer only at the end of the file; -1 on an error.
+  auto read_at = [fd](char* buf, size_t size, int64_t off) -> ssize_t {
+    size_t got = 0;
+    while (got < size) {
+      ssize_t n = pread(fd, buf + got, size - got, off + static_cast<int64_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return -1;
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(got);
+  };
+  auto zeros = [](const char* p, ssize_t n) {
+    return std::all_of(p, p + n, [](char c) { return c == 0; });
+  };
+  std::string header;
+  AppendSegmentHeader(&header);
+  char buf[1 << 16];
+  ssize_t n = read_at(buf, kSegmentHeaderSize, 0);
+  if (n >= 0 && n < static_cast<ssize_t>(kSegmentHeaderSize)) {
+    *never = zeros(buf, n) || memcmp(buf, header.data(), static_cast<size_t>(n)) == 0;
+  } else if (n > 0 && zeros(buf, n)) {  // a header of zeros: is the rest zeros too?
+    int64_t off = n;
+    *never = true;
+    while (*never && (n = read_at(buf, sizeof buf, off)) > 0) {
+      *never = zeros(buf, n);
+      off += n;
+    }
+  }
+  if (n < 0) *error = path + ": " + strerror(errno);
+  close(fd);
+  return n >= 0;
 }
 
 // The replayed jobs in id order.
@@ -206,7 +258,14 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
 bool Binlog::Recover(engine::Engine* engine, std::string* error) {
   engine_ = engine;
   std::vector<uint32_t> seqs, stalkd_seqs, beanstalkd_seqs;
-  if (!ListSegments(options_.dir, &seqs, error)) return false;
+  std::vector<std::string> unfinished;
+  if (!ListSegments(options_.dir, &seqs, &unfinished, error)) return false;
+  for (const std::string& name : unfinished) {
+    Log("removing %s/%s: a segment whose creation did not finish", options_.dir.c_str(),
+        name.c_str());
+    unlinkat(dir_fd_, name.c_str(), 0);
+  }
+  if (!DropHeaderless(&seqs, error)) return false;
   if (!ClassifySegments(seqs, &stalkd_seqs, &beanstalkd_seqs, error)) return false;
   if (!beanstalkd_seqs.empty()) {
     bool adopted = false;
@@ -214,6 +273,26 @@ bool Binlog::Recover(engine::Engine* engine, std::string* error) {
     if (adopted) return true;
   }
   return RecoverStalkd(stalkd_seqs, error);
+}
+
+// Removes the files that never got a header (NeverGotHeader): they hold no record.
+bool Binlog::DropHeaderless(std::vector<uint32_t>* seqs, std::string* error) {
+  std::vector<uint32_t> kept;
+  for (uint32_t seq : *seqs) {
+    bool never = false;
+    if (!NeverGotHeader(PathOf(seq), &never, error)) return false;
+    if (!never) {
+      kept.push_back(seq);
+      continue;
+    }
+    Log("removing %s: it never got its header (the process that made it died first), so it "
+        "holds no record",
+        PathOf(seq).c_str());
+    file::Unlink(PathOf(seq).c_str(), 0);
+  }
+  if (kept.size() != seqs->size()) file::SyncDir(dir_fd_);
+  *seqs = std::move(kept);
+  return true;
 }
 
 // Sorts the segments into stalkd's (by their magic) and the others.
@@ -245,8 +324,7 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   replay.jobs.reserve(1024);
   if (!MapSegments(seqs, &replay, error)) return false;
   for (size_t i = 0; i < replay.maps.size(); i++) {
-    if (!ReplaySegment(i, &replay, error)) return false;
-    if (options_.progress) options_.progress();
+    if (!ReplaySegment(i, &replay, error) || !GoOn(error)) return false;
   }
   if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
   if (!RestoreReplayed(replay, error)) return false;
@@ -303,6 +381,13 @@ Binlog::Segment* Binlog::ReuseSegments(Replay* replay) {
     }
   }
   return current;  // the rest of it was never written, or was a torn tail, now zeros
+}
+
+bool Binlog::GoOn(std::string* error) {
+  if (!options_.progress || options_.progress()) return true;
+  stopped_ = true;
+  *error = "recovery of " + options_.dir + " stopped: the server was asked to stop";
+  return false;
 }
 
 // Maps every segment and checks its header; notes which hold records.
@@ -432,7 +517,7 @@ bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
     reserved_ += resv;
     live_bytes_ += r->full_size;
     restored_++;
-    if (restored_ % 16384 == 0 && options_.progress) options_.progress();
+    if (restored_ % 16384 == 0 && !GoOn(error)) return false;
   }
   RestoreTubeTries(replay, by_seq);
   return true;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -68,6 +69,15 @@ int SyncData(int fd) {
 }
 
 int SyncDir(int fd) { return fsync(fd) == 0 ? 0 : errno; }
+
+int RenameNew(int dir_fd, const char* from, const char* to) {
+  if (renameat2(dir_fd, from, dir_fd, to, RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+  // A file system without RENAME_NOREPLACE: a hard link cannot replace either.
+  if (linkat(dir_fd, from, dir_fd, to, 0) != 0) return errno;
+  unlinkat(dir_fd, from, 0);
+  return 0;
+}
 
 void Found(int64_t size) { Faults().allocated += size; }
 

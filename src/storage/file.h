@@ -23,6 +23,8 @@ int Preallocate(int fd, int64_t size, int64_t had = 0);
 int WriteAt(int fd, const char* p, size_t n, int64_t off);
 int SyncData(int fd);
 int SyncDir(int fd);
+// Renames `from` to `to` in the directory dir_fd, failing (EEXIST) if `to` exists.
+int RenameNew(int dir_fd, const char* from, const char* to);
 // The file of `size` preallocated bytes at path is removed.
 int Unlink(const char* path, int64_t size);
 // A segment of `size` bytes was found at start-up: it takes its room on the disk that
