@@ -321,6 +321,7 @@ void RedisSession::BecomeHead() {
 
 void RedisSession::Claim() {
   claims_out_++;
+  claimed_at_ = store_.clock_.Now();
   // The watched tubes by partition, leaving out partitions whose master is not serving now
   // (a failover in progress on a cluster): a reserve takes what the others have, or waits
   // (the claim goes again when that master is back), rather than waiting for that master.
@@ -491,8 +492,20 @@ void RedisSession::OnClaim(const Answer& a, uint32_t part) {
   }
   if (claims_out_ == 0 && std::exchange(reclaim_, false)) return Claim();
   if (DeadlineSoon(now)) return AnswerHead(Result::Of(Outcome::kDeadlineSoon));
-  if (now >= wait_until_) return AnswerHead(Result::Of(Outcome::kTimedOut));
+  if (now >= wait_until_) {
+    if (claims_out_ > 0) return;  // a later claim's answer decides
+    return TimeUp();
+  }
   if (claims_out_ == 0) store_.Parked(*this);  // else a later claim may bring one
+}
+
+void RedisSession::TimeUp() {
+  // The claim that ends it is made once its time is up: a job that fell due before (by the
+  // master's clock: every call applies the timers that are due first) is still its own, as
+  // beanstalkd makes due jobs ready before it times a reserve out. The pump and the wake-up
+  // that would bring it otherwise come a few ms after the job's due time.
+  if (!closing_ && claimed_at_ < wait_until_) return Claim();
+  AnswerHead(Result::Of(Outcome::kTimedOut));
 }
 
 void RedisSession::AnswerHead(const Result& r) {

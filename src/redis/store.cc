@@ -541,7 +541,7 @@ void RedisStore::CheckWaiters(Nanos now) {
     // Answering its head reserve may leave it waiting for the next one (pipelined): that
     // one's claim is out then.
     if (now >= s->wait_until_) {
-      s->AnswerHead(Result::Of(Outcome::kTimedOut));
+      s->TimeUp();
     } else if (s->DeadlineSoon(now)) {
       s->AnswerHead(Result::Of(Outcome::kDeadlineSoon));
     } else {

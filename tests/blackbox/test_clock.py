@@ -90,5 +90,33 @@ class TestWholeSecondsRoundedDown(ServerCase):
         self.assertEqual((st["pause"], st["pause-time-left"]), ("0", "0"))
 
 
+class TestDelayedJobReachesAWaitingReserve(ServerCase):
+    """A delayed job falls due while a reserve waits whose timeout comes only a moment later:
+    the reserve gets the job (beanstalkd makes due jobs ready before it times reserves out)."""
+
+    def test_greenstalk_test_delays(self):
+        # greenstalk's test_delays, step for step.
+        c = self.client()
+        jid = inserted_id(c.put("dead", delay=1))
+        self.assertEqual(c.cmd("reserve"), reserved(jid, "dead"))
+        self.assertEqual(c.cmd("release %d 65536 2" % jid), b"RELEASED\r\n")
+        # Due 2 s after the release: the first reserve ends before, the second after it.
+        self.assertEqual(c.cmd("reserve-with-timeout 1"), b"TIMED_OUT\r\n")
+        self.assertEqual(c.cmd("reserve-with-timeout 1"), reserved(jid, "dead"))
+
+    def test_due_just_before_the_reserve_times_out(self):
+        # The reserve starts after the put, so its end (1 s on) is after the job's due time.
+        for _ in range(3):
+            c = self.client()
+            jid = inserted_id(c.put("soon", delay=1))
+            self.assertEqual(c.cmd("reserve-with-timeout 1"), reserved(jid, "soon"))
+            self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+
+    def test_due_just_before_the_reserve_of_another_connection_times_out(self):
+        p, w = self.client(), self.client()
+        jid = inserted_id(p.put("soon", delay=1))
+        self.assertEqual(w.cmd("reserve-with-timeout 1"), reserved(jid, "soon"))
+
+
 if __name__ == "__main__":
     unittest.main()
