@@ -457,20 +457,34 @@ end
 -- version
 local function f_version() return VERSION end
 
--- put: sid pri delay ttr tube body [limited tries ttl_s key attrs]; attrs: the front end's
--- encoding of the attributes, kept as it is
+-- The partition's next job sequence number (a job's id is seq * parts + part), above `floor`:
+-- the highest the calling front end has seen here. A store that was wiped (FLUSHALL, a
+-- restart without its data) so goes on above the ids its front ends handed out, and an id a
+-- client still holds from before never names a new job.
+local function next_seq(B, floor)
+  local seq = redis.call('HINCRBY', B .. 'm', 'seq', '1')
+  if seq <= floor then
+    seq = floor + 1
+    redis.call('HSET', B .. 'm', 'seq', str(seq))
+  end
+  return seq
+end
+
+-- put: sid pri delay ttr tube body limited tries ttl_s key attrs floor; attrs: the front
+-- end's encoding of the attributes, kept as it is; floor: see next_seq
 -- -> 'INSERTED' id | 'EXISTS' id
 local function f_put(B, now, a)
   local tube = a[5]
   local key = a[10]
+  local floor = num(a[12])
   if key and key ~= '' then
     local old = redis.call('HGET', B .. 'k:' .. tube, key)
     if old then
-      redis.call('HINCRBY', B .. 'm', 'seq', '1')  -- the put took an id, as in the engine
+      next_seq(B, floor)  -- the put took an id, as in the engine
       return done(B, now, 'EXISTS', old)
     end
   end
-  local id = redis.call('HINCRBY', B .. 'm', 'seq', '1') * parts + part
+  local id = next_seq(B, floor) * parts + part
   local j = {id = id, tube = tube, state = READY, pri = num(a[2]), delay = num(a[3]), ttr = num(a[4]),
              reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0, created = now,
              deadline = 0, owner = 0, limited = 0, tries = 0, ttl = 0, reason = 0, flags = 0,
@@ -872,12 +886,16 @@ local function reap(B, fid, now)
   return true
 end
 
--- pump: limit [fid...] -> timer work; also reaps front ends whose lease ran out: those of
--- this partition's B..'fe' (on one Redis: all; on a cluster only {g} has leases, and its
+-- pump: limit floor [fid...] -> timer work; also reaps front ends whose lease ran out: those
+-- of this partition's B..'fe' (on one Redis: all; on a cluster only {g} has leases, and its
 -- pump, called when no partition holds anything of them any more, forgets them), and the
--- fids named (on a cluster: found dead in {g}, reaped partition by partition).
+-- fids named (on a cluster: found dead in {g}, reaped partition by partition). The job
+-- numbering goes on above floor if it is below (next_seq).
 local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
+  if not global and num(redis.call('HGET', B .. 'm', 'seq')) < num(a[2]) then
+    redis.call('HSET', B .. 'm', 'seq', a[2])
+  end
   local dead = {}
   -- On a cluster's {g}, only the fids named: the caller found no partition holding anything
   -- of them. Another front end whose lease ran out meanwhile may still hold reservations and
@@ -886,7 +904,7 @@ local function f_pump(B, now, a)
   if not global then
     dead = redis.call('ZRANGE', B .. 'fe', '-inf', str(now), 'BYSCORE', 'LIMIT', '0', '4')
   end
-  for i = 2, #a do
+  for i = 3, #a do
     if not global or num(redis.call('ZSCORE', B .. 'fe', a[i])) <= now then
       dead[#dead + 1] = a[i]
     end
@@ -1003,10 +1021,10 @@ local function f_list_jobs(B, now, a)
   return done_list(B, now, 'OK', out)
 end
 
--- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its
--- client gone mid-body): the next job's id skips it, as in beanstalkd.
+-- skip_id: floor: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF,
+-- its client gone mid-body): the next job's id skips it, as in beanstalkd.
 local function f_skip_id(B, now, a)
-  redis.call('HINCRBY', B .. 'm', 'seq', '1')
+  next_seq(B, num(a[1]))
   return done(B, now, 'OK')
 end
 

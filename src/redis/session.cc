@@ -254,13 +254,16 @@ Result RedisSession::CommitPut() {
               limited = tries_ > 0 ? "1" : "0", tries = std::to_string(tries_),
               ttl = std::to_string(ttl_);
   std::string_view body(put_.data(), put_args_.bytes);
-  Result r =
-      Ask(store_.PartitionOf(use_), "put",
-          {sid_text_, pri, delay, ttr, use_, body, limited, tries, ttl, put_key_, put_attrs_}, true,
-          [](RedisSession&, const Answer& a) {
-            if (a.status == "EXISTS") return Result::Of(Outcome::kExists, a.Number(0));
-            return Result::Of(Outcome::kInserted, a.Number(0));
-          });
+  uint32_t part = store_.PartitionOf(use_);
+  std::string floor = store_.SeqFloor(part);
+  Result r = Ask(
+      part, "put",
+      {sid_text_, pri, delay, ttr, use_, body, limited, tries, ttl, put_key_, put_attrs_, floor},
+      true, [](RedisSession& s, const Answer& a) {
+        s.store_.SawId(a.Number(0));
+        if (a.status == "EXISTS") return Result::Of(Outcome::kExists, a.Number(0));
+        return Result::Of(Outcome::kInserted, a.Number(0));
+      });
   put_.clear();
   put_.shrink_to_fit();
   return r;
@@ -269,7 +272,8 @@ Result RedisSession::CommitPut() {
 void RedisSession::AbandonPut() {
   // beanstalkd gave the put its id when its line arrived: the next job's id skips it.
   if (put_open_) {
-    store_.Call(store_.PartitionOf(use_), "skip_id", {}, false, [](const RedisStore::Answer&) {});
+    uint32_t part = store_.PartitionOf(use_);
+    store_.Call(part, "skip_id", {store_.SeqFloor(part)}, false, [](const RedisStore::Answer&) {});
   }
   put_open_ = false;
   put_.clear();
@@ -534,6 +538,7 @@ Result RedisSession::Reserved(const Answer& a) {
   bodies_.reserve(n);
   for (size_t i = 0; i < n; i++) {
     uint64_t id = a.Number(4 * i);
+    store_.SawId(id);
     bodies_.emplace_back(a.Word(4 * i + 1));
     if (!wait_args_.detached) {
       Forget(id);
@@ -611,6 +616,7 @@ Result RedisSession::ReserveJob(uint64_t id) {
 
 Result RedisSession::Found(const Answer& a) {
   if (a.status != "FOUND") return Result::Of(Outcome::kNotFound);
+  store_.SawId(a.Number(0));
   bodies_.assign(1, std::string(a.Word(1)));
   Result r = Result::Of(Outcome::kFound);
   r.job = {a.Number(0), bodies_[0]};
