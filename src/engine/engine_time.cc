@@ -37,16 +37,6 @@ Nanos Engine::Tick() {
   const uint32_t budget = options_.tick_budget;
   bool more = false;
 
-  uint32_t timer_budget = budget;
-  while (!timers_.empty() && timers_.top()->wake_at_ <= now) {
-    if (timer_budget == 0) {
-      more = true;
-      break;
-    }
-    uint32_t moved = ExpireSession(timers_.top(), now, timer_budget);
-    timer_budget -= std::max<uint32_t>(1, std::min(moved, timer_budget));
-  }
-
   // Due jobs of the tubes that sessions wait on first (as many as there are waiters, at
   // most: a tube leaves awaited_ when its last waiter is served), then all in deadline
   // order. So however many jobs fall due in tubes nobody consumes, a waiting consumer gets
@@ -71,6 +61,19 @@ Nanos Engine::Tick() {
     RefreshEligible(t);
   }
   ProcessQueue();
+
+  // Reserve timeouts and TTRs after the jobs and tubes that became ready, as beanstalkd's
+  // prottick: a waiting reserve whose end has come gets a job that fell due before it, even
+  // when this Tick runs after both.
+  uint32_t timer_budget = budget;
+  while (!timers_.empty() && timers_.top()->wake_at_ <= now) {
+    if (timer_budget == 0) {
+      more = true;
+      break;
+    }
+    uint32_t moved = ExpireSession(timers_.top(), now, timer_budget);
+    timer_budget -= std::max<uint32_t>(1, std::min(moved, timer_budget));
+  }
 
   ReleaseClosed(budget);
   if (more || !closing_.empty()) return now;

@@ -56,10 +56,6 @@ local function num(s) return tonumber(s) or 0 end
 -- "%.17g", which costs more than most commands it calls (glibc's float printing).
 local function str(n) return string.format('%d', n) end
 
--- The running call's clock below the ms (0 to 0.999), set with its `now`: jobs delayed in
--- the same ms are due in the order they were delayed, as the engine's (ns) deadlines.
-local sub_ms = 0
-
 -- The timer set's head score as this call's apply_due found it (-1: empty), while nothing has
 -- changed the set since: next_due then needs no second look. nil: unknown.
 local x_head = nil
@@ -95,11 +91,17 @@ local function xrem(B, member, due)
   if x_head and x_head ~= -1 and due <= x_head then x_head = nil end
 end
 
+-- The master's clock in ms, to the us (a fraction): deadlines and creation times keep it, so
+-- a later call always sees time pass since an earlier one set them (stats show whole seconds
+-- rounded down, as beanstalkd's ns clock: a TTR of 10 just started has 9 left), and jobs
+-- delayed in the same ms are due in the order they were delayed, as the engine's.
 local function now_ms()
   local t = redis.call('TIME')
-  sub_ms = (tonumber(t[2]) % 1000) / 1000
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
+
+-- A time (ms, to the us) as a sorted-set score; str() would cut it to the ms.
+local function score(ms) return string.format('%.3f', ms) end
 
 local function jkey(B, id) return B .. 'j:' .. str(id) end
 
@@ -209,12 +211,12 @@ local function enter(B, j, state, now)
     if j.pri < URGENT then count_all(B, 'urgent', '1') end
     wake(B, j.tube, now)
   elseif state == DELAYED then
-    local due = string.format('%.3f', j.deadline + sub_ms)
+    local due = score(j.deadline)
     redis.call('ZADD', B .. 'd:' .. j.tube, due, m)
     xadd(B, due, 'd' .. j.tube, 'LT')
     count_all(B, 'delayed', '1')
   elseif state == RESERVED then
-    xadd(B, str(j.deadline), 'r' .. m)
+    xadd(B, score(j.deadline), 'r' .. m)
     if j.owner > 0 then
       redis.call('ZADD', B .. 's:' .. str(j.owner),
                  str(redis.call('HINCRBY', B .. 'm', 'rseq', '1')), m)
@@ -320,7 +322,7 @@ local function apply_due(B, now, limit)
     x_head = head or -1
     return 0
   end
-  local upto = str(now)
+  local upto = score(now)
   while done < limit do
     local due = redis.call('ZRANGE', x, '-inf', upto, 'BYSCORE', 'LIMIT', '0', '16')
     if #due == 0 then break end
@@ -455,20 +457,34 @@ end
 -- version
 local function f_version() return VERSION end
 
--- put: sid pri delay ttr tube body [limited tries ttl_s key attrs]; attrs: the front end's
--- encoding of the attributes, kept as it is
+-- The partition's next job sequence number (a job's id is seq * parts + part), above `floor`:
+-- the highest the calling front end has seen here. A store that was wiped (FLUSHALL, a
+-- restart without its data) so goes on above the ids its front ends handed out, and an id a
+-- client still holds from before never names a new job.
+local function next_seq(B, floor)
+  local seq = redis.call('HINCRBY', B .. 'm', 'seq', '1')
+  if seq <= floor then
+    seq = floor + 1
+    redis.call('HSET', B .. 'm', 'seq', str(seq))
+  end
+  return seq
+end
+
+-- put: sid pri delay ttr tube body limited tries ttl_s key attrs floor; attrs: the front
+-- end's encoding of the attributes, kept as it is; floor: see next_seq
 -- -> 'INSERTED' id | 'EXISTS' id
 local function f_put(B, now, a)
   local tube = a[5]
   local key = a[10]
+  local floor = num(a[12])
   if key and key ~= '' then
     local old = redis.call('HGET', B .. 'k:' .. tube, key)
     if old then
-      redis.call('HINCRBY', B .. 'm', 'seq', '1')  -- the put took an id, as in the engine
+      next_seq(B, floor)  -- the put took an id, as in the engine
       return done(B, now, 'EXISTS', old)
     end
   end
-  local id = redis.call('HINCRBY', B .. 'm', 'seq', '1') * parts + part
+  local id = next_seq(B, floor) * parts + part
   local j = {id = id, tube = tube, state = READY, pri = num(a[2]), delay = num(a[3]), ttr = num(a[4]),
              reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0, created = now,
              deadline = 0, owner = 0, limited = 0, tries = 0, ttl = 0, reason = 0, flags = 0,
@@ -500,7 +516,7 @@ local function f_put(B, now, a)
   if redis.call('HINCRBY', B .. 't:' .. tube, 'total', '1') == 1 then touch_tube(B, tube) end
   redis.call('SET', jkey(B, id), header(j) .. tube .. a[6])
   redis.call('HINCRBY', B .. 'm', 'total', '1')
-  if j.ttl > 0 then xadd(B, str(j.ttl), 'l' .. mid(id)) end
+  if j.ttl > 0 then xadd(B, score(j.ttl), 'l' .. mid(id)) end
   enter(B, j, state, now)
   return done(B, now, 'INSERTED', str(id))
 end
@@ -520,7 +536,7 @@ local function f_reserve(B, now, a)
     local id, pri = best(B, a, 9, now)
     if not id then break end
     if bp then
-      local c = load(B, id).created
+      local c = math.floor(load(B, id).created)  -- the bound's is in whole ms
       if before(num(bp), num(bc), num(bi), pri, c, id) then
         if #out == 1 then return done(B, now, 'NONE', str(pri), str(c), str(id)) end
         break
@@ -543,7 +559,7 @@ local function f_head(B, now, a)
   if num(a[1]) > 0 then lease_waiters(B, a, 2, now + num(a[1])) end
   local id, pri = best(B, a, 2, now)
   if not id then return done(B, now, 'NONE') end
-  return done(B, now, 'HEAD', str(pri), str(load(B, id).created), str(id))
+  return done(B, now, 'HEAD', str(pri), str(math.floor(load(B, id).created)), str(id))
 end
 
 -- wait: lease_ms tube...: refreshes the waiters' lease of the tubes.
@@ -610,7 +626,7 @@ local function f_touch(B, now, a)
   if not j or not reserved_by(j, num(a[1])) then return done(B, now, 'NOT_FOUND') end
   local t = j.res_ttr > 0 and j.res_ttr or j.ttr
   j.deadline = now + t * 1000
-  xset(B, 'ZADD', str(j.deadline), 'r' .. mid(j.id))
+  xset(B, 'ZADD', score(j.deadline), 'r' .. mid(j.id))
   save(B, j)
   return done(B, now, 'TOUCHED', str(j.deadline))
 end
@@ -665,7 +681,7 @@ local function f_respawn(B, now, a)
     j.ttl = 0
     if ttl_s > 0 then
       j.ttl = now + ttl_s * 1000
-      xadd(B, str(j.ttl), 'l' .. mid(j.id))
+      xadd(B, score(j.ttl), 'l' .. mid(j.id))
     end
     enter(B, j, READY, now)
     save(B, j)
@@ -787,8 +803,8 @@ local function f_pause(B, now, a)
   local t = B .. 't:' .. tube
   redis.call('HINCRBY', t, 'pauses', '1')
   if d > 0 then
-    redis.call('HSET', t, 'pu', str(now + d * 1000), 'pd', str(d))
-    xset(B, 'ZADD', str(now + d * 1000), 'p' .. tube)
+    redis.call('HSET', t, 'pu', score(now + d * 1000), 'pd', str(d))
+    xset(B, 'ZADD', score(now + d * 1000), 'p' .. tube)
   else
     redis.call('HDEL', t, 'pu', 'pd')
     xset(B, 'ZREM', 'p' .. tube)
@@ -870,12 +886,16 @@ local function reap(B, fid, now)
   return true
 end
 
--- pump: limit [fid...] -> timer work; also reaps front ends whose lease ran out: those of
--- this partition's B..'fe' (on one Redis: all; on a cluster only {g} has leases, and its
+-- pump: limit floor [fid...] -> timer work; also reaps front ends whose lease ran out: those
+-- of this partition's B..'fe' (on one Redis: all; on a cluster only {g} has leases, and its
 -- pump, called when no partition holds anything of them any more, forgets them), and the
--- fids named (on a cluster: found dead in {g}, reaped partition by partition).
+-- fids named (on a cluster: found dead in {g}, reaped partition by partition). The job
+-- numbering goes on above floor if it is below (next_seq).
 local function f_pump(B, now, a)
   local n = apply_due(B, now, num(a[1]))
+  if not global and num(redis.call('HGET', B .. 'm', 'seq')) < num(a[2]) then
+    redis.call('HSET', B .. 'm', 'seq', a[2])
+  end
   local dead = {}
   -- On a cluster's {g}, only the fids named: the caller found no partition holding anything
   -- of them. Another front end whose lease ran out meanwhile may still hold reservations and
@@ -884,7 +904,7 @@ local function f_pump(B, now, a)
   if not global then
     dead = redis.call('ZRANGE', B .. 'fe', '-inf', str(now), 'BYSCORE', 'LIMIT', '0', '4')
   end
-  for i = 2, #a do
+  for i = 3, #a do
     if not global or num(redis.call('ZSCORE', B .. 'fe', a[i])) <= now then
       dead[#dead + 1] = a[i]
     end
@@ -1001,10 +1021,10 @@ local function f_list_jobs(B, now, a)
   return done_list(B, now, 'OK', out)
 end
 
--- skip_id: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF, its
--- client gone mid-body): the next job's id skips it, as in beanstalkd.
+-- skip_id: floor: a put that took an id when its line arrived was abandoned (EXPECTED_CRLF,
+-- its client gone mid-body): the next job's id skips it, as in beanstalkd.
 local function f_skip_id(B, now, a)
-  redis.call('HINCRBY', B .. 'm', 'seq', '1')
+  next_seq(B, num(a[1]))
   return done(B, now, 'OK')
 end
 
@@ -1024,11 +1044,6 @@ end
 -- learned the slot map) fails its redis.pcall: it is reported, and the caller asks it alone,
 -- routed (and retried through the migration).
 
-local function node_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 local function failed(r) return type(r) == 'table' and r.err ~= nil end
 
 -- scan_node: ndead fid... tag... -> the indexes (from 1) of the tags whose partition has
@@ -1036,7 +1051,7 @@ local function failed(r) return type(r) == 'table' and r.err ~= nil end
 -- references of a dead front end (fid...); a partition not here is in both lists. Each gets
 -- a pump (with the dead fids: it reaps them).
 local function f_scan_node(_, a)
-  local now = node_now()
+  local now = now_ms()
   local nd = num(a[1])
   local due, dead = {}, {}
   for i = nd + 2, #a do

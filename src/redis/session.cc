@@ -254,13 +254,16 @@ Result RedisSession::CommitPut() {
               limited = tries_ > 0 ? "1" : "0", tries = std::to_string(tries_),
               ttl = std::to_string(ttl_);
   std::string_view body(put_.data(), put_args_.bytes);
-  Result r =
-      Ask(store_.PartitionOf(use_), "put",
-          {sid_text_, pri, delay, ttr, use_, body, limited, tries, ttl, put_key_, put_attrs_}, true,
-          [](RedisSession&, const Answer& a) {
-            if (a.status == "EXISTS") return Result::Of(Outcome::kExists, a.Number(0));
-            return Result::Of(Outcome::kInserted, a.Number(0));
-          });
+  uint32_t part = store_.PartitionOf(use_);
+  std::string floor = store_.SeqFloor(part);
+  Result r = Ask(
+      part, "put",
+      {sid_text_, pri, delay, ttr, use_, body, limited, tries, ttl, put_key_, put_attrs_, floor},
+      true, [](RedisSession& s, const Answer& a) {
+        s.store_.SawId(a.Number(0));
+        if (a.status == "EXISTS") return Result::Of(Outcome::kExists, a.Number(0));
+        return Result::Of(Outcome::kInserted, a.Number(0));
+      });
   put_.clear();
   put_.shrink_to_fit();
   return r;
@@ -269,7 +272,8 @@ Result RedisSession::CommitPut() {
 void RedisSession::AbandonPut() {
   // beanstalkd gave the put its id when its line arrived: the next job's id skips it.
   if (put_open_) {
-    store_.Call(store_.PartitionOf(use_), "skip_id", {}, false, [](const RedisStore::Answer&) {});
+    uint32_t part = store_.PartitionOf(use_);
+    store_.Call(part, "skip_id", {store_.SeqFloor(part)}, false, [](const RedisStore::Answer&) {});
   }
   put_open_ = false;
   put_.clear();
@@ -321,6 +325,7 @@ void RedisSession::BecomeHead() {
 
 void RedisSession::Claim() {
   claims_out_++;
+  claimed_at_ = store_.clock_.Now();
   // The watched tubes by partition, leaving out partitions whose master is not serving now
   // (a failover in progress on a cluster): a reserve takes what the others have, or waits
   // (the claim goes again when that master is back), rather than waiting for that master.
@@ -491,8 +496,20 @@ void RedisSession::OnClaim(const Answer& a, uint32_t part) {
   }
   if (claims_out_ == 0 && std::exchange(reclaim_, false)) return Claim();
   if (DeadlineSoon(now)) return AnswerHead(Result::Of(Outcome::kDeadlineSoon));
-  if (now >= wait_until_) return AnswerHead(Result::Of(Outcome::kTimedOut));
+  if (now >= wait_until_) {
+    if (claims_out_ > 0) return;  // a later claim's answer decides
+    return TimeUp();
+  }
   if (claims_out_ == 0) store_.Parked(*this);  // else a later claim may bring one
+}
+
+void RedisSession::TimeUp() {
+  // The claim that ends it is made once its time is up: a job that fell due before (by the
+  // master's clock: every call applies the timers that are due first) is still its own, as
+  // beanstalkd makes due jobs ready before it times a reserve out. The pump and the wake-up
+  // that would bring it otherwise come a few ms after the job's due time.
+  if (!closing_ && claimed_at_ < wait_until_) return Claim();
+  AnswerHead(Result::Of(Outcome::kTimedOut));
 }
 
 void RedisSession::AnswerHead(const Result& r) {
@@ -521,6 +538,7 @@ Result RedisSession::Reserved(const Answer& a) {
   bodies_.reserve(n);
   for (size_t i = 0; i < n; i++) {
     uint64_t id = a.Number(4 * i);
+    store_.SawId(id);
     bodies_.emplace_back(a.Word(4 * i + 1));
     if (!wait_args_.detached) {
       Forget(id);
@@ -598,6 +616,7 @@ Result RedisSession::ReserveJob(uint64_t id) {
 
 Result RedisSession::Found(const Answer& a) {
   if (a.status != "FOUND") return Result::Of(Outcome::kNotFound);
+  store_.SawId(a.Number(0));
   bodies_.assign(1, std::string(a.Word(1)));
   Result r = Result::Of(Outcome::kFound);
   r.job = {a.Number(0), bodies_[0]};

@@ -122,6 +122,9 @@ class RedisSession final : public command::Session {
   void ClaimAcross(std::vector<std::pair<uint32_t, std::vector<std::string_view>>> groups);
   void ClaimBest(const std::shared_ptr<Across>& x);
   void OnClaim(const Answer& a, uint32_t part);
+  // The head reserve's time is up (no claim out): TIMED_OUT, after one last claim unless
+  // the latest was made at or after its end.
+  void TimeUp();
   std::string WaiterLease() const;
   static Answer NoJob();
   Result Reserved(const Answer& a);
@@ -185,6 +188,7 @@ class RedisSession final : public command::Session {
   };
   std::deque<Want> wants_;
   size_t claims_out_ = 0;  // reserve calls whose answers are on their way
+  Nanos claimed_at_ = 0;   // when the latest claim went (local clock)
   bool waiting_ = false;   // registered with the store: a reserve that may wait
   RedisStore::WaiterList::iterator waiter_at_;             // waiting_: in store_.waiters_
   std::vector<RedisStore::WaiterList::iterator> tube_at_;  // and per tube of watch_

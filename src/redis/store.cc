@@ -70,6 +70,7 @@ RedisStore::RedisStore(net::EventLoop& loop, const Clock& clock, StoreOptions op
     masters_.push_back(std::make_unique<Master>());
   }
   due_.assign(parts_, kForever);
+  seen_seq_.assign(parts_, 0);
   touched_.assign(tags_.size(), 0);
   pumping_part_.assign(tags_.size(), 0);
 }
@@ -669,7 +670,7 @@ void RedisStore::CheckWaiters(Nanos now) {
     // Answering its head reserve may leave it waiting for the next one (pipelined): that
     // one's claim is out then.
     if (now >= s->wait_until_) {
-      s->AnswerHead(Result::Of(Outcome::kTimedOut));
+      s->TimeUp();
     } else if (s->DeadlineSoon(now)) {
       s->AnswerHead(Result::Of(Outcome::kDeadlineSoon));
     } else {
@@ -710,8 +711,8 @@ void RedisStore::Wake(std::string_view tube) {
 void RedisStore::Pump(uint32_t part, const std::vector<std::string>& dead) {
   if (pumping_part_[part]) return;
   pumping_part_[part] = 1;
-  std::string limit = std::to_string(kPumpLimit);
-  std::vector<std::string_view> args{limit};
+  std::string limit = std::to_string(kPumpLimit), floor = SeqFloor(part);
+  std::vector<std::string_view> args{limit, floor};
   args.insert(args.end(), dead.begin(), dead.end());
   Call(part, "pump", std::span<const std::string_view>(args), true,
        [this, part, dead = dead](const Answer& a) {
@@ -794,8 +795,15 @@ void RedisStore::RenewLease(bool sweep) {
            return;
          }
          // Another front end took this one for dead (a stall longer than the lease) and
-         // gave back its sessions' reservations and their listing.
-         if (a.Word(1) == "1") enlist_epoch_++;
+         // gave back its sessions' reservations and their listing; or Redis was wiped
+         // (FLUSHALL, a restart without its data): each partition this front end saw ids
+         // of goes on numbering above them (a pump carries the floor, SawId).
+         if (a.Word(1) == "1") {
+           enlist_epoch_++;
+           for (uint32_t p = 0; p < parts_; p++) {
+             if (seen_seq_[p] > 0) Pump(p, {});
+           }
+         }
          // Front ends whose lease ran out, for the sweep (a cluster) to reap.
          dead_.clear();
          for (size_t i = 2; i < a.size(); i++) dead_.emplace_back(a.Word(i));

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -225,6 +226,16 @@ class RedisStore final : public command::Store,
   // Redis' clock (ms) to ours, and back.
   Nanos LocalTime(int64_t redis_ms) const { return redis_ms * 1'000'000 - offset_; }
   void Learn(uint32_t part, int64_t redis_now_ms, int64_t next_due_ms);
+  // A job id from Redis' answers: the highest sequence number seen per partition (id / parts,
+  // ids being seq * parts + partition) goes with each put and pump there as the numbering's
+  // floor, so a Redis that was wiped goes on above the ids this front end handed out.
+  void SawId(uint64_t id) {
+    uint64_t& seen = seen_seq_[id % parts_];
+    seen = std::max(seen, id / parts_);
+  }
+  std::string SeqFloor(uint32_t part) const {
+    return std::to_string(part < parts_ ? seen_seq_[part] : 0);
+  }
 
   net::EventLoop& loop_;
   const Clock& clock_;
@@ -270,6 +281,7 @@ class RedisStore final : public command::Store,
   // Each partition's next timer (local time) as the last answer from it said, in order;
   // partitions being pumped; (a cluster) the front ends found dead (reaped by the sweep).
   std::vector<Nanos> due_;
+  std::vector<uint64_t> seen_seq_;  // SawId
   std::set<std::pair<Nanos, uint32_t>> timers_;
   std::vector<char> pumping_part_;
   std::vector<std::string> dead_;

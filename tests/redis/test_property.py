@@ -10,8 +10,13 @@ with the seed, the command's index, the command and both replies, and the sequen
 (ddmin over whole commands, replayed on fresh servers) to a short one that still differs.
 
 Timing-free: every TTR, delay, TTL and pause that is not 0 is at least 120 s, so no timer
-fires within a run (a run takes well under a second); a reserve has timeout 0. The only
-values that depend on time are normalised (NORMALISED_*, each with its reason).
+fires within a run (a run takes well under a second); a reserve has timeout 0. The times that
+stats report (TIMES_*: a job's age and time left, a pause's time left, uptime) are compared
+as they are, in beanstalkd's whole seconds rounded down (a TTR of 120 just started has 119
+left on both); only once a run (for uptime, the servers) has lasted about a second may a
+second tick over between the two servers' replies, and then they may differ by one
+(within_rounding). What is each process's own is normalised (NORMALISED_*, each with its
+reason).
 
 Run: python3 -m unittest -v tests/redis/test_property.py
 Environment: STALKD_BIN (default build/release/stalkd); PROPERTY_SEEDS, PROPERTY_COMMANDS,
@@ -58,20 +63,26 @@ MALFORMED = [
     b"release 1 0\r\n", b"bury 1\r\n", b"touch\r\n", b"kick\r\n", b"ignore\r\n",
 ]
 
-# Values that depend on when a command ran, not on what the store holds; each is replaced
-# by "*" in both replies before they are compared.
-NORMALISED_STATS_JOB = {
-    "age",         # seconds since the put: the two servers' puts are not at the same instant
-    "time-left",   # seconds to a delay's or TTR's end: counted down from a different instant
-    "ttl-left",    # seconds to a TTL's end: the same
-}
-NORMALISED_STATS_TUBE = {
-    "pause-time-left",  # seconds to a pause's end, counted from each server's own pause-tube
-}
+# Times in whole seconds, each counted by a server from its own instant of the command that
+# set it (the put, the reserve, the pause-tube; uptime from the process's start): compared
+# exactly, except that one may have ticked over before the other once a second has passed
+# since that instant (within_rounding).
+TIMES_STATS_JOB = {"age", "time-left", "ttl-left"}
+TIMES_STATS_TUBE = {"pause-time-left"}
+TIMES_STATS = {"uptime"}
+TIMES = {b"stats-job": TIMES_STATS_JOB, b"stats-tube": TIMES_STATS_TUBE, b"stats": TIMES_STATS}
+# Only after this long (s) since a run (or, for uptime, its servers) started can a count of
+# whole seconds tick over between two replies: before, each must be what the other is.
+TICK_AFTER = 0.9
+
+# Values that are each process's own, not the store's; each is replaced by "*" in both
+# replies before they are compared.
+NORMALISED_STATS_JOB = set()
+NORMALISED_STATS_TUBE = set()
 NORMALISED_STATS = {
-    # docs/SCALE-OUT.md, "Deviations": stats `pid`, `uptime`, `id`, `hostname`, `rusage-*`
-    # are each front end's own (and differ between any two processes anyway).
-    "pid", "uptime", "id", "hostname", "rusage-utime", "rusage-stime",
+    # docs/SCALE-OUT.md, "Deviations": stats `pid`, `id`, `hostname`, `rusage-*` are each
+    # front end's own (and differ between any two processes anyway).
+    "pid", "id", "hostname", "rusage-utime", "rusage-stime",
     # docs/SCALE-OUT.md, "Deviations": `memory-used` and `memory-limit` are the engine's own
     # accounting; on Redis the jobs are in Redis' memory, and both say 0.
     "memory-used", "memory-limit",
@@ -87,6 +98,7 @@ class Pair:
     same Redis and prefix, `redis2`, serves the last connection."""
 
     def __init__(self, redis_url, prefix, front_ends=1, wait=0):
+        self.started = time.monotonic()  # before any of them
         self.embedded = beanstalk.Server()
         self.fronts = []
         try:
@@ -117,19 +129,51 @@ def read_whole_reply(c):
     return first + b"".join(read() for _ in range(n))
 
 
+def yaml_lines(reply):
+    """The lines of an `OK <bytes>` YAML reply's document, or None for any other reply."""
+    m = re.fullmatch(rb"OK \d+\r\n(---\n.*)\r\n", reply, re.S)
+    return m.group(1).split(b"\n") if m else None
+
+
+def yaml_of(lines):
+    body = b"\n".join(lines)
+    return b"OK %d\r\n%s\r\n" % (len(body), body)
+
+
+def within_rounding(command, a, b, job_s, server_s):
+    """b, with each time (TIMES) that differs from a's by one taken from a, when the whole
+    seconds may have ticked over between the two: `job_s` (s) since the run started,
+    `server_s` since its servers did (for uptime), at least TICK_AFTER. Otherwise b."""
+    verb = command.split(b" ", 1)[0].rstrip(b"\r\n")
+    keys = TIMES.get(verb)
+    if not keys or a == b:
+        return b
+    la, lb = yaml_lines(a), yaml_lines(b)
+    if la is None or lb is None or len(la) != len(lb):
+        return b
+    for i, (x, y) in enumerate(zip(la, lb)):
+        kx, sep, vx = x.partition(b": ")
+        ky, _, vy = y.partition(b": ")
+        key = kx.decode()
+        if not sep or kx != ky or key not in keys or not (vx.isdigit() and vy.isdigit()):
+            continue
+        elapsed = server_s if key in TIMES_STATS else job_s
+        if elapsed >= TICK_AFTER and abs(int(vx) - int(vy)) == 1:
+            lb[i] = x
+    return yaml_of(lb)
+
+
 def yaml_reply(reply, normalised):
     """An `OK <bytes>` YAML dict reply with the values of `normalised` keys replaced by "*"
     (and its byte count recomputed); any other reply as it is."""
-    m = re.fullmatch(rb"OK \d+\r\n(---\n.*)\r\n", reply, re.S)
-    if not m:
+    lines = yaml_lines(reply)
+    if lines is None:
         return reply
-    lines = m.group(1).split(b"\n")
     for i, line in enumerate(lines):
         key, sep, _ = line.partition(b": ")
         if sep and key.decode() in normalised:
             lines[i] = key + b": *"
-    body = b"\n".join(lines)
-    return b"OK %d\r\n%s\r\n" % (len(body), body)
+    return yaml_of(lines)
 
 
 # With two front ends, also (docs/SCALE-OUT.md, "Deviations"): `stats` sums the other front
@@ -175,6 +219,11 @@ class Run:
             self._settle(0, CONNECTIONS)
         else:
             self._settle_tube_refs()
+        self.started = time.monotonic()
+
+    def _within_rounding(self, command, a, b):
+        now = time.monotonic()
+        return within_rounding(command, a, b, now - self.started, now - self.pair.started)
 
     def servers(self, conn=0):
         """The embedded server and the Redis front end of connection `conn`."""
@@ -237,6 +286,7 @@ class Run:
                 out.append(self._reply(k, c, command))
             except (socket.timeout, EOFError, OSError) as e:
                 out.append(b"<no reply: %s>" % type(e).__name__.encode())
+        out[1] = self._within_rounding(command, out[0], out[1])
         if len(self.pair.fronts) > 1 and re.match(rb"(use|watch|ignore) ", command):
             # A front end answers these at once and tells Redis in the background
             # (docs/SCALE-OUT.md, "Deviations"); a call of its own after them is answered
@@ -263,6 +313,8 @@ class Run:
                     replies.append(b"<no reply: %s>" % type(e).__name__.encode())
                     break
             out.append(replies)
+        for i, command in enumerate(commands[:min(len(out[0]), len(out[1]))]):
+            out[1][i] = self._within_rounding(command, out[0][i], out[1][i])
         return out
 
     def _settle(self, conn, connections):
@@ -864,6 +916,33 @@ class RedisRegressionCase(RedisCase):
             (1, RECONNECT, b"reconnected\r\n"),
             (0, b"list-tubes\r\n", tube_list("default", "o1", "o2")),
         ])
+
+    def test_times_just_set_are_whole_seconds_rounded_down(self):
+        # A TTR, delay, TTL or pause of 120 s just set has 119 s left, as the engine's ns
+        # clock (and beanstalkd's) shows it; Redis, in whole ms, said 120 within the same ms.
+        def left(key, value):
+            return lambda reply: self.assertIn(b"\n%s: %d\n" % (key, value), reply)
+
+        steps = [
+            (0, b"put 0 0 120 1\r\na\r\n", None, None),
+            (0, b"reserve\r\n", None, None),
+            (0, b"stats-job 1\r\n", None, left(b"time-left", 119)),
+            (0, b"touch 1\r\n", b"TOUCHED\r\n", None),
+            (0, b"stats-job 1\r\n", None, left(b"time-left", 119)),
+            (0, b"release 1 0 120\r\n", b"RELEASED\r\n", None),
+            (0, b"stats-job 1\r\n", None, left(b"time-left", 119)),
+            (0, b"put 0 120 120 1\r\nb\r\n", None, None),
+            (0, b"stats-job 2\r\n", None, left(b"time-left", 119)),
+            (0, b"put-ext 0 0 120 1 ttl=120\r\nc\r\n", None, None),
+            (0, b"stats-job 3\r\n", None, left(b"ttl-left", 119)),
+            (0, b"pause-tube default 120\r\n", b"PAUSED\r\n", None),
+            (0, b"stats-tube default\r\n", None, left(b"pause-time-left", 119)),
+        ]
+        for _ in range(3):  # the old answer came when both calls ran in the same ms
+            got = self.check([(conn, command, want) for conn, command, want, _ in steps])
+            for (_, _, _, test), reply in zip(steps, got):
+                if test:
+                    test(reply)
 
     def test_delayed_jobs_due_in_the_same_millisecond_in_the_order_delayed(self):
         # A job delayed later with the same delay is due later, also within a millisecond
