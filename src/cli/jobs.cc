@@ -144,10 +144,19 @@ int Reserve(Context& ctx, const ReserveOptions& o) {
   Client& c = ctx.client();
   c.WatchOnly(tubes);
   std::string cmd = o.wait ? "reserve" : "reserve-with-timeout " + std::to_string(o.timeout);
+  // Without --delete or --bury each job is held until the last one is reserved, then all are
+  // released (with their own priorities): a job released at once would be the next one
+  // reserved, and -n 3 would show one job three times.
+  std::vector<std::pair<uint64_t, uint64_t>> held;  // id, pri
   uint64_t got = 0;
   for (; got < o.count; got++) {
-    Reply r = c.Expect(cmd, {"RESERVED", "TIMED_OUT"});
+    Reply r = c.Expect(cmd, {"RESERVED", "TIMED_OUT", "DEADLINE_SOON"});
     if (r.Is("TIMED_OUT")) break;
+    if (r.Is("DEADLINE_SOON")) {  // a held job's TTR is running out: stop waiting
+      fprintf(stderr, "stalk: stopped after %llu jobs: the TTR of one held is running out\n",
+              static_cast<unsigned long long>(got));
+      break;
+    }
     JobRecord job = Describe(c, r);
     job.state = "reserved";
     o.format.Print(job, ctx.json);
@@ -157,7 +166,17 @@ int Reserve(Context& ctx, const ReserveOptions& o) {
     } else if (o.bury) {
       c.Expect("bury " + id + " " + std::to_string(job.pri), {"BURIED"});
     } else {
-      c.Expect("release " + id + " " + std::to_string(job.pri) + " 0", {"RELEASED"});
+      held.emplace_back(job.id, job.pri);
+    }
+  }
+  for (const auto& [id, pri] : held) {
+    c.conn().SendLine("release " + std::to_string(id) + " " + std::to_string(pri) + " 0");
+  }
+  for (const auto& [id, pri] : held) {
+    Reply r = c.conn().Read();
+    // NOT_FOUND: its TTR ran out, and the server gave it back already
+    if (!r.Is("RELEASED") && !r.Is("NOT_FOUND")) {
+      Client::Unexpected("release " + std::to_string(id), r);
     }
   }
   if (got == 0) {

@@ -94,7 +94,9 @@ void Build(CLI::App& app, Context& ctx) {
   auto* timeout = U32(sub, "--timeout", reserve->timeout,
                       "seconds to wait for a job (exit 1 if none comes)", "SECONDS");
   sub->add_flag("-w,--wait", reserve->wait, "wait as long as it takes")->excludes(timeout);
-  sub->add_option("-n,--count", reserve->count, "reserve up to this many jobs, one at a time")
+  sub->add_option("-n,--count", reserve->count,
+                  "reserve up to this many different jobs; without --delete or --bury they "
+                  "are held until the last, then all released")
       ->check(CLI::Range(uint64_t{1}, kMaxU32).description(""))
       ->type_name("N")
       ->capture_default_str();

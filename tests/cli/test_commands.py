@@ -125,6 +125,16 @@ class Commands:
         self.assertGreaterEqual(time.monotonic() - t0, 0.9)
         self.fails(USAGE, "reserve", "--delete", "--bury")
 
+    def test_reserve_count_gives_different_jobs_then_releases_them(self):
+        self.json_lines("put", "-t", "ntest", "--lines", input=b"1\n2\n3\n")
+        jobs = self.json_lines("reserve", "-t", "ntest", "-n", "3")
+        self.assertEqual([body_of(j) for j in jobs], [b"1", b"2", b"3"])
+        for j in jobs:
+            st = self.stats_job(j["id"])
+            self.assertEqual((st["state"], st["reserves"], st["releases"]), ("ready", "1", "1"))
+        # fewer ready than asked: each one once, then exit 0
+        self.assertEqual(len(self.json_lines("reserve", "-t", "ntest", "-n", "5")), 3)
+
     # ---- delete, kick, bury
 
     def test_delete(self):
