@@ -16,8 +16,8 @@
 
 namespace stalkd::server {
 
-void PrintUsage() {
-  fprintf(stderr,
+void PrintUsage(FILE* out) {
+  fprintf(out,
           "Use: stalkd [OPTIONS]\n"
           "\n"
           "Options:\n"
@@ -62,7 +62,7 @@ void PrintUsage() {
           "          skipped and counted); by default start-up stops and names them\n"
           " -v, --version  show version information\n"
           " -V       increase verbosity\n"
-          " -h       show this help\n",
+          " -h, --help  show this help\n",
           kMaxJobSizeLimit);
 }
 
@@ -295,16 +295,20 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
       PrintVersion();
       return ParseOutcome::kExitOk;
     }
+    if (strcmp(arg, "--help") == 0) {
+      PrintUsage(stdout);
+      return ParseOutcome::kExitOk;
+    }
     if (arg[0] == '-' && arg[1] == '-') {
       if (!ParseLongOption(argc, argv, &i, o)) {
-        PrintUsage();
+        PrintUsage(stderr);
         return ParseOutcome::kExitUsage;
       }
       continue;
     }
     if (arg[0] != '-') {
       fprintf(stderr, "stalkd: unknown argument: %s\n", arg);
-      PrintUsage();
+      PrintUsage(stderr);
       return ParseOutcome::kExitUsage;
     }
     bool consumed = false;  // a flag took the rest of this word as its value
@@ -319,7 +323,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         }
         if (!v) {
           fprintf(stderr, "stalkd: flag requires an argument: -%c\n", *f);
-          PrintUsage();
+          PrintUsage(stderr);
           return nullptr;
         }
         consumed = true;
@@ -347,7 +351,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         case 'z':
           if (!(v = value())) return ParseOutcome::kExitUsage;
           if (!ParseSize(v, &n)) {
-            PrintUsage();
+            PrintUsage(stderr);
             return ParseOutcome::kExitUsage;
           }
           if (n > kMaxJobSizeLimit) {
@@ -359,7 +363,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         case 's':
           if (!(v = value())) return ParseOutcome::kExitUsage;
           if (!ParseSize(v, &n)) {
-            PrintUsage();
+            PrintUsage(stderr);
             return ParseOutcome::kExitUsage;
           }
           o->binlog_size = static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX));
@@ -367,7 +371,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         case 'f':
           if (!(v = value())) return ParseOutcome::kExitUsage;
           if (!ParseSize(v, &n)) {
-            PrintUsage();
+            PrintUsage(stderr);
             return ParseOutcome::kExitUsage;
           }
           o->fsync_ms = static_cast<int64_t>(n);
@@ -387,11 +391,11 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
           PrintVersion();
           return ParseOutcome::kExitOk;
         case 'h':
-          PrintUsage();
+          PrintUsage(stdout);
           return ParseOutcome::kExitOk;
         default:
           fprintf(stderr, "stalkd: unknown flag: %s\n", arg);
-          PrintUsage();
+          PrintUsage(stderr);
           return ParseOutcome::kExitUsage;
       }
     }
