@@ -210,12 +210,39 @@ class Commands:
         rows = {l.split()[0]: l.split() for l in out[1:]}
         self.assertEqual(rows["one"][1], "1")
         self.assertEqual(rows["two"][4], "1")
-        self.assertEqual(sorted(self.ok("tubes", "--names").split()), ["default", "one", "two"])
-        [names] = self.json_lines("tubes", "--names")
-        self.assertEqual(sorted(names), ["default", "one", "two"])
-        [full] = self.json_lines("tubes")
-        self.assertEqual({t["name"]: t["current-jobs-delayed"] for t in full},
-                         {"default": 0, "one": 0, "two": 1})
+        self.assertEqual(self.ok("tubes", "--names").split(), ["default", "one", "two"])
+        # --json: one object per line, as for every command
+        self.assertEqual(self.json_lines("tubes", "--names"),
+                         [{"name": "default"}, {"name": "one"}, {"name": "two"}])
+        full = self.json_lines("tubes")
+        self.assertEqual([(t["name"], t["current-jobs-delayed"]) for t in full],
+                         [("default", 0), ("one", 0), ("two", 1)])
+
+    def test_tubes_sorted_by_name(self):
+        c = self.client()
+        for t in ("zeta", "Alpha", "mid", "b-2", "b-10"):
+            c.put("x", tube=t)
+        order = ["Alpha", "b-10", "b-2", "default", "mid", "zeta"]  # byte order
+        self.assertEqual(self.ok("tubes", "--names").split(), order)
+        self.assertEqual([l.split()[0] for l in self.ok("tubes").splitlines()[1:]], order)
+        self.assertEqual([t["name"] for t in self.json_lines("tubes")], order)
+
+    def test_every_json_output_is_one_object_per_line(self):
+        c = self.client()
+        c.put("a", tube="j")
+        c.put("b", tube="j")
+        for args in (("put", "-t", "j", "c"), ("put", "-t", "j", "-l", "d", "e"),
+                     ("peek", "1"), ("peek", "ready", "-t", "j"), ("stats",),
+                     ("stats", "total-jobs", "uptime"), ("stats-tube", "j", "default"),
+                     ("stats-job", "1", "2"), ("tubes",), ("tubes", "--names"),
+                     ("reserve", "-t", "j", "-n", "2"), ("delete", "5"),
+                     ("kick", "-t", "j"), ("pause", "j", "0"), ("top", "-b"),
+                     ("tail", "j", "-e", "-n", "2"), ("dump",), ("purge", "j", "buried")):
+            with self.subTest(args=args):
+                lines = self.ok("--json", *args).splitlines()
+                self.assertTrue(lines)
+                for line in lines:
+                    self.assertIsInstance(json.loads(line), dict, line)
 
     def test_pause(self):
         self.client().put("p", tube="pz")
