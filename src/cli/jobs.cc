@@ -41,20 +41,6 @@ std::string PutLine(uint64_t pri, uint64_t delay, uint64_t ttr, size_t bytes) {
          " " + std::to_string(bytes);
 }
 
-// The job a RESERVED or FOUND reply carries, with the rest of it from stats-job (a job
-// deleted in between keeps what the reply says).
-JobRecord Describe(Client& c, const Reply& r) {
-  uint64_t id = r.Number(1);
-  std::optional<Dict> stats = c.StatsJob(id);
-  if (!stats) {
-    JobRecord j;
-    j.id = id;
-    j.body = r.body;
-    return j;
-  }
-  return JobFromStats(*stats, r.body);
-}
-
 // Prints the ids done, and on stderr each missing one with why it may be.
 void PrintIds(Context& ctx, const char* verb, const std::vector<uint64_t>& done,
               const std::vector<uint64_t>& missing, const char* why) {
@@ -153,11 +139,11 @@ int Reserve(Context& ctx, const ReserveOptions& o) {
     Reply r = c.Expect(cmd, {"RESERVED", "TIMED_OUT", "DEADLINE_SOON"});
     if (r.Is("TIMED_OUT")) break;
     if (r.Is("DEADLINE_SOON")) {  // a held job's TTR is running out: stop waiting
-      fprintf(stderr, "stalk: stopped after %llu jobs: the TTR of one held is running out\n",
-              static_cast<unsigned long long>(got));
+      fprintf(stderr, "stalk: stopped after %s: the TTR of one held is running out\n",
+              Plural(got, "job").c_str());
       break;
     }
-    JobRecord job = Describe(c, r);
+    JobRecord job = c.Describe(r);
     job.state = "reserved";
     o.format.Print(job, ctx.json);
     std::string id = std::to_string(job.id);
@@ -206,7 +192,7 @@ int Peek(Context& ctx, const PeekOptions& o) {
                                        : ("no " + o.what + " job in " + o.tube).c_str());
     return kExitNotFound;
   }
-  o.format.Print(Describe(c, r), ctx.json);
+  o.format.Print(c.Describe(r), ctx.json);
   return kExitOk;
 }
 

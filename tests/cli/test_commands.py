@@ -135,6 +135,18 @@ class Commands:
         # fewer ready than asked: each one once, then exit 0
         self.assertEqual(len(self.json_lines("reserve", "-t", "ntest", "-n", "5")), 3)
 
+    def test_one_is_singular(self):
+        jid = self.put_json("-t", "one", "x")
+        self.assertEqual(self.ok("peek", jid).splitlines()[0],
+                         "id %d  tube one  state ready  pri 1024  ttr 60  1 byte" % jid)
+        self.assertTrue(self.ok("peek", jid, "-t", "one").startswith("id "))
+        dump = self.stalk("dump", "one")
+        self.assertEqual(dump.returncode, 0, dump.stderr)
+        self.assertEqual(dump.stderr, b"stalk: dumped 1 job (1 ready)\n")
+        self.assertEqual(self.ok("purge", "one"), "purged 1 job from one\n")
+        self.assertEqual(self.ok("load", input=dump.stdout), "loaded 1 job (1 ready)\n")
+        self.assertIn(" 2 bytes", self.ok("peek", self.put_json("xy")))
+
     # ---- delete, kick, bury
 
     def test_delete(self):
@@ -269,7 +281,7 @@ class Commands:
         self.assertTrue(c.cmd("reserve-job %d" % jid).startswith(b"RESERVED"))
         self.assertEqual(c.cmd("bury %d 0" % jid), b"BURIED\r\n")
         self.client().put("other", tube="keep")
-        self.assertEqual(self.ok("purge", "pg", "buried"), "purged 1 jobs from pg\n")
+        self.assertEqual(self.ok("purge", "pg", "buried"), "purged 1 job from pg\n")
         r = self.stalk("--json", "purge", "pg")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout), {"tube": "pg", "purged": 6, "reserved": 1})
@@ -360,6 +372,25 @@ class ErrorsAndHelp(StalkCase):
             self.assertIn("Usage: stalk %s " % cmd, r2.stdout.decode())
             self.assertIn("Exit status", r2.stdout.decode())
 
+    def test_help_keeps_its_columns(self):
+        # names in the first 28 columns, descriptions from column 28 wrapped at 80, and what
+        # CLI11 would append to a name (Excludes:, Env:) said in words in the description
+        for cmd in ("",) + COMMANDS:
+            text = self.ok(*((cmd,) if cmd else ()), "--help")
+            with self.subTest(cmd=cmd):
+                self.assertNotIn("Excludes", text)
+                self.assertNotIn("Env:", text)
+                for line in text.splitlines():
+                    self.assertLessEqual(len(line), 80, line)
+                    if line.startswith("  ") and not line.startswith(" " * 28):
+                        if "  " in line[2:].strip():  # a name and its description:
+                            self.assertEqual(line[26:28], "  ", line)  # two spaces at least
+                            self.assertNotEqual(line[28], " ", line)  # and it starts at 28
+        reserve = " ".join(self.ok("reserve", "--help").split())
+        self.assertIn("--delete delete each job reserved (not with --bury)", reserve)
+        self.assertIn("(not with --wait)", reserve)
+        self.assertIn("($STALK_SERVER when it is set)", " ".join(self.ok("--help").split()))
+
     def test_version(self):
         r = self.stalk("--version")
         self.assertEqual(r.returncode, 0)
@@ -394,15 +425,36 @@ class ErrorsAndHelp(StalkCase):
         self.fails(INPUT, "put", "-f", "/nonexistent/file")
         self.fails(INPUT, "load", "/nonexistent/file")
         err = self.fails(INPUT, "load", input=b'{"body":"ok"}\n{"body":\n')
-        self.assertIn("line 2: not JSON", err)
-        self.assertIn("loaded 1 jobs before it", err)
+        self.assertIn("line 2: not JSON: the line ends before the job does", err)
+        self.assertIn("loaded 1 job before it", err)
         self.assertEqual(stats_of(self.client(), "stats")["current-jobs-ready"], "1")
-        for bad, why in ((b'{"tube":"t"}', "either"), (b'{"body":"x","state":"gone"}', "state"),
+        for bad, why in ((b'{"tube":"t"}', "no body"), (b'{"body":"x","state":"gone"}', "state"),
                          (b'{"body64":"!!"}', "base64"), (b'{"body":"x","pri":-1}', "pri"),
                          (b'{"body":"x","tube":"a b"}', "tube"), (b'[1]', "object"),
                          (b'{"body":"x","key":"has space","tries":1}', "key")):
             with self.subTest(line=bad):
                 self.assertIn(why, self.fails(INPUT, "load", input=bad + b"\n"))
+
+    def test_load_errors_say_where_and_what_in_words(self):
+        for bad, why in (
+                (b'{"body":"x",}', "line 3: not JSON at column 13: a field name in double "
+                                   "quotes should be here"),
+                (b'{"body":"x"} {}', "line 3: not JSON at column 14: something follows the "
+                                     "job's closing }"),
+                (b'{"body":"x","pri":"5"}', 'line 3: "pri" must be a whole number from 0 to '
+                                            '4294967295, not "5"'),
+                (b'{"body":"x","body64":"eA=="}', 'line 3: both "body" and "body64"'),
+                (b'{"body":x}', "line 3: not JSON at column 9: a value is missing or is not "
+                                "one")):
+            with self.subTest(line=bad):
+                err = self.fails(INPUT, "load", input=b'{"body":"a"}\n\n' + bad + b"\n")
+                self.assertIn(why, err)
+                self.assertIn("loaded 1 job before it", err)
+        small = self.start_server(args=("-z", "10"))
+        err = self.fails(SERVER, "load", server=small,
+                         input=b'{"body":"ok"}\n{"body":"more than ten bytes"}\n')
+        self.assertIn("line 2: put: the server answered JOB_TOO_BIG (the body is larger than "
+                      "the server's max-job-size, its -z)", err)
 
 
 if __name__ == "__main__":

@@ -72,9 +72,10 @@ def has_cli():
 
 
 def cli_help_entries(text, section="Options:"):
-    """The entries of a section of CLI11's help: [(flags, description)], flags as a set
-    ("-t", "--tube"). CLI11 writes the name padded to 28 columns and the description after
-    it, or, when the name is longer, on the next line at column 28."""
+    """The entries of a section of stalk's help: [(flags, description)], flags as a set
+    ("-t", "--tube"). stalk writes the name from column 2 and the description from column
+    28, wrapped at 80 columns (its further lines start at column 28), or, when the name is
+    longer, from the next line."""
     lines = text.splitlines()
     out, inside = [], False
     for i, line in enumerate(lines):
@@ -83,14 +84,15 @@ def cli_help_entries(text, section="Options:"):
             continue
         if not inside or not line.startswith("  ") or line.startswith(" " * 28):
             continue
-        following = lines[i + 1] if i + 1 < len(lines) else ""
-        if following.startswith(" " * 28) and following.strip():
-            desc = following.strip()
-        else:
-            desc = line[28:].strip()
+        # the description on the name's line: from column 28, after two spaces at least
+        desc = [line[28:].strip()] if line[26:28] == "  " else []
+        for following in lines[i + 1:]:
+            if not following.startswith(" " * 28) or not following.strip():
+                break
+            desc.append(following.strip())
         name = line.split()[0]
         flags = set(name.split(",")) if section == "Options:" else {name}
-        out.append((flags, " ".join(desc.split())))
+        out.append((flags, " ".join(" ".join(desc).split())))
     return out
 
 
