@@ -14,6 +14,9 @@
 #include "redis/link.h"
 #include "server/version.h"
 
+// Where the Debian package installs README.md and docs/*.md (gzip -9n), as stalkd(8) says.
+#define STALKD_DOC_DIR "/usr/share/doc/stalkd"
+
 namespace stalkd::server {
 
 void PrintUsage(FILE* out) {
@@ -39,7 +42,9 @@ void PrintUsage(FILE* out) {
           " --unix-mode OCTAL  permissions of the unix socket file (with -l unix:PATH)\n"
           " --stalled-client-timeout SECONDS  disconnect a client that has not read its\n"
           "          replies for this long while its output buffer is full (default 60)\n"
-          " --http ADDR:PORT  serve lmstfy's HTTP API (docs/HTTP.md) there; default: off\n"
+          " --http ADDR:PORT  serve lmstfy's HTTP API there; default: off\n"
+          "          (" STALKD_DOC_DIR
+          "/HTTP.md.gz)\n"
           " --admin-http ADDR:PORT  serve the admin API, the web dashboard, /metrics,\n"
           "          /healthz and /readyz there; default: off\n"
           " --admin-accounts FILE  require HTTP basic auth on --admin-http, for the\n"
@@ -48,7 +53,9 @@ void PrintUsage(FILE* out) {
           "          the rest are summed as tube=\"_other\"\n"
           " --http-request-timeout SECONDS  close an HTTP client whose request has not\n"
           "          fully arrived this long after it began (default 30)\n"
-          " --store URL  keep jobs in Redis (docs/SCALE-OUT.md): redis://HOST:PORT[/DB]\n"
+          " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
+          "/SCALE-OUT.md.gz):\n"
+          "          redis://HOST:PORT[/DB]\n"
           "          or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER or\n"
           "          redis-cluster://HOST:PORT[,HOST:PORT...]; default: in memory\n"
           " --store-prefix STR  prefix of every Redis key and channel (default stalkd)\n"
@@ -62,7 +69,9 @@ void PrintUsage(FILE* out) {
           "          skipped and counted); by default start-up stops and names them\n"
           " -v, --version  show version information\n"
           " -V       increase verbosity\n"
-          " -h, --help  show this help\n",
+          " -h, --help  show this help\n"
+          "\n"
+          "The manual: stalkd(8); the documentation: " STALKD_DOC_DIR "\n",
           kMaxJobSizeLimit);
 }
 

@@ -56,6 +56,7 @@ class TestInformationalFlags(unittest.TestCase):
                 self.assertIn(f, usage)
             if not is_beanstalkd():
                 self.assertEqual(p.stderr, b"", flag)
+                self.assertIn("/usr/share/doc/stalkd", usage)
 
     def test_unknown_flag(self):
         flags = [["-X"]] + ([] if is_beanstalkd() else [["--nope"], ["--help=x"]])

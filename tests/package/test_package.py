@@ -267,6 +267,40 @@ class PackageTest(unittest.TestCase):
                      "-S", "Version"])
             self.assertEqual(p.stdout.strip(), project_version(), p.stderr)
 
+    def test_installed_documentation(self):
+        # README.md and docs/*.md, gzip -9n as the changelog, in /usr/share/doc/stalkd
+        doc = os.path.join(self.root, "usr/share/doc/stalkd")
+        sources = [os.path.join(REPO, "README.md")] + sorted(
+            glob.glob(os.path.join(REPO, "docs", "*.md")))
+        self.assertGreater(len(sources), 5)
+        for src in sources:
+            gz = os.path.join(doc, os.path.basename(src) + ".gz")
+            self.assertTrue(os.path.isfile(gz), gz)
+            with gzip.open(gz, "rb") as f, open(src, "rb") as g:
+                self.assertEqual(f.read(), g.read(), src)
+            with open(gz, "rb") as f:
+                head = f.read(10)
+            self.assertEqual((head[3] & 0x08, head[4:8]), (0, b"\0\0\0\0"), gz)
+        # every path the man pages and `stalkd -h` name there is in the package, and every
+        # document the man pages name by itself too
+        texts = [run([os.path.join(self.root, "usr/bin/stalkd"), "-h"], timeout=10).stdout]
+        pages = ["usr/share/man/man8/stalkd.8.gz"]
+        if has_cli():
+            pages.append("usr/share/man/man1/stalk.1.gz")
+        for page in pages:
+            with gzip.open(os.path.join(self.root, page), "rt") as f:
+                texts.append(roff_text(f.read())[0])
+        named = set()
+        for text in texts:
+            for path in re.findall(r"/usr/share/doc/stalkd(?:/[\w.-]+)?", text):
+                named.add(path.rstrip("."))
+            for name in re.findall(r"(?<![\w/.-])([A-Z][\w-]*\.md\.gz)", text):
+                named.add("/usr/share/doc/stalkd/" + name)
+        self.assertIn("/usr/share/doc/stalkd/HTTP.md.gz", named)
+        self.assertIn("/usr/share/doc/stalkd/SCALE-OUT.md.gz", named)
+        for path in sorted(named):
+            self.assertTrue(os.path.exists(os.path.join(self.root, path.lstrip("/"))), path)
+
     # ---- the installed binary
 
     def test_installed_binary_runs_and_serves(self):
