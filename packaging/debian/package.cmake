@@ -21,7 +21,23 @@ foreach(file ${STALKD_DEB_GZ_SOURCES})
     VERBATIM)
   list(APPEND STALKD_DEB_GZ ${STALKD_DEB_BUILD}/${file}.gz)
 endforeach()
-add_custom_target(stalkd_package_files ALL DEPENDS ${STALKD_DEB_GZ})
+# The documentation the man pages and `stalkd -h` point to: README.md and docs/*.md in
+# /usr/share/doc/stalkd, gzipped the same way (as Debian installs beanstalkd's).
+file(GLOB STALKD_DEB_DOCS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+list(SORT STALKD_DEB_DOCS)
+list(PREPEND STALKD_DEB_DOCS ${PROJECT_SOURCE_DIR}/README.md)
+set(STALKD_DEB_DOCS_GZ)
+foreach(doc ${STALKD_DEB_DOCS})
+  get_filename_component(name ${doc} NAME)
+  add_custom_command(
+    OUTPUT ${STALKD_DEB_BUILD}/doc/${name}.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${STALKD_DEB_BUILD}/doc
+    COMMAND gzip -9n -c ${doc} > ${STALKD_DEB_BUILD}/doc/${name}.gz
+    DEPENDS ${doc}
+    VERBATIM)
+  list(APPEND STALKD_DEB_DOCS_GZ ${STALKD_DEB_BUILD}/doc/${name}.gz)
+endforeach()
+add_custom_target(stalkd_package_files ALL DEPENDS ${STALKD_DEB_GZ} ${STALKD_DEB_DOCS_GZ})
 
 # Paths are the package's: binaries under the prefix (/usr), the units and the defaults
 # file at their absolute Debian places (CPACK_SET_DESTDIR keeps those inside the package).
@@ -39,7 +55,7 @@ foreach(program ${STALKD_DEB_PROGRAMS})
   endif()")
 endforeach()
 install(FILES ${STALKD_DEB_BUILD}/stalkd.8.gz DESTINATION share/man/man8)
-install(FILES ${STALKD_DEB_DIR}/copyright ${STALKD_DEB_BUILD}/changelog.gz
+install(FILES ${STALKD_DEB_DIR}/copyright ${STALKD_DEB_BUILD}/changelog.gz ${STALKD_DEB_DOCS_GZ}
         DESTINATION share/doc/stalkd)
 install(FILES ${STALKD_DEB_DIR}/stalkd.service ${STALKD_DEB_DIR}/stalkd.socket
         DESTINATION /lib/systemd/system)

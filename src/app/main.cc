@@ -14,6 +14,7 @@
 #include "server/http_host.h"
 #include "server/options.h"
 #include "server/server.h"
+#include "server/startup_report.h"
 
 namespace {
 
@@ -133,13 +134,10 @@ int main(int argc, char** argv) {
   }
   if (!add(fd, &stalkd::server::MakeTextConnection)) return 1;
   if (api_fd >= 0 && !add(api_fd, &stalkd::server::MakeApiConnection)) return 1;
-  if (opts.verbosity > 0) {
-    printf("pid %d\n", static_cast<int>(getpid()));
-    printf("bind %d %s\n", fd, stalkd::net::DescribeListener(fd).c_str());
-    for (const auto& h : https) {
-      if (*h.fd >= 0) printf("%s %s\n", h.flag, stalkd::net::DescribeListener(*h.fd).c_str());
-    }
-  }
+  stalkd::server::PrintStarted(opts,
+                               {{"beanstalkd protocol", fd},
+                                {"lmstfy HTTP API", api_fd},
+                                {"admin HTTP (dashboard, /metrics, /healthz, /readyz)", admin_fd}});
   server.Run();
   return server.exit_code();
 }

@@ -31,9 +31,33 @@ void CheckTubeName(std::string_view name) {
   }
 }
 
+namespace {
+
+// What a beanstalkd error reply means, in words ("" for a reply that is not one of them).
+std::string_view ErrorMeaning(std::string_view word) {
+  if (word == "OUT_OF_MEMORY") return "the server is out of memory, or at stalkd's --max-memory";
+  if (word == "JOB_TOO_BIG") return "the body is larger than the server's max-job-size, its -z";
+  if (word == "DRAINING") return "the server is draining (SIGUSR1) and takes no new jobs";
+  if (word == "INTERNAL_ERROR") return "the server failed (its log may say why)";
+  if (word == "BAD_FORMAT") return "the server did not understand the command's arguments";
+  if (word == "UNKNOWN_COMMAND") return "the server does not have this command";
+  if (word == "NOT_IGNORED") return "a connection must watch at least one tube";
+  return "";
+}
+
+}  // namespace
+
+std::string Client::Answered(std::string_view command, const Reply& r) {
+  std::string what = std::string(command) + ": the server answered " +
+                     (r.line.empty() ? std::string("nothing") : r.line);
+  if (std::string_view meaning = ErrorMeaning(r.Word()); !meaning.empty()) {
+    what += " (" + std::string(meaning) + ")";
+  }
+  return what;
+}
+
 void Client::Unexpected(std::string_view command, const Reply& r) {
-  throw Failure(kExitServer, std::string(command) + ": the server answered " +
-                                 (r.line.empty() ? std::string("nothing") : r.line));
+  throw Failure(kExitServer, Answered(command, r));
 }
 
 Reply Client::Expect(std::string_view line, std::initializer_list<std::string_view> words) {
@@ -52,6 +76,18 @@ std::optional<Dict> Client::StatsTube(std::string_view tube) {
   Reply r = Expect(StatsVerb("stats-tube") + " " + std::string(tube), {"OK", "NOT_FOUND"});
   if (!r.Is("OK")) return std::nullopt;
   return ParseDict(r.body);
+}
+
+JobRecord Client::Describe(const Reply& r) {
+  uint64_t id = r.Number(1);
+  std::optional<Dict> stats = StatsJob(id);
+  if (!stats) {
+    JobRecord j;
+    j.id = id;
+    j.body = r.body;
+    return j;
+  }
+  return JobFromStats(*stats, r.body);
 }
 
 std::optional<Dict> Client::StatsJob(uint64_t id) {

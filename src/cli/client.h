@@ -24,7 +24,9 @@ class Client {
   explicit Client(const std::string& address) : conn_(address) {}
   Conn& conn() { return conn_; }
 
-  // Throws Failure(kExitServer) naming the command and the server's reply.
+  // "COMMAND: the server answered REPLY", and what REPLY means when it is an error.
+  static std::string Answered(std::string_view command, const Reply& r);
+  // Throws Failure(kExitServer) with Answered(command, r).
   [[noreturn]] static void Unexpected(std::string_view command, const Reply& r);
   // Calls `line` and returns the reply if its first word is one of `words`; else Unexpected.
   Reply Expect(std::string_view line, std::initializer_list<std::string_view> words);
@@ -35,6 +37,9 @@ class Client {
   // stats-tube of each tube, pipelined; nullopt for a tube that is gone.
   std::vector<std::optional<Dict>> StatsTubes(const std::vector<std::string>& tubes);
   std::vector<std::string> Tubes();
+  // The job a RESERVED or FOUND reply carries, with the rest of it from stats-job (a job
+  // deleted in between keeps what the reply says).
+  JobRecord Describe(const Reply& r);
 
   // `use`, sent only when the tube changes.
   void Use(std::string_view tube);

@@ -73,9 +73,10 @@ int Purge(Context& ctx, const std::string& tube, const std::string& state);
 
 struct TailOptions {
   std::string tube;
-  double interval = 0.2;  // seconds between polls
-  bool existing = false;  // show the jobs already there first
-  uint64_t count = 0;     // stop after this many jobs (0: never)
+  double interval = 0.2;           // seconds between polls
+  bool existing = false;           // show the jobs already there first
+  uint64_t count = 0;              // stop after this many jobs (0: never)
+  bool del = false, bury = false;  // take each job (reserve) and delete or bury it
   JobFormat format;
 };
 int Tail(Context& ctx, const TailOptions& o);

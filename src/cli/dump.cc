@@ -155,13 +155,16 @@ int Dump(Context& ctx, const DumpOptions& o) {
         emit, [&](uint64_t n) { bar.Add(n); });
   }
   out.Close(o.output);
-  ctx.Note("stalk: dumped " + std::to_string(counts.total) + " jobs" + counts.Text());
+  ctx.Note("stalk: dumped " + Plural(counts.total, "job") + counts.Text());
   return kExitOk;
 }
 
 // ---- load
 
 namespace {
+
+// " was" for one, " were" for more.
+const char* Were(uint64_t n) { return n == 1 ? " was" : " were"; }
 
 // A line that cannot be loaded (Load adds which line).
 [[noreturn]] void BadLine(const std::string& what) { throw Failure(kExitInput, what); }
@@ -253,7 +256,7 @@ class Loader {
       } else if (r.Is("EXISTS")) {
         exists_++;
       } else if (error.empty()) {
-        error = "line " + std::to_string(p.line) + ": put: the server answered " + r.line;
+        error = "line " + std::to_string(p.line) + ": " + Client::Answered("put", r);
       }
     }
     pending_.clear();
@@ -276,7 +279,7 @@ class Loader {
       }
     }
     if (!error.empty()) {
-      throw Failure(kExitServer, error + "; loaded " + std::to_string(counts_.total) + " jobs");
+      throw Failure(kExitServer, error + "; loaded " + Plural(counts_.total, "job"));
     }
   }
 
@@ -294,20 +297,19 @@ class Loader {
       j.Key("extensions_dropped").Uint(dropped_).Key("blank_lines").Uint(skipped_lines);
       PrintLine(j.End());
     } else {
-      printf("loaded %llu jobs%s\n", static_cast<unsigned long long>(counts_.total),
-             counts_.Text().c_str());
+      printf("loaded %s%s\n", Plural(counts_.total, "job").c_str(), counts_.Text().c_str());
     }
     if (reserved_) {
-      ctx_.Note("stalk: " + std::to_string(reserved_) +
-                " jobs that were reserved when dumped were loaded ready");
+      ctx_.Note("stalk: " + Plural(reserved_, "job") + Were(reserved_) +
+                " reserved when dumped, and loaded ready");
     }
     if (exists_) {
-      ctx_.Note("stalk: " + std::to_string(exists_) +
-                " jobs were not loaded: a job with the same key is in their tube");
+      ctx_.Note("stalk: " + Plural(exists_, "job") + Were(exists_) +
+                " not loaded: a job with the same key is in the tube");
     }
     if (dropped_) {
-      ctx_.Note("stalk: " + std::to_string(dropped_) +
-                " jobs were loaded without their tries, ttl, key or attributes: the server "
+      ctx_.Note("stalk: " + Plural(dropped_, "job") + Were(dropped_) +
+                " loaded without their tries, ttl, key or attributes: the server "
                 "does not have stalkd's extensions");
     }
   }
@@ -358,8 +360,10 @@ int Load(Context& ctx, const LoadOptions& o) {
     } catch (const Failure& f) {
       if (f.code() != kExitInput) throw;
       loader.Finish();  // what came before the bad line is loaded
-      throw Failure(kExitInput, "line " + std::to_string(line) + ": " + f.what() + "; loaded " +
-                                    std::to_string(loader.loaded()) + " jobs before it");
+      throw Failure(kExitInput,
+                    "line " + std::to_string(line) + ": " + f.what() + "; " +
+                        (loader.loaded() ? "loaded " + Plural(loader.loaded(), "job") + " before it"
+                                         : std::string("nothing was loaded")));
     }
   }
   if (ferror(in)) throw Failure(kExitInput, "cannot read " + o.input + ": " + strerror(errno));

@@ -54,6 +54,49 @@ namespace {
 
 [[noreturn]] void Bad(const std::string& what) { throw Failure(kExitInput, what); }
 
+// A value as the line has it (for a message), cut short when long.
+std::string Shown(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v.Accept(w);
+  std::string s(buf.GetString(), buf.GetSize());
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+// What is wrong with a line that is not JSON, in words.
+std::string ParseProblem(rapidjson::ParseErrorCode code) {
+  switch (code) {
+    case rapidjson::kParseErrorDocumentEmpty:
+      return "there is nothing on it";
+    case rapidjson::kParseErrorDocumentRootNotSingular:
+      return "something follows the job's closing }";
+    case rapidjson::kParseErrorValueInvalid:
+      return "a value is missing or is not one (strings are in double quotes)";
+    case rapidjson::kParseErrorObjectMissName:
+      return "a field name in double quotes should be here (a comma too many?)";
+    case rapidjson::kParseErrorObjectMissColon:
+      return "a colon should follow the field name";
+    case rapidjson::kParseErrorObjectMissCommaOrCurlyBracket:
+      return "a comma or the closing } should be here";
+    case rapidjson::kParseErrorArrayMissCommaOrSquareBracket:
+      return "a comma or the closing ] should be here";
+    case rapidjson::kParseErrorStringMissQuotationMark:
+      return "a string is not closed (its double quote is missing)";
+    case rapidjson::kParseErrorStringEscapeInvalid:
+    case rapidjson::kParseErrorStringUnicodeEscapeInvalidHex:
+    case rapidjson::kParseErrorStringUnicodeSurrogateInvalid:
+      return "a string has a backslash escape JSON does not have";
+    case rapidjson::kParseErrorStringInvalidEncoding:
+      return "a string is not valid UTF-8 (use body64 for bytes)";
+    case rapidjson::kParseErrorNumberTooBig:
+    case rapidjson::kParseErrorNumberMissFraction:
+    case rapidjson::kParseErrorNumberMissExponent:
+      return "a number is malformed or too big";
+    default:
+      return rapidjson::GetParseError_En(code);
+  }
+}
+
 // The member `name` of the object, or nullptr. (Not FindMember: comparing its iterators is
 // ambiguous in C++20 to clang.)
 const rapidjson::Value* Field(const rapidjson::Value& doc, const char* name) {
@@ -65,13 +108,14 @@ uint64_t NumberField(const rapidjson::Value& doc, const char* name, uint64_t oth
   const rapidjson::Value* v = Field(doc, name);
   if (!v) return otherwise;
   if (!v->IsUint64() || v->GetUint64() > max) {
-    Bad(std::string("\"") + name + "\" must be a whole number from 0 to " + std::to_string(max));
+    Bad(std::string("\"") + name + "\" must be a whole number from 0 to " + std::to_string(max) +
+        ", not " + Shown(*v));
   }
   return v->GetUint64();
 }
 
 std::string StringOf(const rapidjson::Value& v, const std::string& name) {
-  if (!v.IsString()) Bad("\"" + name + "\" must be a string");
+  if (!v.IsString()) Bad("\"" + name + "\" must be a string in double quotes, not " + Shown(v));
   return std::string(v.GetString(), v.GetStringLength());
 }
 
@@ -81,10 +125,13 @@ JobRecord JobFromJson(std::string_view line) {
   rapidjson::Document doc;
   doc.Parse(line.data(), line.size());
   if (doc.HasParseError()) {
-    Bad(std::string("not JSON: ") + rapidjson::GetParseError_En(doc.GetParseError()) +
-        " at offset " + std::to_string(doc.GetErrorOffset()));
+    size_t at = doc.GetErrorOffset();
+    if (at >= line.size() && doc.GetParseError() != rapidjson::kParseErrorDocumentEmpty) {
+      Bad("not JSON: the line ends before the job does (a } or a \" missing?)");
+    }
+    Bad("not JSON at column " + std::to_string(at + 1) + ": " + ParseProblem(doc.GetParseError()));
   }
-  if (!doc.IsObject()) Bad("not a JSON object");
+  if (!doc.IsObject()) Bad("a job is a JSON object ({\"body\":...}), not " + Shown(doc));
   JobRecord j;
   j.id = NumberField(doc, "id", 0, UINT64_MAX);
   if (const rapidjson::Value* v = Field(doc, "tube")) j.tube = StringOf(*v, "tube");
@@ -112,13 +159,13 @@ JobRecord JobFromJson(std::string_view line) {
   }
   const rapidjson::Value* text = Field(doc, "body");
   const rapidjson::Value* b64 = Field(doc, "body64");
-  if (!text == !b64)
-    Bad("a job has either \"body\" (a string) or \"body64\" (base64), and only one");
+  if (text && b64) Bad("both \"body\" and \"body64\": a job has one body");
+  if (!text && !b64) Bad("no body: a job has \"body\" (a string) or \"body64\" (base64)");
   if (text) {
     j.body = StringOf(*text, "body");
   } else {
     std::optional<std::string> body = Base64Decode(StringOf(*b64, "body64"));
-    if (!body) Bad("\"body64\" is not base64");
+    if (!body) Bad("\"body64\" is not base64 (A-Z a-z 0-9 + /, = at the end)");
     j.body = std::move(*body);
   }
   return j;

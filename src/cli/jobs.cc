@@ -41,20 +41,6 @@ std::string PutLine(uint64_t pri, uint64_t delay, uint64_t ttr, size_t bytes) {
          " " + std::to_string(bytes);
 }
 
-// The job a RESERVED or FOUND reply carries, with the rest of it from stats-job (a job
-// deleted in between keeps what the reply says).
-JobRecord Describe(Client& c, const Reply& r) {
-  uint64_t id = r.Number(1);
-  std::optional<Dict> stats = c.StatsJob(id);
-  if (!stats) {
-    JobRecord j;
-    j.id = id;
-    j.body = r.body;
-    return j;
-  }
-  return JobFromStats(*stats, r.body);
-}
-
 // Prints the ids done, and on stderr each missing one with why it may be.
 void PrintIds(Context& ctx, const char* verb, const std::vector<uint64_t>& done,
               const std::vector<uint64_t>& missing, const char* why) {
@@ -144,11 +130,20 @@ int Reserve(Context& ctx, const ReserveOptions& o) {
   Client& c = ctx.client();
   c.WatchOnly(tubes);
   std::string cmd = o.wait ? "reserve" : "reserve-with-timeout " + std::to_string(o.timeout);
+  // Without --delete or --bury each job is held until the last one is reserved, then all are
+  // released (with their own priorities): a job released at once would be the next one
+  // reserved, and -n 3 would show one job three times.
+  std::vector<std::pair<uint64_t, uint64_t>> held;  // id, pri
   uint64_t got = 0;
   for (; got < o.count; got++) {
-    Reply r = c.Expect(cmd, {"RESERVED", "TIMED_OUT"});
+    Reply r = c.Expect(cmd, {"RESERVED", "TIMED_OUT", "DEADLINE_SOON"});
     if (r.Is("TIMED_OUT")) break;
-    JobRecord job = Describe(c, r);
+    if (r.Is("DEADLINE_SOON")) {  // a held job's TTR is running out: stop waiting
+      fprintf(stderr, "stalk: stopped after %s: the TTR of one held is running out\n",
+              Plural(got, "job").c_str());
+      break;
+    }
+    JobRecord job = c.Describe(r);
     job.state = "reserved";
     o.format.Print(job, ctx.json);
     std::string id = std::to_string(job.id);
@@ -157,7 +152,17 @@ int Reserve(Context& ctx, const ReserveOptions& o) {
     } else if (o.bury) {
       c.Expect("bury " + id + " " + std::to_string(job.pri), {"BURIED"});
     } else {
-      c.Expect("release " + id + " " + std::to_string(job.pri) + " 0", {"RELEASED"});
+      held.emplace_back(job.id, job.pri);
+    }
+  }
+  for (const auto& [id, pri] : held) {
+    c.conn().SendLine("release " + std::to_string(id) + " " + std::to_string(pri) + " 0");
+  }
+  for (const auto& [id, pri] : held) {
+    Reply r = c.conn().Read();
+    // NOT_FOUND: its TTR ran out, and the server gave it back already
+    if (!r.Is("RELEASED") && !r.Is("NOT_FOUND")) {
+      Client::Unexpected("release " + std::to_string(id), r);
     }
   }
   if (got == 0) {
@@ -187,7 +192,7 @@ int Peek(Context& ctx, const PeekOptions& o) {
                                        : ("no " + o.what + " job in " + o.tube).c_str());
     return kExitNotFound;
   }
-  o.format.Print(Describe(c, r), ctx.json);
+  o.format.Print(c.Describe(r), ctx.json);
   return kExitOk;
 }
 

@@ -15,6 +15,106 @@
 namespace stalkd::cli {
 namespace {
 
+constexpr size_t kHelpColumn = 28;  // where descriptions start
+constexpr size_t kHelpWidth = 80;   // where they are wrapped
+
+// CLI11's help, with what it would add to an option's name column (the options it excludes,
+// its environment variable) said in words at the end of its description instead, and each
+// description wrapped at kHelpWidth, continued at kHelpColumn.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    std::string out;
+    if (opt->get_type_size() != 0) {
+      if (!opt->get_type_name().empty()) out += " " + opt->get_type_name();
+      if (!opt->get_default_str().empty()) out += "=" + opt->get_default_str();
+      if (opt->get_expected_max() == CLI::detail::expected_max_vector_size) out += " ...";
+      if (opt->get_required()) out += " REQUIRED";
+    }
+    return out;
+  }
+
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    std::string desc = opt->get_description();
+    if (!opt->get_envname().empty()) desc += " ($" + opt->get_envname() + " when it is set)";
+    if (!opt->get_excludes().empty()) {
+      std::string names;
+      for (const CLI::Option* other : opt->get_excludes()) {
+        names += (names.empty() ? "" : ", ") + other->get_name();
+      }
+      desc += " (not with " + names + ")";
+    }
+    return desc;
+  }
+
+  std::string make_option(const CLI::Option* opt, bool is_positional) const override {
+    return Entry(make_option_name(opt, is_positional) + make_option_opts(opt),
+                 make_option_desc(opt));
+  }
+
+  std::string make_subcommand(const CLI::App* sub) const override {
+    return Entry(sub->get_display_name(true), sub->get_description());
+  }
+
+  std::string make_description(const CLI::App* app) const override {
+    return Paragraphs(app->get_description());
+  }
+
+  std::string make_footer(const CLI::App* app) const override {
+    return Paragraphs(app->get_footer());
+  }
+
+ private:
+  // Each line of `text` wrapped, each ending in a newline ("" for "").
+  static std::string Paragraphs(const std::string& text) {
+    std::string out;
+    size_t start = 0;
+    while (!text.empty() && start <= text.size()) {
+      size_t nl = text.find('\n', start);
+      if (nl == std::string::npos) nl = text.size();
+      out += Wrap(text.substr(start, nl - start), 0, 0) + "\n";
+      start = nl + 1;
+    }
+    return out;
+  }
+
+  // "  NAME", then the description from kHelpColumn (on the next line when the name leaves
+  // fewer than two spaces), wrapped.
+  static std::string Entry(const std::string& name, const std::string& desc) {
+    std::string out = "  " + name;
+    size_t col = out.size();
+    if (col + 2 > kHelpColumn) out += "\n", col = 0;
+    out += std::string(kHelpColumn - col, ' ');
+    return out + Wrap(desc, kHelpColumn, kHelpColumn) + "\n";
+  }
+
+  // The words of `text`, as lines of at most kHelpWidth columns (a longer word stays whole);
+  // the first starts at column `col`, the others are indented by `indent`.
+  static std::string Wrap(const std::string& text, size_t col, size_t indent) {
+    std::string out;
+    bool first = true;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find(' ', start);
+      if (end == std::string::npos) end = text.size();
+      std::string word = text.substr(start, end - start);
+      start = end + 1;
+      if (word.empty()) continue;
+      if (!first && col + 1 + word.size() > kHelpWidth) {
+        out += "\n" + std::string(indent, ' ');
+        col = indent;
+      } else if (!first) {
+        out += ' ';
+        col++;
+      }
+      out += word;
+      col += word.size();
+      first = false;
+    }
+    return out;
+  }
+};
+
 // Adds subcommand `name`; when it is the one chosen, ctx.run calls fn.
 template <typename Fn>
 CLI::App* Command(CLI::App& app, Context& ctx, const std::string& name, const std::string& help,
@@ -54,7 +154,9 @@ void Build(CLI::App& app, Context& ctx) {
   app.set_version_flag("--version", "stalk " STALK_VERSION, "show the version and exit");
   app.require_subcommand(1);
   app.fallthrough();
-  app.get_formatter()->column_width(28);
+  auto help = std::make_shared<HelpFormatter>();
+  help->column_width(kHelpColumn);
+  app.formatter(help);
   app.add_option("-s,--server", ctx.server,
                  "the server: HOST:PORT, [IPv6]:PORT, HOST (port 11300) or unix:PATH")
       ->type_name("ADDR")
@@ -94,7 +196,9 @@ void Build(CLI::App& app, Context& ctx) {
   auto* timeout = U32(sub, "--timeout", reserve->timeout,
                       "seconds to wait for a job (exit 1 if none comes)", "SECONDS");
   sub->add_flag("-w,--wait", reserve->wait, "wait as long as it takes")->excludes(timeout);
-  sub->add_option("-n,--count", reserve->count, "reserve up to this many jobs, one at a time")
+  sub->add_option("-n,--count", reserve->count,
+                  "reserve up to this many different jobs; without --delete or --bury they "
+                  "are held until the last, then all released")
       ->check(CLI::Range(uint64_t{1}, kMaxU32).description(""))
       ->type_name("N")
       ->capture_default_str();
@@ -185,12 +289,24 @@ void Build(CLI::App& app, Context& ctx) {
   auto tail = std::make_shared<TailOptions>();
   sub = Command(app, ctx, "tail",
                 "show the jobs put into a tube as they arrive, without "
-                "reserving them (until Ctrl-C)",
+                "reserving them (until Ctrl-C); or take each (--delete, --bury)",
                 [&ctx, tail] { return Tail(ctx, *tail); });
   sub->add_option("tube", tail->tube, "the tube")->type_name("TUBE")->required();
-  Seconds(sub, "-i,--interval", tail->interval, "seconds between looks (0.01 to 3600)", 0.01);
-  sub->add_flag("-e,--existing", tail->existing, "show the jobs already in the tube first");
+  auto* interval =
+      Seconds(sub, "-i,--interval", tail->interval, "seconds between looks (0.01 to 3600)", 0.01);
+  auto* existing =
+      sub->add_flag("-e,--existing", tail->existing, "show the jobs already in the tube first");
   sub->add_option("-n,--count", tail->count, "stop after this many jobs")->type_name("N");
+  auto* tail_del = sub->add_flag("--delete", tail->del,
+                                 "reserve each job as a worker does (those already ready too), "
+                                 "show it, delete it");
+  sub->add_flag("--bury", tail->bury,
+                "reserve each job as a worker does (those already ready too), show it, bury "
+                "it with its priority")
+      ->excludes(tail_del);
+  for (CLI::Option* taking : {tail_del, sub->get_option("--bury")}) {
+    taking->excludes(interval)->excludes(existing);
+  }
   AddJobFormat(sub, tail->format, false);
 
   // ---- top

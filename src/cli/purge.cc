@@ -112,11 +112,11 @@ int Purge(Context& ctx, const std::string& tube, const std::string& state) {
                   .Uint(reserved)
                   .End());
   } else {
-    printf("purged %llu jobs from %s\n", static_cast<unsigned long long>(*purged), tube.c_str());
+    printf("purged %s from %s\n", Plural(*purged, "job").c_str(), tube.c_str());
   }
   if (reserved > 0 && (state == "all" || state == "ready")) {
-    ctx.Note("stalk: " + std::to_string(reserved) + " reserved job" + (reserved > 1 ? "s" : "") +
-             " left in " + tube + ": a job reserved by a client is never purged");
+    ctx.Note("stalk: " + Plural(reserved, "reserved job") + " left in " + tube +
+             ": a job reserved by a client is never purged");
   }
   return kExitOk;
 }

@@ -1,4 +1,5 @@
 // stats, stats-tube, stats-job, tubes, pause.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -101,25 +102,25 @@ int StatsJob(Context& ctx, const std::vector<uint64_t>& ids) {
 int Tubes(Context& ctx, bool names_only) {
   Client& c = ctx.client();
   std::vector<std::string> names = c.Tubes();
+  std::sort(names.begin(), names.end());
   if (names_only) {
     if (ctx.json) {
-      Json j;
-      j.BeginArray();
-      for (const std::string& n : names) j.Str(n);
-      PrintLine(j.EndArray());
+      for (const std::string& n : names) {
+        Json j;
+        PrintLine(j.Begin().Key("name").Str(n).End());
+      }
     } else {
       for (const std::string& n : names) printf("%s\n", n.c_str());
     }
     return kExitOk;
   }
   std::vector<std::optional<Dict>> stats = c.StatsTubes(names);
-  if (ctx.json) {
-    Json j;
-    j.BeginArray();
+  if (ctx.json) {  // a stats-tube object per line
     for (const auto& d : stats) {
-      if (d) j.Object(*d);
+      if (!d) continue;
+      Json j;
+      PrintLine(j.Object(*d));
     }
-    PrintLine(j.EndArray());
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {{"TUBE", "READY", "URGENT", "RESERVED", "DELAYED",

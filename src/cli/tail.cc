@@ -113,11 +113,33 @@ int TailBeanstalkd(Client& c, const TailOptions& o, bool json) {
   return kExitOk;
 }
 
+// --delete, --bury: as beanstool's tail, each job is taken as a worker takes it (reserve,
+// waiting for the next one), shown, then deleted or buried with its priority. Ready jobs
+// already in the tube are taken too; delayed ones when they become ready. Ctrl-C between a
+// reserve and its delete closes the connection, and the server gives the job back.
+int TailTaking(Client& c, const TailOptions& o, bool json) {
+  Shower show(o, json);
+  c.WatchOnly({o.tube});
+  while (!show.done()) {
+    JobRecord job = c.Describe(c.Expect("reserve", {"RESERVED"}));
+    job.state = "reserved";
+    std::string id = std::to_string(job.id);
+    show(JobRecord(job));
+    if (o.del) {
+      c.Expect("delete " + id, {"DELETED"});
+    } else {
+      c.Expect("bury " + id + " " + std::to_string(job.pri), {"BURIED"});
+    }
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int Tail(Context& ctx, const TailOptions& o) {
   CheckTubeName(o.tube);
   Client& c = ctx.client();
+  if (o.del || o.bury) return TailTaking(c, o, ctx.json);
   return c.Extensions() ? TailStalkd(c, o, ctx.json) : TailBeanstalkd(c, o, ctx.json);
 }
 

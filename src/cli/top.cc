@@ -146,9 +146,10 @@ std::vector<std::string> Summary(const Snapshot& s, const std::string& server) {
   const Dict& d = s.stats;
   std::vector<std::string> out;
   out.push_back("stalk top  " + server + "  version " + d.Get("version").value_or("?") + "  up " +
-                Uptime(d.Number("uptime")) + "  " + N(d.Number("current-connections")) +
-                " connections (" + N(d.Number("current-workers")) + " workers, " +
-                N(d.Number("current-waiting")) + " waiting)  " + N(s.tubes.size()) + " tubes");
+                Uptime(d.Number("uptime")) + "  " +
+                Plural(d.Number("current-connections"), "connection") + " (" +
+                Plural(d.Number("current-workers"), "worker") + ", " +
+                N(d.Number("current-waiting")) + " waiting)  " + Plural(s.tubes.size(), "tube"));
   out.push_back("jobs  ready " + N(d.Number("current-jobs-ready")) + "  urgent " +
                 N(d.Number("current-jobs-urgent")) + "  reserved " +
                 N(d.Number("current-jobs-reserved")) + "  delayed " +
@@ -183,24 +184,61 @@ std::vector<std::string> Row(const TubeRow& t) {
           t.paused ? N(t.pause_left) + "s" : "-"};
 }
 
-// The table's rows `first` to `first + count` as aligned lines, at most `cols` wide (the
-// tube column gives way).
+// The column of each sort key but "name" (the tube column).
+const char* SortColumn(const std::string& key) {
+  static const std::map<std::string, const char*> columns = {
+      {"ready", "READY"},   {"reserved", "RESERVED"}, {"delayed", "DELAYED"},
+      {"buried", "BURIED"}, {"waiting", "WAITING"},   {"puts", "PUT/s"},
+      {"deletes", "DEL/s"}, {"total", "TOTAL"}};
+  auto it = columns.find(key);
+  return it == columns.end() ? "" : it->second;
+}
+
+// `name` in at most `width` columns: its start and its end, with a ~ for what is left out
+// between them (tube names often differ at either end: "orders.eu", "orders.us").
+std::string Squeeze(const std::string& name, size_t width) {
+  if (name.size() <= width) return name;
+  if (width < 3) return name.substr(0, width);
+  size_t tail = (width - 1) / 2, head = width - 1 - tail;
+  return name.substr(0, head) + "~" + name.substr(name.size() - tail);
+}
+
+// The table's rows `first` to `first + count` as aligned lines, at most `cols` wide. In a
+// narrow terminal the tube names keep room to be read: columns go first, the least telling
+// ones first (never the one sorted by), until the names fit or have kMinName columns; only
+// then are names cut short, in the middle.
 std::vector<std::string> Table(const std::vector<TubeRow>& tubes, size_t first, size_t count,
-                               size_t cols) {
+                               size_t cols, const std::string& sort = "") {
+  constexpr size_t kMinName = 16;
+  static const char* const kDropOrder[] = {"URGENT", "TOTAL",   "WAITING", "PAUSED",  "DEL/s",
+                                           "PUT/s",  "DELAYED", "BURIED",  "RESERVED"};
   std::vector<std::vector<std::string>> rows = {Header()};
   for (size_t i = first; i < tubes.size() && i < first + count; i++) rows.push_back(Row(tubes[i]));
   std::vector<size_t> w(rows[0].size(), 0);
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); i++) w[i] = std::max(w[i], r[i].size());
   }
-  size_t rest = 0;
-  for (size_t i = 1; i < w.size(); i++) rest += w[i] + 2;
-  w[0] = std::max<size_t>(4, std::min(w[0], cols > rest ? cols - rest : 4));
+  std::vector<bool> shown(w.size(), true);
+  auto rest = [&] {
+    size_t n = 0;
+    for (size_t i = 1; i < w.size(); i++) n += shown[i] ? w[i] + 2 : 0;
+    return n;
+  };
+  size_t want = std::min(w[0], kMinName);
+  for (const char* drop : kDropOrder) {
+    if (rest() + want <= cols) break;
+    if (drop == std::string_view(SortColumn(sort))) continue;
+    auto it = std::find(rows[0].begin(), rows[0].end(), drop);
+    shown[static_cast<size_t>(it - rows[0].begin())] = false;
+  }
+  w[0] = std::max<size_t>(4, std::min(w[0], cols > rest() ? cols - rest() : 4));
   std::vector<std::string> out;
   for (const auto& r : rows) {
-    std::string name = r[0].size() > w[0] ? r[0].substr(0, w[0] - 1) + "~" : r[0];
+    std::string name = Squeeze(r[0], w[0]);
     std::string line = name + std::string(w[0] - name.size(), ' ');
-    for (size_t i = 1; i < r.size(); i++) line += std::string(w[i] + 2 - r[i].size(), ' ') + r[i];
+    for (size_t i = 1; i < r.size(); i++) {
+      if (shown[i]) line += std::string(w[i] + 2 - r[i].size(), ' ') + r[i];
+    }
     out.push_back(line);
   }
   return out;
@@ -331,7 +369,8 @@ void Draw(const Snapshot& s, View* v, const std::string& server) {
   size_t fixed = top.size() + 3;  // a blank line, the table's header, the footer
   size_t room = rows > static_cast<int>(fixed) ? static_cast<size_t>(rows) - fixed : 1;
   v->offset = std::min(v->offset, tubes.size() > room ? tubes.size() - room : 0);
-  std::vector<std::string> table = Table(tubes, v->offset, room, static_cast<size_t>(cols));
+  std::vector<std::string> table =
+      Table(tubes, v->offset, room, static_cast<size_t>(cols), v->sort);
   auto cut = [&](const std::string& l) {
     return l.size() > static_cast<size_t>(cols) ? l.substr(0, static_cast<size_t>(cols)) : l;
   };

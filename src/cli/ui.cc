@@ -116,7 +116,7 @@ void PrintJob(const JobRecord& job) {
   if (job.ttl) head += "  ttl " + std::to_string(*job.ttl);
   if (job.key) head += "  key " + Printable(*job.key);
   for (const auto& [k, v] : job.attrs) head += "  attr." + k + " " + Printable(v);
-  head += "  " + std::to_string(job.body.size()) + " bytes";
+  head += "  " + Plural(job.body.size(), "byte");
   std::string body = Printable(job.body);
   if (body.empty() || body.back() != '\n') body += '\n';
   fprintf(stdout, "%s\n", head.c_str());
@@ -133,6 +133,10 @@ void JobFormat::Print(const JobRecord& job, bool json) const {
     PrintJob(job);
   }
   fflush(stdout);
+}
+
+std::string Plural(uint64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many.empty() ? one + "s" : many);
 }
 
 std::string ReadAll(const std::string& path) {

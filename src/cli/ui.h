@@ -77,6 +77,9 @@ struct JobFormat {
   void Print(const JobRecord& job, bool json) const;
 };
 
+// "1 job", "2 jobs": n and the noun, plural unless n is 1 (`many`: an irregular plural).
+std::string Plural(uint64_t n, const std::string& one, const std::string& many = "");
+
 // Reads a whole file ("-": stdin); throws Failure(kExitInput) when it cannot.
 std::string ReadAll(const std::string& path);
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "base/build_info.h"
 #include "http/dashboard.h"
 #include "http/json.h"
 #include "http/names.h"
@@ -134,9 +135,9 @@ Co<> AdminCall::Run() {
       JsonWriter w(&resp().body);
       w.StartObject();
       w.Key("build_commit");
-      w.String("");
+      w.String(BuildCommit());
       w.Key("build_date");
-      w.String("");
+      w.String(BuildDate());
       w.Key("version");
       w.String(host_.version());
       w.EndObject();

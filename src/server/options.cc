@@ -14,10 +14,13 @@
 #include "redis/link.h"
 #include "server/version.h"
 
+// Where the Debian package installs README.md and docs/*.md (gzip -9n), as stalkd(8) says.
+#define STALKD_DOC_DIR "/usr/share/doc/stalkd"
+
 namespace stalkd::server {
 
-void PrintUsage() {
-  fprintf(stderr,
+void PrintUsage(FILE* out) {
+  fprintf(out,
           "Use: stalkd [OPTIONS]\n"
           "\n"
           "Options:\n"
@@ -39,7 +42,9 @@ void PrintUsage() {
           " --unix-mode OCTAL  permissions of the unix socket file (with -l unix:PATH)\n"
           " --stalled-client-timeout SECONDS  disconnect a client that has not read its\n"
           "          replies for this long while its output buffer is full (default 60)\n"
-          " --http ADDR:PORT  serve lmstfy's HTTP API (docs/HTTP.md) there; default: off\n"
+          " --http ADDR:PORT  serve lmstfy's HTTP API there; default: off\n"
+          "          (" STALKD_DOC_DIR
+          "/HTTP.md.gz)\n"
           " --admin-http ADDR:PORT  serve the admin API, the web dashboard, /metrics,\n"
           "          /healthz and /readyz there; default: off\n"
           " --admin-accounts FILE  require HTTP basic auth on --admin-http, for the\n"
@@ -48,7 +53,9 @@ void PrintUsage() {
           "          the rest are summed as tube=\"_other\"\n"
           " --http-request-timeout SECONDS  close an HTTP client whose request has not\n"
           "          fully arrived this long after it began (default 30)\n"
-          " --store URL  keep jobs in Redis (docs/SCALE-OUT.md): redis://HOST:PORT[/DB]\n"
+          " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
+          "/SCALE-OUT.md.gz):\n"
+          "          redis://HOST:PORT[/DB]\n"
           "          or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER or\n"
           "          redis-cluster://HOST:PORT[,HOST:PORT...]; default: in memory\n"
           " --store-prefix STR  prefix of every Redis key and channel (default stalkd)\n"
@@ -62,7 +69,9 @@ void PrintUsage() {
           "          skipped and counted); by default start-up stops and names them\n"
           " -v, --version  show version information\n"
           " -V       increase verbosity\n"
-          " -h       show this help\n",
+          " -h, --help  show this help\n"
+          "\n"
+          "The manual: stalkd(8); the documentation: " STALKD_DOC_DIR "\n",
           kMaxJobSizeLimit);
 }
 
@@ -295,16 +304,20 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
       PrintVersion();
       return ParseOutcome::kExitOk;
     }
+    if (strcmp(arg, "--help") == 0) {
+      PrintUsage(stdout);
+      return ParseOutcome::kExitOk;
+    }
     if (arg[0] == '-' && arg[1] == '-') {
       if (!ParseLongOption(argc, argv, &i, o)) {
-        PrintUsage();
+        PrintUsage(stderr);
         return ParseOutcome::kExitUsage;
       }
       continue;
     }
     if (arg[0] != '-') {
       fprintf(stderr, "stalkd: unknown argument: %s\n", arg);
-      PrintUsage();
+      PrintUsage(stderr);
       return ParseOutcome::kExitUsage;
     }
     bool consumed = false;  // a flag took the rest of this word as its value
@@ -319,7 +332,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         }
         if (!v) {
           fprintf(stderr, "stalkd: flag requires an argument: -%c\n", *f);
-          PrintUsage();
+          PrintUsage(stderr);
           return nullptr;
         }
         consumed = true;
@@ -347,7 +360,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         case 'z':
           if (!(v = value())) return ParseOutcome::kExitUsage;
           if (!ParseSize(v, &n)) {
-            PrintUsage();
+            PrintUsage(stderr);
             return ParseOutcome::kExitUsage;
           }
           if (n > kMaxJobSizeLimit) {
@@ -359,7 +372,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         case 's':
           if (!(v = value())) return ParseOutcome::kExitUsage;
           if (!ParseSize(v, &n)) {
-            PrintUsage();
+            PrintUsage(stderr);
             return ParseOutcome::kExitUsage;
           }
           o->binlog_size = static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX));
@@ -367,7 +380,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
         case 'f':
           if (!(v = value())) return ParseOutcome::kExitUsage;
           if (!ParseSize(v, &n)) {
-            PrintUsage();
+            PrintUsage(stderr);
             return ParseOutcome::kExitUsage;
           }
           o->fsync_ms = static_cast<int64_t>(n);
@@ -387,11 +400,11 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
           PrintVersion();
           return ParseOutcome::kExitOk;
         case 'h':
-          PrintUsage();
+          PrintUsage(stdout);
           return ParseOutcome::kExitOk;
         default:
           fprintf(stderr, "stalkd: unknown flag: %s\n", arg);
-          PrintUsage();
+          PrintUsage(stderr);
           return ParseOutcome::kExitUsage;
       }
     }

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -63,11 +64,12 @@ inline constexpr size_t kMaxJobSizeLimit = 1073741824;
 enum class ParseOutcome { kRun, kExitOk, kExitUsage };
 
 // Parses argv as beanstalkd does ("-p 11300", "-p11300", "-VV"), plus stalkd's long options
-// ("--max-memory 512M" or "--max-memory=512M"). Messages and usage go to
-// stderr (version to stdout). kExitOk: -v, --version or -h given; kExitUsage: a bad flag
-// (exit code 5).
+// ("--max-memory 512M" or "--max-memory=512M"). Messages, and the usage after a bad flag, go
+// to stderr; the version and the help asked for (-h, --help) to stdout. kExitOk: -v,
+// --version, -h or --help given; kExitUsage: a bad flag (exit code 5).
 ParseOutcome ParseOptions(int argc, char** argv, Options* opts);
 
-void PrintUsage();
+// The usage (-h), on `out`.
+void PrintUsage(FILE* out);
 
 }  // namespace stalkd::server

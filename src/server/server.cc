@@ -19,6 +19,7 @@
 #include "base/check.h"
 #include "protocol/conversation.h"
 #include "server/http_host.h"
+#include "server/startup_report.h"
 #include "server/version.h"
 
 namespace stalkd::server {
@@ -196,15 +197,14 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
     return false;
   }
   recovering_ = true;
+  RecoveryReport report;
   bool recovered = binlog->Recover(&memory_->engine(), error);
   recovering_ = false;
   if (!recovered) {
     *exit_code = binlog->stopped() ? 0 : 1;
     return false;
   }
-  if (options_.verbosity > 0) {
-    printf("binlog: %zu jobs restored from %s\n", binlog->restored(), so.dir.c_str());
-  }
+  report.Print(so.dir, binlog->restored(), binlog->skipped());
   binlog_ = std::move(binlog);
   memory_->engine().set_log(binlog_.get());
   // Recovery's temporary index of every record is gone: give its memory back to the OS.

@@ -45,19 +45,28 @@ class TestInformationalFlags(unittest.TestCase):
                              (0, ("stalkd %s\n" % m.group(1)).encode(), b""), flag)
 
     def test_help(self):
-        p = run(["-h"])
-        self.assertEqual(p.returncode, 0)
-        usage = p.stderr.decode()
-        self.assertIn("Use: ", usage)
-        for flag in USAGE_FLAGS:
-            self.assertIn(flag, usage)
+        # beanstalkd prints -h on stderr and has no --help; stalkd prints the help asked for
+        # on stdout, for -h and --help alike
+        for flag in ("-h",) if is_beanstalkd() else ("-h", "--help"):
+            p = run([flag])
+            self.assertEqual(p.returncode, 0, flag)
+            usage = (p.stderr if is_beanstalkd() else p.stdout).decode()
+            self.assertIn("Use: ", usage)
+            for f in USAGE_FLAGS:
+                self.assertIn(f, usage)
+            if not is_beanstalkd():
+                self.assertEqual(p.stderr, b"", flag)
+                self.assertIn("/usr/share/doc/stalkd", usage)
 
     def test_unknown_flag(self):
-        p = run(["-X", "-l", "127.0.0.1", "-p", str(free_port())])
-        self.assertEqual(p.returncode, 5)
-        err = p.stderr.decode()
-        self.assertIn("unknown flag", err)
-        self.assertIn("Use: ", err)
+        flags = [["-X"]] + ([] if is_beanstalkd() else [["--nope"], ["--help=x"]])
+        for flag in flags:
+            p = run(flag + ["-l", "127.0.0.1", "-p", str(free_port())])
+            self.assertEqual(p.returncode, 5, flag)
+            err = p.stderr.decode()
+            self.assertIn("unknown flag", err)
+            self.assertIn("Use: ", err)
+            self.assertEqual(p.stdout, b"", flag)
 
     def test_invalid_size(self):
         p = run(["-z", "abc", "-l", "127.0.0.1", "-p", str(free_port())])

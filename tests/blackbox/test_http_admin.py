@@ -261,6 +261,19 @@ class InfoTest(HttpCase):
         self.assertEqual(d["version"], st["version"].strip('"'))
         for v in d.values():
             self.assertIsInstance(v, str)
+        # filled at build time: the commit the binary was built from and its date (or
+        # SOURCE_DATE_EPOCH's); reproducible, so never the time of the build itself
+        self.assertRegex(d["build_date"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        if not shutil.which("git") or not os.path.exists(os.path.join(root, ".git")):
+            return
+        self.assertRegex(d["build_commit"], r"^[0-9a-f]{12}$")
+        p = subprocess.run(["git", "-C", root, "log", "-1", "--format=%ct", d["build_commit"]],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        if not os.environ.get("SOURCE_DATE_EPOCH"):
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(p.stdout)))
+            self.assertEqual(d["build_date"], when)
 
     def test_pools(self):
         for params in (None, {"kind": "redis"}, {"kind": "memory"}):

@@ -125,6 +125,28 @@ class Commands:
         self.assertGreaterEqual(time.monotonic() - t0, 0.9)
         self.fails(USAGE, "reserve", "--delete", "--bury")
 
+    def test_reserve_count_gives_different_jobs_then_releases_them(self):
+        self.json_lines("put", "-t", "ntest", "--lines", input=b"1\n2\n3\n")
+        jobs = self.json_lines("reserve", "-t", "ntest", "-n", "3")
+        self.assertEqual([body_of(j) for j in jobs], [b"1", b"2", b"3"])
+        for j in jobs:
+            st = self.stats_job(j["id"])
+            self.assertEqual((st["state"], st["reserves"], st["releases"]), ("ready", "1", "1"))
+        # fewer ready than asked: each one once, then exit 0
+        self.assertEqual(len(self.json_lines("reserve", "-t", "ntest", "-n", "5")), 3)
+
+    def test_one_is_singular(self):
+        jid = self.put_json("-t", "one", "x")
+        self.assertEqual(self.ok("peek", jid).splitlines()[0],
+                         "id %d  tube one  state ready  pri 1024  ttr 60  1 byte" % jid)
+        self.assertTrue(self.ok("peek", jid, "-t", "one").startswith("id "))
+        dump = self.stalk("dump", "one")
+        self.assertEqual(dump.returncode, 0, dump.stderr)
+        self.assertEqual(dump.stderr, b"stalk: dumped 1 job (1 ready)\n")
+        self.assertEqual(self.ok("purge", "one"), "purged 1 job from one\n")
+        self.assertEqual(self.ok("load", input=dump.stdout), "loaded 1 job (1 ready)\n")
+        self.assertIn(" 2 bytes", self.ok("peek", self.put_json("xy")))
+
     # ---- delete, kick, bury
 
     def test_delete(self):
@@ -200,12 +222,39 @@ class Commands:
         rows = {l.split()[0]: l.split() for l in out[1:]}
         self.assertEqual(rows["one"][1], "1")
         self.assertEqual(rows["two"][4], "1")
-        self.assertEqual(sorted(self.ok("tubes", "--names").split()), ["default", "one", "two"])
-        [names] = self.json_lines("tubes", "--names")
-        self.assertEqual(sorted(names), ["default", "one", "two"])
-        [full] = self.json_lines("tubes")
-        self.assertEqual({t["name"]: t["current-jobs-delayed"] for t in full},
-                         {"default": 0, "one": 0, "two": 1})
+        self.assertEqual(self.ok("tubes", "--names").split(), ["default", "one", "two"])
+        # --json: one object per line, as for every command
+        self.assertEqual(self.json_lines("tubes", "--names"),
+                         [{"name": "default"}, {"name": "one"}, {"name": "two"}])
+        full = self.json_lines("tubes")
+        self.assertEqual([(t["name"], t["current-jobs-delayed"]) for t in full],
+                         [("default", 0), ("one", 0), ("two", 1)])
+
+    def test_tubes_sorted_by_name(self):
+        c = self.client()
+        for t in ("zeta", "Alpha", "mid", "b-2", "b-10"):
+            c.put("x", tube=t)
+        order = ["Alpha", "b-10", "b-2", "default", "mid", "zeta"]  # byte order
+        self.assertEqual(self.ok("tubes", "--names").split(), order)
+        self.assertEqual([l.split()[0] for l in self.ok("tubes").splitlines()[1:]], order)
+        self.assertEqual([t["name"] for t in self.json_lines("tubes")], order)
+
+    def test_every_json_output_is_one_object_per_line(self):
+        c = self.client()
+        c.put("a", tube="j")
+        c.put("b", tube="j")
+        for args in (("put", "-t", "j", "c"), ("put", "-t", "j", "-l", "d", "e"),
+                     ("peek", "1"), ("peek", "ready", "-t", "j"), ("stats",),
+                     ("stats", "total-jobs", "uptime"), ("stats-tube", "j", "default"),
+                     ("stats-job", "1", "2"), ("tubes",), ("tubes", "--names"),
+                     ("reserve", "-t", "j", "-n", "2"), ("delete", "5"),
+                     ("kick", "-t", "j"), ("pause", "j", "0"), ("top", "-b"),
+                     ("tail", "j", "-e", "-n", "2"), ("dump",), ("purge", "j", "buried")):
+            with self.subTest(args=args):
+                lines = self.ok("--json", *args).splitlines()
+                self.assertTrue(lines)
+                for line in lines:
+                    self.assertIsInstance(json.loads(line), dict, line)
 
     def test_pause(self):
         self.client().put("p", tube="pz")
@@ -232,7 +281,7 @@ class Commands:
         self.assertTrue(c.cmd("reserve-job %d" % jid).startswith(b"RESERVED"))
         self.assertEqual(c.cmd("bury %d 0" % jid), b"BURIED\r\n")
         self.client().put("other", tube="keep")
-        self.assertEqual(self.ok("purge", "pg", "buried"), "purged 1 jobs from pg\n")
+        self.assertEqual(self.ok("purge", "pg", "buried"), "purged 1 job from pg\n")
         r = self.stalk("--json", "purge", "pg")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout), {"tube": "pg", "purged": 6, "reserved": 1})
@@ -323,6 +372,25 @@ class ErrorsAndHelp(StalkCase):
             self.assertIn("Usage: stalk %s " % cmd, r2.stdout.decode())
             self.assertIn("Exit status", r2.stdout.decode())
 
+    def test_help_keeps_its_columns(self):
+        # names in the first 28 columns, descriptions from column 28 wrapped at 80, and what
+        # CLI11 would append to a name (Excludes:, Env:) said in words in the description
+        for cmd in ("",) + COMMANDS:
+            text = self.ok(*((cmd,) if cmd else ()), "--help")
+            with self.subTest(cmd=cmd):
+                self.assertNotIn("Excludes", text)
+                self.assertNotIn("Env:", text)
+                for line in text.splitlines():
+                    self.assertLessEqual(len(line), 80, line)
+                    if line.startswith("  ") and not line.startswith(" " * 28):
+                        if "  " in line[2:].strip():  # a name and its description:
+                            self.assertEqual(line[26:28], "  ", line)  # two spaces at least
+                            self.assertNotEqual(line[28], " ", line)  # and it starts at 28
+        reserve = " ".join(self.ok("reserve", "--help").split())
+        self.assertIn("--delete delete each job reserved (not with --bury)", reserve)
+        self.assertIn("(not with --wait)", reserve)
+        self.assertIn("($STALK_SERVER when it is set)", " ".join(self.ok("--help").split()))
+
     def test_version(self):
         r = self.stalk("--version")
         self.assertEqual(r.returncode, 0)
@@ -357,15 +425,36 @@ class ErrorsAndHelp(StalkCase):
         self.fails(INPUT, "put", "-f", "/nonexistent/file")
         self.fails(INPUT, "load", "/nonexistent/file")
         err = self.fails(INPUT, "load", input=b'{"body":"ok"}\n{"body":\n')
-        self.assertIn("line 2: not JSON", err)
-        self.assertIn("loaded 1 jobs before it", err)
+        self.assertIn("line 2: not JSON: the line ends before the job does", err)
+        self.assertIn("loaded 1 job before it", err)
         self.assertEqual(stats_of(self.client(), "stats")["current-jobs-ready"], "1")
-        for bad, why in ((b'{"tube":"t"}', "either"), (b'{"body":"x","state":"gone"}', "state"),
+        for bad, why in ((b'{"tube":"t"}', "no body"), (b'{"body":"x","state":"gone"}', "state"),
                          (b'{"body64":"!!"}', "base64"), (b'{"body":"x","pri":-1}', "pri"),
                          (b'{"body":"x","tube":"a b"}', "tube"), (b'[1]', "object"),
                          (b'{"body":"x","key":"has space","tries":1}', "key")):
             with self.subTest(line=bad):
                 self.assertIn(why, self.fails(INPUT, "load", input=bad + b"\n"))
+
+    def test_load_errors_say_where_and_what_in_words(self):
+        for bad, why in (
+                (b'{"body":"x",}', "line 3: not JSON at column 13: a field name in double "
+                                   "quotes should be here"),
+                (b'{"body":"x"} {}', "line 3: not JSON at column 14: something follows the "
+                                     "job's closing }"),
+                (b'{"body":"x","pri":"5"}', 'line 3: "pri" must be a whole number from 0 to '
+                                            '4294967295, not "5"'),
+                (b'{"body":"x","body64":"eA=="}', 'line 3: both "body" and "body64"'),
+                (b'{"body":x}', "line 3: not JSON at column 9: a value is missing or is not "
+                                "one")):
+            with self.subTest(line=bad):
+                err = self.fails(INPUT, "load", input=b'{"body":"a"}\n\n' + bad + b"\n")
+                self.assertIn(why, err)
+                self.assertIn("loaded 1 job before it", err)
+        small = self.start_server(args=("-z", "10"))
+        err = self.fails(SERVER, "load", server=small,
+                         input=b'{"body":"ok"}\n{"body":"more than ten bytes"}\n')
+        self.assertIn("line 2: put: the server answered JOB_TOO_BIG (the body is larger than "
+                      "the server's max-job-size, its -z)", err)
 
 
 if __name__ == "__main__":

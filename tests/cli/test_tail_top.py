@@ -29,9 +29,9 @@ ROWS, COLS = 30, 120
 class Terminal:
     """A program on a pseudo-terminal of ROWS x COLS: keys in, bytes out."""
 
-    def __init__(self, argv):
+    def __init__(self, argv, cols=COLS):
         self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, cols, 0, 0))
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
                                      start_new_session=True)
         os.close(slave)
@@ -66,6 +66,12 @@ class Terminal:
             self.proc.kill()
             self.proc.wait()
         os.close(self.master)
+
+
+def screen_lines(frame):
+    """The lines of a frame, without escape codes (nor the \\r of the terminal's \\r\\n)."""
+    text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", frame).decode()
+    return [line.rstrip("\r") for line in text.split("\n")]
 
 
 def table_rows(frame):
@@ -122,6 +128,36 @@ class TailTop:
         self.assertRegex(out.decode(), r"^id 1  tube te  state ready  pri 0  ttr 60  13 bytes\n"
                                        r"already there\nid \d+  tube te  state ready  pri 0  "
                                        r"ttr 60  3 bytes\nnew\n$")
+
+    def test_tail_delete_and_bury_take_each_job(self):
+        # as beanstool's tail: each job reserved as a worker would, shown, then deleted or
+        # buried; the ready jobs already there are taken too
+        c = self.client()
+        c.put("old", tube="tk")
+        p = subprocess.Popen([STALK_BIN, "-s", self.address(self.server), "--json", "tail",
+                              "tk", "--delete", "-n", "3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        c.put("new", tube="tk")
+        c.put("other tube", tube="x")
+        c.put("later", tube="tk", delay=1)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        jobs = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual([body_of(j) for j in jobs], [b"old", b"new", b"later"])
+        self.assertEqual({j["state"] for j in jobs}, {"reserved"})
+        st = stats_of(c, "stats-tube tk")
+        self.assertEqual((st["total-jobs"], st["current-jobs-ready"], st["cmd-delete"]),
+                         ("3", "0", "3"))
+        c.put("bury me", tube="tk", pri=9)
+        out = self.ok("tail", "tk", "--bury", "-n", "1")
+        self.assertRegex(out, r"^id (\d+)  tube tk  state reserved  pri 9  ttr 60  7 bytes\n"
+                              r"bury me\n$")
+        jid = int(out.split()[1])
+        st = stats_of(c, "stats-job %d" % jid)
+        self.assertEqual((st["state"], st["pri"], st["buries"]), ("buried", "9", "1"))
+        for args in (("--delete", "--bury"), ("--delete", "-e"), ("--bury", "-i", "1")):
+            self.fails(2, "tail", "tk", *args)
 
     def test_tail_of_a_tube_that_does_not_exist_yet(self):
         p = self.start_tail("--json", "later", "-n", "1")
@@ -208,6 +244,34 @@ class TailTop:
         t.read_until(lambda o: b"\x1b[?1049l" in o, timeout=2)
         self.assertIn(b"\x1b[?25h\x1b[?1049l", t.out)  # cursor and screen given back
         self.assertTrue(termios.tcgetattr(t.master)[3] & termios.ECHO)  # and echo
+
+    def test_top_in_a_narrow_terminal_keeps_tube_names_readable(self):
+        c = self.client()
+        names = ("orders.europe.high", "orders.america.low")
+        for n in names:
+            c.put("x", tube=n)
+        for cols, whole in ((60, True), (24, False)):
+            t = Terminal([STALK_BIN, "-s", self.address(self.server), "top", "-i", "0.2"],
+                         cols=cols)
+            self.addCleanup(t.close)
+            self.assertTrue(t.read_until(lambda o: o.count(b"sort: ready") >= 2), t.out[-2000:])
+            lines = screen_lines(t.frame())
+            header = [l for l in lines if l.startswith("TUBE")][0].split()
+            self.assertIn("READY", header)
+            self.assertNotIn("URGENT", header)  # the least telling columns gave way
+            rows = [l for l in lines if l.startswith("orders")]
+            self.assertEqual(len(rows), 2, lines)
+            for l in lines:
+                self.assertLessEqual(len(l), cols, repr(l))
+            if whole:
+                self.assertEqual(sorted(r.split()[0] for r in rows), sorted(names))
+            else:  # cut in the middle: both ends still tell them apart
+                shown = sorted(r.split()[0] for r in rows)
+                self.assertEqual([len(n) for n in shown], [17, 17], shown)  # 24 - READY's 7
+                self.assertTrue(shown[0].startswith("orders.") and "~" in shown[0], shown)
+                self.assertTrue(shown[0].endswith("low") and shown[1].endswith("high"), shown)
+            t.keys(b"q")
+            self.assertEqual(t.proc.wait(timeout=10), 0)
 
     def test_top_batch_and_json(self):
         c = self.client()

@@ -72,9 +72,10 @@ def has_cli():
 
 
 def cli_help_entries(text, section="Options:"):
-    """The entries of a section of CLI11's help: [(flags, description)], flags as a set
-    ("-t", "--tube"). CLI11 writes the name padded to 28 columns and the description after
-    it, or, when the name is longer, on the next line at column 28."""
+    """The entries of a section of stalk's help: [(flags, description)], flags as a set
+    ("-t", "--tube"). stalk writes the name from column 2 and the description from column
+    28, wrapped at 80 columns (its further lines start at column 28), or, when the name is
+    longer, from the next line."""
     lines = text.splitlines()
     out, inside = [], False
     for i, line in enumerate(lines):
@@ -83,14 +84,15 @@ def cli_help_entries(text, section="Options:"):
             continue
         if not inside or not line.startswith("  ") or line.startswith(" " * 28):
             continue
-        following = lines[i + 1] if i + 1 < len(lines) else ""
-        if following.startswith(" " * 28) and following.strip():
-            desc = following.strip()
-        else:
-            desc = line[28:].strip()
+        # the description on the name's line: from column 28, after two spaces at least
+        desc = [line[28:].strip()] if line[26:28] == "  " else []
+        for following in lines[i + 1:]:
+            if not following.startswith(" " * 28) or not following.strip():
+                break
+            desc.append(following.strip())
         name = line.split()[0]
         flags = set(name.split(",")) if section == "Options:" else {name}
-        out.append((flags, " ".join(desc.split())))
+        out.append((flags, " ".join(" ".join(desc).split())))
     return out
 
 
@@ -265,6 +267,40 @@ class PackageTest(unittest.TestCase):
                      "-S", "Version"])
             self.assertEqual(p.stdout.strip(), project_version(), p.stderr)
 
+    def test_installed_documentation(self):
+        # README.md and docs/*.md, gzip -9n as the changelog, in /usr/share/doc/stalkd
+        doc = os.path.join(self.root, "usr/share/doc/stalkd")
+        sources = [os.path.join(REPO, "README.md")] + sorted(
+            glob.glob(os.path.join(REPO, "docs", "*.md")))
+        self.assertGreater(len(sources), 5)
+        for src in sources:
+            gz = os.path.join(doc, os.path.basename(src) + ".gz")
+            self.assertTrue(os.path.isfile(gz), gz)
+            with gzip.open(gz, "rb") as f, open(src, "rb") as g:
+                self.assertEqual(f.read(), g.read(), src)
+            with open(gz, "rb") as f:
+                head = f.read(10)
+            self.assertEqual((head[3] & 0x08, head[4:8]), (0, b"\0\0\0\0"), gz)
+        # every path the man pages and `stalkd -h` name there is in the package, and every
+        # document the man pages name by itself too
+        texts = [run([os.path.join(self.root, "usr/bin/stalkd"), "-h"], timeout=10).stdout]
+        pages = ["usr/share/man/man8/stalkd.8.gz"]
+        if has_cli():
+            pages.append("usr/share/man/man1/stalk.1.gz")
+        for page in pages:
+            with gzip.open(os.path.join(self.root, page), "rt") as f:
+                texts.append(roff_text(f.read())[0])
+        named = set()
+        for text in texts:
+            for path in re.findall(r"/usr/share/doc/stalkd(?:/[\w.-]+)?", text):
+                named.add(path.rstrip("."))
+            for name in re.findall(r"(?<![\w/.-])([A-Z][\w-]*\.md\.gz)", text):
+                named.add("/usr/share/doc/stalkd/" + name)
+        self.assertIn("/usr/share/doc/stalkd/HTTP.md.gz", named)
+        self.assertIn("/usr/share/doc/stalkd/SCALE-OUT.md.gz", named)
+        for path in sorted(named):
+            self.assertTrue(os.path.exists(os.path.join(self.root, path.lstrip("/"))), path)
+
     # ---- the installed binary
 
     def test_installed_binary_runs_and_serves(self):
@@ -293,8 +329,8 @@ class PackageTest(unittest.TestCase):
 
     def test_man_page_documents_every_flag_of_help(self):
         p = run([os.path.join(self.root, "usr/bin/stalkd"), "-h"], timeout=10)
-        entries = help_entries(p.stderr)
-        self.assertGreater(len(entries), 15, p.stderr)
+        entries = help_entries(p.stdout)
+        self.assertGreater(len(entries), 15, p.stdout)
         text, tags = roff_text(self.man_source())
         for entry in entries:
             self.assertIn(entry, text, "stalkd -h's entry is not in stalkd.8 in these words")
