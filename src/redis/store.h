@@ -50,6 +50,9 @@ class RedisSession;
 
 constexpr uint32_t kClusterPartitions = 1024;
 
+// A reply's integer (a number as text too; 0 if none).
+int64_t ToInt(const Reply& r);
+
 // The partition of `tube` among `parts`: CRC16 of the text inside its first `(...)` when that
 // is not empty, else of the whole name, mod parts (0 when parts is 1).
 uint32_t TubePartition(std::string_view tube, uint32_t parts);
