@@ -149,8 +149,17 @@ TEST(CliJobLine, BadLinesSayWhy) {
   EXPECT_NE(why("{").find("not JSON"), std::string::npos);
   EXPECT_NE(why("{} x").find("not JSON"), std::string::npos);
   EXPECT_NE(why("[]").find("object"), std::string::npos);
-  EXPECT_NE(why("{}").find("either"), std::string::npos);
-  EXPECT_NE(why("{\"body\":\"a\",\"body64\":\"YQ==\"}").find("either"), std::string::npos);
+  EXPECT_NE(why("{}").find("no body"), std::string::npos);
+  EXPECT_NE(why("{\"body\":\"a\",\"body64\":\"YQ==\"}").find("both"), std::string::npos);
+  // where and what, in words
+  EXPECT_EQ(why("{\"body\":\"a\",}"),
+            "not JSON at column 13: a field name in double quotes should be here (a comma too "
+            "many?)");
+  EXPECT_EQ(why("{\"body\":\"a\""),
+            "not JSON: the line ends before the job does (a } or a \" "
+            "missing?)");
+  EXPECT_EQ(why("{\"body\":\"a\",\"ttr\":\"60\"}"),
+            "\"ttr\" must be a whole number from 0 to 4294967295, not \"60\"");
   EXPECT_NE(why("{\"body\":\"a\",\"pri\":4294967296}").find("\"pri\""), std::string::npos);
   EXPECT_NE(why("{\"body\":\"a\",\"ttr\":\"60\"}").find("\"ttr\""), std::string::npos);
   EXPECT_NE(why("{\"body\":\"a\",\"state\":\"held\"}").find("state"), std::string::npos);
