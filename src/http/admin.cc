@@ -417,7 +417,19 @@ bool AdminService::Authorized(const Request& r) const {
   return false;
 }
 
+bool AdminService::Screen(Exchange& ex) {
+  bool dashboard;
+  return Guard(ex, &dashboard);
+}
+
 void AdminService::Handle(Exchange& ex) {
+  bool dashboard;
+  if (!Guard(ex, &dashboard)) return;
+  if (dashboard) return dashboard_->Handle(ex);
+  Serve(ex, HandleAdmin(ex, tokens_, host_));
+}
+
+bool AdminService::Guard(Exchange& ex, bool* dashboard_route) {
   // As lmstfy: the token and limit routes need an account; probes and scrapes do not; the
   // dashboard does (it can act on jobs). Which route it is follows from the decoded path,
   // as routing does ("/%74oken/ns" is a token route too).
@@ -429,18 +441,19 @@ void AdminService::Handle(Exchange& ex) {
       dashboard_ && (Dashboard::Serves(path) || (parsed && !seg.empty() && seg[0] == "dashboard"));
   bool guarded = dashboard || (parsed && ((seg.size() >= 2 && seg[0] == "token") ||
                                           (seg.size() == 1 && seg[0] == "limits")));
+  *dashboard_route = dashboard;
   if (guarded && !Authorized(ex.request)) {
     ex.route = "unauthorized";
     Error(&ex.response, 401, "unauthorized");
     ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
-    return;
+    return false;
   }
   if (dashboard && host_.recovering()) {  // the jobs are not all back yet
     ex.route = "recovering";
-    return Error(&ex.response, 503, "recovering");
+    Error(&ex.response, 503, "recovering");
+    return false;
   }
-  if (dashboard) return dashboard_->Handle(ex);
-  Serve(ex, HandleAdmin(ex, tokens_, host_));
+  return true;
 }
 
 void AdminService::Answered(const Exchange& ex, Nanos done) {

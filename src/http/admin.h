@@ -41,6 +41,7 @@ class AdminService final : public Service {
   bool LoadAccounts(const std::string& path, std::string* error);
 
   void Handle(Exchange& ex) override;
+  bool Screen(Exchange& ex) override;
   void Answered(const Exchange& ex, Nanos done) override;
   const Clock& clock() const override { return clock_; }
   uint64_t body_limit() const override { return 64 * 1024; }
@@ -53,6 +54,10 @@ class AdminService final : public Service {
 
  private:
   bool Authorized(const Request& r) const;
+  // What every request passes first: an account for the guarded routes, and the dashboard
+  // only once recovered. false: ex.response holds the refusal. *dashboard_route: the
+  // request is the dashboard's.
+  bool Guard(Exchange& ex, bool* dashboard_route);
 
   const Clock& clock_;
   TokenStore& tokens_;

@@ -46,6 +46,7 @@ class ApiService final : public Service {
   ApiService(const Clock& clock, Access& access, ApiObserver* observer, ApiOptions options);
 
   void Handle(Exchange& ex) override;
+  bool Screen(Exchange& ex) override;
   void Answered(const Exchange& ex, Nanos done) override;
   const Clock& clock() const override { return clock_; }
   uint64_t body_limit() const override;

@@ -79,6 +79,9 @@ class HttpHost final : public http::Access,
   http::AdminService admin_;
   http::Metrics metrics_;
   http::Dashboard dashboard_;
+  // The room of the request bodies being received on both listeners: a quarter of
+  // --max-memory, at least one bulk publish's body (docs/HTTP.md, "Request bodies").
+  http::BodyBudget bodies_;
   std::unordered_set<Connection*> connections_;
   Nanos next_check_ = 0;
 };
