@@ -1,5 +1,7 @@
 #include "http/admin.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <rapidjson/document.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "base/check.h"
 #include "http/dashboard.h"
 #include "http/json.h"
 #include "http/names.h"
@@ -395,7 +398,7 @@ bool AdminService::LoadAccounts(const std::string& path, std::string* error) {
       *error = path + ":" + std::to_string(n) + ": not user:password";
       return false;
     }
-    accounts_.push_back(line);
+    accounts_.push_back(Digest(line));
   }
   if (accounts_.empty()) {
     *error = "the accounts file " + path + " names no account";
@@ -411,10 +414,20 @@ bool AdminService::Authorized(const Request& r) const {
   if (a.size() <= kBasic.size() || a.substr(0, kBasic.size()) != kBasic) return false;
   std::string decoded;
   if (!DecodeBase64(a.substr(kBasic.size()), &decoded)) return false;
-  for (const std::string& acc : accounts_) {
-    if (acc == decoded) return true;
+  // In constant time: the digests (which hide the lengths) of every account are compared
+  // whole, and all of them, whatever matched.
+  Sha256 d = Digest(decoded);
+  bool ok = false;
+  for (const Sha256& acc : accounts_) {
+    ok |= CRYPTO_memcmp(acc.data(), d.data(), d.size()) == 0;
   }
-  return false;
+  return ok;
+}
+
+AdminService::Sha256 AdminService::Digest(std::string_view s) {
+  Sha256 d;
+  STALKD_CHECK(EVP_Digest(s.data(), s.size(), d.data(), nullptr, EVP_sha256(), nullptr) == 1);
+  return d;
 }
 
 bool AdminService::Screen(Exchange& ex) {

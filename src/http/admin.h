@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,7 +65,9 @@ class AdminService final : public Service {
   AdminHost& host_;
   ApiObserver* observer_ = nullptr;
   Dashboard* dashboard_ = nullptr;
-  std::vector<std::string> accounts_;  // "user:password"; empty: no auth
+  using Sha256 = std::array<unsigned char, 32>;
+  static Sha256 Digest(std::string_view s);
+  std::vector<Sha256> accounts_;  // of "user:password"; empty: no auth
 };
 
 }  // namespace stalkd::http

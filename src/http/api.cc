@@ -206,7 +206,9 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
       JsonWriter w(&resp().body);
       w.StartObject();
       w.Key("msg");
-      w.String("token(" + std::string(tok) + ") " + (produce ? "produce" : "consume") +
+      // lmstfy's text, but with the token's id where lmstfy puts the token itself: an
+      // answer never repeats a secret (a proxy's log, a shared screen).
+      w.String("token(" + id + ") " + (produce ? "produce" : "consume") +
                " reach the limit rate, please retry later");
       w.EndObject();
       return false;
@@ -259,7 +261,7 @@ void ApiService::Answered(const Exchange& ex, Nanos done) {
   // lmstfy's RemedyLimiter: a counted request that did not succeed is given back.
   bool produce = ex.limited == Exchange::Limited::kProduce;
   if (ex.limited != Exchange::Limited::kNo && ex.response.status != (produce ? 201 : 200)) {
-    access_.Refund(ex.limited_ns, ex.limited_token, produce, done);
+    access_.Refund(ex.limited_ns, ex.limited_token, produce, ex.now, done);
   }
   if (observer_) observer_->OnRequest(ex.route, ex.response.status, done - ex.now);
 }

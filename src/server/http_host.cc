@@ -70,8 +70,10 @@ bool HttpHost::Allow(std::string_view ns, std::string_view id, bool produce, Nan
                                    now);
 }
 
-void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) {
-  tokens_.throttler().Refund(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume, now);
+void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Nanos counted_at,
+                      Nanos now) {
+  tokens_.throttler().Refund(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume,
+                             counted_at, now);
 }
 
 void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {

@@ -40,7 +40,8 @@ class HttpHost final : public http::Access,
   // Access.
   bool Valid(std::string_view ns, std::string_view token, std::string* id) const override;
   bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
-  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
+  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos counted_at,
+              Nanos now) override;
   // ApiObserver.
   void OnRequest(std::string_view route, int status, Nanos latency) override;
   // command::Observer: the store's and the text protocol's measurements.
