@@ -209,10 +209,12 @@ class FuzzAccess final : public http::Access {
     if (ok) allowed_[produce]++;
     return ok;
   }
-  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) override {
+  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos counted_at,
+              Nanos now) override {
     refunded_[produce]++;
     FUZZ_CHECK(refunded_[produce] <= allowed_[produce], "refunded more than allowed");
-    Limits(id).Refund(ns, id, Kind(produce), now);
+    FUZZ_CHECK(counted_at <= now, "refunded before it was counted");
+    Limits(id).Refund(ns, id, Kind(produce), counted_at, now);
   }
 
  private:

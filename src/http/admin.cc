@@ -1,5 +1,7 @@
 #include "http/admin.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <rapidjson/document.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <map>
 
 #include "base/build_info.h"
+#include "base/check.h"
 #include "http/dashboard.h"
 #include "http/json.h"
 #include "http/names.h"
@@ -396,7 +399,7 @@ bool AdminService::LoadAccounts(const std::string& path, std::string* error) {
       *error = path + ":" + std::to_string(n) + ": not user:password";
       return false;
     }
-    accounts_.push_back(line);
+    accounts_.push_back(Digest(line));
   }
   if (accounts_.empty()) {
     *error = "the accounts file " + path + " names no account";
@@ -412,13 +415,35 @@ bool AdminService::Authorized(const Request& r) const {
   if (a.size() <= kBasic.size() || a.substr(0, kBasic.size()) != kBasic) return false;
   std::string decoded;
   if (!DecodeBase64(a.substr(kBasic.size()), &decoded)) return false;
-  for (const std::string& acc : accounts_) {
-    if (acc == decoded) return true;
+  // In constant time: the digests (which hide the lengths) of every account are compared
+  // whole, and all of them, whatever matched.
+  Sha256 d = Digest(decoded);
+  bool ok = false;
+  for (const Sha256& acc : accounts_) {
+    ok |= CRYPTO_memcmp(acc.data(), d.data(), d.size()) == 0;
   }
-  return false;
+  return ok;
+}
+
+AdminService::Sha256 AdminService::Digest(std::string_view s) {
+  Sha256 d;
+  STALKD_CHECK(EVP_Digest(s.data(), s.size(), d.data(), nullptr, EVP_sha256(), nullptr) == 1);
+  return d;
+}
+
+bool AdminService::Screen(Exchange& ex) {
+  bool dashboard;
+  return Guard(ex, &dashboard);
 }
 
 void AdminService::Handle(Exchange& ex) {
+  bool dashboard;
+  if (!Guard(ex, &dashboard)) return;
+  if (dashboard) return dashboard_->Handle(ex);
+  Serve(ex, HandleAdmin(ex, tokens_, host_));
+}
+
+bool AdminService::Guard(Exchange& ex, bool* dashboard_route) {
   // As lmstfy: the token and limit routes need an account; probes and scrapes do not; the
   // dashboard does (it can act on jobs). Which route it is follows from the decoded path,
   // as routing does ("/%74oken/ns" is a token route too).
@@ -430,18 +455,19 @@ void AdminService::Handle(Exchange& ex) {
       dashboard_ && (Dashboard::Serves(path) || (parsed && !seg.empty() && seg[0] == "dashboard"));
   bool guarded = dashboard || (parsed && ((seg.size() >= 2 && seg[0] == "token") ||
                                           (seg.size() == 1 && seg[0] == "limits")));
+  *dashboard_route = dashboard;
   if (guarded && !Authorized(ex.request)) {
     ex.route = "unauthorized";
     Error(&ex.response, 401, "unauthorized");
     ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
-    return;
+    return false;
   }
   if (dashboard && host_.recovering()) {  // the jobs are not all back yet
     ex.route = "recovering";
-    return Error(&ex.response, 503, "recovering");
+    Error(&ex.response, 503, "recovering");
+    return false;
   }
-  if (dashboard) return dashboard_->Handle(ex);
-  Serve(ex, HandleAdmin(ex, tokens_, host_));
+  return true;
 }
 
 void AdminService::Answered(const Exchange& ex, Nanos done) {

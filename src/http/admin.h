@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,6 +44,7 @@ class AdminService final : public Service {
   bool LoadAccounts(const std::string& path, std::string* error);
 
   void Handle(Exchange& ex) override;
+  bool Screen(Exchange& ex) override;
   void Answered(const Exchange& ex, Nanos done) override;
   const Clock& clock() const override { return clock_; }
   uint64_t body_limit() const override { return 64 * 1024; }
@@ -55,13 +57,19 @@ class AdminService final : public Service {
 
  private:
   bool Authorized(const Request& r) const;
+  // What every request passes first: an account for the guarded routes, and the dashboard
+  // only once recovered. false: ex.response holds the refusal. *dashboard_route: the
+  // request is the dashboard's.
+  bool Guard(Exchange& ex, bool* dashboard_route);
 
   const Clock& clock_;
   TokenStore& tokens_;
   AdminHost& host_;
   ApiObserver* observer_ = nullptr;
   Dashboard* dashboard_ = nullptr;
-  std::vector<std::string> accounts_;  // "user:password"; empty: no auth
+  using Sha256 = std::array<unsigned char, 32>;
+  static Sha256 Digest(std::string_view s);
+  std::vector<Sha256> accounts_;  // of "user:password"; empty: no auth
 };
 
 }  // namespace stalkd::http

@@ -25,99 +25,124 @@ std::optional<uint64_t> ParseJobId(std::string_view s) {
   return ParseUint(s, 64);
 }
 
-Co<> Call::Run() {
-  Method m = ex_.request.method;
-  if (!target_.Parse(ex_.request.target)) {
-    ex_.route = "unknown";
-    ex_.request.keep_alive = false;  // a transport error: the connection closes after it
-    co_return Fail(400, "malformed request");
-  }
-  const std::vector<std::string>& seg = target_.segments();
-  auto route = [&](std::string_view name) { ex_.route = name; };
-  bool empty_segment =
-      std::any_of(seg.begin(), seg.end(), [](const std::string& s) { return s.empty(); });
-  if (seg.size() < 3 || seg[0] != "api" || empty_segment) {
-    route("unknown");
-    co_return Fail(404, "api not found");
-  }
-  ns_ = seg[1];
-  queue_ = seg[2];
+// lmstfy's routes (its server/route.go): what a method and path reach, and the middleware
+// they pass.
+struct Route {
+  std::string_view name;  // for metrics
+  Handler handler;
+  bool multi;  // a consume: queue names separated by commas
+  bool token;  // the token is checked (not for the public size routes)
+  Throttle throttle;
+};
+
+namespace {
+
+std::optional<Route> FindRoute(Method m, const std::vector<std::string>& seg) {
+  using H = Handler;
+  using T = Throttle;
   if (seg.size() == 3) {
-    if (m == Method::kPut) {
-      route("publish");
-      if (Admit(false, true, Throttle::kProduce)) co_await Publish(false);
-      co_return;
-    }
-    if (m == Method::kGet) {
-      route("consume");
-      if (Admit(true, true, Throttle::kConsume)) co_await Consume();
-      co_return;
-    }
-    if (m == Method::kDelete) {
-      route("destroy_queue");
-      if (Admit(false, true, Throttle::kNone)) co_await DestroyQueue();
-      co_return;
-    }
+    if (m == Method::kPut) return Route{"publish", H::kPublish, false, true, T::kProduce};
+    if (m == Method::kGet) return Route{"consume", H::kConsume, true, true, T::kConsume};
+    if (m == Method::kDelete)
+      return Route{"destroy_queue", H::kDestroyQueue, false, true, T::kNone};
   } else if (seg.size() == 4) {
     const std::string& what = seg[3];
     if (what == "bulk" && m == Method::kPut) {
-      route("publish_bulk");
-      if (Admit(false, true, Throttle::kProduce)) co_await PublishBulk();
-      co_return;
+      return Route{"publish_bulk", H::kPublishBulk, false, true, T::kProduce};
     }
     if (what == "peek" && m == Method::kGet) {
-      route("peek_queue");
-      if (Admit(false, true, Throttle::kNone)) co_await PeekQueue();
-      co_return;
+      return Route{"peek_queue", H::kPeekQueue, false, true, T::kNone};
     }
-    if (what == "size" && m == Method::kGet) {
-      route("size");
-      if (Admit(false, false, Throttle::kNone)) co_await Size(false);
-      co_return;
+    if (what == "size" && m == Method::kGet) return Route{"size", H::kSize, false, false, T::kNone};
+    if (what == "deadletter" && m == Method::kGet) {
+      return Route{"peek_deadletter", H::kPeekDeadLetter, false, true, T::kNone};
     }
-    if (what == "deadletter") {
-      if (m == Method::kGet) {
-        route("peek_deadletter");
-        if (Admit(false, true, Throttle::kNone)) co_await PeekDeadLetter();
-        co_return;
-      }
-      if (m == Method::kPut) {
-        route("respawn_deadletter");
-        if (Admit(false, true, Throttle::kNone)) co_await RespawnDeadLetter();
-        co_return;
-      }
-      if (m == Method::kDelete) {
-        route("delete_deadletter");
-        if (Admit(false, true, Throttle::kNone)) co_await DeleteDeadLetter();
-        co_return;
-      }
+    if (what == "deadletter" && m == Method::kPut) {
+      return Route{"respawn_deadletter", H::kRespawnDeadLetter, false, true, T::kNone};
+    }
+    if (what == "deadletter" && m == Method::kDelete) {
+      return Route{"delete_deadletter", H::kDeleteDeadLetter, false, true, T::kNone};
     }
   } else if (seg.size() == 5) {
-    if (seg[3] == "job") {
-      if (m == Method::kPut) {
-        route("republish");
-        if (Admit(false, true, Throttle::kNone)) co_await Publish(true);
-        co_return;
-      }
-      if (m == Method::kGet) {
-        route("peek_job");
-        if (Admit(false, true, Throttle::kNone)) co_await PeekJob();
-        co_return;
-      }
-      if (m == Method::kDelete) {
-        route("delete");
-        if (Admit(false, true, Throttle::kNone)) co_await Delete();
-        co_return;
-      }
+    if (seg[3] == "job" && m == Method::kPut) {
+      return Route{"republish", H::kRepublish, false, true, T::kNone};
+    }
+    if (seg[3] == "job" && m == Method::kGet) {
+      return Route{"peek_job", H::kPeekJob, false, true, T::kNone};
+    }
+    if (seg[3] == "job" && m == Method::kDelete) {
+      return Route{"delete", H::kDelete, false, true, T::kNone};
     }
     if (seg[3] == "deadletter" && seg[4] == "size" && m == Method::kGet) {
-      route("deadletter_size");
-      if (Admit(false, false, Throttle::kNone)) co_await Size(true);
-      co_return;
+      return Route{"deadletter_size", H::kDeadLetterSize, false, false, T::kNone};
     }
   }
-  route("unknown");
-  Fail(404, "api not found");
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Route> Call::Routed() {
+  if (!target_.Parse(ex_.request.target)) {
+    ex_.route = "unknown";
+    ex_.request.keep_alive = false;  // a transport error: the connection closes after it
+    Fail(400, "malformed request");
+    return std::nullopt;
+  }
+  const std::vector<std::string>& seg = target_.segments();
+  bool empty_segment =
+      std::any_of(seg.begin(), seg.end(), [](const std::string& s) { return s.empty(); });
+  std::optional<Route> r;
+  if (seg.size() >= 3 && seg[0] == "api" && !empty_segment) {
+    ns_ = seg[1];
+    queue_ = seg[2];
+    r = FindRoute(ex_.request.method, seg);
+  }
+  if (!r) {
+    ex_.route = "unknown";
+    Fail(404, "api not found");
+    return std::nullopt;
+  }
+  ex_.route = r->name;
+  return r;
+}
+
+bool Call::Screen() {
+  std::optional<Route> r = Routed();
+  return r && Admit(r->multi, r->token, Throttle::kNone);
+}
+
+Co<> Call::Run() {
+  std::optional<Route> r = Routed();
+  if (!r || !Admit(r->multi, r->token, r->throttle)) co_return;
+  switch (r->handler) {
+    case Handler::kPublish:
+      co_return co_await Publish(false);
+    case Handler::kRepublish:
+      co_return co_await Publish(true);
+    case Handler::kPublishBulk:
+      co_return co_await PublishBulk();
+    case Handler::kConsume:
+      co_return co_await Consume();
+    case Handler::kDelete:
+      co_return co_await Delete();
+    case Handler::kPeekQueue:
+      co_return co_await PeekQueue();
+    case Handler::kPeekJob:
+      co_return co_await PeekJob();
+    case Handler::kSize:
+      co_return co_await Size(false);
+    case Handler::kDeadLetterSize:
+      co_return co_await Size(true);
+    case Handler::kDestroyQueue:
+      co_return co_await DestroyQueue();
+    case Handler::kPeekDeadLetter:
+      co_return co_await PeekDeadLetter();
+    case Handler::kRespawnDeadLetter:
+      co_return co_await RespawnDeadLetter();
+    case Handler::kDeleteDeadLetter:
+      co_return co_await DeleteDeadLetter();
+  }
 }
 
 bool Call::Admit(bool multi, bool token, Throttle throttle) {
@@ -181,7 +206,9 @@ bool Call::Admit(bool multi, bool token, Throttle throttle) {
       JsonWriter w(&resp().body);
       w.StartObject();
       w.Key("msg");
-      w.String("token(" + std::string(tok) + ") " + (produce ? "produce" : "consume") +
+      // lmstfy's text, but with the token's id where lmstfy puts the token itself: an
+      // answer never repeats a secret (a proxy's log, a shared screen).
+      w.String("token(" + id + ") " + (produce ? "produce" : "consume") +
                " reach the limit rate, please retry later");
       w.EndObject();
       return false;
@@ -225,11 +252,16 @@ ApiService::ApiService(const Clock& clock, Access& access, ApiObserver* observer
 
 void ApiService::Handle(Exchange& ex) { Serve(ex, http::Handle(ex, access_, options_)); }
 
+bool ApiService::Screen(Exchange& ex) {
+  api::Call call(ex, access_, options_);
+  return call.Screen();
+}
+
 void ApiService::Answered(const Exchange& ex, Nanos done) {
   // lmstfy's RemedyLimiter: a counted request that did not succeed is given back.
   bool produce = ex.limited == Exchange::Limited::kProduce;
   if (ex.limited != Exchange::Limited::kNo && ex.response.status != (produce ? 201 : 200)) {
-    access_.Refund(ex.limited_ns, ex.limited_token, produce, done);
+    access_.Refund(ex.limited_ns, ex.limited_token, produce, ex.now, done);
   }
   if (observer_) observer_->OnRequest(ex.route, ex.response.status, done - ex.now);
 }

@@ -20,9 +20,10 @@ class Access {
   // Counts one produce (or consume) request of token `id` against its rate limit; false if
   // over it.
   virtual bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) = 0;
-  // Gives back what Allow counted for a request that did not succeed (lmstfy's
-  // RemedyLimiter).
-  virtual void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) = 0;
+  // Gives back what Allow counted at `counted_at` for a request that did not succeed
+  // (lmstfy's RemedyLimiter), to the window it was counted in if that is still open.
+  virtual void Refund(std::string_view ns, std::string_view id, bool produce, Nanos counted_at,
+                      Nanos now) = 0;
 
  protected:
   ~Access() = default;
@@ -46,6 +47,7 @@ class ApiService final : public Service {
   ApiService(const Clock& clock, Access& access, ApiObserver* observer, ApiOptions options);
 
   void Handle(Exchange& ex) override;
+  bool Screen(Exchange& ex) override;
   void Answered(const Exchange& ex, Nanos done) override;
   const Clock& clock() const override { return clock_; }
   uint64_t body_limit() const override;

@@ -39,15 +39,37 @@ std::string JobIdString(uint64_t id);
 std::optional<uint64_t> ParseJobId(std::string_view s);
 
 enum class Throttle : uint8_t { kNone, kProduce, kConsume };
+enum class Handler : uint8_t {
+  kPublish,
+  kRepublish,
+  kPublishBulk,
+  kConsume,
+  kDelete,
+  kPeekQueue,
+  kPeekJob,
+  kSize,
+  kDeadLetterSize,
+  kDestroyQueue,
+  kPeekDeadLetter,
+  kRespawnDeadLetter,
+  kDeleteDeadLetter,
+};
+struct Route;
 
 class Call {
  public:
   Call(Exchange& ex, Access& access, const ApiOptions& options)
       : ex_(ex), s_(ex.session), access_(access), options_(options) {}
 
+  // Routes, admits (names, pool, token, rate limit) and handles the request.
   Co<> Run();
+  // Only routes and admits (no rate limit): false if Run would refuse it whatever its
+  // body (ApiService::Screen).
+  bool Screen();
 
  private:
+  // The request's route; none: answered (400 malformed, 404 no route).
+  std::optional<Route> Routed();
   Response& resp() { return ex_.response; }
   void Fail(int status, std::string_view text) { Error(&resp(), status, text); }
   // The middleware: names, pool, token, rate limit. false: answered.

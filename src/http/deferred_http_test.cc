@@ -30,7 +30,7 @@ class Hosts final : public Access, public AdminHost, public DashboardHost {
     return token == "tok";
   }
   bool Allow(std::string_view, std::string_view, bool, Nanos) override { return true; }
-  void Refund(std::string_view, std::string_view, bool, Nanos) override {}
+  void Refund(std::string_view, std::string_view, bool, Nanos, Nanos) override {}
   // AdminHost, DashboardHost.
   std::string_view version() const override { return "test"; }
   bool ready() const override { return true; }

@@ -68,12 +68,26 @@ class Service {
   virtual ~Service() = default;
   // Answers ex.request into ex.response, or sets ex.task.
   virtual void Handle(Exchange& ex) = 0;
+  // A request whose head has arrived and whose body is still arriving: false (and the
+  // refusal in ex.response, ex.route named) if Handle would refuse it whatever its body
+  // (no route, bad names, no or a wrong token or account). It counts nothing (no rate
+  // limit) and calls no store; Handle checks again once the body is here.
+  virtual bool Screen(Exchange& ex) {
+    (void)ex;
+    return true;
+  }
   // A request is answered (for metrics and logs).
   virtual void Answered(const Exchange& ex, Nanos done) = 0;
   virtual const Clock& clock() const = 0;
   // Limits of the requests it accepts: any body, and a bulk publish's.
   virtual uint64_t body_limit() const = 0;
   virtual uint64_t bulk_body_limit() const { return body_limit(); }
+  // Where the bodies of its requests take their room (null: nowhere, uncounted).
+  BodyBudget* body_budget() const { return body_budget_; }
+  void set_body_budget(BodyBudget* budget) { body_budget_ = budget; }
+
+ private:
+  BodyBudget* body_budget_ = nullptr;
 };
 
 }  // namespace stalkd::http

@@ -12,7 +12,8 @@ constexpr uint32_t kHeaderLimit = 8192;
 HttpFrontEnd::HttpFrontEnd(Service& service, command::Store& store, command::Client& client)
     : service_(service),
       session_(store.Open(client)),
-      parser_(kHeaderLimit, service.body_limit(), service.bulk_body_limit()) {}
+      parser_(kHeaderLimit, service.body_limit(), service.bulk_body_limit(),
+              service.body_budget()) {}
 
 HttpFrontEnd::~HttpFrontEnd() {
   if (task_ && task_->waiting()) task_->Abandon();
@@ -74,13 +75,13 @@ bool HttpFrontEnd::NextRequest() {
     in_begin_ = 0;
   }
   switch (st) {
+    case RequestParser::Status::kHead:
+      if (request_started_ == 0) request_started_ = service_.clock().Now();
+      ScreenHead();
+      return true;
     case RequestParser::Status::kNeedMore:
       needs_input_ = true;
       if (request_started_ == 0 && parser_.started()) request_started_ = service_.clock().Now();
-      if (parser_.head_done() && parser_.request().expect_continue && !continue_sent_) {
-        out_.append("HTTP/1.1 100 Continue\r\n\r\n");
-        continue_sent_ = true;
-      }
       if (input_closed_) Refuse(400, "malformed request");
       return false;
     case RequestParser::Status::kError:
@@ -91,6 +92,17 @@ bool HttpFrontEnd::NextRequest() {
   }
   request_started_ = 0;
   continue_sent_ = false;
+  NewExchange();
+  service_.Handle(*exchange_);
+  if (exchange_->task) {
+    task_ = std::move(exchange_->task);
+  } else {
+    Finish();
+  }
+  return true;
+}
+
+void HttpFrontEnd::NewExchange() {
   exchange_.reset(new Exchange{parser_.request(),
                                *session_,
                                service_.clock().Now(),
@@ -102,13 +114,37 @@ bool HttpFrontEnd::NextRequest() {
                                Exchange::Limited::kNo,
                                {},
                                {}});
-  service_.Handle(*exchange_);
-  if (exchange_->task) {
-    task_ = std::move(exchange_->task);
-  } else {
-    Finish();
+}
+
+void HttpFrontEnd::ScreenHead() {
+  Request& req = parser_.request();
+  std::optional<uint64_t> length = parser_.content_length();
+  if (length && buffered_input() >= *length) {
+    // The body came whole with its head: it is answered as it is, like any request (a
+    // refusal keeps the connection), and holds its room only while answered.
+    parser_.TakeBody(/*whole=*/true);
+    return;
   }
-  return true;
+  // The body is still arriving. What would be refused once it is here is refused now,
+  // before a byte of it is read (and without 100 Continue); the connection closes, since
+  // the body is not read. Then the body takes its room, or is refused 503.
+  NewExchange();
+  bool admitted = service_.Screen(*exchange_);
+  if (admitted && !parser_.TakeBody(/*whole=*/false)) {
+    exchange_->response = {};
+    Error(&exchange_->response, 503, kBodiesBusy);
+    admitted = false;
+  }
+  if (!admitted) {
+    req.keep_alive = false;
+    Finish();
+    return;
+  }
+  exchange_.reset();
+  if (req.expect_continue && !continue_sent_) {
+    out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+    continue_sent_ = true;
+  }
 }
 
 void HttpFrontEnd::Finish() {
@@ -130,6 +166,7 @@ void HttpFrontEnd::Refuse(int status, const std::string& why) {
   closing_ = true;
   in_.clear();
   in_begin_ = 0;
+  if (!exchange_) parser_.Next();  // the body's room goes back now
 }
 
 void HttpFrontEnd::TimeOut() {

@@ -50,6 +50,10 @@ class HttpFrontEnd final : public command::FrontEnd {
  private:
   // Parses and dispatches the next request; false if there was none complete.
   bool NextRequest();
+  // A request's head has arrived and its body has not all: screens it (Service::Screen)
+  // and takes its body's room, or answers the refusal and closes.
+  void ScreenHead();
+  void NewExchange();
   void Finish();
   void Refuse(int status, const std::string& why);
 

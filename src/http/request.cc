@@ -58,7 +58,15 @@ void Request::Clear() {
 class RequestParser::Impl final : public bhttp::basic_parser<true> {
  public:
   Impl() : r_(request) {}
+  ~Impl() override {
+    if (budget_) budget_->Give(taken_);
+  }
   Request request;
+  BodyBudget* budget_ = nullptr;
+  uint64_t taken_ = 0;          // of budget_
+  bool take_chunks_ = false;    // a chunked body takes its bytes as they arrive
+  bool over_budget_ = false;    // a chunk did not fit
+  bool head_reported_ = false;  // Feed said kHead
 
  private:
   void on_request_impl(bhttp::verb method, beast::string_view, beast::string_view target,
@@ -142,6 +150,14 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       ec = bhttp::error::body_limit;
       return 0;
     }
+    if (take_chunks_) {
+      if (!budget_->Take(body.size(), false)) {
+        over_budget_ = true;
+        ec = bhttp::error::body_limit;
+        return 0;
+      }
+      taken_ += body.size();
+    }
     r_.body.append(body.data(), body.size());
     return body.size();
   }
@@ -175,8 +191,12 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
   Request& r_;
 };
 
-RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit)
-    : header_limit_(header_limit), body_limit_(body_limit), bulk_limit_(bulk_limit) {
+RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit,
+                             BodyBudget* budget)
+    : header_limit_(header_limit),
+      body_limit_(body_limit),
+      bulk_limit_(bulk_limit),
+      budget_(budget) {
   Next();
 }
 
@@ -194,13 +214,34 @@ RequestParser::Impl& RequestParser::impl() {
   impl_->body_limit(bulk_limit_);
   impl_->limit_ = body_limit_;
   impl_->bulk_limit_ = bulk_limit_;
-  impl_->eager(true);
+  impl_->budget_ = budget_;
+  // Not eager until the head is through: put() stops after it (kHead).
+  impl_->eager(false);
   return *impl_;
 }
 
 bool RequestParser::started() const { return impl_ && impl_->got_some(); }
 
 bool RequestParser::head_done() const { return impl_ && impl_->is_header_done(); }
+
+std::optional<uint64_t> RequestParser::content_length() const {
+  if (!impl_ || impl_->chunked()) return std::nullopt;
+  boost::optional<std::uint64_t> n = impl_->content_length();
+  return n ? std::optional<uint64_t>(*n) : std::nullopt;
+}
+
+bool RequestParser::TakeBody(bool whole) {
+  Impl& p = impl();
+  if (!budget_) return true;
+  std::optional<uint64_t> n = content_length();
+  if (!n) {
+    p.take_chunks_ = true;
+    return true;
+  }
+  if (!budget_->Take(*n, whole)) return false;
+  p.taken_ += *n;
+  return true;
+}
 
 Request& RequestParser::request() { return impl().request; }
 
@@ -229,6 +270,10 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
     size_t n = p.put(boost::asio::const_buffer(data.data() + used, data.size() - used), ec);
     used += n;
     if (ec == bhttp::error::need_more) break;
+    if (ec == bhttp::error::body_limit && p.over_budget_) {
+      *status = Fail(503, std::string(kBodiesBusy));
+      return used;
+    }
     if (ec == bhttp::error::body_limit) {
       *status = Fail(413, "body too large");
       return used;
@@ -240,6 +285,14 @@ size_t RequestParser::Feed(std::string_view data, Status* status) {
     if (ec) {
       *status = Fail(400, "malformed request");
       return used;
+    }
+    if (p.is_header_done() && !p.head_reported_) {
+      p.head_reported_ = true;
+      p.eager(true);
+      if (!p.is_done()) {
+        *status = Status::kHead;
+        return used;
+      }
     }
     if (n == 0) break;
   }

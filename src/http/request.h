@@ -1,8 +1,10 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,16 +34,55 @@ struct Request {
   void Clear();
 };
 
+// The answer (503) to a body that does not fit in the BodyBudget.
+inline constexpr std::string_view kBodiesBusy = "too many request bodies arriving, retry later";
+
+// What the bodies of the requests being received hold in all, across every HTTP connection
+// of a server (docs/HTTP.md, "Request bodies"): a body takes its announced length once its
+// request's head has passed the checks (a chunked body its bytes as they arrive) and gives
+// it back when the request has been answered or its connection has gone. However many
+// connections a client opens, the bodies it sends slowly hold at most `limit` bytes.
+class BodyBudget {
+ public:
+  explicit BodyBudget(uint64_t limit) : limit_(limit) {}
+
+  // Takes n bytes; false (nothing taken, one more refusal counted) if that would pass the
+  // limit, unless `always` (a body already received whole with its head, held only while
+  // its request is answered: a client cannot stretch that).
+  bool Take(uint64_t n, bool always) {
+    if (!always && n > limit_ - std::min(used_, limit_)) {
+      refused_++;
+      return false;
+    }
+    used_ += n;
+    return true;
+  }
+  void Give(uint64_t n) { used_ -= n; }
+
+  uint64_t used() const { return used_; }
+  uint64_t limit() const { return limit_; }
+  uint64_t refused() const { return refused_; }  // a counter
+
+ private:
+  uint64_t limit_;
+  uint64_t used_ = 0;
+  uint64_t refused_ = 0;
+};
+
 // Reads one request at a time: Feed() the buffered input until it reports kDone (the
 // request is in request()), then Next() for the following one. Header and body limits are
 // enforced as the bytes arrive, so an oversized request is refused before it is buffered.
+// A request with a body stops once at kHead, its head parsed and no byte of its body read,
+// so that the caller can refuse it, or take its room in the BodyBudget (TakeBody), first.
 class RequestParser {
  public:
-  enum class Status : uint8_t { kNeedMore, kDone, kError };
+  enum class Status : uint8_t { kNeedMore, kHead, kDone, kError };
 
   // body_limit: a request's body; bulk_limit: the body of a bulk publish (a target whose
-  // path ends in "/bulk"). Over either: kError with status 413.
-  RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit);
+  // path ends in "/bulk"). Over either: kError with status 413. budget: where bodies take
+  // their room (null: nowhere); a chunked body past it is kError with status 503.
+  RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit,
+                BodyBudget* budget = nullptr);
   ~RequestParser();
   RequestParser(const RequestParser&) = delete;
   RequestParser& operator=(const RequestParser&) = delete;
@@ -55,6 +96,12 @@ class RequestParser {
   bool started() const;
   // The request line and headers have been parsed; the body may still be arriving.
   bool head_done() const;
+  // The body's announced length (Content-Length); none for a chunked body.
+  std::optional<uint64_t> content_length() const;
+  // At kHead: takes the body's room in the budget (its announced length; a chunked body
+  // takes its bytes as they arrive), given back at Next or destruction. `whole`: the body
+  // has already arrived, so it is always taken. False: refused, nothing taken.
+  bool TakeBody(bool whole);
 
   // The request being parsed (valid until Next).
   Request& request();
@@ -68,6 +115,7 @@ class RequestParser {
   uint32_t header_limit_;
   uint64_t body_limit_;
   uint64_t bulk_limit_;
+  BodyBudget* budget_;
   Impl& impl();  // made on first use after Next
 
   std::unique_ptr<Impl> impl_;  // null between requests

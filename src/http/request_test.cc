@@ -10,12 +10,73 @@ namespace {
 
 using Status = RequestParser::Status;
 
-// Feeds all of `data`; returns the last status and how many bytes were used.
+// Feeds all of `data` (going on past kHead); returns the last status and how many bytes
+// were used.
 Status FeedAll(RequestParser& p, std::string_view data, size_t* used = nullptr) {
   Status st = Status::kNeedMore;
   size_t n = p.Feed(data, &st);
+  if (st == Status::kHead) n += p.Feed(data.substr(n), &st);
   if (used) *used = n;
   return st;
+}
+
+TEST(RequestParserTest, StopsAfterTheHeadOfARequestWithABody) {
+  BodyBudget budget(100);
+  RequestParser p(8192, 1 << 16, 1 << 16, &budget);
+  std::string head = "PUT /api/ns/q HTTP/1.1\r\nContent-Length: 60\r\n\r\n";
+  std::string data = head + std::string(10, 'x');
+  Status st;
+  EXPECT_EQ(p.Feed(data, &st), head.size());  // no byte of the body
+  EXPECT_EQ(st, Status::kHead);
+  EXPECT_EQ(p.content_length(), 60u);
+  EXPECT_TRUE(p.TakeBody(false));
+  EXPECT_EQ(budget.used(), 60u);
+  EXPECT_EQ(p.Feed(std::string_view(data).substr(head.size()), &st), 10u);
+  EXPECT_EQ(st, Status::kNeedMore);
+  p.Next();  // the request is gone: its room comes back
+  EXPECT_EQ(budget.used(), 0u);
+  // A second body of 60 does not fit beside a first; one received whole always does.
+  p.Feed(head, &st);
+  EXPECT_EQ(st, Status::kHead);
+  EXPECT_TRUE(p.TakeBody(false));
+  RequestParser q(8192, 1 << 16, 1 << 16, &budget);
+  q.Feed(head, &st);
+  EXPECT_FALSE(q.TakeBody(false));
+  EXPECT_EQ(budget.refused(), 1u);
+  EXPECT_TRUE(q.TakeBody(true));
+  EXPECT_EQ(budget.used(), 120u);
+  // Requests without a body do not stop.
+  RequestParser g(8192, 1 << 16, 1 << 16, &budget);
+  EXPECT_EQ(g.Feed("GET /x HTTP/1.1\r\n\r\n", &st), 19u);
+  EXPECT_EQ(st, Status::kDone);
+}
+
+TEST(RequestParserTest, AChunkedBodyTakesItsBytesAsTheyArrive) {
+  BodyBudget budget(25);
+  RequestParser p(8192, 1 << 16, 1 << 16, &budget);
+  Status st;
+  std::string head = "PUT /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  EXPECT_EQ(p.Feed(head, &st), head.size());
+  EXPECT_EQ(st, Status::kHead);
+  EXPECT_EQ(p.content_length(), std::nullopt);
+  EXPECT_TRUE(p.TakeBody(false));
+  EXPECT_EQ(budget.used(), 0u);
+  std::string in;  // what the parser left, as a connection keeps it
+  auto feed = [&](std::string_view more) {
+    in += more;
+    in.erase(0, p.Feed(in, &st));
+  };
+  feed("a\r\n0123456789\r\n");
+  EXPECT_EQ(st, Status::kNeedMore);
+  EXPECT_EQ(budget.used(), 10u);
+  feed("a\r\n0123456789\r\n");
+  EXPECT_EQ(budget.used(), 20u);
+  feed("a\r\n0123456789\r\n");  // 30 > 25
+  EXPECT_EQ(st, Status::kError);
+  EXPECT_EQ(p.error_status(), 503);
+  EXPECT_EQ(p.error(), kBodiesBusy);
+  p.Next();
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 TEST(RequestParserTest, AnnouncedBodyIsNotReservedWhole) {

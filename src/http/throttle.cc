@@ -71,10 +71,14 @@ bool Throttler::Allow(std::string_view ns, std::string_view token_id, Kind kind,
   return true;
 }
 
-void Throttler::Refund(std::string_view ns, std::string_view token_id, Kind kind, Nanos now) {
+void Throttler::Refund(std::string_view ns, std::string_view token_id, Kind kind, Nanos counted_at,
+                       Nanos now) {
   Entry* e = Find(ns, token_id);
   if (!e) return;
-  if (Window* w = OpenWindow(e, kind, now)) w->count--;
+  // The window open now is the one the request was counted in if it had begun by then: a
+  // later window begins after that one ended, so after counted_at.
+  Window* w = OpenWindow(e, kind, now);
+  if (w && w->start <= counted_at) w->count--;
 }
 
 const Throttler::Entry* Throttler::Find(std::string_view ns, std::string_view token_id) const {

@@ -22,7 +22,10 @@
 //   it, the first `read` (`write`) requests are allowed and the rest refused until it ends.
 // - A request that was allowed but failed (lmstfy: a consume not answered 200, a produce not
 //   answered 201) gives its count back (Refund; lmstfy's RemedyLimiter), so a consume that
-//   finds no job does not use the quota.
+//   finds no job does not use the quota. Unlike lmstfy, only to the window it was counted
+//   in, and only while that window is open: lmstfy's DECR gives it to whatever window is
+//   open when the request ends, so long polls started in earlier windows and ending together
+//   would each free a place in the current one and let the token take a burst.
 // - Changing a limit keeps the open windows and their counts; the new numbers apply at once.
 //
 // Everything here is in memory and O(1) per call (two hash lookups); memory is bounded by
@@ -64,8 +67,10 @@ class Throttler {
   // Counts a request of `kind` by (ns, token_id) at `now` and says whether it may go ahead.
   // `now` must not go backwards between calls.
   bool Allow(std::string_view ns, std::string_view token_id, Kind kind, Nanos now);
-  // Gives back the count of an allowed request that failed, if its window is still open.
-  void Refund(std::string_view ns, std::string_view token_id, Kind kind, Nanos now);
+  // Gives back the count of a request that Allow counted at `counted_at` and that failed,
+  // if the window it was counted in is still open at `now`.
+  void Refund(std::string_view ns, std::string_view token_id, Kind kind, Nanos counted_at,
+              Nanos now);
 
  private:
   struct Window {

@@ -75,24 +75,55 @@ TEST(ThrottlerTest, RefundGivesBackACountOfTheOpenWindowOnly) {
   ASSERT_TRUE(t.Set("ns", "tok", Limit{2, 0, 10}));
   EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, kStart));
   EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, kStart));
-  t.Refund("ns", "tok", Kind::kConsume, kStart + kSecond);  // e.g. no job: a 404
+  t.Refund("ns", "tok", Kind::kConsume, kStart, kStart + kSecond);  // e.g. no job: a 404
   EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, kStart + kSecond));
   EXPECT_FALSE(t.Allow("ns", "tok", Kind::kConsume, kStart + kSecond));
   // After the window, a refund changes nothing.
-  t.Refund("ns", "tok", Kind::kConsume, kStart + 10 * kSecond);
+  t.Refund("ns", "tok", Kind::kConsume, kStart + kSecond, kStart + 10 * kSecond);
   EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, kStart + 10 * kSecond));
   EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, kStart + 10 * kSecond));
   EXPECT_FALSE(t.Allow("ns", "tok", Kind::kConsume, kStart + 10 * kSecond));
   // Refunds without a limit or a window are harmless.
-  t.Refund("ns", "none", Kind::kConsume, kStart);
-  t.Refund("ns", "tok", Kind::kProduce, kStart);
+  t.Refund("ns", "none", Kind::kConsume, kStart, kStart);
+  t.Refund("ns", "tok", Kind::kProduce, kStart, kStart);
+}
+
+// read=1 per second: five long polls started in five successive windows, each counted,
+// end without a job 50 ms apart in a later window. lmstfy gives each back to the window
+// open when it ends, so the consumes tried meanwhile would all succeed (6 within 0.5 s,
+// counting the poll that opened a window); a refund belongs to its own window, over by
+// then, so one consume per window.
+TEST(ThrottlerTest, ARefundGoesToTheWindowItWasCountedIn) {
+  Throttler t;
+  ASSERT_TRUE(t.Set("ns", "tok", Limit{1, 0, 1}));
+  constexpr Nanos kMs = kSecond / 1000;
+  Nanos started[5];
+  for (int i = 0; i < 5; i++) {
+    started[i] = kStart + i * kSecond + 100 * kMs;
+    ASSERT_TRUE(t.Allow("ns", "tok", Kind::kConsume, started[i])) << i;
+  }
+  // A consume opens the window of second 5; then the polls end, and a consume follows each.
+  Nanos now = kStart + 5 * kSecond + 200 * kMs;
+  int allowed = t.Allow("ns", "tok", Kind::kConsume, now) ? 1 : 0;
+  for (int i = 0; i < 5; i++) {
+    now += 50 * kMs;
+    t.Refund("ns", "tok", Kind::kConsume, started[i], now);
+    if (t.Allow("ns", "tok", Kind::kConsume, now)) allowed++;
+  }
+  EXPECT_EQ(allowed, 1);
+  // A request refunded within the window it was counted in gives its place back.
+  Nanos next = kStart + 7 * kSecond;
+  EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, next));
+  EXPECT_FALSE(t.Allow("ns", "tok", Kind::kConsume, next + 10 * kMs));
+  t.Refund("ns", "tok", Kind::kConsume, next, next + 500 * kMs);
+  EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, next + 600 * kMs));
 }
 
 TEST(ThrottlerTest, ARefundToZeroClosesTheWindow) {
   Throttler t;
   ASSERT_TRUE(t.Set("ns", "tok", Limit{1, 0, 10}));
   EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, kStart));
-  t.Refund("ns", "tok", Kind::kConsume, kStart + 9 * kSecond);
+  t.Refund("ns", "tok", Kind::kConsume, kStart, kStart + 9 * kSecond);
   // As lmstfy's INCR back to 1, the next request opens a fresh window.
   EXPECT_TRUE(t.Allow("ns", "tok", Kind::kConsume, kStart + 9 * kSecond));
   EXPECT_FALSE(t.Allow("ns", "tok", Kind::kConsume, kStart + 18 * kSecond));

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <unistd.h>
@@ -188,17 +189,27 @@ bool TokenStore::Open(const std::string& path, std::string* error) {
   return true;
 }
 
+bool TokenStore::NewId(std::string* id, std::string* error) const {
+  unsigned char bytes[kIdBytes];
+  do {
+    if (RAND_bytes(bytes, sizeof bytes) != 1) {
+      *error = "RAND_bytes failed";
+      return false;
+    }
+    *id = Hex(bytes, sizeof bytes);
+  } while (tables_.by_id.contains(*id));
+  return true;
+}
+
 TokenStore::Status TokenStore::Create(std::string_view ns, std::string_view description,
                                       int64_t now_s, std::string* token, std::string* error) {
-  unsigned char id_bytes[kIdBytes], secret[kSecretBytes];
+  unsigned char secret[kSecretBytes];
   std::string id;
-  do {
-    if (RAND_bytes(id_bytes, sizeof id_bytes) != 1 || RAND_bytes(secret, sizeof secret) != 1) {
-      *error = "RAND_bytes failed";
-      return Status::kFailed;
-    }
-    id = Hex(id_bytes, sizeof id_bytes);
-  } while (tables_.by_id.contains(id));
+  if (!NewId(&id, error)) return Status::kFailed;
+  if (RAND_bytes(secret, sizeof secret) != 1) {
+    *error = "RAND_bytes failed";
+    return Status::kFailed;
+  }
   std::string t = id + "." + Hex(secret, sizeof secret);
   Hash h = HashOf(ns, t);
   Tables next = tables_;
@@ -215,8 +226,12 @@ TokenStore::Status TokenStore::CreateChosen(std::string_view ns, std::string_vie
                                             int64_t now_s, std::string_view token,
                                             std::string* error) {
   Hash h = HashOf(ns, token);
-  std::string id = Hex(h.data(), kIdBytes);
-  if (tables_.by_hash.contains(h) || tables_.by_id.contains(id)) return Status::kExists;
+  if (tables_.by_hash.contains(h)) return Status::kExists;
+  // A random id, as Create's: one derived from the token would let whoever can list ids
+  // test guesses of a weak chosen token offline. (Files written when ids were derived load
+  // as they are: a file stores each id.)
+  std::string id;
+  if (!NewId(&id, error)) return Status::kFailed;
   Tables next = tables_;
   next.by_hash.emplace(h, Token{std::string(ns), id, std::string(description), now_s});
   next.by_id.emplace(id, h);
@@ -279,6 +294,10 @@ TokenStore::Status TokenStore::RemoveLimit(std::string_view ns, std::string_view
   Tables next = tables_;
   next.limits.Remove(ns, t->id);
   return Commit(std::move(next), error);
+}
+
+bool TokenStore::HashEqual::operator()(const Hash& a, const Hash& b) const {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 TokenStore::Hash TokenStore::HashOf(std::string_view ns, std::string_view token) {

@@ -65,8 +65,8 @@ class TokenStore {
   Status Create(std::string_view ns, std::string_view description, int64_t now_s,
                 std::string* token, std::string* error);
   // Keeps `token`, chosen by an administrator (lmstfy's `token` parameter: how tokens move
-  // over from lmstfy), as a token of `ns`. Its id is the first 12 hex digits of its
-  // SHA-256 (with the namespace). The caller checks its form.
+  // over from lmstfy), as a token of `ns`, with a random id (12 hex digits, as Create's;
+  // nothing derived from the token). The caller checks its form.
   Status CreateChosen(std::string_view ns, std::string_view description, int64_t now_s,
                       std::string_view token, std::string* error);
   // Deletes the token of `ns` that `token_or_id` names (the token or its id), and its limit.
@@ -99,6 +99,11 @@ class TokenStore {
       return v;
     }
   };
+  // Digests are compared in constant time (CRYPTO_memcmp), so a check's timing says
+  // nothing of how close a guess came.
+  struct HashEqual {
+    bool operator()(const Hash& a, const Hash& b) const;
+  };
   struct Token {
     std::string ns;
     std::string id;
@@ -108,12 +113,14 @@ class TokenStore {
   // Everything a change may touch, so that a change is made on a copy and kept only once
   // the copy is written.
   struct Tables {
-    std::unordered_map<Hash, Token, HashHash> by_hash;
+    std::unordered_map<Hash, Token, HashHash, HashEqual> by_hash;
     std::unordered_map<std::string, Hash> by_id;
     Throttler limits;
   };
 
   static Hash HashOf(std::string_view ns, std::string_view token);
+  // A random id no token has; false (and *error) if the random source failed.
+  bool NewId(std::string* id, std::string* error) const;
   // The token of `ns` that `token_or_id` names, in `t`, or nullptr.
   static const Token* Lookup(const Tables& t, std::string_view ns, std::string_view token_or_id);
   // Writes `next` to the file and, if that works (or there is no file), makes it current.

@@ -301,5 +301,42 @@ TEST_F(TokenStoreTest, ChosenTokensArePerNamespaceAndSurviveReload) {
   EXPECT_FALSE(reloaded.Valid("ns", "lmstfy-token-0123456789"));
 }
 
+// A chosen token's id is random: one derived from the token (its SHA-256, as before) would
+// let whoever can list ids test guesses of a weak chosen token offline.
+TEST_F(TokenStoreTest, AChosenTokensIdIsRandom) {
+  const std::string mine = "lmstfy-token-0123456789";
+  const std::string derived = "1ce9687027e9";  // sha256("ns\n" + mine), its first 12 hex digits
+  std::set<std::string> ids;
+  for (int i = 0; i < 2; i++) {
+    TokenStore store;
+    std::string error;
+    ASSERT_EQ(store.CreateChosen("ns", "d", 1, mine, &error), Status::kOk) << error;
+    std::string_view id;
+    ASSERT_TRUE(store.Valid("ns", mine, &id));
+    EXPECT_EQ(id.size(), 12u);
+    EXPECT_NE(id, derived);
+    ids.emplace(id);
+  }
+  EXPECT_EQ(ids.size(), 2u);  // two stores, two ids
+}
+
+// A file written when chosen tokens' ids were derived from them loads as it is.
+TEST_F(TokenStoreTest, AFileWithADerivedIdLoads) {
+  const std::string mine = "lmstfy-token-0123456789";
+  Write(
+      "stalkd-tokens 1\ntoken 1ce9687027e9 7 "
+      "1ce9687027e99d19b33b334fc7c630b0ad2b96eec685538799977d69f3f14a5d ns d\nlimit ns "
+      "1ce9687027e9 1 0 60\nend 2\n");
+  TokenStore store;
+  std::string error;
+  ASSERT_TRUE(store.Open(path_, &error)) << error;
+  std::string_view id;
+  ASSERT_TRUE(store.Valid("ns", mine, &id));
+  EXPECT_EQ(id, "1ce9687027e9");
+  EXPECT_NE(store.throttler().Get("ns", id), nullptr);
+  EXPECT_EQ(store.Delete("ns", "1ce9687027e9", &error), Status::kOk) << error;
+  EXPECT_FALSE(store.Valid("ns", mine));
+}
+
 }  // namespace
 }  // namespace stalkd::http

@@ -37,9 +37,13 @@ HttpHost::HttpHost(Server& server, const Options& options)
       api_(server.clock(), *this, this, ApiOptionsFor(options)),
       admin_(server.clock(), tokens_, *this),
       metrics_(options.metrics_max_tubes),
-      dashboard_(server.clock(), server.store(), *this) {
+      dashboard_(server.clock(), server.store(), *this),
+      bodies_(std::max<uint64_t>((options.max_memory ? options.max_memory : DefaultMaxMemory()) / 4,
+                                 api_.bulk_body_limit())) {
   admin_.set_observer(this);
   admin_.set_dashboard(&dashboard_);
+  api_.set_body_budget(&bodies_);
+  admin_.set_body_budget(&bodies_);
 }
 
 HttpHost::~HttpHost() = default;
@@ -66,8 +70,10 @@ bool HttpHost::Allow(std::string_view ns, std::string_view id, bool produce, Nan
                                    now);
 }
 
-void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) {
-  tokens_.throttler().Refund(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume, now);
+void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Nanos counted_at,
+                      Nanos now) {
+  tokens_.throttler().Refund(ns, id, produce ? http::Kind::kProduce : http::Kind::kConsume,
+                             counted_at, now);
 }
 
 void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
@@ -75,8 +81,25 @@ void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
 }
 
 http::Co<> HttpHost::ScrapeMetrics(command::Session& s, http::Response* resp) {
-  return http::Scrape(s, metrics_, server_.BinlogMetricsNow(), resp, kScrapeTubesPerStep,
-                      kScrapeLinesPerStep);
+  co_await http::Scrape(s, metrics_, server_.BinlogMetricsNow(), resp, kScrapeTubesPerStep,
+                        kScrapeLinesPerStep);
+  // The request bodies being received (http::BodyBudget), at the scrape's end.
+  std::string& out = resp->body;
+  out +=
+      "# HELP stalkd_http_request_body_bytes Bytes the HTTP request bodies being received hold or "
+      "may grow to.\n";
+  out += "# TYPE stalkd_http_request_body_bytes gauge\n";
+  out += "stalkd_http_request_body_bytes " + std::to_string(bodies_.used()) + "\n";
+  out +=
+      "# HELP stalkd_http_request_body_limit_bytes The most the HTTP request bodies being received "
+      "may hold.\n";
+  out += "# TYPE stalkd_http_request_body_limit_bytes gauge\n";
+  out += "stalkd_http_request_body_limit_bytes " + std::to_string(bodies_.limit()) + "\n";
+  out +=
+      "# HELP stalkd_http_request_bodies_refused_total Requests refused 503 because the bodies "
+      "being received held the limit.\n";
+  out += "# TYPE stalkd_http_request_bodies_refused_total counter\n";
+  out += "stalkd_http_request_bodies_refused_total " + std::to_string(bodies_.refused()) + "\n";
 }
 
 http::BinlogMetrics HttpHost::BinlogNow() const { return server_.BinlogMetricsNow(); }

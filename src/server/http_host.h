@@ -40,7 +40,8 @@ class HttpHost final : public http::Access,
   // Access.
   bool Valid(std::string_view ns, std::string_view token, std::string* id) const override;
   bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
-  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
+  void Refund(std::string_view ns, std::string_view id, bool produce, Nanos counted_at,
+              Nanos now) override;
   // ApiObserver.
   void OnRequest(std::string_view route, int status, Nanos latency) override;
   // command::Observer: the store's and the text protocol's measurements.
@@ -80,6 +81,9 @@ class HttpHost final : public http::Access,
   http::AdminService admin_;
   http::Metrics metrics_;
   http::Dashboard dashboard_;
+  // The room of the request bodies being received on both listeners: a quarter of
+  // --max-memory, at least one bulk publish's body (docs/HTTP.md, "Request bodies").
+  http::BodyBudget bodies_;
   std::unordered_set<Connection*> connections_;
   Nanos next_check_ = 0;
 };

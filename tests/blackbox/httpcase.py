@@ -226,24 +226,80 @@ def query(params):
 
 class HttpServer(Server):
     """stalkd with --http and --admin-http on free loopback ports (and the text listener).
-    Waits until all three accept connections."""
 
-    def __init__(self, args=(), http=True, admin=True, **kw):
-        self.http_port = free_port() if http else None
-        self.admin_port = free_port() if admin else None
-        extra = []
-        if http:
-            extra += ["--http", "127.0.0.1:%d" % self.http_port]
-        if admin:
-            extra += ["--admin-http", "127.0.0.1:%d" % self.admin_port]
-        super().__init__(args=extra + list(args), **kw)
+    Returns once the server is ready for a test, never after a fixed time: the text port
+    answers `stats` with this process's pid (not another server that took a port picked
+    for this one), both HTTP ports accept connections, and, with the admin listener and
+    `ready`, GET /readyz answers 200 (pass ready=False for a test of the time before that,
+    such as recovery). A port picked by free_port() and taken by another process before
+    stalkd bound it ("Address already in use") makes it start again on other ports. The
+    waits are bounded generously (READY_TIMEOUT): they bound a hang, not a start-up time."""
+
+    READY_TIMEOUT = 120.0
+
+    def __init__(self, args=(), http=True, admin=True, ready=True, **kw):
+        for attempt in range(3):
+            self.http_port = free_port() if http else None
+            self.admin_port = free_port() if admin else None
+            extra = []
+            if http:
+                extra += ["--http", "127.0.0.1:%d" % self.http_port]
+            if admin:
+                extra += ["--admin-http", "127.0.0.1:%d" % self.admin_port]
+            try:
+                super().__init__(args=extra + list(args), **kw)
+                self._wait_http(ready)
+                return
+            except _PortTaken:
+                if attempt == 2:
+                    raise
+            except RuntimeError as e:
+                if "in use" not in str(e) or attempt == 2:
+                    raise
+
+    def _alive(self):
+        if self.proc.poll() is None:
+            return True
+        out = b""
+        if not self.log:
+            o, e = self.proc.communicate()
+            out = (o or b"") + (e or b"")
+        self.stop()
+        if b"in use" in out:
+            raise _PortTaken(out)
+        raise RuntimeError("server exited with %s: %r %r" % (self.proc.returncode, out, self.argv))
+
+    def _wait_http(self, ready):
+        deadline = time.monotonic() + self.READY_TIMEOUT
+
+        def until(pred, what):
+            while True:
+                if not self._alive():
+                    return
+                if pred():
+                    return
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("%s within %d s: %r" % (what, self.READY_TIMEOUT, self.argv))
+                time.sleep(0.02)
+
         for port in (self.http_port, self.admin_port):
-            if port is None:
-                continue
-            ok = wait_until(lambda: _connectable(port), timeout=10)
-            if not ok:
-                self.stop()
-                raise RuntimeError("HTTP port %d did not open: %r" % (port, self.argv))
+            if port is not None:
+                until(lambda: _connectable(port), "HTTP port %d did not open" % port)
+        try:    # (an --allow list may refuse this client: then the check is skipped)
+            c = self.connect()
+            try:
+                pid = parse_yaml(c.cmd("stats"))["pid"]
+            finally:
+                c.close()
+        except (OSError, EOFError):
+            pid = str(self.proc.pid)
+        if pid != str(self.proc.pid):
+            self.stop()
+            raise _PortTaken("port %d answers for pid %s" % (self.port, pid))
+        if self.admin_port is not None and ready:
+            until(lambda: _readyz(self.admin_port) in (200, "closed"), "/readyz did not answer 200")
+        self._alive()
 
     def http(self, timeout=10.0):
         return HttpConn(("127.0.0.1", self.http_port), timeout)
@@ -255,6 +311,28 @@ class HttpServer(Server):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         self.stop()
+
+
+class _PortTaken(RuntimeError):
+    """Another process had a port picked for this server."""
+
+
+def _readyz(port):
+    """The status of GET /readyz on the admin listener; "closed" if the server closed the
+    connection without an answer (an --allow list that refuses this client: it cannot
+    wait for more); None if it could not be asked."""
+    try:
+        c = HttpConn(("127.0.0.1", port), timeout=10)
+    except OSError:
+        return None
+    try:
+        return c.request("GET", "/readyz").status
+    except (EOFError, ConnectionResetError):
+        return "closed"
+    except (OSError, AssertionError):
+        return None
+    finally:
+        c.close()
 
 
 def _connectable(port):
@@ -369,3 +447,16 @@ class HttpCase(unittest.TestCase):
 
     def job_stats(self, c, jid):
         return stats_of(c, "stats-job-ext %s" % jid)  # with the extension fields
+
+    def wait_waiting(self, tube, n, timeout=60):
+        """Waits until `n` clients wait to reserve from `tube` (a long-polling consume of
+        queue q of NS waits on tube "ns/q"): what a test waits for before it publishes to
+        wake a long poll, or after a long-polling client went away. Never a fixed pause."""
+        t = self.server.connect()
+        try:
+            def waiting():
+                r = t.cmd("stats-tube %s" % tube)
+                return (int(parse_yaml(r)["current-waiting"]) if r.startswith(b"OK ") else 0) == n
+            self.assertTrue(wait_until(waiting, timeout=timeout), "%d waiting on %s" % (n, tube))
+        finally:
+            t.close()

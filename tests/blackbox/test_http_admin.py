@@ -119,6 +119,15 @@ class TokenTest(HttpCase):
         ids = list(self.adm("GET", "/token/ns").json()["tokens"])
         self.assertEqual(len(ids), 1)
         self.assertRegex(ids[0], r"^[0-9a-f]{12}$")
+        # The id is random, not derived from the token: a list of ids tells nothing about
+        # the tokens (one derived from sha256 could be used to test guesses offline).
+        derived = hashlib.sha256(("ns\n" + mine).encode()).hexdigest()[:12]
+        self.assertNotEqual(ids[0], derived)
+        # The 429 of a chosen token names its id too.
+        self.assertEqual(self.adm("PUT", "/token/ns/%s/limit" % ids[0], b'{"write":1,"interval":600}').status, 200)
+        self.api("PUT", "/api/ns/q", b"x", token=mine)
+        self.assertError(self.api("PUT", "/api/ns/q", b"x", token=mine), 429,
+                         "token(%s) produce reach the limit rate, please retry later" % ids[0], key="msg")
         self.assertEqual(self.adm("DELETE", "/token/ns/" + mine).status, 204)
         self.assertError(self.api("PUT", "/api/ns/q", b"x", token=mine), 401, "invalid token")
         self.assertEqual(self.api("PUT", "/api/other/q", b"x", token=mine).status, 201)
@@ -182,10 +191,12 @@ class LimitTest(HttpCase):
         self.publish("q")
         self.api("PUT", "/api/ns/q/bulk", b"[1,2,3]")
         r = self.api("PUT", "/api/ns/q", b"x")
-        msg = "token(%s) produce reach the limit rate, please retry later" % self.token
+        # lmstfy's text, but naming the token's id, never the token itself
+        msg = "token(%s) produce reach the limit rate, please retry later" % token_id(self.token)
         self.assertError(r, 429, msg, key="msg")
+        self.assertNotIn(self.token.split(".")[1].encode(), r.body)
         self.assertError(self.api("PUT", "/api/ns/q/bulk", b"[1]"), 429, msg, key="msg")
-        # the message names the token without its pool prefix
+        # with a pool prefix too
         self.assertError(self.api("PUT", "/api/ns/q", b"x", token="default:" + self.token), 429, msg, key="msg")
         # reads and the unlimited routes go on
         self.assertEqual(self.consume("q").status, 200)
@@ -213,7 +224,7 @@ class LimitTest(HttpCase):
         self.publish("q")
         self.publish("q")
         self.assertEqual(self.consume("q").status, 200)
-        msg = "token(%s) consume reach the limit rate, please retry later" % self.token
+        msg = "token(%s) consume reach the limit rate, please retry later" % token_id(self.token)
         self.assertError(self.consume("q"), 429, msg, key="msg")
         self.assertError(self.consume("q", count=5), 429, msg, key="msg")
         # a new window opens after `interval`
@@ -221,6 +232,45 @@ class LimitTest(HttpCase):
         # writes are not limited (write 0)
         for _ in range(5):
             self.publish("q")
+
+    def test_refund_goes_to_the_window_the_request_was_counted_in(self):
+        # read=1 per 3 s. A long poll counted in one window that ends without a job in the
+        # next window gives nothing back to that next window (lmstfy's RemedyLimiter gives
+        # back to whatever window is open: long polls started in successive windows could
+        # then let a token take a burst). The windows are driven by the answers, not by
+        # time: the poll opens the first window; consumes are refused until a consume opens
+        # the second; the poll ends inside it. A round in which this client was too slow
+        # to ask before the second window ended proves nothing and is played again.
+        interval = 3
+        self.limit("PUT", b'{"read":1,"interval":%d}' % interval)
+        for _ in range(6):
+            self.publish("full")
+        msg = "token(%s) consume reach the limit rate, please retry later" % token_id(self.token)
+        t = self.text()
+
+        def polling():
+            r = t.cmd("stats-tube ns/empty")
+            return r.startswith(b"OK ") and parse_yaml(r)["current-waiting"] == "1"
+
+        for _ in range(4):
+            poll = self.conn(timeout=60)
+            poll.send(HttpConn.build("GET", "/api/ns/empty?timeout=%d" % (interval + 1),
+                                     headers=[("X-Token", self.token)]))
+            # the poll is counted (it fills the first window) once it waits
+            self.assertTrue(wait_until(polling, timeout=30))
+            while True:
+                opened_at = time.monotonic()     # no later than the second window opens
+                r = self.consume("full")
+                if r.status == 200:
+                    break
+                self.assertError(r, 429, msg, key="msg")
+            self.assertError(poll.read_response(), 404, "no job available", key="msg")
+            r = self.consume("full")
+            if time.monotonic() - opened_at < interval:
+                self.assertError(r, 429, msg, key="msg")
+                return
+            time.sleep(interval)    # not a readiness wait: every window is over after it
+        self.fail("the client never asked within the second window")
 
     def test_limit_goes_with_its_token(self):
         self.limit("PUT", b'{"write":1,"interval":60}')
