@@ -242,7 +242,7 @@ class Server:
                 sink.close()
         self._wait_ready()
 
-    def _wait_ready(self, timeout=10.0):
+    def _wait_ready(self, timeout=60.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
