@@ -20,7 +20,7 @@ void Connection::Kill() {
   if (dead_) return;
   dead_ = true;
   // A dead connection must stop waiting at once, or the engine could hand it a job that
-  // nobody will ever read before the connection is destroyed at the end of the iteration.
+  // nobody will ever read before the connection is destroyed (Server::Reap).
   front_end_->OnInputClosed();
   server_.MarkClosed(this);
 }

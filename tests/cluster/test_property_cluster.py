@@ -56,7 +56,7 @@ NO_TUBE = name_in_partition(prop.NO_TUBE + "-", PARTITION)
 # Commands whose first argument is a job id; delete-many's are all ids (list-jobs' `from`
 # is a cursor: ClusterIds.cursor_to_cluster).
 ID_VERBS = {b"delete", b"release", b"bury", b"touch", b"peek", b"kick-job", b"stats-job",
-            b"reserve-job"}
+            b"stats-job-ext", b"reserve-job"}
 
 
 class ClusterIds:
@@ -126,6 +126,8 @@ class ClusterIds:
     def reply(self, command, reply):
         """The cluster front end's whole `reply` to `command` in the embedded store's ids."""
         verb = command.split(b" ", 1)[0].rstrip(b"\r\n")
+        if verb == b"stats-job-ext":
+            verb = b"stats-job"
         m = re.fullmatch(rb"OK \d+\r\n(---\n.*)\r\n", reply, re.S)
         if m:
             if verb not in (b"stats-job", b"list-jobs"):

@@ -7,9 +7,10 @@ servers, and only then is the next command generated. Nothing in a run depends o
 time: delays, TTRs and pauses are >= 1000 s (or 0), so no job or pause ever expires,
 and jobs with a tiny TTR live only in a tube that no connection ever watches or
 reserves from. Connection counts never race: a new connection's first command is sent
-before any other, and a connection closed by its client (category drop, and the servers'
-readiness probes) is gone before the next command of any other connection arrives:
-beanstalkd handles its events in the order they came, and stalkd must count alike.
+before any other, and a connection closed by its client is gone for any command that
+arrives after the close (beanstalkd handles its events in the order they came, and stalkd
+must count alike): category drop stops the server (SIGSTOP), closes a connection, sends
+`stats` on another and resumes it, so that both reach the server together.
 
 The generator keeps a small model of the server (jobs, states, tubes, watch lists,
 pauses) driven by beanstalkd's replies. It uses it to pick meaningful arguments, to send
@@ -49,6 +50,7 @@ Self-check of the harness (must pass: proves the normaliser and sequences are ra
 """
 import os
 import random
+import signal
 import socket
 import sys
 import time
@@ -209,10 +211,16 @@ class Side:
             self.conns[step.slot] = self.server.connect(timeout=REPLY_TIMEOUT)
             return b"<connected>"
         if step.kind == "drop":
-            # The client closes at once, reading nothing more: the server has the EOF
-            # before any later command of another connection.
-            self.conns.pop(step.slot).close()
-            return b"<dropped>" + CLOSED
+            # While the server is stopped: the client closes its connection at once, and
+            # another sends `stats`; the server then finds both, in that order.
+            other = self.conns[step.args["other"]]
+            beanstalk.stop_process(self.server.pid)
+            try:
+                self.conns.pop(step.slot).close()
+                other.send(b"stats\r\n")
+            finally:
+                self.server.signal(signal.SIGCONT)
+            return self._read_reply(other)
         c = self.conns[step.slot]
         if step.kind == "collect":
             return self._read_reply(c)
@@ -497,8 +505,6 @@ class Generator:
             if kind == "collect":
                 return Step(slot, "collect", op="reserve", cat="reserve_wait",
                             args=dict(id=self.wake_id))
-            if kind == "stats":     # right after a drop: is the dropped connection counted?
-                return self.cmd(slot, "stats", "stats", "drop")
             return self.gen(slot, sync=True)
         return self.gen(self.rng.choice([s for s in self.slots if s != self.waiting]))
 
@@ -789,9 +795,12 @@ class Generator:
         return Step(slot, "close", [partial] if partial else [], "close", "close")
 
     def g_drop(self, slot):
-        if self.reserved_by(slot):
+        others = [s for s in sorted(self.model.conns) if s not in (slot, self.waiting)]
+        if self.reserved_by(slot) or not others:
             return None     # its jobs would go to a waiting client: `close` reads that
-        return Step(slot, "drop", [], "drop", "drop")
+        other = self.rng.choice(others)
+        return Step(slot, "drop", [b"<close>, then on connection %d: stats\r\n" % other],
+                    "stats", "drop", dict(other=other))
 
     def g_garbage(self, slot):
         r = self.rng.random()
@@ -838,14 +847,15 @@ class Generator:
 
     def _update(self, step, reply, words, head, expect):
         m, a, slot = self.model, step.args, step.slot
+        if step.kind == "drop":     # the reply is the other connection's `stats`
+            m.close_conn(slot)
+            self.pending[:0] = [("connect", slot), ("sync", slot)]
+            return "closed"
         if reply.endswith(CLOSED):
             if slot == self.waiting:
                 self.waiting = None
             m.close_conn(slot)
             self.pending[:0] = [("connect", slot), ("sync", slot)]
-            others = [s for s in sorted(m.conns) if s != self.waiting]
-            if step.kind == "drop" and others:
-                self.pending.insert(0, ("stats", self.rng.choice(others)))
             return "closed"
         if step.kind == "connect":
             return None

@@ -518,6 +518,19 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def stop_process(pid, timeout=10.0):
+    """SIGSTOP the process and wait until it is stopped (state T in /proc): what clients do
+    meanwhile reaches its sockets and is handled, in order, once SIGCONT resumes it."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped():
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    if not wait_until(stopped, timeout=timeout, interval=0.005):
+        os.kill(pid, signal.SIGCONT)
+        raise AssertionError("process %d did not stop" % pid)
+
+
 def is_sanitized(pid):
     """True when the server runs under AddressSanitizer (RSS figures are then much larger:
     shadow memory and the quarantine of freed blocks; everything is slower)."""
