@@ -32,7 +32,9 @@ same order (no normaliser removes a key), and every value is compared except:
   * YAML double quotes around string values in stats / stats-tube / stats-job
     (1.13 quotes more values than 1.12) are stripped on both sides;
   * stats-job `age` / `time-left` and stats-tube `pause-time-left` may differ by 1
-    (whole seconds, read at slightly different instants on the two servers).
+    (whole seconds, read at slightly different instants on the two servers), but only
+    once EXACT_WITHIN (0.9 s) has passed since the sequence began: before that no second
+    can have ticked between an event and its read, and they must be equal.
 Everything else, job ids included, must be identical.
 
 Run:   python3 -m unittest -v tests/compat/test_differential.py      (from the repo root)
@@ -84,8 +86,12 @@ STATS_VOLATILE = {
     b"uptime": "each process's age: they start one after the other, a second may tick between",
     b"id": "random, per process",
 }
-# Time values read at slightly different instants on the two servers: equal within 1 s.
+# Time values read at slightly different instants on the two servers: equal within 1 s,
+# once a second may have ticked between an event and its read (EXACT_WITHIN).
 TOLERANT = {"stats-job": {b"age", b"time-left"}, "stats-tube": {b"pause-time-left"}}
+# For this long after a sequence begins, every event of it is younger than a second on both
+# servers, so whole-second values (age 0, time-left ttr-1, ...) must be identical.
+EXACT_WITHIN = 0.9
 YAML_OPS = ("stats", "stats-job", "stats-tube")
 
 
@@ -145,14 +151,17 @@ def normalise(reply, op):
     return pairs
 
 
-def compare(ref, cand, op):
-    """(equal, ref_shown, cand_shown): the normalised forms when they are YAML replies."""
+def compare(ref, cand, op, exact_times=False):
+    """(equal, ref_shown, cand_shown): the normalised forms when they are YAML replies.
+    exact_times: less than EXACT_WITHIN seconds have passed since the sequence began, so no
+    whole second can have ticked between an event and its read on either server: TOLERANT
+    values must be equal too (a store that rounds up, or reads a coarser clock, shows here)."""
     if ref == cand and op not in YAML_OPS:
         return True, ref, cand
     rp, cp = normalise(ref, op), normalise(cand, op)
     if rp is None or cp is None:
         return ref == cand, ref, cand
-    tol = TOLERANT.get(op, ())
+    tol = () if exact_times else TOLERANT.get(op, ())
     if len(rp) == len(cp):
         for a, b in zip(rp, cp):
             if a[0] == b[0] and a[0] in tol and a[1].isdigit() and b[1].isdigit() \
@@ -1002,11 +1011,13 @@ def run_seed(seed, n_commands, skip=(), verbose=False):
     try:
         ref = Side(BEANSTALKD_BIN, args)
         cand = Side(STALKD_BIN, args)
+        began = time.monotonic()
         while i < n_commands or gen.pending:
             step = gen.next_step()
             r_ref = ref.run(step)
             r_cand = cand.run(step)
-            equal, shown_ref, shown_cand = compare(r_ref, r_cand, step.op)
+            exact = time.monotonic() - began < EXACT_WITHIN
+            equal, shown_ref, shown_cand = compare(r_ref, r_cand, step.op, exact)
             history.append((i, step, r_ref))
             if verbose:
                 print("seed %d #%d conn %d [%s] %s -> %s" % (
@@ -1168,12 +1179,14 @@ def run_transcript(path):
     try:
         ref = Side(BEANSTALKD_BIN, args)
         cand = Side(STALKD_BIN, args)
+        began = time.monotonic()
         for i, step in enumerate(steps):
             for side in (ref, cand):
                 if step.slot not in side.conns:
                     side.run(Step(step.slot, "connect"))
             r_ref, r_cand = ref.run(step), cand.run(step)
-            equal, shown_ref, shown_cand = compare(r_ref, r_cand, step.op)
+            exact = time.monotonic() - began < EXACT_WITHIN
+            equal, shown_ref, shown_cand = compare(r_ref, r_cand, step.op, exact)
             history.append((i, step, r_ref))
             if r_ref.endswith(TIMEOUT) or b"<EXTRA BYTES>" in r_ref:
                 return _report(None, i, step, shown_ref, shown_cand, history, None, args,
@@ -1261,6 +1274,8 @@ class NormaliserTest(unittest.TestCase):
         a = _rebuild([[b"id", b"1"], [b"tube", b"default"], [b"age", b"5"], [b"time-left", b"999"]])
         c = _rebuild([[b"id", b"1"], [b"tube", b'"default"'], [b"age", b"6"], [b"time-left", b"998"]])
         self.assertTrue(compare(a, c, "stats-job")[0])
+        self.assertFalse(compare(a, c, "stats-job", exact_times=True)[0])
+        self.assertTrue(compare(a, a, "stats-job", exact_times=True)[0])
         d = _rebuild([[b"id", b"1"], [b"tube", b"default"], [b"age", b"7"], [b"time-left", b"999"]])
         self.assertFalse(compare(a, d, "stats-job")[0])
         e = _rebuild([[b"id", b"2"], [b"tube", b"default"], [b"age", b"5"], [b"time-left", b"999"]])
