@@ -974,28 +974,46 @@ def _show(data, limit=600):
     return r if len(r) <= limit else r[:limit] + "...(%d bytes)" % len(data)
 
 
-def sync_waiting(ref, cand, waiting):
-    """A blocking reserve has been sent on the `waiting` slots and has no reply to read, so
-    nothing yet proves the server has processed it; a command sent now on another
-    connection could overtake it. Poll `stats` on another connection of both servers in
-    lockstep (so cmd-stats grows by the same amount on both) until both report
-    current-waiting >= len(waiting). Returns (probes sent, error text or None)."""
-    probe = next((s for s in sorted(ref.conns) if s not in waiting and s in cand.conns), None)
+def sync_until(ref, cand, busy, key, done, what):
+    """Poll `stats` on a connection not in `busy`, of both servers in lockstep (so cmd-stats
+    grows by the same amount on both), until done(int(value of key)) holds on both.
+    Returns (probes sent, error text or None)."""
+    probe = next((s for s in sorted(ref.conns) if s not in busy and s in cand.conns), None)
     if probe is None:
-        return 0, "no idle connection to check current-waiting with"
+        return 0, "no idle connection to check %s with" % key.decode()
     step = Step(probe, "cmd", [b"stats\r\n"], "stats", "sync")
     for n in range(1, 401):
         ready = True
         for side in (ref, cand):
             pairs = normalise(side.run(step), "stats")
-            value = dict(pairs or ()).get(b"current-waiting", b"")
+            value = dict(pairs or ()).get(key, b"")
             if not value.isdigit():
-                return n, "%s: no current-waiting in `stats` while a client waits" % side.server.binary
-            ready = ready and int(value) >= len(waiting)
+                return n, "%s: no %s in `stats`" % (side.server.binary, key.decode())
+            ready = ready and done(int(value))
         if ready:
             return n, None
         time.sleep(0.005)
-    return n, "`stats` current-waiting never reached %d after a blocking reserve" % len(waiting)
+    return n, "`stats` %s never reached %s" % (key.decode(), what)
+
+
+def sync_waiting(ref, cand, waiting):
+    """A blocking reserve has been sent on the `waiting` slots and has no reply to read, so
+    nothing yet proves the server has processed it; a command sent now on another
+    connection could overtake it. Wait until both servers report current-waiting >=
+    len(waiting)."""
+    return sync_until(ref, cand, waiting, b"current-waiting", lambda v: v >= len(waiting),
+                      "%d after a blocking reserve" % len(waiting))
+
+
+def reference_raced(step, r_ref, ref):
+    """A drop step whose reference, beanstalkd itself, counted the connection its client had
+    closed (it sees the close and the other's `stats` together, and now and then takes the
+    `stats` first: 1 run of the self-check in 10): the order is not beanstalkd's to promise
+    there, so that one reply is not compared and both servers are brought to the count."""
+    if step.kind != "drop":
+        return False
+    value = dict(normalise(r_ref, "stats") or ()).get(b"current-connections", b"")
+    return value.isdigit() and int(value) > len(ref.conns)
 
 
 def run_seed(seed, n_commands, skip=(), verbose=False):
@@ -1019,6 +1037,14 @@ def run_seed(seed, n_commands, skip=(), verbose=False):
             exact = time.monotonic() - began < EXACT_WITHIN
             equal, shown_ref, shown_cand = compare(r_ref, r_cand, step.op, exact)
             history.append((i, step, r_ref))
+            if not equal and reference_raced(step, r_ref, ref):
+                n, err = sync_until(ref, cand, {gen.waiting}, b"current-connections",
+                                    lambda v: v == len(ref.conns), str(len(ref.conns)))
+                history.append((i, Step(-1, "sync", [b"stats\r\n"]),
+                                b"<the reference raced; %d probe(s)>" % n))
+                if err:
+                    return _report(seed, i, step, r_ref, r_cand, history, n_conns, args, err)
+                equal = True
             if verbose:
                 print("seed %d #%d conn %d [%s] %s -> %s" % (
                     seed, i, step.slot, step.kind, _show(step.data, 120), _show(r_ref, 120)))
