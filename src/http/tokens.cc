@@ -2,8 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +10,8 @@
 #include <utility>
 
 #include "base/check.h"
+#include "base/random.h"
+#include "base/sha256.h"
 
 namespace stalkd::http {
 
@@ -193,8 +193,8 @@ TokenStore::Status TokenStore::Create(std::string_view ns, std::string_view desc
   unsigned char id_bytes[kIdBytes], secret[kSecretBytes];
   std::string id;
   do {
-    if (RAND_bytes(id_bytes, sizeof id_bytes) != 1 || RAND_bytes(secret, sizeof secret) != 1) {
-      *error = "RAND_bytes failed";
+    if (!RandomBytes(id_bytes, sizeof id_bytes) || !RandomBytes(secret, sizeof secret)) {
+      *error = std::string("getrandom failed: ") + std::strerror(errno);
       return Status::kFailed;
     }
     id = Hex(id_bytes, sizeof id_bytes);
@@ -282,19 +282,13 @@ TokenStore::Status TokenStore::RemoveLimit(std::string_view ns, std::string_view
 }
 
 TokenStore::Hash TokenStore::HashOf(std::string_view ns, std::string_view token) {
-  // Fetched once: EVP_sha256() makes every digest look the implementation up again (260 ns
-  // a digest instead of 90).
-  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  STALKD_CHECK(sha256 != nullptr);
   // The namespace is hashed with the token (a newline cannot be in a namespace), so the
   // same token in two namespaces is two tokens, as in lmstfy.
   std::string text;
   text.reserve(ns.size() + 1 + token.size());
   text.append(ns).push_back('\n');
   text.append(token);
-  Hash h;
-  STALKD_CHECK(EVP_Digest(text.data(), text.size(), h.data(), nullptr, sha256, nullptr) == 1);
-  return h;
+  return Sha256(text);
 }
 
 const TokenStore::Token* TokenStore::Lookup(const Tables& t, std::string_view ns,
