@@ -5,7 +5,7 @@ need=()
 for pkg in g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev python3 beanstalkd \
            ruby ruby-beaneater \
            clang clang-format libclang-rt-14-dev \
-           libboost-dev rapidjson-dev libssl-dev libcli11-dev prometheus \
+           libboost-dev rapidjson-dev libcli11-dev prometheus \
            dpkg-dev lintian strace man-db systemd chromium \
            redis-server redis-sentinel libhiredis-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")

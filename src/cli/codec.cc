@@ -2,20 +2,11 @@
 
 #include <cstdint>
 
+#include "base/base64.h"
+
 namespace stalkd::cli {
 
 namespace {
-
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int Sextet(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
 
 // The length of the valid UTF-8 sequence at the start of `s`, or 0 if there is none.
 size_t Utf8Length(std::string_view s) {
@@ -49,23 +40,7 @@ size_t Utf8Length(std::string_view s) {
 
 std::string Base64Encode(std::string_view bytes) {
   std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(bytes[k])); };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    uint32_t v = b(i) << 16 | b(i + 1) << 8 | b(i + 2);
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (size_t rest = bytes.size() - i; rest > 0) {
-    uint32_t v = b(i) << 16 | (rest == 2 ? b(i + 1) << 8 : 0);
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
+  base64::Append(bytes, &out);
   return out;
 }
 
@@ -77,7 +52,7 @@ std::optional<std::string> Base64Decode(std::string_view text) {
   uint32_t acc = 0;
   int bits = 0;
   for (char c : text) {
-    int v = Sextet(c);
+    int v = base64::Digit(c);
     if (v < 0) return std::nullopt;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;

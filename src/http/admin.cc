@@ -1,7 +1,5 @@
 #include "http/admin.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <rapidjson/document.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 
 #include "base/build_info.h"
 #include "base/check.h"
+#include "base/constant_time.h"
+#include "base/sha256.h"
 #include "http/dashboard.h"
 #include "http/json.h"
 #include "http/names.h"
@@ -420,16 +420,12 @@ bool AdminService::Authorized(const Request& r) const {
   Sha256 d = Digest(decoded);
   bool ok = false;
   for (const Sha256& acc : accounts_) {
-    ok |= CRYPTO_memcmp(acc.data(), d.data(), d.size()) == 0;
+    ok |= ConstantTimeEqual(acc.data(), d.data(), d.size());
   }
   return ok;
 }
 
-AdminService::Sha256 AdminService::Digest(std::string_view s) {
-  Sha256 d;
-  STALKD_CHECK(EVP_Digest(s.data(), s.size(), d.data(), nullptr, EVP_sha256(), nullptr) == 1);
-  return d;
-}
+AdminService::Sha256 AdminService::Digest(std::string_view s) { return ::stalkd::Sha256(s); }
 
 bool AdminService::Screen(Exchange& ex) {
   bool dashboard;

@@ -1,11 +1,10 @@
 #include "http/response.h"
 
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
 #include <charconv>
 #include <cstdio>
 
+#include "base/base64.h"
+#include "base/random.h"
 #include "http/json.h"
 
 namespace stalkd::http {
@@ -87,7 +86,7 @@ std::string NewRequestId() {
   static char prefix[17] = {};
   if (prefix[0] == 0) {
     unsigned char bytes[8] = {};
-    if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    if (!RandomBytes(bytes, sizeof bytes)) {
       uint64_t t = static_cast<uint64_t>(SystemClock().Now());
       for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = static_cast<unsigned char>(t >> (8 * i));
     }
@@ -119,28 +118,10 @@ void Message(Response* r, int status, std::string_view text) {
   w.EndObject();
 }
 
-void AppendBase64(std::string_view data, std::string* out) {
-  size_t at = out->size();
-  out->resize(at + 4 * ((data.size() + 2) / 3) + 1);
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out->data() + at),
-                          reinterpret_cast<const unsigned char*>(data.data()),
-                          static_cast<int>(data.size()));
-  out->resize(at + static_cast<size_t>(n));
-}
+void AppendBase64(std::string_view data, std::string* out) { base64::Append(data, out); }
 
 bool DecodeBase64(std::string_view text, std::string* out) {
-  if (text.size() % 4 != 0) return false;
-  out->resize(3 * (text.size() / 4));
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
-                          reinterpret_cast<const unsigned char*>(text.data()),
-                          static_cast<int>(text.size()));
-  if (n < 0) return false;
-  // EVP_DecodeBlock counts the padding's zero bytes.
-  size_t len = static_cast<size_t>(n);
-  if (!text.empty() && text.back() == '=') len--;
-  if (text.size() > 1 && text[text.size() - 2] == '=') len--;
-  out->resize(len);
-  return true;
+  return base64::DecodePadded(text, out);
 }
 
 }  // namespace stalkd::http

@@ -2,9 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +10,9 @@
 #include <utility>
 
 #include "base/check.h"
+#include "base/constant_time.h"
+#include "base/random.h"
+#include "base/sha256.h"
 
 namespace stalkd::http {
 
@@ -192,8 +192,8 @@ bool TokenStore::Open(const std::string& path, std::string* error) {
 bool TokenStore::NewId(std::string* id, std::string* error) const {
   unsigned char bytes[kIdBytes];
   do {
-    if (RAND_bytes(bytes, sizeof bytes) != 1) {
-      *error = "RAND_bytes failed";
+    if (!RandomBytes(bytes, sizeof bytes)) {
+      *error = std::string("getrandom failed: ") + std::strerror(errno);
       return false;
     }
     *id = Hex(bytes, sizeof bytes);
@@ -206,8 +206,8 @@ TokenStore::Status TokenStore::Create(std::string_view ns, std::string_view desc
   unsigned char secret[kSecretBytes];
   std::string id;
   if (!NewId(&id, error)) return Status::kFailed;
-  if (RAND_bytes(secret, sizeof secret) != 1) {
-    *error = "RAND_bytes failed";
+  if (!RandomBytes(secret, sizeof secret)) {
+    *error = std::string("getrandom failed: ") + std::strerror(errno);
     return Status::kFailed;
   }
   std::string t = id + "." + Hex(secret, sizeof secret);
@@ -297,23 +297,17 @@ TokenStore::Status TokenStore::RemoveLimit(std::string_view ns, std::string_view
 }
 
 bool TokenStore::HashEqual::operator()(const Hash& a, const Hash& b) const {
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return ConstantTimeEqual(a.data(), b.data(), a.size());
 }
 
 TokenStore::Hash TokenStore::HashOf(std::string_view ns, std::string_view token) {
-  // Fetched once: EVP_sha256() makes every digest look the implementation up again (260 ns
-  // a digest instead of 90).
-  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  STALKD_CHECK(sha256 != nullptr);
   // The namespace is hashed with the token (a newline cannot be in a namespace), so the
   // same token in two namespaces is two tokens, as in lmstfy.
   std::string text;
   text.reserve(ns.size() + 1 + token.size());
   text.append(ns).push_back('\n');
   text.append(token);
-  Hash h;
-  STALKD_CHECK(EVP_Digest(text.data(), text.size(), h.data(), nullptr, sha256, nullptr) == 1);
-  return h;
+  return Sha256(text);
 }
 
 const TokenStore::Token* TokenStore::Lookup(const Tables& t, std::string_view ns,

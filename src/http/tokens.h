@@ -15,7 +15,7 @@
 //
 // A token belongs to one namespace and reads "<id>.<secret>": the id is 12 hex digits
 // (48 random bits) that name the token in lists and deletes, the secret 32 hex digits (128
-// random bits), both from OpenSSL's RAND_bytes. Only the SHA-256 of "<namespace>\n<token>" is
+// random bits), both from the kernel (getrandom). Only the SHA-256 of "<namespace>\n<token>" is
 // kept, never the token: Create returns it once. Checking a token is O(1): its hash is
 // looked up. Clients treat it as opaque, as lmstfy's; lmstfy's optional "pool:" prefix is
 // the front end's to strip.
@@ -99,7 +99,7 @@ class TokenStore {
       return v;
     }
   };
-  // Digests are compared in constant time (CRYPTO_memcmp), so a check's timing says
+  // Digests are compared in constant time (ConstantTimeEqual), so a check's timing says
   // nothing of how close a guess came.
   struct HashEqual {
     bool operator()(const Hash& a, const Hash& b) const;

@@ -75,10 +75,14 @@ HeapPrefaulter::HeapPrefaulter() {
     enabled_ = RunDelay(fd) >= 0;
     if (fd >= 0) close(fd);
   }
-  if (!enabled_) return;
-  last_brk_ = Break();
+}
+
+// The thread starts at the heap's first growth after the loop's first Note, not with the
+// server: a server whose heap does not grow needs none, and at start-up a new thread
+// competes with the loop for a CPU before the first reply (docs/PERFORMANCE.md, "Start-up").
+void HeapPrefaulter::StartThread() {
   // Signals go to the loop's signalfd (Server::HandleSignals blocks them in the thread that
-  // runs the loop, later): this thread must never take one.
+  // runs the loop): this thread must never take one.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -110,7 +114,12 @@ void HeapPrefaulter::Note(size_t memory_used) {
     pad_ = pad;
   }
   uintptr_t brk = Break();
+  if (last_brk_ == 0) {  // the first Note: growth is counted from here
+    last_brk_ = brk;
+    return;
+  }
   if (brk > last_brk_) {
+    if (!thread_.joinable()) StartThread();
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (from_ == to_) from_ = last_brk_;

@@ -62,11 +62,12 @@ class HeapPrefaulter {
   uint64_t back_offs() const;
 
  private:
+  void StartThread();
   void Run(int schedstat_fd);
 
   bool enabled_ = false;
   size_t pad_ = 0;          // the top pad set
-  uintptr_t last_brk_ = 0;  // the break at the last Note
+  uintptr_t last_brk_ = 0;  // the break at the last Note (0: none yet)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -215,10 +215,12 @@ class KillAtAnyInstantTest(unittest.TestCase):
         try:
             end = time.monotonic() + duration
             churn = [j for j in model.present if j > long_lived]
-            while time.monotonic() < end:
+            batches = 0
+            while time.monotonic() < end or batches < 3:  # 3: rotation even on a slow machine
+                batches += 1
                 batch = []
                 for _ in range(rng.randrange(1, 40)):
-                    if churn and (len(churn) > 300 or rng.random() < 0.45):
+                    if churn and (len(churn) > 150 or rng.random() < 0.45):
                         batch.append(("delete", churn.pop(rng.randrange(len(churn)))))
                     else:
                         size = rng.choice([1, 20, 100, 400, 1500])
