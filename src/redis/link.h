@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "net/event_loop.h"
+#include "redis/store_url.h"
 
 // The Redis client of the Redis store (docs/SCALE-OUT.md): RESP over non-blocking sockets on
 // stalkd's own event loop, pipelined, no thread. hiredis (Debian's libhiredis-dev 0.14) is
@@ -42,27 +43,6 @@ struct Reply {
 };
 
 using Callback = std::function<void(const Reply&)>;
-
-struct Endpoint {
-  std::string host;
-  int port = 0;
-};
-
-// --store: redis://HOST:PORT[/DB], redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTERNAME or
-// redis-cluster://HOST:PORT[,HOST:PORT...][/0] (cluster/ClusterLink; a cluster has db 0 only).
-struct StoreUrl {
-  enum class Kind : uint8_t { kRedis, kSentinel, kCluster };
-  Kind kind = Kind::kRedis;
-  // kRedis: exactly one; kSentinel: the sentinels; kCluster: the seed nodes
-  std::vector<Endpoint> endpoints;
-  int db = 0;               // kRedis only (Sentinel-managed masters use db 0)
-  std::string master_name;  // kSentinel
-};
-// false with *error set ("--store: ...") for anything malformed. A port left out is 6379
-// (26379 for a sentinel). Hosts are numeric IPv4 addresses or "localhost" (127.0.0.1): no name
-// is resolved, so that connecting never blocks the loop on DNS; nor IPv6, TLS, AUTH (a URL
-// with user:password@ is refused), nor ?options.
-bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error);
 
 // A connection to the current Redis master, kept up: it connects (for kSentinel, after
 // asking the sentinels in turn for the master's address), checks `ROLE` is master, selects
