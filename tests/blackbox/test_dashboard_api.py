@@ -31,7 +31,7 @@ TUBE_KEYS = {"name", "ready", "urgent", "reserved", "delayed", "buried", "waitin
              "next_ready_age_s", "put_rate", "reserve_rate", "history"}
 JOB_KEYS = {"id", "tube", "state", "pri", "age_s", "delay_s", "ttr_s", "time_left_s", "file",
             "reserves", "timeouts", "releases", "buries", "kicks", "tries_left", "ttl_left_s",
-            "bury_reason"}
+            "bury_reason", "detached"}
 
 
 # Bounds a wait for something the server does on its own (a sample a second, a sync): only
@@ -554,6 +554,28 @@ class ActionTest(DashboardCase):
         self.assertError(self.dash("DELETE", "jobs/%d" % r), 409,
                          "the job is reserved: only its worker can delete it")
         self.assertEqual(self.job_stats(c, r)["state"], "reserved")
+        self.assertFalse(self.djson("GET", "jobs/%d" % r)["detached"])
+
+    def test_detached_reservation_is_shown_and_deleted(self):
+        c = self.text()
+        jid = self.put(c, "dt", "held by an HTTP consume")
+        w = self.text()
+        w.cmd("watch dt")
+        self.assertEqual(w.cmd("reserve-ext 0 detached"), b"RESERVED-MANY 1\r\n")
+        self.assertTrue(w.read_reply().startswith(b"RESERVED %d " % jid))
+        j = self.djson("GET", "jobs/%d" % jid)
+        self.assertEqual((j["state"], j["detached"]), ("reserved", True))
+        [row] = self.djson("GET", "tubes/dt/jobs", {"state": "reserved"})["jobs"]
+        self.assertEqual((row["id"], row["detached"]), (jid, True))
+        # Anyone may delete a detached reservation, the dashboard too.
+        self.assertEqual(self.djson("DELETE", "jobs/%d" % jid), {"deleted": True})
+        self.assertEqual(c.cmd("stats-job %d" % jid), b"NOT_FOUND\r\n")
+        # Once released it is no longer detached.
+        other = self.put(c, "dt", "again")
+        self.assertEqual(w.cmd("reserve-ext 0 detached"), b"RESERVED-MANY 1\r\n")
+        w.read_reply()
+        self.assertEqual(c.cmd("release %d 0 0" % other), b"RELEASED\r\n")
+        self.assertFalse(self.djson("GET", "jobs/%d" % other)["detached"])
 
     def test_purge(self):
         c = self.text()

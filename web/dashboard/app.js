@@ -141,13 +141,16 @@ window.addEventListener('hashchange', render);
 async function act(dialog, run, done) {
   const values = await confirmDialog(dialog);
   if (!values) return;
+  const at = location.hash;
   try {
     const res = await run(values);
     toast(done(res, values));
   } catch (e) {
     toast(e.message, true);
   }
-  await refreshNow();
+  // An action that went to another page (a deleted job's tube, a moved job's new id) leaves
+  // it to the router: the page it left would ask for what is gone.
+  if (location.hash === at) await refreshNow();
 }
 
 // ---------------------------------------------------------------------------- overview
@@ -695,6 +698,11 @@ function tubeView(tube, params) {
           dataset: { action: 'move' },
           onclick: () => moveJob(j),
         }, 'Move'),
+      );
+    }
+    // A worker's reservation is its worker's; a detached one anyone may delete.
+    if (j.state !== 'reserved' || j.detached) {
+      out.push(
         h('button', {
           type: 'button',
           class: 'small danger',
@@ -729,7 +737,7 @@ function tubeView(tube, params) {
         list.state === 'buried' ? h('td', { class: 'opt' }, j.bury_reason || 'bury') : null,
         h('td', { class: 'n opt' }, bytes(j.body_size)),
         h('td', { class: 'preview' }, preview(j.preview, j.body_size)),
-        h('td', { class: 'row-actions' }, jobActions(j)),
+        h('td', { class: 'row-actions' }, h('div', { class: 'row-buttons' }, jobActions(j))),
       ),
     );
     const cols = list.state === 'buried' ? 12 : 11;
@@ -804,7 +812,8 @@ function kickJob(j) {
   );
 }
 
-function moveJob(j) {
+// `after(answer)`: what to do once moved (the job page goes to the new job).
+function moveJob(j, after) {
   return act(
     {
       title: `Move job ${j.id}`,
@@ -814,7 +823,10 @@ function moveJob(j) {
       confirm: 'Move',
     },
     (v) => api(`jobs/${j.id}/move`, { method: 'POST', params: { to: v.to } }),
-    (r) => `Moved job ${r.id} to ${r.tube} as job ${r.new_id}`,
+    (r) => {
+      if (after) after(r);
+      return `Moved job ${r.id} to ${r.tube} as job ${r.new_id}`;
+    },
   );
 }
 
@@ -915,6 +927,9 @@ function jobView(id) {
     fields.replaceChildren(
       ...field('Tube', h('a', { href: tubeHref(j.tube) }, j.tube)),
       ...field('State', h('span', { class: `badge state-${j.state}` }, j.state)),
+      ...(j.state === 'reserved'
+        ? field('Reserved by', j.detached ? 'no connection (detached: an HTTP consume or reserve-ext detached)' : 'a worker\'s connection')
+        : []),
       ...field('Priority', String(j.pri)),
       ...field('Age', `${duration(j.age_s)} (${num(j.age_ms)} ms)`),
       ...field('Delay', duration(j.delay_s)),
@@ -946,7 +961,16 @@ function jobView(id) {
     }
     if (j.state !== 'reserved') {
       acts.push(
-        h('button', { type: 'button', id: 'job-move', class: 'secondary', onclick: () => moveJob(j) }, 'Move…'),
+        h('button', {
+          type: 'button',
+          id: 'job-move',
+          class: 'secondary',
+          onclick: () => moveJob(j, (r) => (location.hash = `#/job/${r.new_id}`)),
+        }, 'Move…'),
+      );
+    }
+    if (j.state !== 'reserved' || j.detached) {
+      acts.push(
         h('button', {
           type: 'button',
           id: 'job-delete',
@@ -954,8 +978,11 @@ function jobView(id) {
           onclick: () => deleteJob(j, () => (location.hash = tubeHref(j.tube))),
         }, 'Delete'),
       );
-    } else {
-      acts.push(h('span', { class: 'muted' }, 'Reserved by a worker: it cannot be kicked, moved or deleted from here.'));
+    }
+    if (j.state === 'reserved') {
+      acts.push(h('span', { class: 'muted', id: 'job-reserved-note' }, j.detached
+        ? 'A detached reservation: no worker\'s connection holds it, so it can be deleted here; it cannot be kicked or moved.'
+        : 'Reserved by a worker: it cannot be kicked, moved or deleted from here.'));
     }
     actions.replaceChildren(...acts);
     if (!shownBody) {
