@@ -18,8 +18,10 @@ import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from httpcase import (API_NOT_FOUND, HttpCase, HttpConn, HttpServer, query, stats_of,  # noqa: E402
                       wait_until)
+import redis_fixture  # noqa: E402
 
 API = "/dashboard/api/"
 XRW = [("X-Requested-With", "test")]
@@ -740,6 +742,42 @@ class OddRequestsTest(DashboardCase):
         self.assertEqual(c.cmd("stats-tube odd")[:3], b"OK ")
         self.assertEqual(self.adm("GET", "/healthz").status, 200)
         self.assertGreater(seen.get(200, 0), 30, seen)  # the routes were reached
+
+
+@unittest.skipUnless(redis_fixture.available(), "redis-server is not installed")
+class RedisStoreTest(unittest.TestCase):
+    """The job JSON's `detached` from the Redis store's stats-job."""
+
+    def test_detached_reservation(self):
+        redis = redis_fixture.RedisServer()
+        self.addCleanup(redis.close)
+        srv = HttpServer(args=redis_fixture.store_argv(redis.url(), redis_fixture.unique_prefix(),
+                                                       wait=0), http=False)
+        self.addCleanup(srv.stop)
+        a = srv.admin()
+        self.addCleanup(a.close)
+        self.assertTrue(wait_until(lambda: a.request("GET", "/readyz").status == 200,
+                                   timeout=HANG))
+        c = srv.connect()
+        self.addCleanup(c.close)
+        c.cmd("use rd")
+        c.cmd("watch rd")
+        held = int(c.cmd(b"put 0 0 60 1\r\nh\r\n").split()[1])
+        consumed = int(c.cmd(b"put 0 0 60 1\r\nc\r\n").split()[1])
+        self.assertTrue(c.cmd("reserve-with-timeout 0").startswith(b"RESERVED %d " % held))
+        self.assertEqual(c.cmd("reserve-ext 0 detached"), b"RESERVED-MANY 1\r\n")
+        self.assertTrue(c.read_reply().startswith(b"RESERVED %d " % consumed))
+
+        def job(jid):
+            r = a.request("GET", API + "jobs/%d" % jid)
+            self.assertEqual(r.status, 200, r)
+            return r.json()
+        self.assertEqual((job(held)["state"], job(held)["detached"]), ("reserved", False))
+        self.assertEqual((job(consumed)["state"], job(consumed)["detached"]), ("reserved", True))
+        r = a.request("DELETE", API + "jobs/%d" % consumed, headers=XRW)
+        self.assertEqual((r.status, r.json()), (200, {"deleted": True}))
+        r = a.request("DELETE", API + "jobs/%d" % held, headers=XRW)
+        self.assertEqual(r.status, 409, r)
 
 
 class HundredThousandTubesTest(DashboardCase):
