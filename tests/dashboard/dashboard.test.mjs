@@ -493,6 +493,31 @@ for (const [size, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
   });
 }
 
+test('the tube list\'s charts share one scale and say their values', async () => {
+  await page.goto(`${base}/#/`);
+  await seeText('#tubes-scale', /^Charts share one scale: top [\d,]+ ready, [\d.]+\/s$/);
+  const scales = await page.locator('#tubes-table svg.spark').evaluateAll((svgs) =>
+    svgs.map((s) => `${s.dataset.scaleReady} ${s.dataset.scaleRate}`));
+  assert.ok(scales.length >= 2, `${scales.length} charts`);
+  assert.equal(new Set(scales).size, 1, `scales ${[...new Set(scales)]}`);
+  const title = await page.locator('#tubes-table svg.spark title').first().textContent();
+  assert.match(title, /^ready now [\d,]+, peak [\d,]+ \(chart top [\d,]+\); puts\/s now /);
+  await shot('16-desktop-shared-scale');
+});
+
+for (const [size, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
+  test(`a tube's chart says its values now and at their peak (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    await bs.cmd('use e2e-chart');
+    await bs.put('one');
+    await bs.put('two');
+    await page.goto(`${base}/#/tube/e2e-chart`);
+    await seeText('#tube-chart-caption', /ready 2 \(peak 2\).*puts\/s [\d.–]+ \(peak [\d.]+\).*top of the chart: 2 ready/);
+    await shot(`17-${size}-tube-chart`);
+    await page.setViewportSize(DESKTOP);
+  });
+}
+
 test('on a phone', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`${base}/#/`);
