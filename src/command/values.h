@@ -213,6 +213,9 @@ struct JobStats {
   uint32_t releases = 0;
   uint32_t buries = 0;
   uint32_t kicks = 0;
+  // Reserved by no connection (reserve-ext detached, an HTTP consume): anyone may delete,
+  // release, bury or touch it by id.
+  bool detached = false;
   const JobExtensionStats* extension = nullptr;  // null: a plain job
 };
 

@@ -200,6 +200,8 @@ void WriteJobFields(const command::JobStats& js, JsonWriter& w) {
   w.Key("file");
   w.Uint(js.file);
   WriteFields(js, kJobCounters, w);
+  w.Key("detached");
+  w.Bool(js.detached);
   const command::JobExtensionStats* x = js.extension;
   w.Key("tries_left");
   if (x && x->limited) {

@@ -257,18 +257,19 @@ void AppendSecondsValue(std::string* out, std::string_view name, std::string_vie
 
 // One series of a histogram family: the cumulative buckets, the sum and the count. `labels`
 // are those besides "le" ("" for none). Returns the lines written.
+template <class H>
 size_t AppendHistogram(std::string* out, std::string_view name, std::string_view labels,
-                       const Histogram& h) {
+                       const H& h) {
   std::string le(labels);
   if (!le.empty()) le.push_back(',');
   le += "le=\"";
   const size_t le_prefix = le.size();
   uint64_t cumulative = 0;
-  for (size_t i = 0; i <= Histogram::kBuckets; i++) {
+  for (size_t i = 0; i <= H::kBuckets; i++) {
     cumulative += h.bucket(i);
     le.resize(le_prefix);
-    if (i < Histogram::kBuckets) {
-      Nanos b = Histogram::kBounds[i];
+    if (i < H::kBuckets) {
+      Nanos b = H::kBounds[i];
       AppendSeconds(&le, static_cast<uint64_t>(b / kSecond), static_cast<uint32_t>(b % kSecond));
     } else {
       le += "+Inf";
@@ -278,12 +279,13 @@ size_t AppendHistogram(std::string* out, std::string_view name, std::string_view
   }
   AppendSecondsValue(out, name, "_sum", labels, h.sum_s(), h.sum_ns());
   AppendValue(out, name, "_count", labels, h.count());
-  return Histogram::kBuckets + 3;
+  return H::kBuckets + 3;
 }
 
 }  // namespace
 
-void Histogram::Observe(Nanos d) {
+template <const auto& Bounds>
+void BasicHistogram<Bounds>::Observe(Nanos d) {
   if (d < 0) d = 0;
   size_t i =
       static_cast<size_t>(std::lower_bound(kBounds.begin(), kBounds.end(), d) - kBounds.begin());
@@ -296,6 +298,9 @@ void Histogram::Observe(Nanos d) {
     sum_s_++;
   }
 }
+
+template class BasicHistogram<kLatencyBounds>;
+template class BasicHistogram<kJobTimeBounds>;
 
 void Metrics::ObserveCommand(command::Verb verb, Nanos latency) {
   commands_[static_cast<size_t>(verb)].Observe(latency);

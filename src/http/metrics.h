@@ -40,6 +40,7 @@
 //   stalkd_binlog_sync_duration_seconds          one binlog fsync/fdatasync
 //   stalkd_tube_queue_latency_seconds{tube}      a job's time from ready to reserved
 //   stalkd_tube_run_time_seconds{tube}           a job's time from reserved to deleted
+// (the last two in the buckets of JobTimeHistogram, up to 7 days; the others up to 60 s)
 // and the counter stalkd_http_requests_total{route,code}.
 //
 // Tubes: at most `max_tubes` tubes get series of their own, for the stats-tube values (in a
@@ -50,19 +51,38 @@
 // not add up (pause, pause-time-left, default-tries) tube="_other" has no sample.
 namespace stalkd::http {
 
-// Latencies in 19 buckets from 50 us to 60 s, steps of x2 and x2.5 (1-2.5-5 per decade):
+// The bounds of a histogram's buckets. The server's own work (a command, an HTTP request, a
+// binlog sync) in 19 buckets from 50 us to 60 s, steps of x2 and x2.5 (1-2.5-5 per decade):
 // 50us 100us 250us 500us 1ms 2.5ms 5ms 10ms 25ms 50ms 100ms 250ms 500ms 1s 2.5s 5s 10s 25s
-// 60s, and +Inf. Constant memory (184 bytes); Observe is O(log buckets). The sum is kept
-// exactly, in whole seconds and nanoseconds, so it never overflows or loses precision.
-class Histogram {
+// 60s, and +Inf.
+inline constexpr std::array<Nanos, 19> kLatencyBounds = {
+    50'000,        100'000,        250'000,        500'000,        1'000'000,
+    2'500'000,     5'000'000,      10'000'000,     25'000'000,     50'000'000,
+    100'000'000,   250'000'000,    500'000'000,    1'000'000'000,  2'500'000'000,
+    5'000'000'000, 10'000'000'000, 25'000'000'000, 60'000'000'000,
+};
+// A job's time waiting in its queue and in a worker's hands, which runs to hours and days
+// for delayed or long work: the same up to 60 s, then 2m 5m 10m 30m 1h 3h 6h 12h 1d 3d 7d,
+// and +Inf (30 buckets).
+inline constexpr Nanos kMinute = 60 * kSecond;
+inline constexpr Nanos kHour = 60 * kMinute;
+inline constexpr Nanos kDay = 24 * kHour;
+inline constexpr std::array<Nanos, 30> kJobTimeBounds = {
+    50'000,         100'000,       250'000,       500'000,       1'000'000,      2'500'000,
+    5'000'000,      10'000'000,    25'000'000,    50'000'000,    100'000'000,    250'000'000,
+    500'000'000,    1'000'000'000, 2'500'000'000, 5'000'000'000, 10'000'000'000, 25'000'000'000,
+    60'000'000'000, 2 * kMinute,   5 * kMinute,   10 * kMinute,  30 * kMinute,   kHour,
+    3 * kHour,      6 * kHour,     12 * kHour,    kDay,          3 * kDay,       7 * kDay,
+};
+
+// Durations in the buckets of `Bounds`, and +Inf. Constant memory; Observe is O(log
+// buckets). The sum is kept exactly, in whole seconds and nanoseconds, so it never
+// overflows or loses precision.
+template <const auto& Bounds>
+class BasicHistogram {
  public:
-  static constexpr size_t kBuckets = 19;  // finite bounds; +Inf is the count
-  static constexpr std::array<Nanos, kBuckets> kBounds = {
-      50'000,        100'000,        250'000,        500'000,        1'000'000,
-      2'500'000,     5'000'000,      10'000'000,     25'000'000,     50'000'000,
-      100'000'000,   250'000'000,    500'000'000,    1'000'000'000,  2'500'000'000,
-      5'000'000'000, 10'000'000'000, 25'000'000'000, 60'000'000'000,
-  };
+  static constexpr size_t kBuckets = Bounds.size();  // finite bounds; +Inf is the count
+  static constexpr const auto& kBounds = Bounds;
 
   // A negative duration counts as 0.
   void Observe(Nanos d);
@@ -79,6 +99,8 @@ class Histogram {
   uint64_t sum_s_ = 0;
   uint32_t sum_ns_ = 0;
 };
+using Histogram = BasicHistogram<kLatencyBounds>;
+using JobTimeHistogram = BasicHistogram<kJobTimeBounds>;
 
 // Series of T by label value: at most `cap` labels get one of their own, every other label
 // (and kOther itself) shares the series labelled kOther. Series are only added, in order,
@@ -153,8 +175,8 @@ class Metrics {
     std::vector<std::pair<int, uint64_t>> codes;  // status -> requests, in order first seen
   };
   struct Tube {
-    Histogram queue_latency;
-    Histogram run_time;
+    JobTimeHistogram queue_latency;
+    JobTimeHistogram run_time;
   };
 
   size_t max_tubes_;

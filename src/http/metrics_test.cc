@@ -130,6 +130,32 @@ TEST(HistogramTest, BoundsGrowByTwoOrTwoAndAHalf) {
   EXPECT_EQ(Histogram::kBounds.back(), 60 * kSecond);
 }
 
+TEST(HistogramTest, JobTimesReachDays) {
+  // The same fine buckets up to a minute, then minutes, hours and days.
+  for (size_t i = 0; i < Histogram::kBuckets; i++) {
+    EXPECT_EQ(JobTimeHistogram::kBounds[i], Histogram::kBounds[i]);
+  }
+  for (size_t i = 1; i < JobTimeHistogram::kBuckets; i++) {
+    EXPECT_GT(JobTimeHistogram::kBounds[i], JobTimeHistogram::kBounds[i - 1]);
+  }
+  EXPECT_EQ(JobTimeHistogram::kBounds.back(), 7 * kDay);
+  JobTimeHistogram h;
+  h.Observe(90 * kSecond);  // 2m
+  h.Observe(2 * kHour);     // 3h
+  h.Observe(kDay);          // 1d, inclusive
+  h.Observe(8 * kDay);      // +Inf
+  auto index = [](Nanos bound) {
+    return static_cast<size_t>(
+        std::find(JobTimeHistogram::kBounds.begin(), JobTimeHistogram::kBounds.end(), bound) -
+        JobTimeHistogram::kBounds.begin());
+  };
+  EXPECT_EQ(h.bucket(index(2 * kMinute)), 1u);
+  EXPECT_EQ(h.bucket(index(3 * kHour)), 1u);
+  EXPECT_EQ(h.bucket(index(kDay)), 1u);
+  EXPECT_EQ(h.bucket(JobTimeHistogram::kBuckets), 1u);
+  EXPECT_EQ(h.count(), 4u);
+}
+
 TEST_F(MetricsTest, HistogramBucketsAreCumulative) {
   std::string text = Write();
   const std::string p = "stalkd_http_request_duration_seconds_bucket{route=\"publish\",le=\"";
@@ -151,6 +177,16 @@ TEST_F(MetricsTest, HistogramBucketsAreCumulative) {
   EXPECT_EQ(Sample(text, "stalkd_command_duration_seconds_count{verb=\"delete\"}"), "");
   EXPECT_EQ(Sample(text, "stalkd_tube_run_time_seconds_bucket{tube=\"ns/q\",le=\"+Inf\"}"), "1");
   EXPECT_EQ(Sample(text, "stalkd_tube_run_time_seconds_bucket{tube=\"ns/q\",le=\"60\"}"), "0");
+  // A job's times have buckets up to days: 120 s is not lumped into +Inf.
+  EXPECT_EQ(Sample(text, "stalkd_tube_run_time_seconds_bucket{tube=\"ns/q\",le=\"120\"}"), "1");
+  EXPECT_EQ(Sample(text, "stalkd_tube_queue_latency_seconds_bucket{tube=\"ns/q\",le=\"3600\"}"),
+            "1");
+  EXPECT_EQ(Sample(text, "stalkd_tube_queue_latency_seconds_bucket{tube=\"ns/q\",le=\"604800\"}"),
+            "1");
+  // The server's own durations stay in buckets up to a minute.
+  EXPECT_EQ(
+      Sample(text, "stalkd_http_request_duration_seconds_bucket{route=\"publish\",le=\"120\"}"),
+      "");
   EXPECT_EQ(Sample(text, "stalkd_binlog_sync_duration_seconds_count"), "1");
   // Every histogram series: non-decreasing buckets ending in the count.
   uint64_t last = 0;
@@ -305,7 +341,7 @@ TEST_F(MetricsTest, SlicesWriteTheSameTextWithinTheirBudget) {
     // Short of the budget, one more header and group may follow: at most a histogram
     // series (the first call writes the whole `stats` block).
     if (calls > 0) {
-      EXPECT_LT(lines, 5u + 2 + Histogram::kBuckets + 3);
+      EXPECT_LT(lines, 5u + 2 + JobTimeHistogram::kBuckets + 3);
     }
   }
   EXPECT_EQ(sliced, whole);

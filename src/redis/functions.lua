@@ -706,7 +706,7 @@ local function f_peek_state(B, now, a)
 end
 
 -- stats_job: id -> 'OK' tube state pri age_ms delay ttr time_left_ms reserves timeouts
--- releases buries kicks limited tries_left reason ttl_left_ms ext key attrs
+-- releases buries kicks limited tries_left reason ttl_left_ms ext key attrs detached
 local function f_stats_job(B, now, a)
   local j = load(B, num(a[1]))
   if not j then return done(B, now, 'NOT_FOUND') end
@@ -724,7 +724,8 @@ local function f_stats_job(B, now, a)
               str(j.delay), str(ttr), str(left), str(j.reserves), str(j.timeouts),
               str(j.releases), str(j.buries), str(j.kicks), str(j.limited), str(j.tries),
               j.state == BURIED and (REASON_NAME[j.reason] or '') or '', str(ttl_left),
-              str(j.flags >= FLAG_EXT and 1 or 0), key, attrs)
+              str(j.flags >= FLAG_EXT and 1 or 0), key, attrs,
+              str((j.state == RESERVED and j.flags % 2 == FLAG_DETACHED) and 1 or 0))
 end
 
 -- stats_tube: tube -> 'OK' ready urgent reserved delayed buried total using watching deletes

@@ -1007,7 +1007,7 @@ Result RedisSession::StatsJob(uint64_t id) {
              [id](RedisSession& s, const Answer& a) {
                if (a.status != "OK") return Result::Of(Outcome::kNotFound);
                // tube state pri age_ms delay ttr time_left_ms reserves timeouts releases buries
-               // kicks limited tries reason ttl_left_ms ext key attrs
+               // kicks limited tries reason ttl_left_ms ext key attrs detached
                s.name_ = a.Word(0);
                s.state_ = a.Word(1);
                command::JobStats& j = s.job_stats_;
@@ -1026,6 +1026,7 @@ Result RedisSession::StatsJob(uint64_t id) {
                j.releases = static_cast<uint32_t>(a.Number(9));
                j.buries = static_cast<uint32_t>(a.Number(10));
                j.kicks = static_cast<uint32_t>(a.Number(11));
+               j.detached = a.Number(19) == 1;
                bool limited = a.Number(12) == 1;
                int64_t ttl_left = a.Signed(15);
                bool ext = a.Number(16) == 1;

@@ -168,6 +168,12 @@ Server::~Server() {
   }
   if (redis_) {
     redis_->Stop();  // this front end's reservations go back at once, not after its lease
+    // The HTTP host's dashboard holds a session of the store (its sampler's): it goes
+    // before the store does.
+    if (http_) {
+      store_->SetObserver(nullptr);
+      http_.reset();
+    }
     store_.reset();  // before the loop its sockets are on
   }
 }

@@ -83,6 +83,7 @@ const command::JobStats& MemoryStore::FillJobStats(const engine::Job& j) {
   s.releases = n.releases;
   s.buries = n.buries;
   s.kicks = n.kicks;
+  s.detached = state == engine::JobState::kReserved && j.reserver() == engine_.detached();
   s.extension = nullptr;
   if (const engine::JobExtra* x = j.extra(); x && x->has_options()) {
     command::JobExtensionStats& e = job_extension_;

@@ -12,14 +12,17 @@ import json
 import os
 import re
 import select
+import signal
 import sys
 import tempfile
 import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from httpcase import (API_NOT_FOUND, HttpCase, HttpConn, HttpServer, query, stats_of,  # noqa: E402
                       wait_until)
+import redis_fixture  # noqa: E402
 
 API = "/dashboard/api/"
 XRW = [("X-Requested-With", "test")]
@@ -31,7 +34,7 @@ TUBE_KEYS = {"name", "ready", "urgent", "reserved", "delayed", "buried", "waitin
              "next_ready_age_s", "put_rate", "reserve_rate", "history"}
 JOB_KEYS = {"id", "tube", "state", "pri", "age_s", "delay_s", "ttr_s", "time_left_s", "file",
             "reserves", "timeouts", "releases", "buries", "kicks", "tries_left", "ttl_left_s",
-            "bury_reason"}
+            "bury_reason", "detached"}
 
 
 # Bounds a wait for something the server does on its own (a sample a second, a sync): only
@@ -554,6 +557,28 @@ class ActionTest(DashboardCase):
         self.assertError(self.dash("DELETE", "jobs/%d" % r), 409,
                          "the job is reserved: only its worker can delete it")
         self.assertEqual(self.job_stats(c, r)["state"], "reserved")
+        self.assertFalse(self.djson("GET", "jobs/%d" % r)["detached"])
+
+    def test_detached_reservation_is_shown_and_deleted(self):
+        c = self.text()
+        jid = self.put(c, "dt", "held by an HTTP consume")
+        w = self.text()
+        w.cmd("watch dt")
+        self.assertEqual(w.cmd("reserve-ext 0 detached"), b"RESERVED-MANY 1\r\n")
+        self.assertTrue(w.read_reply().startswith(b"RESERVED %d " % jid))
+        j = self.djson("GET", "jobs/%d" % jid)
+        self.assertEqual((j["state"], j["detached"]), ("reserved", True))
+        [row] = self.djson("GET", "tubes/dt/jobs", {"state": "reserved"})["jobs"]
+        self.assertEqual((row["id"], row["detached"]), (jid, True))
+        # Anyone may delete a detached reservation, the dashboard too.
+        self.assertEqual(self.djson("DELETE", "jobs/%d" % jid), {"deleted": True})
+        self.assertEqual(c.cmd("stats-job %d" % jid), b"NOT_FOUND\r\n")
+        # Once released it is no longer detached.
+        other = self.put(c, "dt", "again")
+        self.assertEqual(w.cmd("reserve-ext 0 detached"), b"RESERVED-MANY 1\r\n")
+        w.read_reply()
+        self.assertEqual(c.cmd("release %d 0 0" % other), b"RELEASED\r\n")
+        self.assertFalse(self.djson("GET", "jobs/%d" % other)["detached"])
 
     def test_purge(self):
         c = self.text()
@@ -718,6 +743,49 @@ class OddRequestsTest(DashboardCase):
         self.assertEqual(c.cmd("stats-tube odd")[:3], b"OK ")
         self.assertEqual(self.adm("GET", "/healthz").status, 200)
         self.assertGreater(seen.get(200, 0), 30, seen)  # the routes were reached
+
+
+@unittest.skipUnless(redis_fixture.available(), "redis-server is not installed")
+class RedisStoreTest(unittest.TestCase):
+    """The job JSON's `detached` from the Redis store's stats-job, and a clean stop after the
+    dashboard sampled the store."""
+
+    def test_detached_reservation(self):
+        redis = redis_fixture.RedisServer()
+        self.addCleanup(redis.close)
+        srv = HttpServer(args=redis_fixture.store_argv(redis.url(), redis_fixture.unique_prefix(),
+                                                       wait=0), http=False)
+        self.addCleanup(srv.stop)
+        a = srv.admin()
+        self.addCleanup(a.close)
+        self.assertTrue(wait_until(lambda: a.request("GET", "/readyz").status == 200,
+                                   timeout=HANG))
+        c = srv.connect()
+        self.addCleanup(c.close)
+        c.cmd("use rd")
+        c.cmd("watch rd")
+        held = int(c.cmd(b"put 0 0 60 1\r\nh\r\n").split()[1])
+        consumed = int(c.cmd(b"put 0 0 60 1\r\nc\r\n").split()[1])
+        self.assertTrue(c.cmd("reserve-with-timeout 0").startswith(b"RESERVED %d " % held))
+        self.assertEqual(c.cmd("reserve-ext 0 detached"), b"RESERVED-MANY 1\r\n")
+        self.assertTrue(c.read_reply().startswith(b"RESERVED %d " % consumed))
+
+        def job(jid):
+            r = a.request("GET", API + "jobs/%d" % jid)
+            self.assertEqual(r.status, 200, r)
+            return r.json()
+        self.assertEqual((job(held)["state"], job(held)["detached"]), ("reserved", False))
+        self.assertEqual((job(consumed)["state"], job(consumed)["detached"]), ("reserved", True))
+        r = a.request("DELETE", API + "jobs/%d" % consumed, headers=XRW)
+        self.assertEqual((r.status, r.json()), (200, {"deleted": True}))
+        r = a.request("DELETE", API + "jobs/%d" % held, headers=XRW)
+        self.assertEqual(r.status, 409, r)
+        # The dashboard's sampler holds a session of the store; it goes first when stalkd
+        # stops (it used to go after the store, and the heap was corrupted on the way out).
+        a.close()
+        c.close()
+        srv.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(srv.proc.wait(timeout=HANG), 0)
 
 
 class HundredThousandTubesTest(DashboardCase):

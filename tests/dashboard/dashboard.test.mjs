@@ -63,6 +63,14 @@ class Beanstalk {
     this.waiting = null;
     w({ line, words, body });
   }
+  // The next reply, without sending anything (the jobs after RESERVED-MANY).
+  next() {
+    assert.equal(this.waiting, null, 'one command at a time');
+    return new Promise((resolve) => {
+      this.waiting = resolve;
+      this.pump();
+    });
+  }
   cmd(line, body) {
     assert.equal(this.waiting, null, 'one command at a time');
     return new Promise((resolve) => {
@@ -180,6 +188,75 @@ after(async () => {
   if (bs) bs.close();
   if (keeper) keeper.close();
 });
+
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 400, height: 844 };
+
+// A worker: a connection of its own that watches `tube` only. Its reservations end when it
+// is closed; detached ones (as an HTTP consume makes) do not.
+async function workerOn(tube) {
+  const w = await Beanstalk.connect(textPort);
+  assert.equal((await w.cmd(`watch ${tube}`)).line, 'WATCHING 2');
+  assert.equal((await w.cmd('ignore default')).line, 'WATCHING 1');
+  return w;
+}
+
+// Reserves the worker's next ready job, detached or as a worker; its id.
+async function reserve(worker, detached) {
+  if (!detached) {
+    const r = await worker.cmd('reserve-with-timeout 0');
+    assert.equal(r.words[0], 'RESERVED', r.line);
+    return Number(r.words[1]);
+  }
+  assert.equal((await worker.cmd('reserve-ext 0 detached')).line, 'RESERVED-MANY 1');
+  const r = await worker.next();
+  assert.equal(r.words[0], 'RESERVED', r.line);
+  return Number(r.words[1]);
+}
+
+// Waits until the page's address (its hash included) matches `re`.
+async function seeURL(re) {
+  assert.ok(await waitFor(() => re.test(page.url())), `the page is at ${page.url()}, not ${re}`);
+}
+
+// Every cell of each row of the jobs table spans the row exactly (no cell shifted by a
+// flex box inside the table), and the table fits its box with each row's last button in
+// the viewport.
+async function assertRowsAligned(width) {
+  const rows = await page.locator('#jobs-table tbody tr').evaluateAll((trs) =>
+    trs.map((tr) => {
+      const r = tr.getBoundingClientRect();
+      return {
+        id: tr.dataset.job,
+        top: r.top,
+        bottom: r.bottom,
+        // The columns a narrow screen hides have no box.
+        cells: [...tr.children].filter((c) => c.getClientRects().length > 0).map((c) => {
+          const b = c.getBoundingClientRect();
+          return { top: b.top, bottom: b.bottom };
+        }),
+      };
+    }),
+  );
+  assert.ok(rows.length > 0);
+  for (const row of rows) {
+    for (const c of row.cells) {
+      assert.ok(Math.abs(c.top - row.top) <= 1 && Math.abs(c.bottom - row.bottom) <= 1,
+        `row ${row.id}: a cell spans ${c.top}..${c.bottom}, the row ${row.top}..${row.bottom}`);
+    }
+  }
+  const fit = await page.locator('#jobs-table').evaluate((t) => ({
+    table: t.scrollWidth,
+    box: t.parentElement.clientWidth,
+    page: document.documentElement.scrollWidth,
+  }));
+  assert.ok(fit.table <= fit.box, `the table is ${fit.table} px wide in a box of ${fit.box}`);
+  assert.ok(fit.page <= width, `the page is ${fit.page} px wide`);
+  for (const b of await page.locator('#jobs-table tbody td.row-actions button').all()) {
+    const box = await b.boundingBox();
+    assert.ok(box && box.x >= 0 && box.x + box.width <= width, `a button at ${JSON.stringify(box)}`);
+  }
+}
 
 // ---------------------------------------------------------------------------- scenarios
 
@@ -338,6 +415,108 @@ test('move and delete jobs', async () => {
   await seeText('[data-stat="ready"]', '0');
   assert.equal((await bs.cmd(`stats-job ${other}`)).line, 'NOT_FOUND');
 });
+
+for (const [size, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
+  test(`a detached reservation is shown and deleted (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    const tube = `e2e-detached-${size}`;
+    await keeper.cmd(`watch ${tube}`);
+    const worker = await workerOn(tube);
+    await bs.cmd(`use ${tube}`);
+    const held = await bs.put('held by a worker');
+    const consumed = await bs.put('consumed over HTTP');
+    assert.equal(await reserve(worker, false), held);
+    assert.equal(await reserve(worker, true), consumed);
+    // The Reserved tab: the worker's job has no Delete, the detached one has.
+    await page.goto(`${base}/#/tube/${tube}?state=reserved`);
+    await page.locator(`#jobs-table tr[data-job="${consumed}"]`).waitFor();
+    assert.equal(await page.locator(`#jobs-table tr[data-job="${held}"] button[data-action="delete"]`).count(), 0);
+    assert.equal(await page.locator(`#jobs-table tr[data-job="${consumed}"] button[data-action="delete"]`).count(), 1);
+    await assertRowsAligned(viewport.width);
+    await shot(`12-${size}-reserved-tab`);
+    // The worker's job: no actions, and why.
+    await page.goto(`${base}/#/job/${held}`);
+    await seeText('dd[data-field="Reserved by"]', "a worker's connection");
+    assert.equal(await page.locator('#job-delete').count(), 0);
+    // The detached one: Delete.
+    await page.goto(`${base}/#/job/${consumed}`);
+    await seeText('dd[data-field="Reserved by"]', /^no connection \(detached/);
+    await seeText('#job-reserved-note', /detached reservation/);
+    assert.equal(await page.locator('#job-move').count(), 0);
+    await shot(`13-${size}-job-detached`);
+    await page.locator('#job-delete').click();
+    await confirm();
+    await seeText('#toast', `Deleted job ${consumed}`);
+    await seeURL(new RegExp(`#/tube/${tube}$`));
+    assert.equal((await bs.cmd(`stats-job ${consumed}`)).line, 'NOT_FOUND');
+    worker.close();
+    await page.setViewportSize(DESKTOP);
+  });
+
+  test(`a buried row's actions fit (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    const tube = `e2e-rows-${size}`;
+    await keeper.cmd(`watch ${tube}`);
+    const worker = await workerOn(tube);
+    await bs.cmd(`use ${tube}`);
+    await bs.put('x'.repeat(200));
+    const id = await reserve(worker, false);
+    assert.equal((await worker.cmd(`bury ${id} 0`)).line, 'BURIED');
+    worker.close();
+    await page.goto(`${base}/#/tube/${tube}?state=buried`);
+    await page.locator(`#jobs-table tr[data-job="${id}"] button[data-action="delete"]`).waitFor();
+    for (const a of ['kick', 'move', 'delete']) {
+      assert.ok(await page.locator(`#jobs-table tr[data-job="${id}"] button[data-action="${a}"]`).isVisible(), a);
+    }
+    await assertRowsAligned(viewport.width);
+    await shot(`14-${size}-buried-row`);
+    await page.setViewportSize(DESKTOP);
+  });
+
+  test(`after a move the job page shows the new job (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    await bs.cmd('use e2e-move-from');
+    const id = await bs.put(`move me on a ${size}`, { pri: 9 });
+    await page.goto(`${base}/#/job/${id}`);
+    await seeText('dd[data-field="State"]', 'ready');
+    await page.locator('#job-move').click();
+    await confirm({ to: `e2e-move-to-${size}` });
+    await seeText('#toast', new RegExp(`Moved job ${id} to e2e-move-to-${size} as job \\d+`));
+    const moved = Number((await page.locator('#toast').innerText()).match(/as job (\d+)/)[1]);
+    await seeURL(new RegExp(`#/job/${moved}$`));
+    await seeText('h1', `Job ${moved}`);
+    await seeText('dd[data-field="Tube"]', `e2e-move-to-${size}`);
+    await seeText('dd[data-field="Priority"]', '9');
+    assert.equal(await page.locator('p.missing').isVisible(), false);
+    await shot(`15-${size}-moved-job`);
+    await page.setViewportSize(DESKTOP);
+  });
+}
+
+test('the tube list\'s charts share one scale and say their values', async () => {
+  await page.goto(`${base}/#/`);
+  await seeText('#tubes-scale', /^Charts share one scale: top [\d,]+ ready, [\d.]+\/s$/);
+  const scales = await page.locator('#tubes-table svg.spark').evaluateAll((svgs) =>
+    svgs.map((s) => `${s.dataset.scaleReady} ${s.dataset.scaleRate}`));
+  assert.ok(scales.length >= 2, `${scales.length} charts`);
+  assert.equal(new Set(scales).size, 1, `scales ${[...new Set(scales)]}`);
+  const title = await page.locator('#tubes-table svg.spark title').first().textContent();
+  assert.match(title, /^ready now [\d,]+, peak [\d,]+ \(chart top [\d,]+\); puts\/s now /);
+  await shot('16-desktop-shared-scale');
+});
+
+for (const [size, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
+  test(`a tube's chart says its values now and at their peak (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    await bs.cmd('use e2e-chart');
+    await bs.put('one');
+    await bs.put('two');
+    await page.goto(`${base}/#/tube/e2e-chart`);
+    await seeText('#tube-chart-caption', /ready 2 \(peak 2\).*puts\/s [\d.–]+ \(peak [\d.]+\).*top of the chart: 2 ready/);
+    await shot(`17-${size}-tube-chart`);
+    await page.setViewportSize(DESKTOP);
+  });
+}
 
 test('on a phone', async () => {
   await page.setViewportSize({ width: 390, height: 844 });

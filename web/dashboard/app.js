@@ -16,7 +16,9 @@ import {
   h,
   hexDump,
   isText,
+  newest,
   num,
+  peak,
   plural,
   prettyJson,
   preview,
@@ -141,13 +143,16 @@ window.addEventListener('hashchange', render);
 async function act(dialog, run, done) {
   const values = await confirmDialog(dialog);
   if (!values) return;
+  const at = location.hash;
   try {
     const res = await run(values);
     toast(done(res, values));
   } catch (e) {
     toast(e.message, true);
   }
-  await refreshNow();
+  // An action that went to another page (a deleted job's tube, a moved job's new id) leaves
+  // it to the router: the page it left would ask for what is gone.
+  if (location.hash === at) await refreshNow();
 }
 
 // ---------------------------------------------------------------------------- overview
@@ -177,6 +182,7 @@ function overviewView(params) {
   );
   const order = h('button', { id: 'order', type: 'button', class: 'secondary', title: 'order' });
   const summary = h('span', { id: 'tubes-summary', class: 'muted' });
+  const scaleNote = h('span', { id: 'tubes-scale', class: 'muted opt2' });
   const table = h('div', { class: 'table-wrap' });
   const prev = h('button', { id: 'prev', type: 'button', class: 'secondary' }, '‹ Previous');
   const next = h('button', { id: 'next', type: 'button', class: 'secondary' }, 'Next ›');
@@ -189,7 +195,7 @@ function overviewView(params) {
       { class: 'tubes', 'aria-label': 'tubes' },
       h('div', { class: 'toolbar' }, h('h2', {}, 'Tubes'), search, sort, order, summary),
       table,
-      h('div', { class: 'pager' }, prev, next),
+      h('div', { class: 'pager' }, scaleNote, prev, next),
     ),
   );
 
@@ -238,7 +244,8 @@ function overviewView(params) {
   async function refresh() {
     const mine = ++seq;
     const [srv, tubes] = await Promise.all([
-      api('server'),
+      // Points of 5 s: rates are averaged over them, which smooths the throughput line.
+      api('server', { params: { step: 5 } }),
       api('tubes', {
         params: { q: state.q, sort: state.sort, order: desc() ? 'desc' : 'asc', offset: state.offset, limit: PAGE },
       }),
@@ -287,6 +294,15 @@ function overviewView(params) {
       (slow ? ` · refreshed every ${SLOW_POLL_MS / 1000} s` : '');
     prev.disabled = t.offset === 0;
     next.disabled = to >= t.matched;
+    // One scale for every row's chart, so that tubes compare: the page's peaks.
+    const withHistory = t.tubes.filter((r) => r.history);
+    const scale = {
+      ready: peak(...withHistory.map((r) => r.history.ready)),
+      rate: peak(...withHistory.flatMap((r) => [r.history.puts, r.history.reserves])),
+    };
+    scaleNote.textContent = withHistory.length
+      ? `Charts share one scale: top ${num(scale.ready)} ready, ${rateText(scale.rate)}/s`
+      : '';
     const rows = t.tubes.map((r) =>
       h(
         'tr',
@@ -313,7 +329,7 @@ function overviewView(params) {
           },
           r.next_ready_age_s === null ? '–' : duration(r.next_ready_age_s),
         ),
-        h('td', { class: 'spark-cell opt2' }, r.history ? tubeSpark(r.history, 120, 26) : h('span', { class: 'muted' }, '–')),
+        h('td', { class: 'spark-cell opt2' }, r.history ? tubeSpark(r.history, 120, 26, scale) : h('span', { class: 'muted' }, '–')),
       ),
     );
     const empty = h('tr', {}, h('td', { colspan: 11, class: 'empty' }, state.q ? 'No tube matches.' : 'No tubes.'));
@@ -363,19 +379,35 @@ function overviewView(params) {
   };
 }
 
-function tubeSpark(hist, width, height) {
-  return sparkline(
+// A tube's chart: ready jobs (the area) on one scale, puts/s and reserves/s (the lines) on
+// another they share. `scale` {ready, rate}: the scales (the tube list's rows share them),
+// by default the tube's own peaks. Its title says the values now and at their peak.
+function tubeSpark(hist, width, height, scale = {}) {
+  const ready = scale.ready ?? peak(hist.ready);
+  const rate = scale.rate ?? peak(hist.puts, hist.reserves);
+  const svg = sparkline(
     [
-      { values: hist.ready, cls: 's-ready', area: true },
-      { values: hist.puts, cls: 's-put' },
-      { values: hist.reserves, cls: 's-reserve' },
+      { values: hist.ready, cls: 's-ready', area: true, max: ready },
+      { values: hist.puts, cls: 's-put', max: rate },
+      { values: hist.reserves, cls: 's-reserve', max: rate },
     ],
     {
       width,
       height,
-      title: `ready (area), puts/s and reserves/s, ${hist.step_s} s a point`,
+      title:
+        `ready now ${num(newest(hist.ready) ?? 0)}, peak ${num(peak(hist.ready))} (chart top ${num(ready)}); ` +
+        `puts/s now ${rateText(newest(hist.puts))}, peak ${rateText(peak(hist.puts))}; ` +
+        `reserves/s now ${rateText(newest(hist.reserves))}, peak ${rateText(peak(hist.reserves))} ` +
+        `(chart top ${rateText(rate)}/s); ${hist.step_s} s a point`,
     },
   );
+  svg.dataset.scaleReady = String(ready);
+  svg.dataset.scaleRate = String(rate);
+  return svg;
+}
+
+function rateText(v) {
+  return v === null || v === undefined ? '–' : String(Math.round(v * 100) / 100);
 }
 
 function card(title, value, ...rest) {
@@ -638,13 +670,13 @@ function tubeView(tube, params) {
             tubeSpark(t.history, 600, 70),
             h(
               'figcaption',
-              { class: 'muted' },
-              h('span', { class: 'key s-ready' }, 'ready'),
+              { class: 'muted', id: 'tube-chart-caption' },
+              h('span', { class: 'key s-ready' }, `ready ${num(newest(t.history.ready) ?? 0)} (peak ${num(peak(t.history.ready))})`),
               ' ',
-              h('span', { class: 'key s-put' }, 'puts/s'),
+              h('span', { class: 'key s-put' }, `puts/s ${rateText(newest(t.history.puts))} (peak ${rateText(peak(t.history.puts))})`),
               ' ',
-              h('span', { class: 'key s-reserve' }, 'reserves/s'),
-              ' · last 5 minutes',
+              h('span', { class: 'key s-reserve' }, `reserves/s ${rateText(newest(t.history.reserves))} (peak ${rateText(peak(t.history.reserves))})`),
+              ` · top of the chart: ${num(peak(t.history.ready))} ready, ${rateText(peak(t.history.puts, t.history.reserves))}/s · last 5 minutes`,
             ),
           )
         : h('p', { class: 'muted' }, 'No history yet.'),
@@ -695,6 +727,11 @@ function tubeView(tube, params) {
           dataset: { action: 'move' },
           onclick: () => moveJob(j),
         }, 'Move'),
+      );
+    }
+    // A worker's reservation is its worker's; a detached one anyone may delete.
+    if (j.state !== 'reserved' || j.detached) {
+      out.push(
         h('button', {
           type: 'button',
           class: 'small danger',
@@ -729,7 +766,7 @@ function tubeView(tube, params) {
         list.state === 'buried' ? h('td', { class: 'opt' }, j.bury_reason || 'bury') : null,
         h('td', { class: 'n opt' }, bytes(j.body_size)),
         h('td', { class: 'preview' }, preview(j.preview, j.body_size)),
-        h('td', { class: 'row-actions' }, jobActions(j)),
+        h('td', { class: 'row-actions' }, h('div', { class: 'row-buttons' }, jobActions(j))),
       ),
     );
     const cols = list.state === 'buried' ? 12 : 11;
@@ -764,7 +801,7 @@ function tubeView(tube, params) {
 
   async function refresh() {
     const [t, list] = await Promise.all([
-      api(`tubes/${enc(tube)}`),
+      api(`tubes/${enc(tube)}`, { params: { step: 2 } }),
       api(`tubes/${enc(tube)}/jobs`, { params: { state: state.state, from: state.from, limit: PAGE } }),
     ]);
     missing.hidden = true;
@@ -804,7 +841,8 @@ function kickJob(j) {
   );
 }
 
-function moveJob(j) {
+// `after(answer)`: what to do once moved (the job page goes to the new job).
+function moveJob(j, after) {
   return act(
     {
       title: `Move job ${j.id}`,
@@ -814,7 +852,10 @@ function moveJob(j) {
       confirm: 'Move',
     },
     (v) => api(`jobs/${j.id}/move`, { method: 'POST', params: { to: v.to } }),
-    (r) => `Moved job ${r.id} to ${r.tube} as job ${r.new_id}`,
+    (r) => {
+      if (after) after(r);
+      return `Moved job ${r.id} to ${r.tube} as job ${r.new_id}`;
+    },
   );
 }
 
@@ -915,6 +956,9 @@ function jobView(id) {
     fields.replaceChildren(
       ...field('Tube', h('a', { href: tubeHref(j.tube) }, j.tube)),
       ...field('State', h('span', { class: `badge state-${j.state}` }, j.state)),
+      ...(j.state === 'reserved'
+        ? field('Reserved by', j.detached ? 'no connection (detached: an HTTP consume or reserve-ext detached)' : 'a worker\'s connection')
+        : []),
       ...field('Priority', String(j.pri)),
       ...field('Age', `${duration(j.age_s)} (${num(j.age_ms)} ms)`),
       ...field('Delay', duration(j.delay_s)),
@@ -946,7 +990,16 @@ function jobView(id) {
     }
     if (j.state !== 'reserved') {
       acts.push(
-        h('button', { type: 'button', id: 'job-move', class: 'secondary', onclick: () => moveJob(j) }, 'Move…'),
+        h('button', {
+          type: 'button',
+          id: 'job-move',
+          class: 'secondary',
+          onclick: () => moveJob(j, (r) => (location.hash = `#/job/${r.new_id}`)),
+        }, 'Move…'),
+      );
+    }
+    if (j.state !== 'reserved' || j.detached) {
+      acts.push(
         h('button', {
           type: 'button',
           id: 'job-delete',
@@ -954,8 +1007,11 @@ function jobView(id) {
           onclick: () => deleteJob(j, () => (location.hash = tubeHref(j.tube))),
         }, 'Delete'),
       );
-    } else {
-      acts.push(h('span', { class: 'muted' }, 'Reserved by a worker: it cannot be kicked, moved or deleted from here.'));
+    }
+    if (j.state === 'reserved') {
+      acts.push(h('span', { class: 'muted', id: 'job-reserved-note' }, j.detached
+        ? 'A detached reservation: no worker\'s connection holds it, so it can be deleted here; it cannot be kicked or moved.'
+        : 'Reserved by a worker: it cannot be kicked, moved or deleted from here.'));
     }
     actions.replaceChildren(...acts);
     if (!shownBody) {

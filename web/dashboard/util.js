@@ -121,8 +121,22 @@ export function plural(n, word) {
 
 // ---------------------------------------------------------------------------- sparklines
 
-// An inline SVG of one or more series (arrays of numbers or nulls, oldest first), each
-// scaled to its own maximum; a null is a gap (no sample).
+// The largest number of some series (arrays of numbers or nulls), 0 if none.
+export function peak(...series) {
+  let m = 0;
+  for (const s of series) for (const v of s || []) if (v !== null && v > m) m = v;
+  return m;
+}
+
+// The newest number of a series (its last non-null), or null.
+export function newest(series) {
+  for (let i = (series || []).length - 1; i >= 0; i--) if (series[i] !== null) return series[i];
+  return null;
+}
+
+// An inline SVG of one or more series (arrays of numbers or nulls, oldest first); a null is a
+// gap (no sample). Each series is scaled to its `max` (charts that are compared share one:
+// the same height means the same number), or else to its own largest value.
 export function sparkline(series, { width = 120, height = 28, title = '' } = {}) {
   const svg = h('svg:svg', {
     class: 'spark',
@@ -134,9 +148,9 @@ export function sparkline(series, { width = 120, height = 28, title = '' } = {})
     'aria-label': title || 'history',
   });
   if (title) svg.append(h('svg:title', {}, title));
-  for (const { values, cls, area } of series) {
+  for (const { values, cls, area, max: scale } of series) {
     if (!values || values.length === 0) continue;
-    const max = Math.max(1e-9, ...values.filter((v) => v !== null));
+    const max = Math.max(1e-9, scale ?? peak(values));
     const step = values.length > 1 ? width / (values.length - 1) : width;
     let d = '';
     let start = null;
