@@ -110,7 +110,12 @@ void HeapPrefaulter::Note(size_t memory_used) {
     pad_ = pad;
   }
   uintptr_t brk = Break();
-  if (brk > last_brk_) {
+  // Only growth the jobs made: a heap grown by other things (10,000 connections opening)
+  // gets no pad of populated pages ahead of it, which would count in the resident memory
+  // with nothing in it.
+  bool jobs_grew = memory_used > last_used_;
+  last_used_ = memory_used;
+  if (brk > last_brk_ && jobs_grew) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (from_ == to_) from_ = last_brk_;
