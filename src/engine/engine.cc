@@ -165,6 +165,7 @@ void Engine::Use(Session* s, std::string_view name) {
 }
 
 size_t Engine::Watch(Session* s, std::string_view name) {
+  STALKD_DCHECK(!s->waiting_);  // its wait nodes match the watch list (StopWaiting)
   Tube* t = FindOrMakeTube(name);
   if (std::find(s->watch_.begin(), s->watch_.end(), t) == s->watch_.end()) {
     s->watch_.push_back(t);
@@ -175,6 +176,7 @@ size_t Engine::Watch(Session* s, std::string_view name) {
 }
 
 size_t Engine::Ignore(Session* s, std::string_view name) {
+  STALKD_DCHECK(!s->waiting_);
   auto it = std::find_if(s->watch_.begin(), s->watch_.end(),
                          [name](const Tube* t) { return t->name() == name; });
   if (it == s->watch_.end()) return s->watch_.size();
@@ -510,7 +512,10 @@ void Engine::StartWaiting(Session* s, Nanos timeout) {
   s->waiting_ = true;
   counters_.waiting++;
   s->wait_until_ = timeout == kForever ? kForever : clock_.Now() + timeout;
-  s->wait_nodes_.resize(s->watch_.size());
+  if (s->wait_capacity_ < s->watch_.size()) {
+    s->wait_nodes_ = std::make_unique<WaitNode[]>(s->watch_.size());
+    s->wait_capacity_ = static_cast<uint32_t>(s->watch_.size());
+  }
   for (size_t i = 0; i < s->watch_.size(); i++) {
     WaitNode& n = s->wait_nodes_[i];
     n.session = s;
@@ -523,11 +528,13 @@ void Engine::StartWaiting(Session* s, Nanos timeout) {
 
 void Engine::StopWaiting(Session* s) {
   STALKD_DCHECK(s->waiting_);
-  for (WaitNode& n : s->wait_nodes_) {
+  // The watch list cannot change while the session waits: its nodes are the first
+  // watch_.size() (engine_invariants.cc checks it).
+  for (size_t i = 0; i < s->watch_.size(); i++) {
+    WaitNode& n = s->wait_nodes_[i];
     n.tube->waiters.Remove(&n);
     RefreshEligible(n.tube);
   }
-  s->wait_nodes_.clear();
   s->waiting_ = false;
   counters_.waiting--;
   s->wait_until_ = kForever;

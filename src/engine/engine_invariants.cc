@@ -83,7 +83,11 @@ void Engine::CheckInvariants() const {
     heap_bytes += s->reserved_.bytes();
     if (s->waiting_) {
       waiting++;
-      STALKD_CHECK(s->wait_nodes_.size() == s->watch_.size());
+      STALKD_CHECK(s->wait_capacity_ >= s->watch_.size());
+      for (size_t i = 0; i < s->watch_.size(); i++) {
+        STALKD_CHECK(s->wait_nodes_[i].tube == s->watch_[i]);
+        STALKD_CHECK(s->wait_nodes_[i].session == s);
+      }
     }
   };
   uint64_t open = 0;

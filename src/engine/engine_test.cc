@@ -491,6 +491,42 @@ TEST_F(EngineTest, WaitingReserveServedByPutInAnyWatchedTube) {
   EXPECT_EQ(State(id), JobState::kReserved);
 }
 
+// A session's wait nodes are kept from one wait to the next and grow with its watch list:
+// each wait is listed on exactly the tubes watched then.
+TEST_F(EngineTest, EachWaitIsOnTheTubesWatchedThen) {
+  Session* p = Open();
+  Session* w = Open();
+  auto waiters = [&](const char* tube) { return engine_.FindTube(tube)->waiters.size(); };
+  ReserveWait(w);
+  engine_.CancelReserve(w);
+  Check();
+  engine_.Watch(w, "x");
+  engine_.Watch(w, "y");
+  ReserveWait(w);  // three nodes now, where one was
+  EXPECT_EQ(waiters("default"), 1u);
+  EXPECT_EQ(waiters("x"), 1u);
+  EXPECT_EQ(waiters("y"), 1u);
+  engine_.Use(p, "y");
+  uint64_t id = Put(p);
+  std::vector<Event> ev = Events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].job->id, id);
+  EXPECT_EQ(waiters("default") + waiters("x") + waiters("y"), 0u);
+  engine_.Ignore(w, "y");
+  engine_.Ignore(w, "default");
+  ReserveWait(w);  // one of the three kept nodes, on x only
+  EXPECT_EQ(waiters("default"), 0u);
+  EXPECT_EQ(waiters("x"), 1u);
+  EXPECT_EQ(waiters("y"), 0u);
+  engine_.Use(p, "x");
+  id = Put(p);
+  ev = Events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].job->id, id);
+  EXPECT_EQ(waiters("x"), 0u);
+  Close(w);
+}
+
 TEST_F(EngineTest, LongestWaiterServedFirst) {
   Session* p = Open();
   Session* w1 = Open();

@@ -190,7 +190,7 @@ bool Conversation::RunSteps(size_t max_steps) {
       case State::kBlock: {
         if (avail == 0) return false;
         size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left_, avail));
-        block_->append(p, n);
+        put_many_->block.append(p, n);
         bytes_left_ -= n;
         Consume(n);
         if (bytes_left_ == 0) FinishPutMany();
@@ -262,7 +262,7 @@ void Conversation::OnResult(const Result& r) {
   // Only a conversation waiting for a result gets one; a reserved job nobody hears of
   // would be lost.
   STALKD_CHECK(waiting() && r.outcome != Outcome::kPending);
-  if (put_many_) {
+  if (put_many_ && state_ != State::kBlock) {
     // One of put-many's puts: its reply waits for the others'; Run makes the next.
     STALKD_CHECK(state_ == State::kWaiting);
     AppendReply(r, &put_many_->replies);

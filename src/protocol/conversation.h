@@ -13,10 +13,14 @@
 
 namespace stalkd::protocol {
 
-// A put-many under way: the replies of its puts so far (the entries: extensions.cc).
+// A put-many under way (the entries: extensions.cc): its block while it arrives, then the
+// replies of its puts so far. All of it behind one pointer, null while no put-many is under
+// way, so that it costs a connection that never sends one 8 bytes.
 struct PutManyBatch {
   virtual ~PutManyBatch() = default;
+  std::string block;  // the block (and its CRLF); the entries view it
   std::string replies;
+  uint32_t count = 0;  // the jobs put-many announced
 };
 
 // One client of the beanstalkd text protocol, without sockets: bytes in, reply bytes out.
@@ -106,6 +110,7 @@ class Conversation final : public command::FrontEnd {
   void ExecuteExtension(const Command& cmd);
   void StartPutExt(std::string_view args);
   void StartPutMany(std::string_view args);
+  static std::unique_ptr<PutManyBatch> NewPutMany();  // the batch with room for its entries
   void FinishPutMany();
   // Makes put-many's puts until one is pending (then OnResult takes its reply and Run
   // makes the next) or all are made (then the reply goes out).
@@ -149,11 +154,10 @@ class Conversation final : public command::FrontEnd {
   // otherwise, so that a connection that never pipelines holds none.
   std::unique_ptr<std::deque<Later>> later_;
 
-  char* body_end_ = nullptr;            // kBody: the end of the put's slot (body + CRLF)
-  std::unique_ptr<std::string> block_;  // kBlock: put-many's block (and its CRLF)
-  // kPutMany (and kWaiting within it): the block's entries and the replies so far.
+  char* body_end_ = nullptr;  // kBody: the end of the put's slot (body + CRLF)
+  // kBlock: put-many's block arriving; kPutMany (and kWaiting within it): the block's
+  // entries and the replies so far.
   std::unique_ptr<PutManyBatch> put_many_;
-  uint32_t block_count_ = 0;  // kBlock: the jobs put-many announced
   // kBody: bytes of data (body + CRLF) still to arrive; kSkipBody: bytes still to discard.
   uint64_t bytes_left_ = 0;
 };

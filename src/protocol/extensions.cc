@@ -238,15 +238,15 @@ void Conversation::StartPutExt(std::string_view args) {
 
 void Conversation::StartPutMany(std::string_view args) {
   Words w(args);
-  uint32_t bytes;
-  if (!w.NextU32(&block_count_) || !w.NextU32(&bytes) || !w.AtEnd() || block_count_ == 0 ||
-      block_count_ > kMaxBatch) {
+  uint32_t count, bytes;
+  if (!w.NextU32(&count) || !w.NextU32(&bytes) || !w.AtEnd() || count == 0 || count > kMaxBatch) {
     return Reply(Outcome::kBadFormat);
   }
   session_->CountBatch(Verb::kPutMany);
   if (bytes > kMaxBlock) return Skip(uint64_t{bytes} + 2, Outcome::kJobTooBig);
-  block_ = std::make_unique<std::string>();
-  block_->reserve(bytes + 2);
+  put_many_ = NewPutMany();
+  put_many_->count = count;
+  put_many_->block.reserve(bytes + 2);
   bytes_left_ = uint64_t{bytes} + 2;
   state_ = State::kBlock;
 }
@@ -283,26 +283,30 @@ bool ParseBlock(std::string_view block, uint32_t count, std::vector<BlockEntry>*
   return block.empty();
 }
 
+// Made when put-many's line is read; the block arrives into `block` (which stays where it
+// is: the entries view it).
 struct PutMany final : PutManyBatch {
-  PutMany(std::unique_ptr<std::string> b, std::vector<BlockEntry> e)
-      : block(std::move(b)), entries(std::move(e)) {}
-  std::unique_ptr<std::string> block;  // what the entries view
   std::vector<BlockEntry> entries;
   size_t next = 0;  // the entry to put next
 };
 
 }  // namespace
 
+std::unique_ptr<PutManyBatch> Conversation::NewPutMany() { return std::make_unique<PutMany>(); }
+
 void Conversation::FinishPutMany() {
   state_ = State::kCommand;
-  std::unique_ptr<std::string> block = std::move(block_);
-  if (block->size() < 2 || block->compare(block->size() - 2, 2, "\r\n") != 0) {
+  PutMany& pm = static_cast<PutMany&>(*put_many_);
+  const std::string& block = pm.block;
+  if (block.size() < 2 || block.compare(block.size() - 2, 2, "\r\n") != 0) {
+    put_many_.reset();
     return Reply(Outcome::kExpectedCrlf);
   }
-  std::string_view data(block->data(), block->size() - 2);
-  std::vector<BlockEntry> entries;
-  if (!ParseBlock(data, block_count_, &entries)) return Reply(Outcome::kBadFormat);
-  put_many_ = std::make_unique<PutMany>(std::move(block), std::move(entries));
+  std::string_view data(block.data(), block.size() - 2);
+  if (!ParseBlock(data, pm.count, &pm.entries)) {
+    put_many_.reset();
+    return Reply(Outcome::kBadFormat);
+  }
   state_ = State::kPutMany;
   ContinuePutMany();
 }

@@ -114,11 +114,16 @@ void HeapPrefaulter::Note(size_t memory_used) {
     pad_ = pad;
   }
   uintptr_t brk = Break();
+  // Only growth the jobs made: a heap grown by other things (10,000 connections opening)
+  // gets no pad of populated pages ahead of it, which would count in the resident memory
+  // with nothing in it.
+  bool jobs_grew = memory_used > last_used_;
+  last_used_ = memory_used;
   if (last_brk_ == 0) {  // the first Note: growth is counted from here
     last_brk_ = brk;
     return;
   }
-  if (brk > last_brk_) {
+  if (brk > last_brk_ && jobs_grew) {
     if (!thread_.joinable()) StartThread();
     {
       std::lock_guard<std::mutex> lk(mu_);

@@ -16,10 +16,11 @@ namespace stalkd::server {
 // 5-35 ms on the CPU, in page faults, and the slowest put and `stats` waited that long.
 //
 // The heap keeps a top pad (M_TOP_PAD) that grows with the job memory (1/128 of it, 1 to
-// 32 MiB), so each brk reaches that far ahead; when the loop sees the break move up
-// (Note), this thread populates the new part (MADV_POPULATE_WRITE: the pages are allocated
-// as a write would, and nothing is written, so it cannot disturb what malloc puts there).
-// The resident memory grows by at most the pad before the jobs use it.
+// 32 MiB), so each brk reaches that far ahead; when the loop sees the break move up while
+// the jobs' memory grows (Note), this thread populates the new part (MADV_POPULATE_WRITE:
+// the pages are allocated as a write would, and nothing is written, so it cannot disturb
+// what malloc puts there). The resident memory grows by at most the pad before the jobs use
+// it; a heap grown by anything else (connections) is left to fault in as it is used.
 //
 // The thread must not make the loop wait. MADV_POPULATE_WRITE holds the address space's lock
 // for reading while it faults a range in, and the kernel may preempt it there (at the
@@ -68,6 +69,7 @@ class HeapPrefaulter {
   bool enabled_ = false;
   size_t pad_ = 0;          // the top pad set
   uintptr_t last_brk_ = 0;  // the break at the last Note (0: none yet)
+  size_t last_used_ = 0;    // the jobs' memory at the last Note
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

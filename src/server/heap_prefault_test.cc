@@ -53,6 +53,42 @@ TEST(HeapPrefaulterTest, FaultsInTheHeapsGrowthAndDisturbsNothing) {
   p.Note(0);
 }
 
+// A heap grown while the jobs' memory stays the same (connections opening) is not faulted
+// in ahead of its use: only the growth made while the jobs' memory grew is.
+TEST(HeapPrefaulterTest, FaultsInOnlyWhatTheJobsGrow) {
+  HeapPrefaulter p;
+  if (!p.enabled()) GTEST_SKIP() << "no prefaulter here";
+  constexpr size_t kBlock = 200;
+  std::vector<void*> blocks;
+  auto grow = [&](size_t n, size_t* used) {
+    for (size_t i = 0; i < n; i++) {
+      void* b = malloc(kBlock);
+      ASSERT_NE(b, nullptr);
+      memset(b, 1, kBlock);
+      blocks.push_back(b);
+      if (used) *used += kBlock;
+      if (i % 100 == 0) p.Note(used ? *used : 0);
+    }
+  };
+  // 20 MB without the jobs growing: nothing to populate.
+  grow(100'000, nullptr);
+  p.Note(0);
+  auto brk0 = reinterpret_cast<uintptr_t>(sbrk(0));
+  // Then the jobs grow, until the thread has populated some of it (it may back off on a
+  // busy machine: keep growing until it has worked).
+  size_t used = 0;
+  for (int i = 0; i < 1500 && p.populated_bytes() == 0; i++) {
+    grow(1000, &used);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(p.populated_bytes(), 0u);
+  // Everything populated lies above the break the connections' growth left.
+  auto brk1 = reinterpret_cast<uintptr_t>(sbrk(0));
+  EXPECT_LE(p.populated_bytes(), brk1 - brk0 + 4096);
+  for (void* b : blocks) free(b);
+  p.Note(0);
+}
+
 // A wait for a CPU under the limit changes nothing; a longer one keeps the thread away for ten
 // times as long, at most a second.
 TEST(HeapPrefaulterTest, BacksOffForTenTimesALongWaitForACpu) {
