@@ -140,12 +140,20 @@ def yaml_of(lines):
     return b"OK %d\r\n%s\r\n" % (len(body), body)
 
 
+def stats_verb(command):
+    """The command's verb, a stats command's -ext form read as the command it extends (the
+    same keys first, the same times)."""
+    verb = command.split(b" ", 1)[0].rstrip(b"\r\n")
+    if verb in (b"stats-ext", b"stats-tube-ext", b"stats-job-ext"):
+        verb = verb[:-len(b"-ext")]
+    return verb
+
+
 def within_rounding(command, a, b, job_s, server_s):
     """b, with each time (TIMES) that differs from a's by one taken from a, when the whole
     seconds may have ticked over between the two: `job_s` (s) since the run started,
     `server_s` since its servers did (for uptime), at least TICK_AFTER. Otherwise b."""
-    verb = command.split(b" ", 1)[0].rstrip(b"\r\n")
-    keys = TIMES.get(verb)
+    keys = TIMES.get(stats_verb(command))
     if not keys or a == b:
         return b
     la, lb = yaml_lines(a), yaml_lines(b)
@@ -190,9 +198,7 @@ NORMALISED_STATS_FRONT_ENDS = NORMALISED_STATS | {
 
 
 def normalise(command, reply, front_ends=1):
-    verb = command.split(b" ", 1)[0].rstrip(b"\r\n")
-    if verb in (b"stats-ext", b"stats-tube-ext", b"stats-job-ext"):
-        verb = verb[:-len(b"-ext")]
+    verb = stats_verb(command)
     if verb == b"stats-job":
         return yaml_reply(reply, NORMALISED_STATS_JOB)
     if verb == b"stats-tube":
