@@ -297,6 +297,8 @@ ClusterLink::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, 
       pubsub_(loop, *this),
       waker_(loop, [this] { Poll(); }) {
   STALKD_CHECK(url_.kind == StoreUrl::Kind::kCluster && !url_.endpoints.empty());
+  prober_.set_auth(url_.auth);
+  pubsub_.set_auth(url_.auth);
   for (const Endpoint& e : url_.endpoints) Learn(e);
 }
 
@@ -348,6 +350,7 @@ ClusterLink::Impl::Node& ClusterLink::Impl::NodeAt(const Endpoint& at) {
   StoreUrl one;
   one.kind = StoreUrl::Kind::kRedis;
   one.endpoints = {at};
+  one.auth = url_.auth;
   n->link = std::make_unique<Link>(loop_, clock_, one, *n->listener, retry_window_);
   n->link->Start();
   nodes_.push_back(std::move(n));

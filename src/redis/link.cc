@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "redis/link_auth.h"
 #include "redis/link_conn.h"
 #include "redis/resp.h"
 
@@ -69,8 +70,11 @@ bool ParseEndpoint(std::string_view s, int default_port, Endpoint* out, std::str
 
 }  // namespace
 
-bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
+bool ParseStoreUrl(std::string_view given, StoreUrl* out, std::string* error) {
   StoreUrl u;
+  std::string bare;  // without credentials: what the messages show
+  if (!TakeCredentials(given, &bare, &u.auth, error)) return false;
+  std::string_view url = bare;
   std::string_view rest;
   if (url.starts_with(kRedisScheme)) {
     u.kind = StoreUrl::Kind::kRedis;
@@ -95,10 +99,6 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
   std::string_view hosts = rest.substr(0, rest.find('/'));
   std::string_view path =
       hosts.size() < rest.size() ? rest.substr(hosts.size() + 1) : std::string_view();
-  if (hosts.find('@') != std::string_view::npos) {
-    *error = "--store: '" + std::string(url) + "': credentials (user:password@) are not supported";
-    return false;
-  }
   if (hosts.empty()) {
     *error = "--store: '" + std::string(url) + "' names no host";
     return false;
@@ -301,6 +301,10 @@ Link::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listene
       watcher_(loop, *this) {
   STALKD_CHECK(!url_.endpoints.empty());
   STALKD_CHECK(url_.kind != StoreUrl::Kind::kCluster);  // that is ClusterLink's
+  data_.set_auth(url_.auth);
+  pubsub_.set_auth(url_.auth);
+  asker_.set_auth(url_.sentinel_auth);
+  watcher_.set_auth(url_.sentinel_auth);
 }
 
 Link::Impl::~Impl() {
@@ -532,6 +536,8 @@ void Link::Impl::OnMasterReply(Reply& r) {
 }
 
 void Link::Impl::OnPubSubReply(Reply& r) {
+  // SUBSCRIBE refused (NOPERM: an ACL user without the channel): no wake-ups would come.
+  if (r.type == Reply::Type::kError) return Down(pubsub_.name() + ": SUBSCRIBE: " + r.str);
   if (r.type != Reply::Type::kArray || r.elements.size() < 3) return;
   const std::string& kind = r.elements[0].str;
   if (kind == "message") {
