@@ -65,7 +65,7 @@ class AuthCase(StoreCase):
 
     def stop(self, fe):
         fe.ended_by_test = True
-        self.stop(fe)
+        fe.stop()
 
     def log_of(self, fe):
         with open(fe.log, errors="replace") as f:
