@@ -263,6 +263,19 @@ class TestSentinel(AuthCase):
         self.assertNotIn(PASSWORD, log)
         self.assertNotIn("sentinel-pw", log)
 
+        # An ACL user on the sentinels with exactly the documented rules.
+        for s in ss.sentinels:
+            s.call("ACL", "SETUSER", "watcher", "reset", "on", ">watcher-pw", "-@all",
+                   "+sentinel|get-master-addr-by-name", "+subscribe", "&+switch-master")
+            s.call("ACL", "LOG", "RESET")
+        fe = self.front_end(url, redis_fixture.unique_prefix(), "--store-sentinel-user",
+                            "watcher", "--store-sentinel-password-file",
+                            self.password_file("watcher-pw"), wait=1)
+        self.cycle(fe, "acl")
+        for s in ss.sentinels:
+            self.assertEqual(s.call("ACL", "LOG"), [], "sentinel :%d" % s.port)
+        self.stop(fe)
+
         # A wrong sentinel password, or none: a clear error at start.
         args = redis_fixture.store_argv(url, redis_fixture.unique_prefix(), 1)
         self.start_fails(args + ["--store-sentinel-password-file", self.password_file("bad")],
