@@ -28,6 +28,8 @@ ClusterLink::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, 
       pubsub_(loop, *this),
       waker_(loop, [this] { Poll(); }) {
   STALKD_CHECK(url_.kind == StoreUrl::Kind::kCluster && !url_.endpoints.empty());
+  prober_.set_auth(url_.auth);
+  pubsub_.set_auth(url_.auth);
   for (const Endpoint& e : url_.endpoints) Learn(e);
 }
 

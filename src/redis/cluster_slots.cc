@@ -47,6 +47,7 @@ ClusterLink::Impl::Node& ClusterLink::Impl::NodeAt(const Endpoint& at) {
   StoreUrl one;
   one.kind = StoreUrl::Kind::kRedis;
   one.endpoints = {at};
+  one.auth = url_.auth;
   n->link = std::make_unique<Link>(loop_, clock_, one, *n->listener, retry_window_);
   n->link->Start();
   nodes_.push_back(std::move(n));

@@ -29,6 +29,10 @@ Link::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listene
       watcher_(loop, *this) {
   STALKD_CHECK(!url_.endpoints.empty());
   STALKD_CHECK(url_.kind != StoreUrl::Kind::kCluster);  // that is ClusterLink's
+  data_.set_auth(url_.auth);
+  pubsub_.set_auth(url_.auth);
+  asker_.set_auth(url_.sentinel_auth);
+  watcher_.set_auth(url_.sentinel_auth);
 }
 
 Link::Impl::~Impl() {
@@ -189,6 +193,8 @@ void Link::Impl::OnReply(Conn& c, Reply& r) {
 }
 
 void Link::Impl::OnPubSubReply(Reply& r) {
+  // SUBSCRIBE refused (NOPERM: an ACL user without the channel): no wake-ups would come.
+  if (r.type == Reply::Type::kError) return Down(pubsub_.name() + ": SUBSCRIBE: " + r.str);
   if (r.type != Reply::Type::kArray || r.elements.size() < 3) return;
   const std::string& kind = r.elements[0].str;
   if (kind == "message") {

@@ -75,6 +75,7 @@ bool Conn::Connect(const Endpoint& to, std::string* why) {
   }
   fd_ = fd;
   connecting_ = true;
+  AppendAuth();
   return true;
 }
 
@@ -90,6 +91,7 @@ void Conn::Close() {
   out_pos_ = 0;
   broken_.clear();
   reader_.Clear();
+  auth_pending_ = false;
 }
 
 void Conn::Fail(const std::string& why) {
@@ -201,6 +203,10 @@ bool Conn::Read(uint64_t generation) {
           return false;
         }
         if (got == 0) break;
+        if (!Authenticated(reply)) {
+          if (generation != generation_) return false;
+          continue;
+        }
         owner_.OnReply(*this, reply);
         if (generation != generation_) return false;
       }

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "net/event_loop.h"
 #include "redis/link.h"
@@ -43,6 +44,10 @@ class Conn final : public net::EventLoop::Handler {
   bool Connect(const Endpoint& to, std::string* why);
   // Closes at once, calling nothing back; what was unwritten or unanswered is forgotten.
   void Close();
+  // The credentials of every later Connect: with a password, AUTH is its first command, its
+  // +OK kept from the owner; a refusal (or NOAUTH to anything) fails the Conn with a reason
+  // IsAccessRefused recognizes (link_auth.cc).
+  void set_auth(Credentials auth) { auth_ = std::move(auth); }
 
   // Appends a command to the output (allowed while connecting: written once connected).
   void Append(std::span<const std::string_view> argv) { AppendCommand(out_, argv); }
@@ -77,6 +82,10 @@ class Conn final : public net::EventLoop::Handler {
   // Reads and parses; false if the Conn was failed or closed meanwhile.
   bool Read(uint64_t generation);
   void UpdateInterest();
+  // link_auth.cc: appends AUTH after Connect; whether `r` is the owner's (false: AUTH's +OK,
+  // or the Conn failed for refused credentials).
+  void AppendAuth();
+  bool Authenticated(const Reply& r);
 
   net::EventLoop& loop_;
   Owner& owner_;
@@ -90,6 +99,8 @@ class Conn final : public net::EventLoop::Handler {
   size_t out_pos_ = 0;
   std::string broken_;  // a write error not yet reported
   ReplyReader reader_;
+  Credentials auth_;
+  bool auth_pending_ = false;  // AUTH's reply is the next one
 };
 
 // An eventfd on the loop that calls `on_wake` from the loop's dispatch after Wake(): how the

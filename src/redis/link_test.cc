@@ -113,6 +113,38 @@ TEST(LinkUrl, ParsesClusterUrls) {
   EXPECT_EQ(u.endpoints[0].port, 7001);
 }
 
+TEST(LinkUrl, TakesCredentialsAndNeverRepeatsThePassword) {
+  StoreUrl u;
+  std::string error;
+  ASSERT_TRUE(ParseStoreUrl("redis://stalkd:s%40cr%3At@127.0.0.1:6380/2", &u, &error)) << error;
+  EXPECT_EQ(u.auth.user, "stalkd");
+  EXPECT_EQ(u.auth.password, "s@cr:t");
+  EXPECT_EQ(u.endpoints[0].port, 6380);
+  EXPECT_EQ(u.db, 2);
+  ASSERT_TRUE(ParseStoreUrl("redis://:pw@localhost", &u, &error)) << error;
+  EXPECT_EQ(u.auth.user, "");
+  EXPECT_EQ(u.auth.password, "pw");
+  ASSERT_TRUE(ParseStoreUrl("redis-sentinel://app@10.0.0.1,10.0.0.2/jobs", &u, &error));
+  EXPECT_EQ(u.auth.user, "app");
+  EXPECT_EQ(u.auth.password, "");
+  ASSERT_EQ(u.endpoints.size(), 2u);
+  EXPECT_EQ(u.master_name, "jobs");
+  ASSERT_TRUE(ParseStoreUrl("redis-cluster://u:p@ss@127.0.0.1:7000", &u, &error));
+  EXPECT_EQ(u.auth.password, "p@ss");  // the last '@' of the authority ends them
+  ASSERT_TRUE(ParseStoreUrl("redis://127.0.0.1", &u, &error));
+  EXPECT_EQ(u.auth.user + u.auth.password, "");
+  // Errors show the URL without its credentials; logs show it redacted.
+  EXPECT_FALSE(ParseStoreUrl("redis://u:hunter2@127.0.0.1:x", &u, &error));
+  EXPECT_EQ(error.find("hunter2"), std::string::npos) << error;
+  EXPECT_NE(error.find("not a port"), std::string::npos) << error;
+  EXPECT_FALSE(ParseStoreUrl("redis://u:hunter2@10.0.0.1:1,10.0.0.2:2", &u, &error));
+  EXPECT_EQ(error.find("hunter2"), std::string::npos) << error;
+  EXPECT_EQ(RedactStoreUrl("redis://u:hunter2@127.0.0.1:6379/1"), "redis://u:***@127.0.0.1:6379/1");
+  EXPECT_EQ(RedactStoreUrl("redis://:x@127.0.0.1"), "redis://:***@127.0.0.1");
+  EXPECT_EQ(RedactStoreUrl("redis://u@127.0.0.1"), "redis://u@127.0.0.1");
+  EXPECT_EQ(RedactStoreUrl("redis-sentinel://10.0.0.1/m"), "redis-sentinel://10.0.0.1/m");
+}
+
 TEST(LinkUrl, RejectsMalformedUrlsSayingWhy) {
   struct Case {
     const char* url;
@@ -126,7 +158,7 @@ TEST(LinkUrl, RejectsMalformedUrlsSayingWhy) {
       {"redis://redis.example.com:6379", "not a numeric IPv4 address"},
       {"redis://[::1]:6379", "IPv6"},
       {"redis://127.0.0.1:6379/x", "not a database number"},
-      {"redis://u:p@127.0.0.1:6379", "credentials"},
+      {"redis://u:p%4@127.0.0.1:6379", "%XX"},
       {"redis://127.0.0.1:6379?timeout=1", "options"},
       {"redis://127.0.0.1:6379,127.0.0.1:6380", "one server"},
       {"redis-sentinel://127.0.0.1:26379", "names no master"},

@@ -642,7 +642,12 @@ Nanos RedisStore::Tick() {
     if (next_fid_ask_ > now) next = std::min(next, next_fid_ask_);
   }
   // Each change of state is logged once; a normal start-up's first second is not.
-  if (started_ || now - created_ >= kSecond) LogState(why_not_ready());
+  std::string why = why_not_ready();
+  if (started_ || now - created_ >= kSecond) LogState(why);
+  // Credentials refused (or an ACL user not allowed what stalkd needs) stop a front end that
+  // has not started yet, as a bad flag would; later (a password being rotated) they are
+  // logged and tried again like any outage.
+  if (!started_ && fatal_.empty() && IsAccessRefused(why)) fatal_ = "--store: " + why;
   bool up = started_ && (cluster_ || link_->ready());
   if (up) {
     // Each second, the safety net; on a cluster the sweep, after a renewal (see RenewLease).

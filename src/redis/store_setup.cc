@@ -42,9 +42,13 @@ void RedisStore::CheckMaster(const std::string& name,
   auto fail = [this, name](std::string why, bool fatal = true) {
     SetupFailed(name, "Redis at " + name + ": " + why, fatal);
   };
-  auto get = [&send](std::string_view key, Callback cb) {
+  auto get = [&send, fail](std::string_view key, Callback cb) {
     std::string_view argv[] = {"CONFIG", "GET", key};
-    send(argv, std::move(cb));
+    send(argv, [fail, key = std::string(key), cb = std::move(cb)](const Reply& r) {
+      // NOPERM (an ACL user without +config|get): say so, not that the setting is wrong.
+      if (r.type == Reply::Type::kError) return fail("CONFIG GET " + key + ": " + r.str);
+      cb(r);
+    });
   };
   get("appendonly", [fail](const Reply& r) {
     if (r.type == Reply::Type::kLost) return;

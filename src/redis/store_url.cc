@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "redis/link_auth.h"
+
 namespace stalkd::redis {
 
 namespace {
@@ -49,8 +51,11 @@ bool ParseEndpoint(std::string_view s, int default_port, Endpoint* out, std::str
 
 }  // namespace
 
-bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
+bool ParseStoreUrl(std::string_view given, StoreUrl* out, std::string* error) {
   StoreUrl u;
+  std::string bare;  // without credentials: what the messages show
+  if (!TakeCredentials(given, &bare, &u.auth, error)) return false;
+  std::string_view url = bare;
   std::string_view rest;
   if (url.starts_with(kRedisScheme)) {
     u.kind = StoreUrl::Kind::kRedis;
@@ -75,10 +80,6 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error) {
   std::string_view hosts = rest.substr(0, rest.find('/'));
   std::string_view path =
       hosts.size() < rest.size() ? rest.substr(hosts.size() + 1) : std::string_view();
-  if (hosts.find('@') != std::string_view::npos) {
-    *error = "--store: '" + std::string(url) + "': credentials (user:password@) are not supported";
-    return false;
-  }
   if (hosts.empty()) {
     *error = "--store: '" + std::string(url) + "' names no host";
     return false;

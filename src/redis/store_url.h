@@ -18,8 +18,17 @@ struct Endpoint {
   int port = 0;
 };
 
-// --store: redis://HOST:PORT[/DB], redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTERNAME or
-// redis-cluster://HOST:PORT[,HOST:PORT...][/0] (cluster/ClusterLink; a cluster has db 0 only).
+// Who a connection is to Redis (Redis 6 ACL users; `default` when user is empty). With a
+// password, AUTH [user] password is the first command of every connection (link_auth.cc).
+struct Credentials {
+  std::string user;
+  std::string password;
+};
+
+// --store: redis://[USER:PASSWORD@]HOST:PORT[/DB],
+// redis-sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTERNAME or
+// redis-cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...][/0] (cluster/ClusterLink; a cluster
+// has db 0 only).
 struct StoreUrl {
   enum class Kind : uint8_t { kRedis, kSentinel, kCluster };
   Kind kind = Kind::kRedis;
@@ -27,12 +36,23 @@ struct StoreUrl {
   std::vector<Endpoint> endpoints;
   int db = 0;               // kRedis only (Sentinel-managed masters use db 0)
   std::string master_name;  // kSentinel
+  // The data nodes' (master, cluster nodes): the URL's USER:PASSWORD@ (percent-decoded).
+  Credentials auth;
+  // kSentinel: the sentinels' own (not in the URL: --store-sentinel-password-file...).
+  Credentials sentinel_auth;
 };
 // false with *error set ("--store: ...") for anything malformed. A port left out is 6379
 // (26379 for a sentinel). Hosts are numeric IPv4 addresses or "localhost" (127.0.0.1): no name
-// is resolved, so that connecting never blocks the loop on DNS; nor IPv6, TLS, AUTH (a URL
-// with user:password@ is refused), nor ?options.
+// is resolved, so that connecting never blocks the loop on DNS; nor IPv6, TLS, nor ?options.
+// Credentials are USER:PASSWORD@, :PASSWORD@ (the default user) or USER@ (the password given
+// elsewhere), %XX-decoded; an error never repeats the password.
 bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error);
+// The URL with its password replaced by "***", for logs.
+std::string RedactStoreUrl(std::string_view url);
+// Whether a link's why_not_ready() (or a Conn's failure) is Redis refusing our credentials
+// (AUTH answered WRONGPASS or another error, or a command answered NOAUTH) or what they may
+// do (NOPERM: an ACL user lacking a command, a key or the channel): not transient.
+bool IsAccessRefused(std::string_view why);
 
 // A decimal number from 0 to `max`, nothing else (no sign, no spaces): the URL's ports and db,
 // and the ports in Sentinel's answers (link_sentinel.cc).

@@ -55,9 +55,16 @@ void PrintUsage(FILE* out) {
           "          fully arrived this long after it began (default 30)\n"
           " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
           "/SCALE-OUT.md.gz):\n"
-          "          redis://HOST:PORT[/DB]\n"
-          "          or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER or\n"
-          "          redis-cluster://HOST:PORT[,HOST:PORT...]; default: in memory\n"
+          "          redis://[USER:PASSWORD@]HOST:PORT[/DB]\n"
+          "          or redis-sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER\n"
+          "          or redis-cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...];\n"
+          "          default: in memory. USER:PASSWORD@ (or :PASSWORD@) are the Redis\n"
+          "          servers' (AUTH); a command line shows in ps: prefer USER@ with\n"
+          "          --store-password-file or STALKD_STORE_PASSWORD\n"
+          " --store-password-file FILE  the Redis servers' password: FILE's one line\n"
+          " --store-sentinel-user USER  the sentinels' ACL user (redis-sentinel://)\n"
+          " --store-sentinel-password-file FILE  the sentinels' own password (or\n"
+          "          STALKD_STORE_SENTINEL_PASSWORD); default: none\n"
           " --store-prefix STR  prefix of every Redis key and channel (default stalkd)\n"
           " --store-wait N  replicas a change must reach before its reply (WAIT N;\n"
           "          default 1; 0 for a Redis without replicas)\n"
@@ -228,6 +235,18 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     o->store_url = value;
     return true;
   }
+  if (name == "--store-password-file" || name == "--store-sentinel-password-file" ||
+      name == "--store-sentinel-user") {
+    if (!take_value()) return false;
+    if (value.empty()) {
+      fprintf(stderr, "stalkd: %s wants a value\n", name.c_str());
+      return false;
+    }
+    if (name == "--store-password-file") o->store_password_file = value;
+    if (name == "--store-sentinel-password-file") o->store_sentinel_password_file = value;
+    if (name == "--store-sentinel-user") o->store_sentinel_user = value;
+    return true;
+  }
   if (name == "--store-prefix") {
     if (!take_value()) return false;
     if (value.empty() || value.size() > 100 ||
@@ -280,6 +299,88 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
   }
   fprintf(stderr, "stalkd: unknown flag: %s\n", arg.c_str());
   return false;
+}
+
+}  // namespace
+
+namespace {
+
+// A password file: one line (a final newline is not part of it).
+bool ReadPasswordFile(const std::string& flag, const std::string& path, std::string* out) {
+  FILE* f = fopen(path.c_str(), "re");
+  if (f == nullptr) {
+    fprintf(stderr, "stalkd: %s %s: %s\n", flag.c_str(), path.c_str(), strerror(errno));
+    return false;
+  }
+  out->clear();
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0 && out->size() < 65536) out->append(buf, n);
+  fclose(f);
+  if (out->ends_with("\n")) out->pop_back();
+  if (out->ends_with("\r")) out->pop_back();
+  if (out->empty() || out->find_first_of("\r\n") != std::string::npos) {
+    fprintf(stderr, "stalkd: %s %s: wants one line, the password\n", flag.c_str(), path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// The credentials of the Redis store: the password from the URL, --store-password-file or
+// STALKD_STORE_PASSWORD (the first that has one; the URL and the file both: an error), the
+// sentinels' from --store-sentinel-password-file or STALKD_STORE_SENTINEL_PASSWORD.
+bool ResolveStoreCredentials(Options* o) {
+  bool sentinel_flags = !o->store_sentinel_password_file.empty() || !o->store_sentinel_user.empty();
+  if (o->store_url.empty()) {
+    if (o->store_password_file.empty() && !sentinel_flags) return true;
+    fprintf(stderr, "stalkd: --store-password-file and --store-sentinel-* want --store\n");
+    return false;
+  }
+  redis::StoreUrl url;
+  std::string error;
+  if (!redis::ParseStoreUrl(o->store_url, &url, &error)) return false;  // checked by --store
+  o->store_user = url.auth.user;
+  o->store_password = url.auth.password;
+  if (!o->store_password_file.empty()) {
+    if (!o->store_password.empty()) {
+      fprintf(stderr, "stalkd: a password in --store and --store-password-file: give one\n");
+      return false;
+    }
+    if (!ReadPasswordFile("--store-password-file", o->store_password_file, &o->store_password)) {
+      return false;
+    }
+  } else if (const char* env = getenv("STALKD_STORE_PASSWORD");
+             o->store_password.empty() && env != nullptr) {
+    o->store_password = env;
+  }
+  if (!o->store_user.empty() && o->store_password.empty()) {
+    fprintf(stderr,
+            "stalkd: --store names user %s but no password (USER:PASSWORD@ in the URL, "
+            "--store-password-file or STALKD_STORE_PASSWORD)\n",
+            o->store_user.c_str());
+    return false;
+  }
+  const char* sentinel_env = getenv("STALKD_STORE_SENTINEL_PASSWORD");
+  if (url.kind != redis::StoreUrl::Kind::kSentinel) {
+    if (!sentinel_flags) return true;
+    fprintf(stderr, "stalkd: --store-sentinel-* want a redis-sentinel:// --store\n");
+    return false;
+  }
+  if (!o->store_sentinel_password_file.empty()) {
+    if (!ReadPasswordFile("--store-sentinel-password-file", o->store_sentinel_password_file,
+                          &o->store_sentinel_password)) {
+      return false;
+    }
+  } else if (sentinel_env != nullptr) {
+    o->store_sentinel_password = sentinel_env;
+  }
+  if (!o->store_sentinel_user.empty() && o->store_sentinel_password.empty()) {
+    fprintf(stderr,
+            "stalkd: --store-sentinel-user wants a password (--store-sentinel-password-file or "
+            "STALKD_STORE_SENTINEL_PASSWORD)\n");
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -409,6 +510,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
       }
     }
   }
+  if (!ResolveStoreCredentials(o)) return ParseOutcome::kExitUsage;
   return ParseOutcome::kRun;
 }
 

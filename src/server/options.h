@@ -48,6 +48,15 @@ struct Options {
   int store_wait = 1;                   // --store-wait N: replicas a change must reach
   int64_t store_lease_ms = 5000;        // --store-lease MS
   int64_t store_retry_ms = 5000;        // --store-retry MS
+  // Credentials (docs/SCALE-OUT.md, "Credentials"): the files named, and what ParseOptions
+  // made of them, the URL and the environment (STALKD_STORE_PASSWORD,
+  // STALKD_STORE_SENTINEL_PASSWORD). store_url keeps what was given; never log it as such
+  // (redis::RedactStoreUrl).
+  std::string store_password_file;           // --store-password-file FILE
+  std::string store_sentinel_password_file;  // --store-sentinel-password-file FILE
+  std::string store_user, store_password;    // the data nodes'
+  std::string store_sentinel_user;           // --store-sentinel-user USER
+  std::string store_sentinel_password;
 };
 
 // The size of each binlog file: -s rounded up to a multiple of 4096, at least 4096.

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "net/listener.h"
+#include "redis/link.h"
 #include "server/version.h"
 
 namespace stalkd::server {
@@ -16,7 +17,8 @@ std::string Jobs(size_t n) { return std::to_string(n) + (n == 1 ? " job" : " job
 // Where the jobs are kept.
 std::string Store(const Options& o) {
   if (!o.store_url.empty()) {
-    return "jobs in Redis at " + o.store_url + " (key prefix " + o.store_prefix + ")";
+    return "jobs in Redis at " + redis::RedactStoreUrl(o.store_url) + " (key prefix " +
+           o.store_prefix + ")";
   }
   if (!o.binlog_dir.empty()) return "jobs in memory, logged to the binlog in " + o.binlog_dir;
   return "jobs in memory only (no -b: they are lost when stalkd stops)";

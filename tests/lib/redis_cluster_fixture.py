@@ -25,6 +25,7 @@ Every process is a redis_fixture process: PDEATHSIG when started from the main t
 killed by PID at exit at the latest; close() stops every one by its PID, and a cluster that
 fails to come up is closed before the error propagates.
 """
+import os
 import socket
 import subprocess
 
@@ -99,7 +100,7 @@ def tube_slot(tube):
 class ClusterNode(RedisServer):
     """One cluster-enabled redis-server; the node's id is `node_id` once the cluster exists."""
 
-    def __init__(self, node_timeout_ms, extra=()):
+    def __init__(self, node_timeout_ms, extra=(), password=None):
         lines = ["cluster-enabled yes", "cluster-config-file nodes.conf",
                  "cluster-node-timeout %d" % node_timeout_ms,
                  # A replica that lost its master a while ago may still be promoted.
@@ -109,7 +110,7 @@ class ClusterNode(RedisServer):
                  # A node learns its address from a peer's MEET: a lone node (a cluster of
                  # one master) would otherwise name itself "" in CLUSTER SLOTS.
                  "cluster-announce-ip %s" % HOST] + list(extra)
-        super().__init__(port=cluster_port(), extra=lines)
+        super().__init__(port=cluster_port(), extra=lines, password=password)
 
     @property
     def hostport(self):
@@ -137,13 +138,15 @@ class ClusterNode(RedisServer):
 
 
 class RedisCluster:
-    def __init__(self, masters=3, replicas=1, node_timeout_ms=1000, extra=()):
+    def __init__(self, masters=3, replicas=1, node_timeout_ms=1000, extra=(), password=None):
+        """password: every node's requirepass and masterauth (RedisServer's)."""
         assert masters >= 1
         self.node_timeout_ms = node_timeout_ms
+        self.password = password
         self.nodes = []
         try:
             for _ in range(masters * (1 + replicas)):
-                self.nodes.append(ClusterNode(node_timeout_ms, extra))
+                self.nodes.append(ClusterNode(node_timeout_ms, extra, password))
             if masters >= 3:
                 self._cli("--cluster", "create", *[n.hostport for n in self.nodes],
                           "--cluster-replicas", str(replicas), "--cluster-yes")
@@ -185,8 +188,11 @@ class RedisCluster:
     # ---- what the cluster is
 
     def _cli(self, *args, timeout=60.0):
+        env = dict(os.environ)
+        if self.password is not None:
+            env["REDISCLI_AUTH"] = self.password  # not on its command line
         r = subprocess.run([REDIS_CLI] + list(args), capture_output=True, text=True,
-                           timeout=timeout, stdin=subprocess.DEVNULL)
+                           timeout=timeout, stdin=subprocess.DEVNULL, env=env)
         if r.returncode != 0:
             raise RuntimeError("redis-cli %s: %s%s" % (" ".join(args[:2]), r.stdout[-2000:],
                                                         r.stderr[-2000:]))

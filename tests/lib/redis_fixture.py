@@ -74,10 +74,17 @@ class Resp:
     """A blocking RESP2 connection. call() returns str for status replies, bytes for bulk
     strings, int, None or a list; an error reply raises RespError."""
 
-    def __init__(self, port, host=HOST, timeout=5.0):
+    def __init__(self, port, host=HOST, timeout=5.0, auth=None):
+        """auth: a password (the default user's) or (user, password): AUTH first."""
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
+        if auth is not None:
+            try:
+                self.call("AUTH", *((auth,) if isinstance(auth, str) else auth))
+            except BaseException:
+                self.close()
+                raise
 
     def close(self):
         self.sock.close()
@@ -199,8 +206,9 @@ class _Process:
     binary = REDIS_SERVER
     name = "redis"
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, auth=None):
         self.port = port or free_port()
+        self.auth = auth  # what the fixture's own connections AUTH with (Resp's auth)
         self.dir = tempfile.mkdtemp(prefix="stalkd-%s-%d-" % (self.name, self.port))
         _dirs.append(self.dir)
         self.conf = os.path.join(self.dir, "%s.conf" % self.name)
@@ -227,7 +235,7 @@ class _Process:
         return self
 
     def client(self, timeout=5.0):
-        return Resp(self.port, timeout=timeout)
+        return Resp(self.port, timeout=timeout, auth=self.auth)
 
     def call(self, *args, timeout=5.0):
         """One command on a fresh connection."""
@@ -305,12 +313,14 @@ class RedisServer(_Process):
     """redis-server with AOF (appendfsync `appendfsync`), noeviction, `--save ""`, in its own
     temp dir. replicaof: a (host, port) or a RedisServer. min_replicas_to_write (with
     min-replicas-max-lag `min_replicas_max_lag`). maxmemory: bytes or None. extra: more
-    config lines ("name value")."""
+    config lines ("name value"). password: requirepass (the default user's) and masterauth
+    (a replica's to its master: every node of a set has the same), and what the fixture's
+    own connections AUTH with."""
 
     def __init__(self, port=None, replicaof=None, min_replicas_to_write=0,
                  min_replicas_max_lag=3, appendfsync="everysec", maxmemory=None, extra=(),
-                 start=True):
-        super().__init__(port)
+                 start=True, password=None):
+        super().__init__(port, auth=password)
         lines = [
             "port %d" % self.port, "bind %s" % HOST, "dir %s" % self.dir,
             "logfile %s" % self.log, "daemonize no", "save \"\"",
@@ -323,6 +333,8 @@ class RedisServer(_Process):
         ]
         if maxmemory:
             lines.append("maxmemory %d" % maxmemory)
+        if password is not None:
+            lines += ["requirepass %s" % password, "masterauth %s" % password]
         if replicaof is not None:
             host, rport = replicaof.addr if isinstance(replicaof, _Process) else replicaof
             lines.append("replicaof %s %d" % (host, rport))
@@ -436,9 +448,12 @@ class Sentinel(_Process):
     name = "sentinel"
 
     def __init__(self, master_addr, master_name, quorum, down_after_ms, failover_timeout_ms,
-                 port=None):
-        super().__init__(port)
+                 port=None, password=None, master_password=None):
+        super().__init__(port, auth=password)
         host, mport = master_addr
+        auth = []
+        if password is not None:  # its own, and the one it gives the other sentinels
+            auth += ["requirepass %s" % password, "sentinel sentinel-pass %s" % password]
         with open(self.conf, "w") as f:
             f.write("\n".join([
                 "port %d" % self.port, "bind %s" % HOST, "dir %s" % self.dir,
@@ -447,7 +462,8 @@ class Sentinel(_Process):
                 "sentinel down-after-milliseconds %s %d" % (master_name, down_after_ms),
                 "sentinel failover-timeout %s %d" % (master_name, failover_timeout_ms),
                 "sentinel parallel-syncs %s 2" % master_name,
-            ]) + "\n")
+            ] + auth + ([] if master_password is None else
+                        ["sentinel auth-pass %s %s" % (master_name, master_password)])) + "\n")
         self.start()
 
     def master_state(self, name):
@@ -459,16 +475,20 @@ class Sentinel(_Process):
 class Sentinels:
     """`count` sentinels watching `master` (a RedisServer) as `name`. Up once every sentinel
     knows the master's replicas and the other sentinels (before that, a failover may lack its
-    quorum). The replicas must be attached before this starts."""
+    quorum). The replicas must be attached before this starts. password: the sentinels' own
+    requirepass; master_password: what they AUTH to the master and replicas with (`sentinel
+    auth-pass`)."""
 
     def __init__(self, master, name="stalkd", count=3, quorum=2, down_after_ms=2000,
-                 failover_timeout_ms=10000, replicas=2):
+                 failover_timeout_ms=10000, replicas=2, password=None, master_password=None):
         self.name = name
+        self.master_password = master_password
         self.sentinels = []
         try:
             for _ in range(count):
                 self.sentinels.append(Sentinel(master.addr, name, quorum, down_after_ms,
-                                               failover_timeout_ms))
+                                               failover_timeout_ms, password=password,
+                                               master_password=master_password))
 
             def all_know():
                 try:
@@ -518,7 +538,7 @@ class Sentinels:
                 return None
             new = addrs.pop()
             try:
-                with Resp(new[1], host=new[0], timeout=1.0) as c:
+                with Resp(new[1], host=new[0], timeout=1.0, auth=self.master_password) as c:
                     return new if c.call("ROLE")[0] == b"master" else None
             except (OSError, EOFError, RespError):
                 return None
