@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
+# Each stage's wall time, printed at the end (the README says how long the whole takes).
+t0=$SECONDS
+stage_start=$SECONDS
+stages=()
+stage_done() { stages+=("$1: $((SECONDS - stage_start)) s"); stage_start=$SECONDS; }
 
 echo "== format (clang-format, .clang-format)"
 clang-format --dry-run --Werror src/*/*.cc src/*/*.h bench/micro_bench.cc fuzz/*.cc
@@ -14,6 +19,7 @@ echo "== release build"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALKD_WERROR=ON >/dev/null
 cmake --build build/release
 (cd build/release && ctest --output-on-failure -j "$jobs") | tee build/release-ctest.log
+stage_done "format check, release build and tests"
 
 echo "== ASan+UBSan build"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALKD_SANITIZE=address,undefined \
@@ -22,6 +28,7 @@ cmake --build build/asan
 (cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs") \
   | tee build/asan-ctest.log
+stage_done "ASan+UBSan build and tests"
 
 fuzz_seconds=${STALKD_FUZZ_SECONDS:-30}
 if [ -d fuzz ] && [ "$fuzz_seconds" -gt 0 ]; then
@@ -42,6 +49,7 @@ if [ -d fuzz ] && [ "$fuzz_seconds" -gt 0 ]; then
     fi
     echo "$name: $(grep -c '^#' "$log") progress lines, no failure"
   done
+  stage_done "fuzzing"
 fi
 # ctest printed "N tests failed out of M" for each build; with set -e and pipefail we only get
 # here if both passed.
@@ -52,3 +60,5 @@ for log in build/release-ctest.log build/asan-ctest.log; do
 done
 echo "== all tests passed (release and ASan+UBSan builds, then fuzzing)"
 echo "stalkd: $total passed, 0 failed"
+printf '  %s\n' "${stages[@]}"
+echo "  in all: $((SECONDS - t0)) s"
