@@ -1,6 +1,7 @@
 #pragma once
 
-// RedisSession: the command::Session of RedisStore (store.h). Private to the store.
+// RedisSession: the command::Session of RedisStore (store.h). Private to the store. Its
+// calls are defined in session.cc, session_reserve.cc and session_reads.cc.
 #include <deque>
 #include <functional>
 #include <memory>
@@ -15,6 +16,24 @@ namespace stalkd::redis {
 using command::Outcome;
 using command::Result;
 using command::Verb;
+
+// A state filter as functions.lua names it (purge, list_jobs):
+// used by session.cc and session_reads.cc.
+inline std::string_view StateWord(command::StateFilter f) {
+  switch (f) {
+    case command::StateFilter::kReady:
+      return "ready";
+    case command::StateFilter::kDelayed:
+      return "delayed";
+    case command::StateFilter::kReserved:
+      return "reserved";
+    case command::StateFilter::kBuried:
+      return "buried";
+    case command::StateFilter::kAll:
+      break;
+  }
+  return "all";
+}
 
 class RedisSession final : public command::Session {
  public:
