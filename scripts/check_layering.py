@@ -46,7 +46,6 @@ ONE_PIECE = re.compile(r"one piece:\s*(\S+\s+){2,}\S")
 # Files over MAX_LINES whose split by idea is under way (paths under src/). Each one leaves
 # this list when its split has merged; then the list is empty, and stays so.
 AWAITING_SPLIT = [
-    "redis/functions.lua",
     "engine/engine_test.cc",
 ]
 

@@ -18,7 +18,7 @@ namespace {
 constexpr uint32_t kPurgeSlice = 1000;
 constexpr size_t kMaxPipelined = 1024;  // calls or reserves of one connection in flight
 
-// A job's attributes as functions.lua keeps them: per attribute a byte of name length, the
+// A job's attributes as the Redis functions keep them: per attribute a byte of name length, the
 // name, a byte of value length, the value.
 std::string EncodeAttributes(std::span<const command::Attribute> attrs) {
   std::string out;

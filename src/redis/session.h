@@ -17,7 +17,7 @@ using command::Outcome;
 using command::Result;
 using command::Verb;
 
-// A state filter as functions.lua names it (purge, list_jobs):
+// A state filter as the Redis functions name it (purge, list_jobs):
 // used by session.cc and session_reads.cc.
 inline std::string_view StateWord(command::StateFilter f) {
   switch (f) {
@@ -132,7 +132,7 @@ class RedisSession final : public command::Session {
   // at once; a claim's answer goes to the oldest reserve not yet answered (the head).
   Result StartReserve(const command::ReserveArgs& args, Verb v);
   void Claim();
-  // A reserve call in one partition over `tubes`; bound: see functions.lua's reserve.
+  // A reserve call in one partition over `tubes`; bound: see functions/reserve.lua.
   void ClaimIn(uint32_t part, std::span<const std::string_view> tubes, std::string_view bound,
                std::function<void(RedisSession&, const Answer&)> done);
   // Watched tubes in several partitions (a cluster): each one's best job, then a claim on
