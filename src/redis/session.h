@@ -1,6 +1,7 @@
 #pragma once
 
-// RedisSession: the command::Session of RedisStore (store.h). Private to the store.
+// RedisSession: the command::Session of RedisStore (store.h). Private to the store. Its
+// calls are defined in session.cc, session_reserve.cc and session_reads.cc.
 #include <deque>
 #include <functional>
 #include <memory>
@@ -15,6 +16,24 @@ namespace stalkd::redis {
 using command::Outcome;
 using command::Result;
 using command::Verb;
+
+// A state filter as the Redis functions name it (purge, list_jobs):
+// used by session.cc and session_reads.cc.
+inline std::string_view StateWord(command::StateFilter f) {
+  switch (f) {
+    case command::StateFilter::kReady:
+      return "ready";
+    case command::StateFilter::kDelayed:
+      return "delayed";
+    case command::StateFilter::kReserved:
+      return "reserved";
+    case command::StateFilter::kBuried:
+      return "buried";
+    case command::StateFilter::kAll:
+      break;
+  }
+  return "all";
+}
 
 class RedisSession final : public command::Session {
  public:
@@ -113,7 +132,7 @@ class RedisSession final : public command::Session {
   // at once; a claim's answer goes to the oldest reserve not yet answered (the head).
   Result StartReserve(const command::ReserveArgs& args, Verb v);
   void Claim();
-  // A reserve call in one partition over `tubes`; bound: see functions.lua's reserve.
+  // A reserve call in one partition over `tubes`; bound: see functions/reserve.lua.
   void ClaimIn(uint32_t part, std::span<const std::string_view> tubes, std::string_view bound,
                std::function<void(RedisSession&, const Answer&)> done);
   // Watched tubes in several partitions (a cluster): each one's best job, then a claim on

@@ -19,7 +19,7 @@
 #include "redis/link.h"
 
 // The Redis store (docs/SCALE-OUT.md): every job lives in Redis; this process is a stateless
-// front end. Each state transition is one call of a Redis Function (functions.lua), so a
+// front end. Each state transition is one call of a Redis Function (functions/*.lua), so a
 // crash between two calls never loses or duplicates a job. What stays here is what belongs
 // to connections: the tube used and watched, the reservations a connection holds (for
 // DEADLINE_SOON), waiting reserves (woken through pub/sub), timers that pump the store.
