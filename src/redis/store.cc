@@ -221,7 +221,9 @@ std::vector<std::string> RedisStore::ReadPerMaster(
     const std::function<bool(const std::string&)>& skip) {
   std::vector<std::string> sent;
   for (auto& [master, parts] : PartitionsByMaster()) {
-    if (master.empty() || (skip && skip(master))) {
+    // Before Born every partition is asked alone: those calls are held and go out after the
+    // tube references made meanwhile, so a read sees the tubes its clients named first.
+    if (!started_ || master.empty() || (skip && skip(master))) {
       for (uint32_t p : parts) alone(p);
       continue;
     }
@@ -369,7 +371,9 @@ std::unique_ptr<command::Session> RedisStore::Open(command::Client& client) {
 
 void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta) {
   if (!started_) {  // the front-end id is not known yet: sent by Born()
-    auto& d = pending_refs_[std::string(tube)];
+    auto [at, made] = pending_ref_at_.try_emplace(std::string(tube), pending_refs_.size());
+    if (made) pending_refs_.push_back({std::string(tube), {0, 0}});
+    auto& d = pending_refs_[at->second].second;
     d.first += using_delta;
     d.second += watching_delta;
     return;

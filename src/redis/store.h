@@ -277,7 +277,10 @@ class RedisStore final : public command::Store,
   std::unordered_map<const char*, std::shared_ptr<RedisSession*>> unborn_;
   std::deque<Unborn> held_;
   std::vector<std::string> reloading_;  // masters a FUNCTION LOAD is out to
-  std::unordered_map<std::string, std::pair<int, int>> pending_refs_;
+  // Tube references made before Born, summed per tube in the order the tubes were first
+  // named (Born sends them in that order, so tubes are made in the order clients named them).
+  std::vector<std::pair<std::string, std::pair<int, int>>> pending_refs_;
+  std::unordered_map<std::string, size_t> pending_ref_at_;  // tube -> its pending_refs_ slot
 
   Nanos offset_ = 0;  // redis ms * 1e6 - local, as the last answer (of any master) said
   Nanos next_pump_ = 0;

@@ -208,9 +208,9 @@ void RedisStore::Born() {
     }
   }
   unborn_.clear();
-  std::vector<std::pair<std::string, std::pair<int, int>>> refs(pending_refs_.begin(),
-                                                                pending_refs_.end());
-  pending_refs_.clear();
+  std::vector<std::pair<std::string, std::pair<int, int>>> refs;
+  refs.swap(pending_refs_);
+  pending_ref_at_.clear();
   for (const auto& [tube, d] : refs) {
     if (d.first != 0 || d.second != 0) Ref(tube, d.first, d.second);
   }

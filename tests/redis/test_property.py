@@ -940,7 +940,7 @@ class RedisRegressionCase(RedisCase):
             (0, b"put 0 120 120 1\r\nb\r\n", None, None),
             (0, b"stats-job 2\r\n", None, left(b"time-left", 119)),
             (0, b"put-ext 0 0 120 1 ttl=120\r\nc\r\n", None, None),
-            (0, b"stats-job 3\r\n", None, left(b"ttl-left", 119)),
+            (0, b"stats-job-ext 3\r\n", None, left(b"ttl-left", 119)),
             (0, b"pause-tube default 120\r\n", b"PAUSED\r\n", None),
             (0, b"stats-tube default\r\n", None, left(b"pause-time-left", 119)),
         ]
