@@ -9,7 +9,7 @@ sched_switch to or from it), runs BUILD/bench/stalkd_loadgen with the arguments 
 (port and pid added), and reports, over the loadgen's event window (event_start_mono_s to
 event_end_mono_s in its JSON, as the expire and purge scenarios print them):
 
-- each loop iteration (from epoll_pwait2 returning to the next call): wall time, time on the
+- each loop iteration (from epoll_pwait2 or epoll_wait returning to the next call): wall time, time on the
   CPU and time held off it (preempted: switched out runnable, or waiting on a page fault);
 - with --slices, uprobes on MemoryStore::Tick and on Engine::ExpireDue (expire) or
   Engine::Purge (purge), entry and return with the number of jobs: Ticks per iteration,
@@ -93,8 +93,11 @@ def main():
         cmd = ["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-o", data]
         for p in probes:
             cmd += ["-e", p]
-        cmd += ["-e", "syscalls:sys_enter_epoll_pwait2", "--filter", f"common_pid == {pid}",
-                "-e", "syscalls:sys_exit_epoll_pwait2", "--filter", f"common_pid == {pid}",
+        # The loop polls with epoll_pwait2, or epoll_wait when no timer is set.
+        for call in ("epoll_pwait2", "epoll_wait"):
+            cmd += ["-e", f"syscalls:sys_enter_{call}", "--filter", f"common_pid == {pid}",
+                    "-e", f"syscalls:sys_exit_{call}", "--filter", f"common_pid == {pid}"]
+        cmd += [
                 "-e", "sched:sched_switch", "--filter", f"prev_pid == {pid} || next_pid == {pid}"]
         perf = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
@@ -109,9 +112,11 @@ def main():
         srv.wait()
         for p in probes:
             subprocess.run(["perf", "probe", "-q", "-d", p], check=False)
-    if "error" in result or "event_start_mono_s" not in result:
-        sys.exit(f"loop_trace: loadgen: {result.get('error', 'no event window in its JSON')}")
-    t_a, t_b = result["event_start_mono_s"], result["event_end_mono_s"]
+    if "error" in result:
+        sys.exit(f"loop_trace: loadgen: {result['error']}")
+    # Scenarios without an event window (grow, delayed): the whole trace.
+    t_a = result.get("event_start_mono_s", 0.0)
+    t_b = result.get("event_end_mono_s", float("inf"))
     script = subprocess.run(["perf", "script", "-i", data, "-F", "tid,time,event,trace"],
                             capture_output=True, text=True).stdout
 
@@ -136,9 +141,9 @@ def main():
             continue
         if tid != srv.pid:
             continue
-        if ev.endswith("sys_exit_epoll_pwait2"):
+        if ev.endswith(("sys_exit_epoll_pwait2", "sys_exit_epoll_wait")):
             cur = {"s": t, "off": 0.0, "ticks": 0, "jobs": 0}
-        elif ev.endswith("sys_enter_epoll_pwait2"):
+        elif ev.endswith(("sys_enter_epoll_pwait2", "sys_enter_epoll_wait")):
             if cur:
                 cur["e"] = t
                 iters.append(cur)
@@ -156,13 +161,19 @@ def main():
                     cur["jobs"] += n
             s_start = None
     win = [x for x in iters if x["e"] >= t_a and x["s"] <= t_b]
-    print(f"{result.get('scenario')} ({result.get('mode')}): event {(t_b - t_a) * 1e3:.0f} ms, "
-          f"{len(win)} loop iterations; stats probe max {result['probe_during_us']['max_us']:.0f} µs "
-          f"(kernel stamps {result['probe_during_kernel_us']['max_us']:.0f} µs), "
+    probe = result.get("probe_during_us") or result.get("probe_us") or {}
+    probe_k = result.get("probe_during_kernel_us") or result.get("probe_kernel_us") or {}
+    span = (t_b - t_a) if t_b != float("inf") else (win[-1]["e"] - win[0]["s"] if win else 0)
+    print(f"{result.get('scenario')} ({result.get('mode')}): event {span * 1e3:.0f} ms, "
+          f"{len(win)} loop iterations; stats probe max {probe.get('max_us', float('nan')):.0f} µs "
+          f"(kernel stamps {probe_k.get('max_us', float('nan')):.0f} µs), "
           f"server CPU util {result.get('server_cpu_util', float('nan')):.2f}")
     show("iteration wall", [(x["e"] - x["s"]) * 1e3 for x in win], "ms")
     show("iteration on the CPU", [(x["e"] - x["s"] - x["off"]) * 1e3 for x in win], "ms")
     show("iteration held off the CPU", [x["off"] * 1e3 for x in win], "ms")
+    print("  the longest iterations on the CPU (ms on / off, at CLOCK_MONOTONIC s):")
+    for x in sorted(win, key=lambda x: x["off"] - (x["e"] - x["s"]))[:5]:
+        print(f"    {(x['e'] - x['s'] - x['off']) * 1e3:8.3f} / {x['off'] * 1e3:8.3f} at {x['s']:.6f}")
     if a.slices:
         sw = [x for x in slices if t_a - 0.01 <= x[0] <= t_b]
         show("MemoryStore::Tick calls per iteration", [x["ticks"] for x in win], "")

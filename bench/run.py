@@ -79,6 +79,31 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime (fields 14, 15)
 
 
+def proc_faults(pid, tid=None):
+    """Page faults (minor + major) of a process, or of one of its threads (tid; the main
+    thread, which runs stalkd's loop, is tid == pid): fields 10 and 12 of its stat file."""
+    path = f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat"
+    try:
+        with open(path) as f:
+            s = f.read()
+    except OSError:
+        return None
+    fields = s[s.rindex(")") + 2:].split()
+    return int(fields[7]) + int(fields[9])
+
+
+def faults_around(srv, fn):
+    """Runs fn(); returns (its result, page faults the server's loop thread took meanwhile,
+    page faults its other threads took): the loop's own first touches of fresh memory are
+    what stalls it while the job count grows, the others' (the heap prefaulter's) are not."""
+    loop0, all0 = proc_faults(srv.pid, srv.pid), proc_faults(srv.pid)
+    out = fn()
+    loop1, all1 = proc_faults(srv.pid, srv.pid), proc_faults(srv.pid)
+    if None in (loop0, all0, loop1, all1):
+        return out, None, None
+    return out, loop1 - loop0, (all1 - all0) - (loop1 - loop0)
+
+
 def machine_busy_s():
     """CPU seconds the whole machine has spent busy (all CPUs; /proc/stat's first line:
     everything but idle and iowait)."""
@@ -500,10 +525,11 @@ def metrics_conns(p):
 
 def sc_delayed(srv, p):
     extra = {k: p[k] for k in ("consumed_every", "probe_ms") if p.get(k)}
-    r = loadgen(srv, "delayed", jobs=p["jobs"], spread=p["spread"], delay=p["delay"],
-                conns=p["conns"], depth=p["depth"], consumers=p["consumers"],
-                reserves=p["reserves"], size=p["size"], timeout=p["timeout"],
-                loadgen_timeout=p["loadgen_timeout"], **extra)
+    r, loop_faults, other_faults = faults_around(srv, lambda: loadgen(
+        srv, "delayed", jobs=p["jobs"], spread=p["spread"], delay=p["delay"],
+        conns=p["conns"], depth=p["depth"], consumers=p["consumers"],
+        reserves=p["reserves"], size=p["size"], timeout=p["timeout"],
+        loadgen_timeout=p["loadgen_timeout"], **extra))
     m = {
         "late_p50_ms": ms(get(r, "lateness_us.p50_us")),
         "late_p99_ms": ms(get(r, "lateness_us.p99_us")),
@@ -511,6 +537,8 @@ def sc_delayed(srv, p):
         "late_lo_p99_ms": ms(get(r, "lateness_vs_put_reply_us.p99_us")),
         "late_rx_p99_ms": ms(get(r, "lateness_rx_us.p99_us")),
         "late_rx_lo_p99_ms": ms(get(r, "lateness_rx_vs_put_reply_us.p99_us")),
+        "late_lo_max_ms": ms(get(r, "lateness_vs_put_reply_us.max_us")),
+        "late_rx_max_ms": ms(get(r, "lateness_rx_us.max_us")),
         "min_late_ms": r.get("min_lateness_ms"),
         "early": r.get("early"),
         "probe_before_p99": get(r, "probe_before_us.p99_us"),
@@ -521,6 +549,10 @@ def sc_delayed(srv, p):
         "spread_ms": r.get("deadline_spread_ms"),
         "puts_per_s": r.get("puts_per_s"),
         "put_p99": get(r, "put_latency_us.p99_us"),
+        "put_max_ms": ms(get(r, "put_latency_us.max_us")),
+        "probe_put_max_ms": ms(get(r, "probe_put_phase_us.max_us")),
+        "loop_faults": loop_faults,
+        "other_faults": other_faults,
         "overlap_ms": r.get("put_overlaps_deadlines_ms"),
         "promotion_ms": r.get("promotion_done_after_last_deadline_ms"),
         "jobs_per_s": r.get("jobs_per_s_after_due"),
@@ -538,6 +570,8 @@ def metrics_delayed(p):
             ("late_lo_p99_ms", "lateness p99 against put reply + delay (lower bound) ms ↓"),
             ("late_rx_p99_ms", "lateness p99, kernel receive stamp (server's send) ms ↓"),
             ("late_rx_lo_p99_ms", "lateness p99, kernel stamps, against put reply (lower bound) ms ↓"),
+            ("late_lo_max_ms", "lateness max against put reply + delay (lower bound) ms ↓"),
+            ("late_rx_max_ms", "lateness max, kernel receive stamp ms ↓"),
             ("min_late_ms", "lateness min ms ↓"), ("early", "jobs reserved before due ↓"),
             ("probe_before_p99", "stats probe p99 µs before due ↓"),
             ("probe_p99", "stats probe p99 µs during promotion ↓"),
@@ -547,6 +581,10 @@ def metrics_delayed(p):
             ("spread_ms", f"spread of the deadlines ms (target {p['spread'] * 1000:.0f})"),
             ("puts_per_s", f"puts/s (target {p['jobs'] / p['spread']:.0f}) ↑"),
             ("put_p99", "put p99 µs (uncertainty of a deadline) ↓"),
+            ("put_max_ms", "put max ms (a late put makes its deadline late too) ↓"),
+            ("probe_put_max_ms", "stats probe max ms while the jobs are put ↓"),
+            ("loop_faults", "server's loop thread: page faults over the run ↓"),
+            ("other_faults", "server's other threads: page faults over the run"),
             ("overlap_ms", "puts still running after the first deadline ms ↓"),
             ("promotion_ms", "all promoted, ms after the last deadline ↓"),
             ("jobs_per_s", f"jobs/s consumed after due ({k} reserves waiting) ↑"),
@@ -667,9 +705,10 @@ def metrics_lifecycle(p, scenario):
 
 def sc_grow(srv, p):
     """N puts without deletes; put latency per segment (per million for 10M), stats probe."""
-    r = loadgen(srv, "grow", timeout=p["timeout"] + 60, loadgen_timeout=p["timeout"],
-                jobs=p["jobs"], size=p["size"], conns=p["conns"], depth=p["depth"],
-                segments=p["segments"])
+    r, loop_faults, other_faults = faults_around(srv, lambda: loadgen(
+        srv, "grow", timeout=p["timeout"] + 60, loadgen_timeout=p["timeout"],
+        jobs=p["jobs"], size=p["size"], conns=p["conns"], depth=p["depth"],
+        segments=p["segments"]))
     time.sleep(0.2)
     rss_full = srv.rss()
     n = r.get("inserted") or 0
@@ -686,6 +725,8 @@ def sc_grow(srv, p):
         "probe_max_ms": ms(get(r, "probe_us.max_us")),
         "probe_k_max_ms": ms(get(r, "probe_kernel_us.max_us")),
         "probe_slow": r.get("probe_replies_over_100ms"),
+        "loop_faults": loop_faults,
+        "other_faults": other_faults,
         "rss_per_job": (rss_full - r["rss_before"]) / n if n and r.get("rss_before", -1) >= 0
         else None,
         "rss_full_mb": rss_full / 2**20,
@@ -735,6 +776,8 @@ def metrics_grow(p):
         ("probe_max_ms", "stats probe max ms, whole fill ↓"),
         ("probe_k_max_ms", "stats probe max ms, whole fill, kernel stamps ↓"),
         ("probe_slow", "stats probe replies ≥ 100 ms ↓"),
+        ("loop_faults", "server's loop thread: page faults over the fill ↓"),
+        ("other_faults", "server's other threads (heap prefaulter): page faults"),
         ("rss_per_job", "RSS bytes/job at the end ↓"), ("rss_full_mb", "RSS full MiB ↓"),
         ("timed_out", f"timed out ({p['timeout']} s)"), ("errors", "errors")]
 
@@ -938,6 +981,14 @@ class Scenario:
 
 
 ALL3 = ("stalkd", "beanstalkd", "ceiling")
+# Shared by two scenarios each: delayed-mix and delayed-beside-bulk (which puts through 64 in
+# flight per connection), grow-64 and grow-10m.
+DELAYED_MIX = dict(jobs=1_000_000, spread=10, delay=14, conns=4, depth=100, consumers=2,
+                   reserves=1, consumed_every=100, size=100, timeout=180, loadgen_timeout=60)
+DELAYED_MIX_QUICK = dict(DELAYED_MIX, jobs=20_000, spread=1, delay=2, timeout=60,
+                         loadgen_timeout=20)
+GROW_64 = dict(jobs=10_000_000, size=100, conns=4, depth=64, segments=10, timeout=400)
+GROW_64_QUICK = dict(GROW_64, jobs=200_000, timeout=60)
 SCENARIOS = [
     Scenario("cycle", "cycle: {conns} connections each looping put({size} B) → reserve → delete",
              sc_cycle, METRICS_CYCLE,
@@ -985,11 +1036,7 @@ SCENARIOS = [
     Scenario("delayed-mix", "delayed, consumed tube beside a bulk tube: {jobs} jobs falling due over "
              "{spread} s (delay {delay} s), 1 in {consumed_every} in the tube that {consumers} "
              "consumers wait on with {reserves} reserve each, the rest in a tube nobody consumes",
-             sc_delayed, metrics_delayed,
-             dict(jobs=1_000_000, spread=10, delay=14, conns=4, depth=100, consumers=2,
-                  reserves=1, consumed_every=100, size=100, timeout=180, loadgen_timeout=60),
-             dict(jobs=20_000, spread=1, delay=2, conns=4, depth=100, consumers=2,
-                  reserves=1, consumed_every=100, size=100, timeout=60, loadgen_timeout=20)),
+             sc_delayed, metrics_delayed, DELAYED_MIX, DELAYED_MIX_QUICK),
     # Opt-in (20 s a run): one job at a time, put with a delay while a consumer waits, as a
     # user tries it; what the server's sleep until a far deadline costs.
     Scenario("delayed-one", "delayed, one at a time: {jobs} jobs put over {spread} s (one every "
@@ -1070,10 +1117,7 @@ SCENARIOS = [
     Scenario("grow-64", "grow, issue 16's shape: {jobs} puts of {size} B without deletes "
              "({conns} connections × {depth} in flight), stats probe every 1 ms "
              "(targets: put max ≤ 10 ms, stats max ≤ 5 ms)",
-             sc_grow, metrics_grow,
-             dict(jobs=10_000_000, size=100, conns=4, depth=64, segments=10, timeout=400),
-             dict(jobs=200_000, size=100, conns=4, depth=64, segments=10, timeout=60),
-             default=False),
+             sc_grow, metrics_grow, GROW_64, GROW_64_QUICK, default=False),
     Scenario("grow-64-b", "grow, issue 16's shape with the binlog (-b, never fsync: -F): {jobs} "
              "puts of {size} B without deletes ({conns} connections × {depth} in flight), "
              "stats probe every 1 ms",
@@ -1082,6 +1126,23 @@ SCENARIOS = [
              dict(jobs=200_000, size=100, conns=4, depth=64, segments=10, timeout=60),
              server_args={"stalkd": ["-b", "{tmpdir}", "-F"], "beanstalkd": ["-b", "{tmpdir}", "-F"]},
              default=False),
+    # The two shapes of an independent check, as it stated them (opt-in, ~3 min and ~8 min
+    # with beanstalkd): 1,000,000 delayed jobs falling due over 10 s, 1 in 100 in a tube two
+    # consumers wait on with `reserve`, the rest in a bulk tube nobody reserves, puts through
+    # 4 connections x 64 in flight (target: consumed lateness p99 <= 1 ms, stats max <= 5 ms);
+    # 10,000,000 puts of 100 B without deletes through 4 connections x 64 in flight, no -b
+    # (targets: slowest put <= 10 ms, stats max <= 5 ms).
+    Scenario("delayed-beside-bulk", "delayed beside a bulk tube: {jobs} jobs falling due over "
+             "{spread} s (delay {delay} s, puts through {conns} connections × {depth} in flight), "
+             "1 in {consumed_every} in the tube that {consumers} consumers wait on with "
+             "`reserve`, the rest in a bulk tube nobody reserves; stats probe every 1 ms "
+             "(targets: lateness p99 ≤ 1 ms, stats max ≤ 5 ms)",
+             sc_delayed, metrics_delayed, dict(DELAYED_MIX, depth=64),
+             dict(DELAYED_MIX_QUICK, depth=64), default=False),
+    Scenario("grow-10m", "growing to {jobs} jobs: {jobs} puts of {size} B without deletes "
+             "({conns} connections × {depth} in flight, no -b), stats probe every 1 ms "
+             "(targets: slowest put ≤ 10 ms, stats max ≤ 5 ms)",
+             sc_grow, metrics_grow, GROW_64, GROW_64_QUICK, default=False),
     # HTTP (issue 13): stalkd only; each run measures the text protocol and the HTTP API on
     # fresh servers of the same build, alternating which goes first.
     Scenario("http-cycle", "HTTP cycle: {conns} keep-alive connections each looping publish "
