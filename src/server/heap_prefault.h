@@ -33,7 +33,10 @@ namespace stalkd::server {
 // kMaxBackOffNs) and leaves the heap's growth meanwhile to the loop's own page faults.
 // Preemption cannot be foreseen, so a step that starts just before the machine fills up can
 // still make one brk wait; the back-off keeps that from repeating while the machine stays
-// busy. Where the run delay cannot be read, the prefaulter is off.
+// busy. Where the run delay cannot be read, the prefaulter is off, and so it is where the loop
+// may run on one CPU only: there the thread could only ever run in the loop's place, holding
+// it off the CPU for a scheduler slice at a time (stalkd pinned with taskset, run beside a
+// pinned load generator: the loop was switched out to the thread for up to 141 ms).
 //
 // Setting M_TOP_PAD freezes glibc's dynamic mmap threshold, so it is set to the dynamic
 // scheme's ceiling (32 MiB, which a server that has freed large buffers reaches anyway).
@@ -55,9 +58,13 @@ class HeapPrefaulter {
   static constexpr int64_t kMaxBackOffNs = 1'000'000'000;  // at most 1 s
   // How long the thread stays away after waiting waited_ns for a CPU (0: it does not).
   static int64_t BackOffNs(int64_t waited_ns);
-  // Whether it works here (glibc's malloc, no sanitizer, Linux 5.14 or later, and the run
-  // delay readable: /proc/thread-self/schedstat, Linux 3.17 or later with CONFIG_SCHED_INFO).
+  // Whether it works here (glibc's malloc, no sanitizer, Linux 5.14 or later, the run delay
+  // readable: /proc/thread-self/schedstat, Linux 3.17 or later with CONFIG_SCHED_INFO) and
+  // can help: the constructing thread (the loop's, which the prefaulter's inherits) may run
+  // on more than one CPU.
   bool enabled() const { return enabled_; }
+  // How many CPUs the calling thread may run on (0 if unknown).
+  static int CpusAllowed();
   // Pages faulted in by the thread so far, and how often it backed off (for tests).
   uint64_t populated_bytes() const;
   uint64_t back_offs() const;

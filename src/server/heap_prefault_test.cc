@@ -1,5 +1,6 @@
 #include "server/heap_prefault.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,6 +99,39 @@ TEST(HeapPrefaulterTest, BacksOffForTenTimesALongWaitForACpu) {
             10 * HeapPrefaulter::kMaxRunDelayNs);
   EXPECT_EQ(HeapPrefaulter::BackOffNs(20'000'000), 200'000'000);
   EXPECT_EQ(HeapPrefaulter::BackOffNs(5'000'000'000), HeapPrefaulter::kMaxBackOffNs);
+}
+
+// Constructed on a thread that may run on one CPU only (as the loop of a stalkd started with
+// taskset -c N), it is off: its thread could only run in the loop's place. Its heap growth is
+// then not faulted in ahead, and nothing else changes.
+TEST(HeapPrefaulterTest, IsOffOnASingleCpu) {
+  int allowed = -1;
+  bool enabled = true;
+  uint64_t populated = 1;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    int cpu = sched_getcpu();
+    CPU_SET(cpu < 0 ? 0 : cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    allowed = HeapPrefaulter::CpusAllowed();
+    HeapPrefaulter p;
+    enabled = p.enabled();
+    std::vector<void*> blocks;
+    size_t used = 0;
+    p.Note(used);
+    for (int i = 0; i < 20'000; i++) {
+      blocks.push_back(malloc(150));
+      used += 150;
+      if (i % 1000 == 0) p.Note(used);
+    }
+    populated = p.populated_bytes();
+    for (void* b : blocks) free(b);
+  });
+  pinned.join();
+  ASSERT_EQ(allowed, 1) << "could not pin a thread to one CPU";
+  EXPECT_FALSE(enabled);
+  EXPECT_EQ(populated, 0u);
 }
 
 // With every CPU kept busy by twice as many spinning threads, the thread is made to wait for a
