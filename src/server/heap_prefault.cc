@@ -81,7 +81,7 @@ HeapPrefaulter::HeapPrefaulter() {
   // slice, and a step preempted holding the address space's lock would make the loop's next
   // brk wait for its return (141 ms at worst in 3,000,000 pinned puts, where the loop taking
   // its own faults cost 2-3 us a page). The loop faults its pages in itself there.
-  enabled_ = CpusAllowed() > 1 && CanPopulate();
+  enabled_ = CpusAllowed() != 1 && CanPopulate();  // unknown (0): as if more than one
 #endif
   if (enabled_) {  // the thread opens its own; this checks that the kernel has the file
     int fd = open(kSchedStat, O_RDONLY | O_CLOEXEC);

@@ -63,7 +63,7 @@ class HeapPrefaulter {
   // can help: the constructing thread (the loop's, which the prefaulter's inherits) may run
   // on more than one CPU.
   bool enabled() const { return enabled_; }
-  // How many CPUs the calling thread may run on (0 if unknown).
+  // How many CPUs the calling thread may run on (0 if unknown: more than 1024, say).
   static int CpusAllowed();
   // Pages faulted in by the thread so far, and how often it backed off (for tests).
   uint64_t populated_bytes() const;
