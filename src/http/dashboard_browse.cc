@@ -20,10 +20,10 @@ using command::StateFilter;
 
 namespace {
 
-constexpr size_t kScanSlice = 2500;      // tube names a search looks at per step
-constexpr size_t kStatsSlice = 250;      // stats-tube calls of a sorted search per step
 constexpr uint32_t kMaxListCalls = 256;  // list-jobs calls of one browse (65536 ids each)
 constexpr size_t kRowPreview = 48;       // body bytes of a job in a list
+
+}  // namespace
 
 // Case-insensitive substring match (tube names are ASCII); `lower` is lower case already.
 bool Matches(std::string_view name, std::string_view lower) {
@@ -37,6 +37,8 @@ bool Matches(std::string_view name, std::string_view lower) {
   }
   return false;
 }
+
+namespace {
 
 // GET /dashboard/api/tubes: the tubes whose name contains q, sorted, one page. Every tube
 // name is looked at, kScanSlice per step (each step lists the tubes again: a list's views
@@ -117,7 +119,7 @@ class TubesSearch {
     size_t end = std::min(names.size(), pos_ + kScanSlice);
     for (; pos_ < end; pos_++) {
       std::string_view name = names[pos_];
-      if (!Matches(name, q_.q)) continue;
+      if (!name.starts_with(q_.prefix) || !Matches(name, q_.q)) continue;
       matched_++;
       if (!q_.sort) {
         Offer(0, name);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/clock.h"
 #include "command/store.h"
@@ -21,9 +22,15 @@ namespace stalkd::http::dash {
 inline constexpr uint32_t kDefaultPage = 50;
 inline constexpr uint32_t kMaxPage = 200;        // tubes or jobs in one page
 inline constexpr uint64_t kMaxOffset = 1000000;  // how deep the tube list pages
+inline constexpr size_t kScanSlice = 2500;       // tube names a search looks at per step
+inline constexpr size_t kStatsSlice = 250;       // stats-tube calls of a search per step
+
+// Whether `name` contains `lower` (lower case), in any case (tube names are ASCII).
+bool Matches(std::string_view name, std::string_view lower);
 
 struct ListQuery {
   std::string q;                    // lower case
+  std::string prefix;               // the names start with it (as given)
   const TubeCount* sort = nullptr;  // null: by name
   bool desc = false;
   uint64_t offset = 0;

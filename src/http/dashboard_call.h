@@ -32,6 +32,7 @@ class DashboardCall {
   Co<> Api();
   Co<> Server();
   Co<> Tubes();
+  Co<> Namespaces();  // dashboard_namespaces.cc
   Co<> Tube(const std::string& name);
   Co<> Jobs(const std::string& tube);
   Co<> TubeAction(const std::string& tube, std::string_view action);

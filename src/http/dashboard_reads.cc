@@ -121,6 +121,10 @@ Co<> DashboardCall::Tubes() {
       if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     }
   }
+  if (auto v = target_.Query("prefix")) {
+    if (v->size() > command::kMaxTubeNameLength) co_return Fail(&resp(), 400, "invalid prefix");
+    q.prefix = *v;
+  }
   if (auto v = target_.Query("sort")) {
     q.sort = FindCount(*v);
     if (!q.sort && *v != "name") co_return Fail(&resp(), 400, "invalid sort");

@@ -104,6 +104,10 @@ Co<> DashboardCall::Api() {
     Route("dashboard_tubes");
     co_return co_await Tubes();
   }
+  if (what == "namespaces" && seg.size() == 3 && get) {
+    Route("dashboard_namespaces");
+    co_return co_await Namespaces();
+  }
   if (what == "tubes" && seg.size() >= 4) {
     const std::string& tube = seg[3];
     if (seg.size() == 4 && get) {
