@@ -816,7 +816,7 @@ function tubeView(tube, params) {
   function renderJobs(list) {
     state.next = list.next;
     const shown = list.jobs.length;
-    summary.textContent = `${num(shown)} shown of ${plural(list.count, list.state + ' job')}, by id` + (state.from > 1 ? ` from ${state.from}` : '');
+    summary.textContent = `${num(shown)} shown of ${plural(list.count, stateName(tube, list.state) === list.state ? list.state + ' job' : stateName(tube, list.state))}, by id` + (state.from > 1 ? ` from ${state.from}` : '');
     first.disabled = state.from === 1;
     prev.disabled = state.back.length === 0 && state.from === 1;
     next.disabled = !list.next;

@@ -33,8 +33,8 @@ async function admin(method, path, { form, json } = {}) {
 
 function limitText(l) {
   if (!l) return 'none';
-  const side = (n, what) => (n > 0 ? `${num(n)} ${what}` : `${what}s unlimited`);
-  return `${side(l.read, 'consume')} · ${side(l.write, 'publish')} per ${plural(l.interval, 'second')}`;
+  const side = (n, what) => (n > 0 ? `${num(n)} ${what}` : `${what} unlimited`);
+  return `${side(l.read, 'consumes')} · ${side(l.write, 'publishes')} per ${plural(l.interval, 'second')}`;
 }
 
 // The view: `ns` from the address (#/tokens/<ns>); `act` runs a confirmed action (app.js).
