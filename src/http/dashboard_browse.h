@@ -38,6 +38,14 @@ struct ListQuery {
   size_t step = 5;  // history points of the rows
 };
 
+// A tube list's first keys: the tubes in all, those matching, and the page's offset and limit.
+void WriteListHead(size_t total, uint64_t matched, const ListQuery& q, JsonWriter& w);
+
+// A tube list's row: the tube's stats and next ready job, its history kept from `now` on
+// (DashboardHistory::Track); false if there is no such tube (gone since it was listed).
+Co<bool> ReadListRow(command::Session& s, Dashboard& d, std::string_view name, Nanos now,
+                     TubeRow* row);
+
 // GET /dashboard/api/tubes: the tubes whose name contains q.q, sorted, one page.
 Co<> SearchTubes(command::Session& s, Dashboard& d, ListQuery q, Nanos now, Response* resp);
 

@@ -8,6 +8,7 @@
 #include "command/store.h"
 #include "http/co.h"
 #include "http/dashboard.h"
+#include "http/dashboard_browse.h"
 #include "http/dashboard_json.h"
 #include "http/exchange.h"
 #include "http/url.h"
@@ -39,6 +40,9 @@ class DashboardCall {
   Co<> Job(uint64_t id);
   Co<> JobBody(uint64_t id);
   Co<> JobAction(uint64_t id, std::string_view action);
+  // The tube list's parameters (q, prefix, sort if `by_count`, order, offset, limit, step)
+  // into *q; false: answered (400).
+  bool ListParams(ListQuery* q, bool by_count);
   // A uint32 query parameter: absent is `def`; invalid or out of [lo, hi] answers 400
   // "invalid <name>" and gives nullopt.
   std::optional<uint64_t> Number(std::string_view name, uint64_t def, uint64_t lo, uint64_t hi);

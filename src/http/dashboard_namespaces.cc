@@ -99,7 +99,7 @@ class NamespacesPage {
     size_t end = std::min(names.size(), pos_ + kScanSlice);
     for (; pos_ < end; pos_++) {
       std::string_view name = names[pos_], ns, queue;
-      if (!Matches(name, q_.q)) continue;
+      if (!name.starts_with(q_.prefix) || !Matches(name, q_.q)) continue;
       matched_++;
       bool plain = !SplitTube(name, &ns, &queue);
       Offer(plain ? name : ns, plain);
@@ -131,7 +131,8 @@ class NamespacesPage {
     size_t end = std::min(names.size(), pos_ + kScanSlice);
     for (; pos_ < end; pos_++) {
       std::string_view name = names[pos_], ns, queue;
-      if (!Matches(name, q_.q) || !SplitTube(name, &ns, &queue)) continue;
+      if (!name.starts_with(q_.prefix) || !Matches(name, q_.q)) continue;
+      if (!SplitTube(name, &ns, &queue)) continue;
       auto it = wanted_.find(ns);
       if (it != wanted_.end()) members_.emplace_back(std::string(name), it->second);
     }
@@ -149,22 +150,13 @@ class NamespacesPage {
     for (auto it : page_) {
       if (!it->first.plain) continue;
       TubeRow row;
-      if (!co_await ReadTube(s_, it->first.name, &row)) continue;  // gone meanwhile
-      co_await ReadNextReady(s_, &row);
-      d_.history().Track(row.name, now_);
-      tubes.push_back(std::move(row));
+      bool found = co_await ReadListRow(s_, d_, it->first.name, now_, &row);
+      if (found) tubes.push_back(std::move(row));
     }
     Ok(resp);
     JsonWriter w(&resp->body);
     w.StartObject();
-    w.Key("total_tubes");
-    w.Uint(total_);
-    w.Key("matched");
-    w.Uint(matched_);
-    w.Key("offset");
-    w.Uint(q_.offset);
-    w.Key("limit");
-    w.Uint(q_.limit);
+    WriteListHead(total_, matched_, q_, w);
     w.Key("order");
     w.String(q_.desc ? "desc" : "asc");
     w.Key("more");
@@ -223,24 +215,7 @@ class NamespacesPage {
 
 Co<> DashboardCall::Namespaces() {
   ListQuery q;
-  if (auto v = target_.Query("q")) {
-    q.q = *v;
-    std::transform(q.q.begin(), q.q.end(), q.q.begin(),
-                   [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
-  }
-  if (auto v = target_.Query("order")) {
-    if (*v != "asc" && *v != "desc") co_return Fail(&resp(), 400, "invalid order");
-    q.desc = *v == "desc";
-  }
-  std::optional<uint64_t> offset = Number("offset", 0, 0, kMaxOffset);
-  if (!offset) co_return;
-  std::optional<uint64_t> limit = Number("limit", kDefaultPage, 1, kMaxPage);
-  if (!limit) co_return;
-  std::optional<uint64_t> step = Number("step", 5, 0, 60);
-  if (!step) co_return;
-  q.offset = *offset;
-  q.limit = static_cast<uint32_t>(*limit);
-  q.step = *step;
+  if (!ListParams(&q, false)) co_return;
   NamespacesPage page(s_, d_, std::move(q), ex_.now);
   co_await page.Run(&resp());
 }

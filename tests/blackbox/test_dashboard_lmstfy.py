@@ -9,12 +9,11 @@ Run: python3 -m unittest -v tests/blackbox/test_dashboard_lmstfy.py   (binary: $
 import base64
 import os
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from test_dashboard_api import API, DashboardCase  # noqa: E402
+from test_dashboard_api import API, AccountCase, DashboardCase  # noqa: E402
 
 
 def names(answer):
@@ -103,6 +102,21 @@ class NamespacesTest(DashboardCase):
         # A prefix is not a substring.
         self.assertEqual(self.djson("GET", "tubes", {"prefix": "hop/"})["tubes"], [])
 
+    def test_prefix_of_the_tree(self):
+        g = self.groups(prefix="shop/")
+        self.assertEqual((names(g), g["matched"], g["rows"][0]["queues"]), (["shop"], 3, 3))
+        self.assertEqual(names(self.groups(prefix="pl")), ["tube:plain"])
+
+    def test_its_scripts_are_served(self):
+        for name in ("lmstfy.js", "tokens.js"):
+            r = self.adm("GET", "/dashboard/" + name)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.header("content-type"), "text/javascript; charset=utf-8")
+            path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "web",
+                                "dashboard", name)
+            with open(path, "rb") as f:
+                self.assertEqual(r.body, f.read(), name)
+
     def test_bad_parameters(self):
         for params, err in (({"order": "up"}, "invalid order"), ({"limit": 0}, "invalid limit"),
                             ({"limit": 201}, "invalid limit"), ({"offset": -1}, "invalid offset"),
@@ -115,15 +129,7 @@ class NamespacesTest(DashboardCase):
         self.assertError(self.dash("GET", "namespaces/shop"), 404, "api not found")
 
 
-class NamespacesAuthTest(DashboardCase):
-    def setUp(self):
-        fd, self.accounts = tempfile.mkstemp(prefix="stalkd-accounts-")
-        with os.fdopen(fd, "w") as f:
-            f.write("ops:pa:ss\n")
-        self.addCleanup(os.unlink, self.accounts)
-        self.server_args = ("--admin-accounts", self.accounts)
-        super().setUp()
-
+class NamespacesAuthTest(AccountCase):
     def test_needs_an_account(self):
         good = [("Authorization", "Basic " + base64.b64encode(b"ops:pa:ss").decode())]
         bad = [("Authorization", "Basic " + base64.b64encode(b"ops:nope").decode())]
