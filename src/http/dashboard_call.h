@@ -33,7 +33,8 @@ class DashboardCall {
   Co<> Api();
   Co<> Server();
   Co<> Tubes();
-  Co<> Namespaces();  // dashboard_namespaces.cc
+  Co<> Namespaces();                         // dashboard_lmstfy.cc
+  Co<> DeleteDead(const std::string& tube);  // dashboard_lmstfy.cc
   Co<> Tube(const std::string& name);
   Co<> Jobs(const std::string& tube);
   Co<> TubeAction(const std::string& tube, std::string_view action);

@@ -118,6 +118,7 @@ Co<> DashboardCall::Api() {
       Route("dashboard_jobs");
       co_return co_await Jobs(tube);
     }
+    if (seg.size() == 5 && post && seg[4] == "delete-dead") co_return co_await DeleteDead(tube);
     if (seg.size() == 5 && post) co_return co_await TubeAction(tube, seg[4]);
   }
   if (what == "jobs" && (seg.size() == 4 || seg.size() == 5)) {

@@ -1,7 +1,8 @@
 """Black-box tests of the dashboard's lmstfy view on the HTTP side (docs/DASHBOARD.md,
-"lmstfy's view"): GET /dashboard/api/namespaces (the tube list grouped by namespace, with
+section 10): GET /dashboard/api/namespaces (the tube list grouped by namespace, with
 each namespace's totals, paged and bounded), the `prefix` parameter of the tube list (an
-open namespace's queues), their checks and the admin account they need; counts checked
+open namespace's queues), POST .../delete-dead (a queue's dead letters deleted from the
+head), their checks and the admin account they need; counts checked
 against what the text protocol sees.
 
 Run: python3 -m unittest -v tests/blackbox/test_dashboard_lmstfy.py   (binary: $STALKD_BIN)
@@ -129,6 +130,43 @@ class NamespacesTest(DashboardCase):
         self.assertError(self.dash("GET", "namespaces/shop"), 404, "api not found")
 
 
+class DeleteDeadLettersTest(DashboardCase):
+    def test_from_the_head(self):
+        c = self.text()
+        ids = self.bury(c, "shop/orders", 5)
+        self.put(c, "shop/orders", "ready")
+        r = self.djson("POST", "tubes/shop%2Forders/delete-dead", {"count": 2})
+        self.assertEqual(r, {"deleted": 2})
+        for jid in ids[:2]:
+            self.assertEqual(c.cmd("peek %d" % jid), b"NOT_FOUND\r\n")
+        st = self.tube_stats(c, "shop/orders")
+        self.assertEqual((st["current-jobs-buried"], st["current-jobs-ready"]), (3, 1))
+        self.assertEqual(self.djson("POST", "tubes/shop%2Forders/delete-dead"), {"deleted": 1})
+        self.assertEqual(self.djson("POST", "tubes/shop%2Forders/delete-dead", {"count": 99}),
+                         {"deleted": 2})
+        self.assertEqual(self.djson("POST", "tubes/shop%2Forders/delete-dead"), {"deleted": 0})
+        self.assertEqual(self.tube_stats(c, "shop/orders")["current-jobs-ready"], 1)
+        # The dashboard's session uses "default" again: it keeps no tube alive.
+        self.assertEqual(self.tube_stats(c, "default")["current-using"], 2)
+
+    def test_in_slices(self):
+        c = self.text()
+        self.bury(c, "q", 2500)
+        self.assertEqual(self.djson("POST", "tubes/q/delete-dead", {"count": 3000}),
+                         {"deleted": 2500})
+        self.assertEqual(self.tube_stats(c, "q")["current-jobs-buried"], 0)
+
+    def test_refusals(self):
+        self.assertError(self.dash("POST", "tubes/nope/delete-dead"), 404, "tube not found")
+        self.assertError(self.dash("POST", "tubes/-bad/delete-dead"), 400, "invalid tube name")
+        for count in (0, -1, "x", "", 2 ** 64):
+            self.assertError(self.dash("POST", "tubes/default/delete-dead", {"count": count}),
+                             400, "invalid count")
+        self.assertError(self.dash("POST", "tubes/default/delete-dead", headers=[]), 403,
+                         "missing X-Requested-With header")
+        self.assertError(self.dash("GET", "tubes/default/delete-dead"), 404, "api not found")
+
+
 class NamespacesAuthTest(AccountCase):
     def test_needs_an_account(self):
         good = [("Authorization", "Basic " + base64.b64encode(b"ops:pa:ss").decode())]
@@ -138,6 +176,12 @@ class NamespacesAuthTest(AccountCase):
                 r = self.adm("GET", path, headers=headers)
                 self.assertError(r, 401, "unauthorized")
             self.assertEqual(self.adm("GET", path, headers=good).status, 200, path)
+        xrw = [("X-Requested-With", "t")]
+        for headers in (xrw, bad + xrw):
+            r = self.adm("POST", API + "tubes/default/delete-dead", headers=headers)
+            self.assertError(r, 401, "unauthorized")
+        r = self.adm("POST", API + "tubes/default/delete-dead", headers=good + xrw)
+        self.assertEqual((r.status, r.json()), (200, {"deleted": 0}))
         # The token routes the dashboard's token page uses need it as well.
         for method, path in (("GET", "/token/shop"), ("POST", "/token/shop?description=x"),
                              ("DELETE", "/token/shop/0123456789ab"), ("GET", "/limits"),

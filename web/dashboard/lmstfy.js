@@ -93,13 +93,14 @@ export function deadLetterActions(tube, t, act) {
         onclick: () =>
           act(
             {
-              title: `Delete the dead letters of ${tube}`,
-              message: `Deletes all ${plural(t.buried, 'dead letter')} of the queue (lmstfy's DELETE /api/…/deadletter; here the purge of its buried jobs). This cannot be undone.`,
+              title: `Delete dead letters of ${tube}`,
+              message: `Deletes up to this many dead letters, the oldest first (as lmstfy's DELETE /api/…/deadletter?limit=). Dead letters now: ${num(t.buried)}. This cannot be undone.`,
+              fields: [{ name: 'count', label: 'How many', type: 'number', min: 1, value: t.buried || 1, required: true }],
               confirm: 'Delete dead letters',
               danger: true,
             },
-            () => api(`tubes/${enc(tube)}/purge`, { method: 'POST', params: { state: 'buried' } }),
-            (r) => `Deleted ${plural(r.purged, 'dead letter')}`,
+            (v) => api(`tubes/${enc(tube)}/delete-dead`, { method: 'POST', params: { count: v.count } }),
+            (r) => `Deleted ${plural(r.deleted, 'dead letter')}`,
           ),
       },
       'Delete dead letters…',

@@ -9,20 +9,25 @@
 
 #include "http/dashboard_browse.h"
 #include "http/dashboard_call.h"
+#include "http/dead_letters.h"
 #include "http/names.h"
 
-// GET /dashboard/api/namespaces: the tube list grouped as lmstfy sees it (docs/DASHBOARD.md,
-// "Namespaces"): each namespace whose queues (tubes "ns/q") match the search, with its
-// queues' totals, and each plain tube as itself, by name, one page. Bounded as the tube
-// list is: the names are looked at kScanSlice per step and only the first offset + limit + 1
-// groups are kept; the totals read the stats of the page's namespaces' queues only,
-// kStatsSlice per step.
+// The dashboard's lmstfy view (docs/DASHBOARD.md, section 10): the namespace tree's page
+// and the deletion of a queue's dead letters.
+//
+// GET /dashboard/api/namespaces: the tube list grouped as lmstfy sees it: each namespace whose
+// queues (tubes "ns/q") match the search, with its queues' totals, and each plain tube as itself,
+// by name, one page. Bounded as the tube list is: the names are looked at kScanSlice per step and
+// only the first offset + limit + 1 groups are kept; the totals read the stats of the page's
+// namespaces' queues only, kStatsSlice per step.
 namespace stalkd::http::dash {
 
 using command::Outcome;
 using command::Result;
 
 namespace {
+
+constexpr uint64_t kDeadSlice = 1000;  // dead letters deleted per step
 
 // A row of the page: a namespace (its name) or a plain tube (its name), in name order, a
 // namespace before a plain tube of the same name.
@@ -218,6 +223,17 @@ Co<> DashboardCall::Namespaces() {
   if (!ListParams(&q, false)) co_return;
   NamespacesPage page(s_, d_, std::move(q), ex_.now);
   co_await page.Run(&resp());
+}
+
+Co<> DashboardCall::DeleteDead(const std::string& tube) {
+  Route("dashboard_delete_dead");
+  std::optional<uint64_t> count = Number("count", 1, 1, UINT64_MAX);
+  if (!count) co_return;
+  TubeRow row;
+  bool exists = co_await TubeExists(tube, &row);
+  if (!exists) co_return;
+  uint64_t n = co_await DeleteDeadLetters(s_, tube, *count, kDeadSlice);
+  co_await AnswerCount("deleted", n);
 }
 
 }  // namespace stalkd::http::dash
