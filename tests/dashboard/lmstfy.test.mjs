@@ -181,6 +181,7 @@ for (const [size, viewport] of SIZES) {
     await page.locator('.tabs button[data-state="buried"]').click();
     await page.locator(`#jobs-table tr[data-job="${dead}"]`).waitFor({ timeout: SEEN_MS });
     if (size === 'desktop') assert.match(await page.locator(`#jobs-table tr[data-job="${dead}"]`).innerText(), /retries exhausted \(release\)/);
+    await see(`#jobs-table tr[data-job="${dead}"] button[data-action="kick"]`, 'Respawn');
     assert.equal(await page.locator('#delete-dead').isVisible(), true);
     assert.equal(await page.locator('#respawn').isVisible(), true);
     await assertFits(viewport.width);
@@ -189,6 +190,7 @@ for (const [size, viewport] of SIZES) {
     await see('dd[data-field="State"]', 'dead letter');
     await see('dd[data-field="Priority"]', '255 (lmstfy priority) · beanstalkd pri 0');
     await see('dd[data-field="Bury reason"]', 'retries exhausted (release)');
+    await see('#job-kick', 'Respawn');
     await shot(`22-${size}-dead-letter-job`);
   });
 }

@@ -29,6 +29,7 @@ import {
 } from './util.js';
 import {
   buryReason,
+  kickLabel,
   deadLetterActions,
   loadTree,
   priority,
@@ -786,7 +787,7 @@ function tubeView(tube, params) {
           class: 'small secondary',
           dataset: { action: 'kick' },
           onclick: () => kickJob(j),
-        }, 'Kick'),
+        }, kickLabel(j.tube, j.state)),
       );
     }
     if (j.state !== 'reserved') {
@@ -904,10 +905,13 @@ function tubeView(tube, params) {
 // ---------------------------------------------------------------------------- job actions
 
 function kickJob(j) {
+  // A dead letter of an lmstfy queue is respawned (lmstfy.js); the rest kicked.
+  const label = kickLabel(j.tube, j.state);
+  const what = label === 'Kick' ? `${j.state} job` : 'dead letter, with one try,';
   return act(
-    { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
+    { title: `${label} job ${j.id}?`, message: `The ${what} becomes ready.`, confirm: label },
     () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
-    () => `Kicked job ${j.id}`,
+    () => `${label === 'Kick' ? 'Kicked' : 'Respawned'} job ${j.id}`,
   );
 }
 
@@ -1055,7 +1059,7 @@ function jobView(id) {
           id: 'job-kick',
           class: 'secondary',
           onclick: () => kickJob(j),
-        }, 'Kick'),
+        }, kickLabel(j.tube, j.state)),
       );
     }
     if (j.state !== 'reserved') {

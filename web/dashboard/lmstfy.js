@@ -30,6 +30,12 @@ export function stateName(tube, state) {
   return state === 'buried' && lmstfyQueue(tube) ? 'dead letter' : state;
 }
 
+// A buried or delayed job's Kick: on an lmstfy queue a dead letter is respawned (kick-job
+// gives it a try, as lmstfy's respawn does).
+export function kickLabel(tube, state) {
+  return state === 'buried' && lmstfyQueue(tube) ? 'Respawn' : 'Kick';
+}
+
 // Why a job is buried, in lmstfy's words on an lmstfy queue: a job that ran out of tries
 // (at a TTR timeout or a release) is a dead letter; `bury` is a beanstalkd client's.
 export function buryReason(tube, reason) {
