@@ -29,8 +29,8 @@ import {
 } from './util.js';
 import {
   buryReason,
-  kickLabel,
   deadLetterActions,
+  kickLabel,
   loadTree,
   priority,
   priorityColumn,
