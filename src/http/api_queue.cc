@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "http/api_call.h"
+#include "http/dead_letters.h"
 #include "http/json.h"
 
 namespace stalkd::http::api {
@@ -90,24 +91,8 @@ Co<> Call::DeleteDeadLetter() {
   std::optional<std::string_view> l = target_.Query("limit");
   std::optional<int64_t> limit = l ? ParseInt64(*l) : std::optional<int64_t>(1);
   if (!limit || *limit <= 0) co_return Fail(400, "invalid limit");
-  // Deletes up to `limit` dead letters from the head (the order they were buried in, as
-  // peek and respawn take them), kSliceJobs per step.
-  int64_t left = *limit;
-  for (bool more = true; more;) {
-    int64_t n = std::min<int64_t>(left, kSliceJobs);
-    Result use = co_await Ask(s_.Use(tube_));
-    more = use.outcome == Outcome::kUsing;
-    for (int64_t i = 0; i < n && more; i++) {
-      Result head = co_await Ask(s_.PeekBuried());
-      more = head.outcome == Outcome::kFound;
-      if (!more) break;
-      Result del = co_await Ask(s_.Delete(head.job.id));
-      more = del.outcome == Outcome::kDeleted;
-      if (more) left--;
-    }
-    if (!more || left == 0) break;
-    co_await Slice();
-  }
+  // Up to `limit` dead letters from the head, kSliceJobs per step.
+  co_await DeleteDeadLetters(s_, tube_, static_cast<uint64_t>(*limit), kSliceJobs);
   resp().status = 204;
 }
 

@@ -20,10 +20,10 @@ using command::StateFilter;
 
 namespace {
 
-constexpr size_t kScanSlice = 2500;      // tube names a search looks at per step
-constexpr size_t kStatsSlice = 250;      // stats-tube calls of a sorted search per step
 constexpr uint32_t kMaxListCalls = 256;  // list-jobs calls of one browse (65536 ids each)
 constexpr size_t kRowPreview = 48;       // body bytes of a job in a list
+
+}  // namespace
 
 // Case-insensitive substring match (tube names are ASCII); `lower` is lower case already.
 bool Matches(std::string_view name, std::string_view lower) {
@@ -37,6 +37,27 @@ bool Matches(std::string_view name, std::string_view lower) {
   }
   return false;
 }
+
+void WriteListHead(size_t total, uint64_t matched, const ListQuery& q, JsonWriter& w) {
+  w.Key("total_tubes");
+  w.Uint(total);
+  w.Key("matched");
+  w.Uint(matched);
+  w.Key("offset");
+  w.Uint(q.offset);
+  w.Key("limit");
+  w.Uint(q.limit);
+}
+
+Co<bool> ReadListRow(Session& s, Dashboard& d, std::string_view name, Nanos now, TubeRow* row) {
+  bool found = co_await ReadTube(s, name, row);  // (co_await out of the if: co.h)
+  if (!found) co_return false;
+  co_await ReadNextReady(s, row);
+  d.history().Track(row->name, now);
+  co_return true;
+}
+
+namespace {
 
 // GET /dashboard/api/tubes: the tubes whose name contains q, sorted, one page. Every tube
 // name is looked at, kScanSlice per step (each step lists the tubes again: a list's views
@@ -117,7 +138,7 @@ class TubesSearch {
     size_t end = std::min(names.size(), pos_ + kScanSlice);
     for (; pos_ < end; pos_++) {
       std::string_view name = names[pos_];
-      if (!Matches(name, q_.q)) continue;
+      if (!name.starts_with(q_.prefix) || !Matches(name, q_.q)) continue;
       matched_++;
       if (!q_.sort) {
         Offer(0, name);
@@ -160,23 +181,13 @@ class TubesSearch {
     for (const Entry& e : page) {
       if (!seen.insert(e.name).second) continue;
       TubeRow row;
-      bool found = co_await ReadTube(s_, e.name, &row);
-      if (!found) continue;
-      co_await ReadNextReady(s_, &row);
-      d_.history().Track(row.name, now_);
-      rows.push_back(std::move(row));
+      bool found = co_await ReadListRow(s_, d_, e.name, now_, &row);
+      if (found) rows.push_back(std::move(row));
     }
     Ok(resp);
     JsonWriter w(&resp->body);
     w.StartObject();
-    w.Key("total_tubes");
-    w.Uint(total_);
-    w.Key("matched");
-    w.Uint(matched_);
-    w.Key("offset");
-    w.Uint(q_.offset);
-    w.Key("limit");
-    w.Uint(q_.limit);
+    WriteListHead(total_, matched_, q_, w);
     w.Key("sort");
     w.String(q_.sort ? q_.sort->name : "name");
     w.Key("order");

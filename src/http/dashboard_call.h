@@ -8,6 +8,7 @@
 #include "command/store.h"
 #include "http/co.h"
 #include "http/dashboard.h"
+#include "http/dashboard_browse.h"
 #include "http/dashboard_json.h"
 #include "http/exchange.h"
 #include "http/url.h"
@@ -32,12 +33,17 @@ class DashboardCall {
   Co<> Api();
   Co<> Server();
   Co<> Tubes();
+  Co<> Namespaces();                         // dashboard_lmstfy.cc
+  Co<> DeleteDead(const std::string& tube);  // dashboard_lmstfy.cc
   Co<> Tube(const std::string& name);
   Co<> Jobs(const std::string& tube);
   Co<> TubeAction(const std::string& tube, std::string_view action);
   Co<> Job(uint64_t id);
   Co<> JobBody(uint64_t id);
   Co<> JobAction(uint64_t id, std::string_view action);
+  // The tube list's parameters (q, prefix, sort if `by_count`, order, offset, limit, step)
+  // into *q; false: answered (400).
+  bool ListParams(ListQuery* q, bool by_count);
   // A uint32 query parameter: absent is `def`; invalid or out of [lo, hi] answers 400
   // "invalid <name>" and gives nullopt.
   std::optional<uint64_t> Number(std::string_view name, uint64_t def, uint64_t lo, uint64_t hi);

@@ -113,33 +113,51 @@ Co<> DashboardCall::Server() {
   w.EndObject();
 }
 
-Co<> DashboardCall::Tubes() {
-  ListQuery q;
+bool DashboardCall::ListParams(ListQuery* q, bool by_count) {
   if (auto v = target_.Query("q")) {
-    q.q = *v;
-    for (char& c : q.q) {
+    q->q = *v;
+    for (char& c : q->q) {
       if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     }
   }
-  if (auto v = target_.Query("sort")) {
-    q.sort = FindCount(*v);
-    if (!q.sort && *v != "name") co_return Fail(&resp(), 400, "invalid sort");
+  if (auto v = target_.Query("prefix")) {
+    if (v->size() > command::kMaxTubeNameLength) {
+      Fail(&resp(), 400, "invalid prefix");
+      return false;
+    }
+    q->prefix = *v;
+  }
+  if (auto v = by_count ? target_.Query("sort") : std::nullopt) {
+    q->sort = FindCount(*v);
+    if (!q->sort && *v != "name") {
+      Fail(&resp(), 400, "invalid sort");
+      return false;
+    }
   }
   if (auto v = target_.Query("order")) {
-    if (*v != "asc" && *v != "desc") co_return Fail(&resp(), 400, "invalid order");
-    q.desc = *v == "desc";
+    if (*v != "asc" && *v != "desc") {
+      Fail(&resp(), 400, "invalid order");
+      return false;
+    }
+    q->desc = *v == "desc";
   } else {
-    q.desc = q.sort != nullptr;  // counts: the biggest first
+    q->desc = q->sort != nullptr;  // counts: the biggest first
   }
   std::optional<uint64_t> offset = Number("offset", 0, 0, kMaxOffset);
-  if (!offset) co_return;
+  if (!offset) return false;
   std::optional<uint64_t> limit = Number("limit", kDefaultPage, 1, kMaxPage);
-  if (!limit) co_return;
+  if (!limit) return false;
   std::optional<uint64_t> step = Number("step", 5, 0, 60);
-  if (!step) co_return;
-  q.offset = *offset;
-  q.limit = static_cast<uint32_t>(*limit);
-  q.step = *step;
+  if (!step) return false;
+  q->offset = *offset;
+  q->limit = static_cast<uint32_t>(*limit);
+  q->step = *step;
+  return true;
+}
+
+Co<> DashboardCall::Tubes() {
+  ListQuery q;
+  if (!ListParams(&q, true)) co_return;
   co_await SearchTubes(s_, d_, std::move(q), ex_.now, &resp());
 }
 

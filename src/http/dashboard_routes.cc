@@ -104,6 +104,10 @@ Co<> DashboardCall::Api() {
     Route("dashboard_tubes");
     co_return co_await Tubes();
   }
+  if (what == "namespaces" && seg.size() == 3 && get) {
+    Route("dashboard_namespaces");
+    co_return co_await Namespaces();
+  }
   if (what == "tubes" && seg.size() >= 4) {
     const std::string& tube = seg[3];
     if (seg.size() == 4 && get) {
@@ -114,6 +118,7 @@ Co<> DashboardCall::Api() {
       Route("dashboard_jobs");
       co_return co_await Jobs(tube);
     }
+    if (seg.size() == 5 && post && seg[4] == "delete-dead") co_return co_await DeleteDead(tube);
     if (seg.size() == 5 && post) co_return co_await TubeAction(tube, seg[4]);
   }
   if (what == "jobs" && (seg.size() == 4 || seg.size() == 5)) {

@@ -208,6 +208,8 @@ TEST(DeferredStoreHttp, EveryRouteAnswersAsOverTheMemoryStore) {
       {2, Dash("POST", "jobs/8/kick") + Dash("POST", "tubes/ns%2Fq/kick?count=5") +
               Dash("POST", "tubes/ns%2Fq/respawn?count=3") + Dash("DELETE", "jobs/8") +
               Dash("DELETE", "jobs/5")},
+      {2, Dash("GET", "namespaces") + Dash("GET", "namespaces?q=Q&order=desc&limit=1") +
+              Dash("GET", "tubes?prefix=ns%2F") + Dash("POST", "tubes/ns%2Fq/delete-dead?count=2")},
       {2, Dash("POST", "tubes/ns%2Fq/purge?state=all") + Dash("GET", "tubes/ns%2Fq")},
       {2, Req("GET", "/info") + Req("GET", "/metrics") + Req("GET", "/healthz") +
               Req("GET", "/version")},
@@ -236,7 +238,9 @@ TEST(DeferredStoreHttp, EveryRouteAnswersAsOverTheMemoryStore) {
   has(22, "\"new_id\":7");
   has(23, "{\"kicked\":true}");
   has(23, "{\"deleted\":true}");
-  has(25, "# TYPE");
+  has(24, "\"kind\":\"namespace\",\"namespace\":\"ns\"");
+  has(24, "{\"deleted\":");
+  has(26, "# TYPE");
 }
 
 TEST(DeferredStoreHttp, AStoreThatCannotTellAnswers500) {

@@ -155,7 +155,9 @@ class AssetsTest(DashboardCase):
         self.assertEqual(self.adm("GET", "/healthz").json(), {"status": "ok"})
 
 
-class AuthTest(DashboardCase):
+class AccountCase(DashboardCase):
+    """A server with --admin-accounts: one account, ops:pa:ss."""
+
     def setUp(self):
         fd, self.accounts = tempfile.mkstemp(prefix="stalkd-accounts-")
         with os.fdopen(fd, "w") as f:
@@ -164,6 +166,8 @@ class AuthTest(DashboardCase):
         self.server_args = ("--admin-accounts", self.accounts)
         super().setUp()
 
+
+class AuthTest(AccountCase):
     def test_dashboard_needs_an_account(self):
         good = [("Authorization", "Basic " + base64.b64encode(b"ops:pa:ss").decode())]
         bad = [("Authorization", "Basic " + base64.b64encode(b"ops:nope").decode())]

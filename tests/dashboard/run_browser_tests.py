@@ -3,9 +3,10 @@
 
 Starts STALKD_BIN (default build/release/stalkd) on free loopback ports with --admin-http,
 --admin-accounts (a fresh account file) and -b (a fresh binlog directory), runs
-`node dashboard.test.mjs` in Debian's headless chromium through playwright-core, and stops
+`node dashboard.test.mjs` and `node lmstfy.test.mjs` in Debian's headless chromium through playwright-core, and stops
 the server by its PID. Screenshots go to $STALKD_SCREENSHOTS (default
-build/dashboard-screenshots), kept as test artifacts.
+build/dashboard-screenshots), kept as test artifacts. STALKD_BROWSER_TESTS names the test
+files to run (comma-separated; default both).
 
 Exits 77 (ctest's "skipped") with a message when chromium, node or tests/dashboard's
 node_modules (`npm ci` in tests/dashboard, as scripts/setup.sh does) are missing; nothing is
@@ -75,15 +76,18 @@ def main():
                        STALKD_PASSWORD="s3cret:with:colons",
                        STALKD_SCREENSHOTS=shots,
                        CHROMIUM=CHROMIUM)
-            r = subprocess.run([node, os.path.join(HERE, "dashboard.test.mjs")], cwd=HERE,
-                               env=env, timeout=600)
+            # The dashboard, then its lmstfy view, against the same server.
+            codes = [subprocess.run([node, os.path.join(HERE, name)], cwd=HERE, env=env,
+                                    timeout=600).returncode
+                     for name in os.environ.get("STALKD_BROWSER_TESTS", "dashboard.test.mjs,"
+                                                "lmstfy.test.mjs").split(",")]
         finally:
             code = server.stop()
         print("screenshots: %s" % shots)
         if code not in (0, None):
             print("stalkd exited with %s" % code)
             return 1
-        return r.returncode
+        return next((c for c in codes if c), 0)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 //   #/                         overview (?q=&sort=&order=&offset=)
 //   #/tube/<name>              a tube (?state=ready|delayed|reserved|buried&from=<id>)
 //   #/job/<id>                 a job
+//   #/tokens/<namespace>       lmstfy's tokens of a namespace and their rate limits (tokens.js)
 import {
   api,
   ApiError,
@@ -26,6 +27,20 @@ import {
   sparkline,
   toast,
 } from './util.js';
+import {
+  buryReason,
+  deadLetterActions,
+  kickLabel,
+  loadTree,
+  priority,
+  priorityColumn,
+  priorityDetail,
+  queueBadge,
+  stateLabel,
+  stateName,
+  treeRows,
+} from './lmstfy.js';
+import { tokensView } from './tokens.js';
 
 const POLL_MS = 2000;
 // Sorting the tube list by a count reads every tube's stats on the server: with more than
@@ -70,6 +85,7 @@ function parseRoute() {
     });
   if (seg[0] === 'tube' && seg.length === 2) return { name: 'tube', tube: seg[1], params };
   if (seg[0] === 'job' && seg.length === 2) return { name: 'job', id: seg[1], params };
+  if (seg[0] === 'tokens' && seg.length <= 2) return { name: 'tokens', ns: seg[1] || '', params };
   return { name: 'overview', params };
 }
 
@@ -94,6 +110,7 @@ function render() {
   main.replaceChildren();
   if (r.name === 'tube') view = tubeView(r.tube, r.params);
   else if (r.name === 'job') view = jobView(r.id);
+  else if (r.name === 'tokens') view = tokensView(r.ns, { act });
   else view = overviewView(r.params);
   main.append(view.el);
   crumbs.replaceChildren(...(view.crumbs || []));
@@ -163,6 +180,9 @@ function overviewView(params) {
     sort: params.get('sort') || 'name',
     order: params.get('order') || '',
     offset: Math.max(0, parseInt(params.get('offset'), 10) || 0),
+    // lmstfy's view: tubes "ns/q" grouped by namespace (lmstfy.js), and the open ones.
+    group: params.get('group') === 'ns',
+    open: new Set((params.get('open') || '').split(',').filter((n) => n)),
   };
   let seq = 0;
   let slow = false;  // many tubes sorted by a count: every tube's stats each time
@@ -181,6 +201,12 @@ function overviewView(params) {
     SORTS.map(([k, label]) => h('option', { value: k, selected: k === state.sort }, label)),
   );
   const order = h('button', { id: 'order', type: 'button', class: 'secondary', title: 'order' });
+  const group = h('button', {
+    id: 'group',
+    type: 'button',
+    class: 'secondary',
+    title: "lmstfy's view: the queues (tubes ns/q) under their namespace, with its totals",
+  }, 'Group by namespace');
   const summary = h('span', { id: 'tubes-summary', class: 'muted' });
   const scaleNote = h('span', { id: 'tubes-scale', class: 'muted opt2' });
   const table = h('div', { class: 'table-wrap' });
@@ -193,7 +219,7 @@ function overviewView(params) {
     h(
       'section',
       { class: 'tubes', 'aria-label': 'tubes' },
-      h('div', { class: 'toolbar' }, h('h2', {}, 'Tubes'), search, sort, order, summary),
+      h('div', { class: 'toolbar' }, h('h2', {}, 'Tubes'), search, sort, order, group, summary),
       table,
       h('div', { class: 'pager' }, scaleNote, prev, next),
     ),
@@ -204,7 +230,16 @@ function overviewView(params) {
   }
   function sync() {
     order.textContent = desc() ? '↓ desc' : '↑ asc';
-    setQuery('/', { q: state.q, sort: state.sort === 'name' ? '' : state.sort, order: state.order, offset: state.offset });
+    group.setAttribute('aria-pressed', state.group ? 'true' : 'false');
+    group.classList.toggle('active', state.group);
+    setQuery('/', {
+      q: state.q,
+      sort: state.sort === 'name' ? '' : state.sort,
+      order: state.order,
+      offset: state.offset,
+      group: state.group ? 'ns' : '',
+      open: state.group ? [...state.open].join(',') : '',
+    });
   }
   let debounce = null;
   search.addEventListener('input', () => {
@@ -229,6 +264,17 @@ function overviewView(params) {
     sync();
     refreshNow();
   });
+  group.addEventListener('click', () => {
+    state.group = !state.group;
+    state.offset = 0;
+    sync();
+    refreshNow();
+  });
+  function toggle(ns) {
+    if (!state.open.delete(ns)) state.open.add(ns);
+    sync();
+    refreshNow();
+  }
   prev.addEventListener('click', () => {
     state.offset = Math.max(0, state.offset - PAGE);
     sync();
@@ -243,17 +289,33 @@ function overviewView(params) {
 
   async function refresh() {
     const mine = ++seq;
+    const dir = desc() ? 'desc' : 'asc';
     const [srv, tubes] = await Promise.all([
       // Points of 5 s: rates are averaged over them, which smooths the throughput line.
       api('server', { params: { step: 5 } }),
-      api('tubes', {
-        params: { q: state.q, sort: state.sort, order: desc() ? 'desc' : 'asc', offset: state.offset, limit: PAGE },
-      }),
+      state.group
+        ? // Namespaces and plain tubes by name; the open namespaces' queues in the sort.
+          loadTree(
+            { q: state.q, sort: state.sort, order: state.sort === 'name' ? dir : 'asc', queueOrder: dir, offset: state.offset, limit: PAGE },
+            state.open,
+            PAGE,
+          )
+        : api('tubes', { params: { q: state.q, sort: state.sort, order: dir, offset: state.offset, limit: PAGE } }),
     ]);
     if (mine !== seq) return;  // a newer search answered first
-    slow = tubes.total_tubes > SLOW_TUBES && state.sort !== 'name';
+    // The tree reads the stats of its namespaces' queues, as a sort by a count does.
+    slow = (state.group ? tubes.groups : tubes).total_tubes > SLOW_TUBES && (state.group || state.sort !== 'name');
     renderServer(server, srv);
-    renderTubes(tubes);
+    renderTubes(state.group ? treePage(tubes) : tubes, state.group ? tubes : null);
+  }
+
+  // The tree's page as renderTubes reads a page: its tubes (plain and open queues) give
+  // the charts' scale; `more` says whether there is a next page.
+  function treePage(tree) {
+    const g = tree.groups;
+    const tubes = g.rows.filter((r) => r.kind === 'tube').map((r) => r.tube);
+    for (const list of tree.queues.values()) tubes.push(...list.tubes);
+    return { ...g, tubes, rowsShown: g.rows.length };
   }
 
   function header(key, label, cls) {
@@ -285,15 +347,18 @@ function overviewView(params) {
     );
   }
 
-  function renderTubes(t) {
+  // `tree`: the namespace tree's answer (lmstfy.js), or null for the flat list.
+  function renderTubes(t, tree) {
     const from = t.matched ? t.offset + 1 : 0;
-    const to = t.offset + t.tubes.length;
+    const to = t.offset + (tree ? t.rowsShown : t.tubes.length);
     summary.textContent =
-      `${num(from)}–${num(to)} of ${plural(t.matched, 'tube')}` +
+      (tree
+        ? `namespaces and tubes ${num(from)}–${num(to)}${t.more ? '' : ' (the last)'}, of ${plural(t.matched, 'tube')}`
+        : `${num(from)}–${num(to)} of ${plural(t.matched, 'tube')}`) +
       (state.q ? ` matching “${state.q}” (${num(t.total_tubes)} in all)` : '') +
       (slow ? ` · refreshed every ${SLOW_POLL_MS / 1000} s` : '');
     prev.disabled = t.offset === 0;
-    next.disabled = to >= t.matched;
+    next.disabled = tree ? !t.more : to >= t.matched;
     // One scale for every row's chart, so that tubes compare: the page's peaks.
     const withHistory = t.tubes.filter((r) => r.history);
     const scale = {
@@ -303,35 +368,7 @@ function overviewView(params) {
     scaleNote.textContent = withHistory.length
       ? `Charts share one scale: top ${num(scale.ready)} ready, ${rateText(scale.rate)}/s`
       : '';
-    const rows = t.tubes.map((r) =>
-      h(
-        'tr',
-        { dataset: { tube: r.name } },
-        h('th', { scope: 'row', class: 'name' }, h('a', { href: tubeHref(r.name) }, r.name)),
-        h('td', { class: 'n', dataset: { col: 'ready' } }, num(r.ready)),
-        h('td', { class: 'n', dataset: { col: 'reserved' } }, num(r.reserved)),
-        h('td', { class: 'n opt', dataset: { col: 'delayed' } }, num(r.delayed)),
-        h('td', { class: r.buried ? 'n warn' : 'n', dataset: { col: 'buried' } }, num(r.buried)),
-        h('td', { class: 'n opt', dataset: { col: 'waiting' } }, num(r.waiting)),
-        h(
-          'td',
-          { class: 'opt', dataset: { col: 'paused' } },
-          r.paused ? h('span', { class: 'badge paused' }, `paused ${duration(r.pause_left_s)}`) : '',
-        ),
-        h('td', { class: 'n opt', dataset: { col: 'put_rate' } }, rate(r.put_rate)),
-        h('td', { class: 'n opt', dataset: { col: 'reserve_rate' } }, rate(r.reserve_rate)),
-        h(
-          'td',
-          {
-            class: 'n opt',
-            dataset: { col: 'age' },
-            title: r.next_ready_id ? `job ${r.next_ready_id}, the next a reserve would take` : '',
-          },
-          r.next_ready_age_s === null ? '–' : duration(r.next_ready_age_s),
-        ),
-        h('td', { class: 'spark-cell opt2' }, r.history ? tubeSpark(r.history, 120, 26, scale) : h('span', { class: 'muted' }, '–')),
-      ),
-    );
+    const rows = tree ? treeRows(tree, state.open, tubeRow, scale, toggle) : t.tubes.map((r) => tubeRow(r, scale));
     const empty = h('tr', {}, h('td', { colspan: 11, class: 'empty' }, state.q ? 'No tube matches.' : 'No tubes.'));
     table.replaceChildren(
       h(
@@ -377,6 +414,38 @@ function overviewView(params) {
     title: 'Overview',
     crumbs: [h('span', {}, 'Overview')],
   };
+}
+
+// A row of the tube list (and of the namespace tree, whose queues are labelled by their
+// queue's name): its counts, pause, rates, ready age and chart on the page's `scale`.
+function tubeRow(r, scale, label = r.name) {
+  return h(
+    'tr',
+    { dataset: { tube: r.name } },
+    h('th', { scope: 'row', class: 'name' }, h('a', { href: tubeHref(r.name), title: label === r.name ? null : r.name }, label)),
+    h('td', { class: 'n', dataset: { col: 'ready' } }, num(r.ready)),
+    h('td', { class: 'n', dataset: { col: 'reserved' } }, num(r.reserved)),
+    h('td', { class: 'n opt', dataset: { col: 'delayed' } }, num(r.delayed)),
+    h('td', { class: r.buried ? 'n warn' : 'n', dataset: { col: 'buried' }, title: stateLabel(r.name, 'buried').toLowerCase() }, num(r.buried)),
+    h('td', { class: 'n opt', dataset: { col: 'waiting' } }, num(r.waiting)),
+    h(
+      'td',
+      { class: 'opt', dataset: { col: 'paused' } },
+      r.paused ? h('span', { class: 'badge paused' }, `paused ${duration(r.pause_left_s)}`) : '',
+    ),
+    h('td', { class: 'n opt', dataset: { col: 'put_rate' } }, rate(r.put_rate)),
+    h('td', { class: 'n opt', dataset: { col: 'reserve_rate' } }, rate(r.reserve_rate)),
+    h(
+      'td',
+      {
+        class: 'n opt',
+        dataset: { col: 'age' },
+        title: r.next_ready_id ? `job ${r.next_ready_id}, the next a reserve would take` : '',
+      },
+      r.next_ready_age_s === null ? '–' : duration(r.next_ready_age_s),
+    ),
+    h('td', { class: 'spark-cell opt2' }, r.history ? tubeSpark(r.history, 120, 26, scale) : h('span', { class: 'muted' }, '–')),
+  );
 }
 
 // A tube's chart: ready jobs (the area) on one scale, puts/s and reserves/s (the lines) on
@@ -632,6 +701,7 @@ function tubeView(tube, params) {
           ),
         'danger',
       ),
+      ...deadLetterActions(tube, t, act),
     );
   }
 
@@ -639,12 +709,13 @@ function tubeView(tube, params) {
     state.tube = t;
     badges.replaceChildren(
       t.paused ? h('span', { class: 'badge paused', id: 'paused-badge' }, `paused · ${duration(t.pause_left_s)} left`) : '',
+      queueBadge(tube) || '',
     );
     cards.replaceChildren(
       card('Ready', h('span', { dataset: { stat: 'ready' } }, num(t.ready)), h('div', { class: 'muted' }, `${num(t.urgent)} urgent`)),
       card('Reserved', h('span', { dataset: { stat: 'reserved' } }, num(t.reserved))),
       card('Delayed', h('span', { dataset: { stat: 'delayed' } }, num(t.delayed))),
-      card('Buried', h('span', { dataset: { stat: 'buried' }, class: t.buried ? 'warn' : '' }, num(t.buried)), h('div', { class: 'muted' }, `${num(t.tries_exhausted)} ran out of tries`)),
+      card(stateLabel(tube, 'buried'), h('span', { dataset: { stat: 'buried' }, class: t.buried ? 'warn' : '' }, num(t.buried)), h('div', { class: 'muted' }, `${num(t.tries_exhausted)} ran out of tries`)),
       card('Clients', h('span', {}, `${num(t.waiting)} waiting`), h('div', { class: 'muted' }, `${num(t.using)} using · ${num(t.watching)} watching`)),
       card('Rates', h('span', {}, `${rate(t.put_rate)} put/s · ${rate(t.reserve_rate)} reserve/s`), h('div', { class: 'muted' }, `${num(t.total_jobs)} put · ${num(t.deletes)} deleted · ${num(t.expired)} expired`)),
       card(
@@ -700,7 +771,7 @@ function tubeView(tube, params) {
               refreshNow();
             },
           },
-          `${s[0].toUpperCase()}${s.slice(1)} `,
+          `${stateLabel(tube, s)} `,
           h('span', { class: 'count' }, num(t[s])),
         ),
       ),
@@ -716,7 +787,7 @@ function tubeView(tube, params) {
           class: 'small secondary',
           dataset: { action: 'kick' },
           onclick: () => kickJob(j),
-        }, 'Kick'),
+        }, kickLabel(j.tube, j.state)),
       );
     }
     if (j.state !== 'reserved') {
@@ -746,7 +817,7 @@ function tubeView(tube, params) {
   function renderJobs(list) {
     state.next = list.next;
     const shown = list.jobs.length;
-    summary.textContent = `${num(shown)} shown of ${plural(list.count, list.state + ' job')}, by id` + (state.from > 1 ? ` from ${state.from}` : '');
+    summary.textContent = `${num(shown)} shown of ${plural(list.count, stateName(tube, list.state) === list.state ? list.state + ' job' : stateName(tube, list.state))}, by id` + (state.from > 1 ? ` from ${state.from}` : '');
     first.disabled = state.from === 1;
     prev.disabled = state.back.length === 0 && state.from === 1;
     next.disabled = !list.next;
@@ -756,14 +827,14 @@ function tubeView(tube, params) {
         'tr',
         { dataset: { job: String(j.id) } },
         h('th', { scope: 'row' }, h('a', { href: `#/job/${j.id}` }, String(j.id))),
-        h('td', { class: 'n' }, String(j.pri)),
+        h('td', { class: 'n', title: priority(tube, j.pri).title }, priority(tube, j.pri).text),
         h('td', { class: 'n' }, duration(j.age_s)),
         h('td', { class: 'n opt' }, timed ? duration(j.time_left_s) : '–'),
         h('td', { class: 'n opt' }, duration(j.ttr_s)),
         h('td', { class: 'n opt' }, j.tries_left === null ? '∞' : num(j.tries_left)),
         h('td', { class: 'n opt' }, j.ttl_left_s === null ? '–' : duration(j.ttl_left_s)),
         h('td', { class: 'n opt' }, num(j.reserves)),
-        list.state === 'buried' ? h('td', { class: 'opt' }, j.bury_reason || 'bury') : null,
+        list.state === 'buried' ? h('td', { class: 'opt' }, buryReason(tube, j.bury_reason)) : null,
         h('td', { class: 'n opt' }, bytes(j.body_size)),
         h('td', { class: 'preview' }, preview(j.preview, j.body_size)),
         h('td', { class: 'row-actions' }, h('div', { class: 'row-buttons' }, jobActions(j))),
@@ -781,7 +852,7 @@ function tubeView(tube, params) {
             'tr',
             {},
             h('th', { scope: 'col' }, 'Id'),
-            h('th', { class: 'n', scope: 'col' }, 'Pri'),
+            h('th', { class: 'n', scope: 'col', title: priorityColumn(tube).title }, priorityColumn(tube).text),
             h('th', { class: 'n', scope: 'col' }, 'Age'),
             h('th', { class: 'n opt', scope: 'col' }, list.state === 'delayed' ? 'Delay left' : 'TTR left'),
             h('th', { class: 'n opt', scope: 'col' }, 'TTR'),
@@ -834,10 +905,13 @@ function tubeView(tube, params) {
 // ---------------------------------------------------------------------------- job actions
 
 function kickJob(j) {
+  // A dead letter of an lmstfy queue is respawned (lmstfy.js); the rest kicked.
+  const label = kickLabel(j.tube, j.state);
+  const what = label === 'Kick' ? `${j.state} job` : 'dead letter, with one try,';
   return act(
-    { title: `Kick job ${j.id}?`, message: `The ${j.state} job becomes ready.`, confirm: 'Kick' },
+    { title: `${label} job ${j.id}?`, message: `The ${what} becomes ready.`, confirm: label },
     () => api(`jobs/${j.id}/kick`, { method: 'POST' }),
-    () => `Kicked job ${j.id}`,
+    () => `${label === 'Kick' ? 'Kicked' : 'Respawned'} job ${j.id}`,
   );
 }
 
@@ -955,11 +1029,11 @@ function jobView(id) {
     const timed = j.state === 'delayed' || j.state === 'reserved';
     fields.replaceChildren(
       ...field('Tube', h('a', { href: tubeHref(j.tube) }, j.tube)),
-      ...field('State', h('span', { class: `badge state-${j.state}` }, j.state)),
+      ...field('State', h('span', { class: `badge state-${j.state}` }, stateName(j.tube, j.state))),
       ...(j.state === 'reserved'
         ? field('Reserved by', j.detached ? 'no connection (detached: an HTTP consume or reserve-ext detached)' : 'a worker\'s connection')
         : []),
-      ...field('Priority', String(j.pri)),
+      ...field('Priority', priorityDetail(j.tube, j.pri)),
       ...field('Age', `${duration(j.age_s)} (${num(j.age_ms)} ms)`),
       ...field('Delay', duration(j.delay_s)),
       ...field('TTR', duration(j.ttr_s)),
@@ -967,7 +1041,7 @@ function jobView(id) {
       ...field('Tries left', j.tries_left === null ? 'unlimited' : num(j.tries_left)),
       ...field('TTL left', j.ttl_left_s === null ? 'none' : duration(j.ttl_left_s)),
       // A job without the extensions is buried only by the bury command.
-      ...(j.state === 'buried' ? field('Bury reason', j.bury_reason || 'bury') : []),
+      ...(j.state === 'buried' ? field('Bury reason', buryReason(j.tube, j.bury_reason)) : []),
       ...(j.key !== null ? field('Key', j.key) : []),
       ...field('Reserves', num(j.reserves)),
       ...field('Timeouts', num(j.timeouts)),
@@ -985,7 +1059,7 @@ function jobView(id) {
           id: 'job-kick',
           class: 'secondary',
           onclick: () => kickJob(j),
-        }, 'Kick'),
+        }, kickLabel(j.tube, j.state)),
       );
     }
     if (j.state !== 'reserved') {
