@@ -376,12 +376,33 @@ void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta)
     auto& d = pending_refs_[at->second].second;
     d.first += using_delta;
     d.second += watching_delta;
+    if (d.first == 0 && d.second == 0) {  // none outstanding: nothing to send for it
+      pending_refs_[at->second].first.clear();
+      pending_ref_at_.erase(at);
+      if (pending_refs_.size() > 2 * pending_ref_at_.size() + 64) {
+        std::erase_if(pending_refs_, [](const auto& e) { return e.first.empty(); });
+        for (size_t i = 0; i < pending_refs_.size(); i++)
+          pending_ref_at_[pending_refs_[i].first] = i;
+      }
+    }
     return;
   }
   std::string du = std::to_string(using_delta), dw = std::to_string(watching_delta);
   uint32_t p = PartitionOf(tube);
   Touched(p);
   Call(p, "ref", {fid_, tube, du, dw}, false, [](const Answer&) {});
+}
+
+bool RedisStore::CanRef(std::string_view tube) {
+  if (started_ || pending_ref_at_.size() < kMaxPendingTubes) return true;
+  if (pending_ref_at_.find(std::string(tube)) != pending_ref_at_.end()) return true;
+  if (pending_refs_refused_++ == 0) {
+    fprintf(stderr,
+            "stalkd: Redis store not ready: %zu tubes named meanwhile; `use` and `watch` of "
+            "another are answered OUT_OF_MEMORY until it is\n",
+            kMaxPendingTubes);
+  }
+  return false;
 }
 
 void RedisStore::ReleaseConnection(const std::string& sid, uint32_t part) {
