@@ -167,10 +167,12 @@ void HttpFrontEnd::Refuse(int status, const std::string& why) {
   AppendResponse(r, NewRequestId(), /*close=*/true, /*head=*/false, &out_);
   closing_ = true;
   // What is still to come of this request: the rest of an announced body, else unknown.
-  std::optional<uint64_t> length = parser_.content_length();
+  // (Known once the head is parsed; a refusal of the head itself leaves it unknown.)
+  std::optional<uint64_t> length;
+  if (parser_.head_done()) length = parser_.content_length();
   uint64_t here = buffered_input();
   std::optional<uint64_t> unread;
-  if (length && parser_.started()) unread = *length - std::min(*length, here);
+  if (length) unread = *length - std::min(*length, here);
   in_.clear();
   in_begin_ = 0;
   if (!exchange_) parser_.Next();  // the body's room goes back now
