@@ -227,6 +227,18 @@ void RedisStore::Born() {
   }
 }
 
+bool RedisStore::CanRef(std::string_view tube) {
+  if (started_ || pending_ref_at_.size() < kMaxPendingTubes) return true;
+  if (pending_ref_at_.find(std::string(tube)) != pending_ref_at_.end()) return true;
+  if (pending_refs_refused_++ == 0) {
+    fprintf(stderr,
+            "stalkd: Redis store not ready: %zu tubes named meanwhile; `use` and `watch` of "
+            "another are answered OUT_OF_MEMORY until it is\n",
+            kMaxPendingTubes);
+  }
+  return false;
+}
+
 void RedisStore::Hold(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
                       bool writes, Handler done) {
   Unborn h{part,    std::string(fn), {args.begin(), args.end()}, writes, std::move(done),
