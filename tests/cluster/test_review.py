@@ -105,7 +105,7 @@ class TestDeadFrontEnds(ClusterCase):
         self.assertNotIn(fid_b, self.leases(), "B's lease should have run out and gone")
         # B's reservation should have come back (docs/SCALE-OUT.md: "when a front end dies, the
         # next pump after its lease ends gives back its connections' reservations").
-        back = wait_until(lambda: job_state(cy, jid) == "ready", timeout=5.0)
+        back = wait_until(lambda: job_state(cy, jid) == "ready", timeout=60.0)
         self.assertTrue(back, "job %d still %s: B's reservation leaked (B reaped from {g} "
                         "before its partitions)" % (jid, job_state(cy, jid)))
 

@@ -106,7 +106,7 @@ class TestChecker(CheckerCase):
         self.addCleanup(lambda: fe.stop())
         w = Workload([fe], ["a"], consumers=0, tag="loss").start()
         self.addCleanup(w.stop_consuming.set)
-        self.assertTrue(wait_until(lambda: w.history.check().ok > 20, 5.0))
+        self.assertTrue(wait_until(lambda: w.history.check().ok > 20, 60.0))
         fe.proc.kill()
         fe.proc.wait()
         fe.stop()

@@ -82,7 +82,7 @@ class TestRedisServer(unittest.TestCase):
             self.assertTrue(alive(pid))
             p.kill()                       # no atexit: only PDEATHSIG can stop the server
             p.wait()
-            self.assertTrue(wait_until(lambda: not alive(pid), timeout=5.0),
+            self.assertTrue(wait_until(lambda: not alive(pid), timeout=60.0),
                             "redis-server %d survived its test process" % pid)
         finally:
             p.kill()
