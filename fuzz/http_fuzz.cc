@@ -26,6 +26,12 @@
 //   answered body, tries and attributes; peeks show the job that is there; sizes are the
 //   tube's counts; a delete leaves no such job in the tube; a dead-letter delete or
 //   respawn answered at once took the jobs at the head of the dead letter, in order.
+// - A head whose body is still arriving is screened (Service::Screen, the real services'
+//   route, name, token and account checks): a refusal is a 4xx answered at once with
+//   Connection: close, an admission is followed by that request's Handle or by a 503 of the
+//   bodies' budget (a BodyBudget of 64 or 4096 bytes, by the header byte); a front end
+//   lingers (reads a refused body away) only while closing and for at most kLingerBytes;
+//   when every connection is gone the budget holds nothing.
 // - The rate limiter gives back no more than it counted; nothing is answered 500; the
 //   engine's invariants hold; Run leaves nothing runnable behind; the front end's runnable()
 //   agrees with what Run does.
@@ -167,7 +173,10 @@ class Conn final : public stalkd::command::Client {
     bool close;
   };
   std::deque<Answer> answers;
-  uint64_t handled = 0;       // Service::Handle calls
+  uint64_t handled = 0;   // Service::Handle calls, and Screen calls that answered
+  uint64_t screened = 0;  // heads screened before their bodies (Service::Screen)
+  uint64_t budget_refusals = 0;
+  bool screening = false;     // a head was admitted by Screen; its Handle has not come
   uint64_t answered = 0;      // Service::Answered calls
   bool done_writing = false;  // wrote Connection: close, or closes without a response
   bool dead = false;          // the server would have closed it: reopened at the next send
@@ -260,6 +269,7 @@ class CheckedService final : public http::Service {
  public:
   CheckedService(World& w, http::Service& inner) : w_(w), inner_(inner) {}
   void Handle(http::Exchange& ex) override;
+  bool Screen(http::Exchange& ex) override;
   void Answered(const http::Exchange& ex, Nanos done) override;
   const stalkd::Clock& clock() const override { return inner_.clock(); }
   uint64_t body_limit() const override { return inner_.body_limit(); }
@@ -271,6 +281,10 @@ class CheckedService final : public http::Service {
   std::vector<uint64_t> dead_before_;  // the dead letter of the request's tube, at Handle
   bool immediate_ = false;             // the request was answered within Handle
 };
+
+// The bodies being received: what the front ends take from the budget (BodyBudget), by the
+// header byte a tight one, so that bodies still arriving are refused 503 too.
+uint64_t BudgetLimit(bool tight) { return tight ? 64 : 4096; }
 
 std::string Base64(std::string_view s) {
   std::string out;
@@ -304,6 +318,8 @@ class World {
       FUZZ_CHECK(admin_.LoadAccounts(AccountsFile(), &error), "accounts: %s", error.c_str());
     }
     admin_.set_observer(&admin_host_);
+    checked_api_.set_body_budget(&budget_);
+    checked_admin_.set_body_budget(&budget_);
     text_ = store_.Open(text_client_);
     if (deferred) deferred_ = std::make_unique<stalkd::store::DeferredStore>(store_);
     for (int k = 0; k < kClients; k++) Open(k);
@@ -312,6 +328,9 @@ class World {
     for (auto& c : clients_) c.reset();
     text_.reset();
     engine_.CheckInvariants();
+    // Every body's room went back with its request or its connection.
+    FUZZ_CHECK(budget_.used() == 0, "the bodies' budget holds %" PRIu64 " bytes of no request",
+               budget_.used());
   }
 
   static http::ApiOptions ApiOptions(const Header& h) {
@@ -450,6 +469,13 @@ class World {
 
   // The engine's invariants: with few jobs after every step, with many now and then.
   void CheckInvariants() {
+    // A refusal before a body was read closes lingering: bounded, and only when closing.
+    for (auto& c : clients_) {
+      if (!c) continue;
+      uint64_t linger = c->fe().linger_bytes();
+      FUZZ_CHECK(linger <= HttpFrontEnd::kLingerBytes, "lingers for %" PRIu64 " bytes", linger);
+      FUZZ_CHECK(linger == 0 || c->fe().closing(), "lingers without closing");
+    }
     if (flooded_ && ++unchecked_ % 64 != 0) return;
     engine_.CheckInvariants();
   }
@@ -499,6 +525,7 @@ class World {
   http::AdminService admin_;
   CheckedService checked_api_;
   CheckedService checked_admin_;
+  http::BodyBudget budget_{BudgetLimit(header_.tight_memory())};
   QuietClient text_client_;
   std::unique_ptr<Session> text_;  // a beanstalkd client's session, for bury and reserve
   std::unique_ptr<Conn> clients_[kClients];
@@ -519,9 +546,13 @@ void Conn::OnResult(const Result& r) {
 
 void CheckedService::Handle(http::Exchange& ex) {
   Conn* c = w_.ConnOf(ex.session);
-  FUZZ_CHECK(c->handled == c->answered, "a request handled while another is being answered");
+  if (c->screening) {  // its head was screened and admitted (counted there); its body is here
+    c->screening = false;
+  } else {
+    FUZZ_CHECK(c->handled == c->answered, "a request handled while another is being answered");
+    c->handled++;
+  }
   FUZZ_CHECK(!c->fe().closing(), "a request handled on a closing connection");
-  c->handled++;
   dead_before_.clear();
   http::Target t;
   if (t.Parse(ex.request.target) && t.segments().size() >= 4 && t.segments()[3] == "deadletter") {
@@ -531,8 +562,40 @@ void CheckedService::Handle(http::Exchange& ex) {
   immediate_ = ex.task == nullptr;
 }
 
+// A head whose body is still arriving (HttpFrontEnd::ScreenHead): refused here, or refused
+// 503 by the body budget right after an admission, it is answered at once (Answered) without
+// a Handle; the connection then closes, lingering for the rest of the body.
+bool CheckedService::Screen(http::Exchange& ex) {
+  Conn* c = w_.ConnOf(ex.session);
+  FUZZ_CHECK(c->handled == c->answered, "a head screened while a request is being answered");
+  FUZZ_CHECK(!c->fe().closing(), "a head screened on a closing connection");
+  bool admitted = inner_.Screen(ex);
+  FUZZ_CHECK(admitted == (ex.response.status == 0 || ex.response.status == 200),
+             "Screen %s with status %d", admitted ? "admitted" : "refused", ex.response.status);
+  if (!admitted) {
+    FUZZ_CHECK(ex.response.status >= 400 && ex.response.status < 500, "screened %d",
+               ex.response.status);
+  }
+  c->screened++;
+  c->handled++;  // answered now (a refusal) or by Handle once the body is here
+  c->screening = admitted;
+  return admitted;
+}
+
 void CheckedService::Answered(const http::Exchange& ex, Nanos done) {
   Conn* c = w_.ConnOf(ex.session);
+  if (c->screening) {
+    // Admitted by Screen, then refused 503 for the budget before its body was read.
+    c->screening = false;
+    FUZZ_CHECK(ex.response.status == 503 && !ex.request.keep_alive,
+               "a screened request answered %d without a Handle", ex.response.status);
+    FUZZ_CHECK(c->handled == c->answered + 1, "a budget refusal out of turn");
+    c->answered++;
+    c->budget_refusals++;
+    c->answers.push_back({ex.response.status, false, true});
+    inner_.Answered(ex, done);
+    return;
+  }
   FUZZ_CHECK(c->handled == c->answered + 1, "answered %" PRIu64 " of %" PRIu64 " requests",
              c->answered + 1, c->handled);
   c->answered++;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "command/store.h"
@@ -42,6 +43,14 @@ class FrontEnd {
   // longest reply needed (short replies then never allocate); HTTP, whose responses never
   // fit the string's inline buffer, lets an idle connection hold none.
   virtual size_t output_keep() const { return 64 * 1024; }
+
+  // Closing while the peer may still be sending what the front end refused to read (an
+  // HTTP request refused before its body): the connection then half-closes, reads and
+  // throws away up to this many more bytes (Discarded counts them), and closes. Closing
+  // with unread input would make the kernel reset the connection, and a peer still
+  // sending would lose the answer. 0: close at once.
+  virtual uint64_t linger_bytes() const { return 0; }
+  virtual void Discarded(size_t n) { (void)n; }
 
   // Output above this stops request processing until the peer reads it.
   static constexpr size_t kOutputHighWater = 1 << 20;

@@ -137,7 +137,9 @@ void HttpFrontEnd::ScreenHead() {
   }
   if (!admitted) {
     req.keep_alive = false;
+    uint64_t here = buffered_input();
     Finish();
+    Linger(length ? std::optional<uint64_t>(*length - std::min(*length, here)) : std::nullopt);
     return;
   }
   exchange_.reset();
@@ -164,9 +166,30 @@ void HttpFrontEnd::Refuse(int status, const std::string& why) {
   Error(&r, status, why);
   AppendResponse(r, NewRequestId(), /*close=*/true, /*head=*/false, &out_);
   closing_ = true;
+  // What is still to come of this request: the rest of an announced body, else unknown.
+  // (Known once the head is parsed; a refusal of the head itself leaves it unknown.)
+  std::optional<uint64_t> length;
+  if (parser_.head_done()) length = parser_.content_length();
+  uint64_t here = buffered_input();
+  std::optional<uint64_t> unread;
+  if (length) unread = *length - std::min(*length, here);
   in_.clear();
   in_begin_ = 0;
   if (!exchange_) parser_.Next();  // the body's room goes back now
+  Linger(unread);
+}
+
+void HttpFrontEnd::Linger(std::optional<uint64_t> unread) {
+  if (input_closed_) return;
+  linger_ = std::min(unread.value_or(kLingerBytes), kLingerBytes);
+  if (linger_ == 0) return;
+  linger_until_ = service_.clock().Now() + kLingerTime;
+  if (BodyBudget* b = service_.body_budget()) b->Lingered();
+}
+
+void HttpFrontEnd::Discarded(size_t n) {
+  linger_ -= std::min<uint64_t>(n, linger_);
+  if (BodyBudget* b = service_.body_budget()) b->Discarded(n);
 }
 
 void HttpFrontEnd::TimeOut() {

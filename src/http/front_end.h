@@ -41,6 +41,14 @@ class HttpFrontEnd final : public command::FrontEnd {
   size_t buffered_input() const override { return in_.size() - in_begin_; }
   const command::Session& session() const override { return *session_; }
   size_t output_keep() const override { return 0; }
+  uint64_t linger_bytes() const override { return linger_; }
+  void Discarded(size_t n) override;
+
+  // A refusal's lingering close ends by this time, whatever is still unread (0: none).
+  Nanos linger_until() const { return linger_until_; }
+  // The most a lingering close reads, and for how long.
+  static constexpr uint64_t kLingerBytes = 8 << 20;
+  static constexpr Nanos kLingerTime = 5 * kSecond;
 
   // When the request now arriving began to (for the slow-client timeout); 0: none is.
   Nanos request_started() const { return closing_ ? 0 : request_started_; }
@@ -56,6 +64,9 @@ class HttpFrontEnd final : public command::FrontEnd {
   void NewExchange();
   void Finish();
   void Refuse(int status, const std::string& why);
+  // Closing with `unread` bytes of the request still to come (unknown: the bound): they
+  // are read and thrown away first, up to kLingerBytes and kLingerTime.
+  void Linger(std::optional<uint64_t> unread);
 
   Service& service_;
   std::unique_ptr<command::Session> session_;
@@ -70,6 +81,8 @@ class HttpFrontEnd final : public command::FrontEnd {
   std::unique_ptr<Exchange> exchange_;  // the request being answered
   std::unique_ptr<Task> task_;          // its unfinished part
   std::string out_;
+  uint64_t linger_ = 0;  // bytes still to read and discard before the close
+  Nanos linger_until_ = 0;
 };
 
 }  // namespace stalkd::http

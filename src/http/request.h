@@ -63,10 +63,19 @@ class BodyBudget {
   uint64_t limit() const { return limit_; }
   uint64_t refused() const { return refused_; }  // a counter
 
+  // Connections closed after a refusal left a body unread (they half-close and read the
+  // rest away first, bounded: HttpFrontEnd), and the bytes so read: counters.
+  void Lingered() { lingered_++; }
+  void Discarded(uint64_t n) { discarded_ += n; }
+  uint64_t lingered() const { return lingered_; }
+  uint64_t discarded() const { return discarded_; }
+
  private:
   uint64_t limit_;
   uint64_t used_ = 0;
   uint64_t refused_ = 0;
+  uint64_t lingered_ = 0;
+  uint64_t discarded_ = 0;
 };
 
 // Reads one request at a time: Feed() the buffered input until it reports kDone (the

@@ -472,6 +472,7 @@ Result RedisSession::Use(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kUse);
   if (tube != use_) {
+    if (!store_.CanRef(tube)) return Result::Of(Outcome::kOutOfMemory);
     store_.Ref(tube, 1, 0);
     store_.Ref(use_, -1, 0);
     use_ = tube;
@@ -489,6 +490,7 @@ Result RedisSession::Watch(std::string_view tube) {
   store_.Count(Verb::kWatch);
   STALKD_DCHECK(!waiting_);  // the store keeps a waiter's places by its watch list
   if (std::find(watch_.begin(), watch_.end(), tube) == watch_.end()) {
+    if (!store_.CanRef(tube)) return Result::Of(Outcome::kOutOfMemory);
     watch_.emplace_back(tube);
     store_.Ref(tube, 0, 1);
   }

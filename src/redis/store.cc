@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/check.h"
 #include "redis/resp.h"
 #include "redis/session.h"
 
@@ -166,6 +167,9 @@ RedisStore::Master& RedisStore::MasterNamed(const std::string& name) {
 void RedisStore::Call(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
                       bool writes, Handler done) {
   if (!started_) return Hold(part, fn, args, writes, std::move(done));
+  // `stats` names the front end whose counters are left out: never the provisional 0 (a
+  // held one takes the id in Born).
+  STALKD_CHECK(fn != "stats" || args.empty() || args[0] != "0");
   std::string name = "stalkd_";
   name.append(fn);
   std::vector<std::string_view> argv;
@@ -376,6 +380,15 @@ void RedisStore::Ref(std::string_view tube, int using_delta, int watching_delta)
     auto& d = pending_refs_[at->second].second;
     d.first += using_delta;
     d.second += watching_delta;
+    if (d.first == 0 && d.second == 0) {  // none outstanding: nothing to send for it
+      pending_refs_[at->second].first.clear();
+      pending_ref_at_.erase(at);
+      if (pending_refs_.size() > 2 * pending_ref_at_.size() + 64) {
+        std::erase_if(pending_refs_, [](const auto& e) { return e.first.empty(); });
+        for (size_t i = 0; i < pending_refs_.size(); i++)
+          pending_ref_at_[pending_refs_[i].first] = i;
+      }
+    }
     return;
   }
   std::string du = std::to_string(using_delta), dw = std::to_string(watching_delta);

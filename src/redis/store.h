@@ -221,6 +221,11 @@ class RedisStore final : public command::Store,
   void RemoveWaiter(RedisSession* s);
   uint64_t Waiting() const;
   void Ref(std::string_view tube, int using_delta, int watching_delta);
+  // Before the front-end id is known, the tube references wait here (Born sends them), one
+  // entry per tube with a reference outstanding, at most kMaxPendingTubes: false when `tube`
+  // would be one more past that (the `use` or `watch` is refused OUT_OF_MEMORY, counted).
+  bool CanRef(std::string_view tube);
+  static constexpr size_t kMaxPendingTubes = 10000;
   void Touched(uint32_t part) { touched_[part] = 1; }
   void Count(command::Verb v) { cmds_[static_cast<size_t>(v)]++; }
   // `stats`: the job counters from Redis (the global call's, plus per master sums on a
@@ -272,6 +277,7 @@ class RedisStore final : public command::Store,
     bool writes;
     Handler done;
     std::shared_ptr<RedisSession*> owner;  // the session whose id args[0] is; null: none
+    bool names_fid;                        // args[0] is the front-end id (`stats`), not known yet
     Nanos deadline;
   };
   std::unordered_map<const char*, std::shared_ptr<RedisSession*>> unborn_;
@@ -279,8 +285,11 @@ class RedisStore final : public command::Store,
   std::vector<std::string> reloading_;  // masters a FUNCTION LOAD is out to
   // Tube references made before Born, summed per tube in the order the tubes were first
   // named (Born sends them in that order, so tubes are made in the order clients named them).
+  // A tube whose references came back to none is dropped (its slot left empty, the vector
+  // compacted when half are), so a client naming ever new tubes holds nothing here.
   std::vector<std::pair<std::string, std::pair<int, int>>> pending_refs_;
   std::unordered_map<std::string, size_t> pending_ref_at_;  // tube -> its pending_refs_ slot
+  uint64_t pending_refs_refused_ = 0;  // CanRef's refusals (logged once per outage)
 
   Nanos offset_ = 0;  // redis ms * 1e6 - local, as the last answer (of any master) said
   Nanos next_pump_ = 0;

@@ -221,18 +221,35 @@ void RedisStore::Born() {
       if (!*h.owner) continue;  // closed meanwhile: its answer would go nowhere
       h.args[0] = (*h.owner)->sid_text_;
     }
+    if (h.names_fid) h.args[0] = fid_;  // was "0", which names no front end (`stats`)
     std::vector<std::string_view> args(h.args.begin(), h.args.end());
     Call(h.part, h.fn, std::span<const std::string_view>(args), h.writes, std::move(h.done));
   }
 }
 
+bool RedisStore::CanRef(std::string_view tube) {
+  if (started_ || pending_ref_at_.size() < kMaxPendingTubes) return true;
+  if (pending_ref_at_.find(std::string(tube)) != pending_ref_at_.end()) return true;
+  if (pending_refs_refused_++ == 0) {
+    fprintf(stderr,
+            "stalkd: Redis store not ready: %zu tubes named meanwhile; `use` and `watch` of "
+            "another are answered OUT_OF_MEMORY until it is\n",
+            kMaxPendingTubes);
+  }
+  return false;
+}
+
 void RedisStore::Hold(uint32_t part, std::string_view fn, std::span<const std::string_view> args,
                       bool writes, Handler done) {
-  Unborn h{part,    std::string(fn),          {args.begin(), args.end()}, writes, std::move(done),
-           nullptr, clock_.Now() + opt_.retry};
+  Unborn h{part,    std::string(fn), {args.begin(), args.end()}, writes, std::move(done),
+           nullptr, false,           clock_.Now() + opt_.retry};
   // A session's call names its session id first: one opened before the front-end id was
   // known has a provisional one, replaced when the call goes out (its buffer identifies it).
-  if (!args.empty()) {
+  // A call that names the front-end id first (`stats`: "not this one's counters") names the
+  // provisional "0"; it is replaced likewise, by the id Born knows.
+  if (!args.empty() && args[0].data() == fid_.data()) {
+    h.names_fid = true;
+  } else if (!args.empty()) {
     auto it = unborn_.find(args[0].data());
     if (it != unborn_.end() && *it->second && (*it->second)->sid_text_.data() == args[0].data()) {
       h.owner = it->second;

@@ -49,6 +49,14 @@ void Connection::OnEvents(uint32_t events) {
 void Connection::Read() {
   char buf[kReadChunk];
   ssize_t n = read(fd_, buf, sizeof buf);
+  if (lingering) {
+    if (n > 0) front_end_->Discarded(static_cast<size_t>(n));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+        (n > 0 && front_end_->linger_bytes() == 0)) {
+      Kill();
+    }
+    return;
+  }
   if (n > 0) {
     char* p = front_end_->PrepareInput(static_cast<size_t>(n));
     std::copy(buf, buf + n, p);
@@ -91,7 +99,7 @@ bool Connection::Flush() {
   }
   bool runnable = front_end_->runnable();
   if (out.empty()) {
-    if (front_end_->closing()) return false;
+    if (front_end_->closing()) return Linger();
     // The peer sent its last byte and every complete command in it has been answered
     // (a trailing partial command can never complete).
     if (front_end_->input_closed() && !runnable && !front_end_->waiting()) return false;
@@ -100,6 +108,15 @@ bool Connection::Flush() {
   if (runnable && out.size() < command::FrontEnd::kOutputHighWater) {
     server_.MarkRunnable(this);
   }
+  UpdateInterest();
+  return true;
+}
+
+bool Connection::Linger() {
+  if (lingering) return true;
+  if (front_end_->input_closed() || front_end_->linger_bytes() == 0) return false;
+  if (shutdown(fd_, SHUT_WR) != 0) return false;
+  lingering = true;
   UpdateInterest();
   return true;
 }
@@ -123,6 +140,7 @@ void Connection::UpdateInterest() {
     }
   }
   if (!front_end_->output().empty() && !on_held) want |= EPOLLOUT;
+  if (lingering) want = EPOLLIN | EPOLLRDHUP;
   static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX);
   if (want == interest_) return;
   interest_ = static_cast<uint16_t>(want);

@@ -44,6 +44,9 @@ class Connection : public net::EventLoop::Handler,
   // depend on (command::Session::need_mark); meanwhile the connection runs no commands and
   // does not write.
   bool on_held : 1 = false;
+  // Half-closed after the last output, reading and discarding what the peer still sends
+  // (FrontEnd::linger_bytes) until its EOF or the bound.
+  bool lingering : 1 = false;
   // While the output buffer is at/above the high-water mark: when it got there or the peer
   // last took any of it, whichever is later; 0 while it is below the mark.
   Nanos blocked_since() const { return blocked_since_; }
@@ -60,6 +63,8 @@ class Connection : public net::EventLoop::Handler,
 
  private:
   void Read();
+  // Closing with output written: starts or continues a lingering close; false: close now.
+  bool Linger();
 
   // One per open connection: ordered to minimise padding (the flags above, dead_,
   // interest_ and fd_ share one word).

@@ -100,6 +100,15 @@ http::Co<> HttpHost::ScrapeMetrics(command::Session& s, http::Response* resp) {
       "being received held the limit.\n";
   out += "# TYPE stalkd_http_request_bodies_refused_total counter\n";
   out += "stalkd_http_request_bodies_refused_total " + std::to_string(bodies_.refused()) + "\n";
+  out +=
+      "# HELP stalkd_http_lingering_closes_total Connections half-closed after a refusal that left "
+      "a request body unread, its rest read and discarded (bounded) before the close.\n";
+  out += "# TYPE stalkd_http_lingering_closes_total counter\n";
+  out += "stalkd_http_lingering_closes_total " + std::to_string(bodies_.lingered()) + "\n";
+  out += "# HELP stalkd_http_lingering_discarded_bytes_total Bytes read and discarded so.\n";
+  out += "# TYPE stalkd_http_lingering_discarded_bytes_total counter\n";
+  out +=
+      "stalkd_http_lingering_discarded_bytes_total " + std::to_string(bodies_.discarded()) + "\n";
 }
 
 http::BinlogMetrics HttpHost::BinlogNow() const { return server_.BinlogMetricsNow(); }
@@ -131,6 +140,7 @@ Nanos HttpHost::CheckRequestTimeouts(Nanos now) {
       f.TimeOut();
       server_.MarkDirty(c);
     }
+    if (c->lingering && now >= f.linger_until()) c->Kill();
   }
   return next_check_;
 }

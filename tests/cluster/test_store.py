@@ -130,9 +130,11 @@ class ClusterStoreCase(CheckerCase):
 
     def summary(self, label, w, took, t_start):
         res = w.history.check()
-        say("%s: puts ok %d / info %d, delivered %d, duplicates %d, drained in %s, took %.1fs"
+        say("%s: puts ok %d / info %d, delivered %d, duplicates %d, drained in %s, took %.1fs; "
+            "jobs left as the drain went (s, jobs): %s"
             % (label, res.ok, res.info, res.delivered, sum(res.duplicates.values()),
-               "%.1fs" % took if took is not None else "NO", time.monotonic() - t_start))
+               "%.1fs" % took if took is not None else "NO", time.monotonic() - t_start,
+               w.drain_log[::max(1, len(w.drain_log) // 8)]))
 
 
 def interleave(picked):
@@ -179,7 +181,7 @@ class TestMasterKilled(ClusterStoreCase):
                    dict(delivered), t_rejoined - t_kill, back))
             rounds.append(during)
             time.sleep(1.0)
-        took = w.drain(timeout=45.0)
+        took = w.drain()
         self.assertNothingLost(w, took, "cluster, master killed")
         self.summary("cluster, master killed twice", w, took, t_start)
         for rnd, during in enumerate(rounds):
@@ -239,7 +241,12 @@ class TestSlotsMoved(ClusterStoreCase):
         self.assertLess(after[-1] - after[0], before[-1] - before[0], (before, after))
         back_all = self.served_after(w, tubes, t5)
         time.sleep(1.0)
-        took = w.drain(timeout=45.0)
+        # Each delivery is a reserve over 8 partitions (a head call to each, then a bounded
+        # claim, retried when another consumer took that job) and a delete: ~10 calls a job,
+        # so the backlog (the 4 x n_delayed delayed jobs and what the load left) drains at
+        # the machine's pace. drain() waits while the store's job count keeps falling and
+        # fails only when it stops falling (a stall), whatever the machine's speed.
+        took = w.drain()
         say("slots %s of %s (%d keys) moved :%d -> :%d in %.2fs, served again %.2fs after; "
             "%d slots resharded :%d -> :%d in %.2fs (puts acknowledged meanwhile per tube %s), "
             "%s served again %.2fs after; longest time without a put on a moved tube %.2fs"
@@ -272,41 +279,42 @@ class TestReserveDuringFailover(ClusterStoreCase):
     # several partitions leaves out those whose master is down (until it is back, when the
     # waiters claim again), so a ready job on a live master is reserved at once, and a
     # reserve over the dead master's tubes alone times out on time. (Before the fix: RESERVED
-    # only after the promotion, ~2.5 s, past the reserve's timeout.)
+    # only after the promotion, past the reserve's timeout.) The dead master's replica is
+    # killed first, so that no promotion ever comes: a reserve that waited for one would
+    # hang (bounded by the client's read timeout) instead of answering; no timing is judged.
+    # --store-retry is 10 minutes, so that a command waiting for the dead master is not
+    # given up on (and the reserve answered) within that bound either.
     def test_reserve_across_partitions_while_one_master_is_down(self):
         cl = self.cluster()
         picked = cl.pick_tubes(1, "rf")
         live_m, dead_m = cl.masters()[0], cl.masters()[1]
         live, dead = picked[live_m][0], picked[dead_m][0]
-        fe = self.front_ends(cl, n=1)[0]
+        fe = self.front_end(cl.url(), redis_fixture.unique_prefix(), "--store-retry", "600000",
+                            wait=1)
         c = self.client(fe)
         self.assertEqual(c.cmd("use " + live), b"USING %s\r\n" % live.encode())
         for _ in range(5):
             self.assertTrue(c.cmd(b"put 0 0 60 1\r\nx\r\n").startswith(b"INSERTED "))
-        both = self.client(fe)
+        both = self.client(fe, timeout=60.0)
         both.cmd("watch " + live)
         both.cmd("watch " + dead)
         both.cmd("ignore default")
         self.assertTrue(both.cmd("reserve-with-timeout 1").startswith(b"RESERVED "))
+        replica = [r for r in cl.replicas()
+                   if int(r.info("replication")["master_port"]) == dead_m.port]
+        self.assertEqual(len(replica), 1, "the dead master's replica")
+        replica[0].kill()
         cl.kill_master(cl.masters().index(dead_m))
-        time.sleep(0.3)
-        t0 = time.monotonic()
-        r = both.cmd("reserve-with-timeout 1")
-        took = time.monotonic() - t0
-        say("reserve over %s (live master) and %s (master killed 0.3 s before): %r after "
-            "%.2fs" % (live, dead, r[:20], took))
+        r = both.cmd("reserve-with-timeout 30")
+        say("reserve over %s (live master) and %s (master killed, no replica): %r"
+            % (live, dead, r[:20]))
         self.assertTrue(r.startswith(b"RESERVED "), r)
-        self.assertLess(took, 1.0, "a reserve with a ready job on a live master waited for "
-                        "the dead master's partition")
-        only_dead = self.client(fe)
+        only_dead = self.client(fe, timeout=60.0)
         only_dead.cmd("watch " + dead)
         only_dead.cmd("ignore default")
-        t0 = time.monotonic()
         r = only_dead.cmd("reserve-with-timeout 1")
-        took = time.monotonic() - t0
-        say("reserve over %s alone (its master down): %r after %.2fs" % (dead, r, took))
+        say("reserve over %s alone (its master down): %r" % (dead, r))
         self.assertEqual(r, b"TIMED_OUT\r\n")
-        self.assertLess(took, 1.5, "a reserve over a dead master's tube overran its timeout")
 
 
 if __name__ == "__main__":

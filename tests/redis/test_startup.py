@@ -56,6 +56,56 @@ class TestStartWithoutRedis(StallCase):
         self.assertEqual(w.read_reply(), beanstalk.reserved(jid, b"for the early waiter"))
 
 
+class TestTubesNamedBeforeTheStart(StallCase):
+    """Before the front end has reached Redis, `use` and `watch` are answered at once and the
+    tube references wait in the front end; they are bounded: a tube whose references came
+    back to none holds nothing, and past 10000 tubes with references outstanding, `use` or
+    `watch` of another is answered OUT_OF_MEMORY (what beanstalkd answers when it cannot
+    make a tube) until the store is ready."""
+
+    LIMIT = 10000
+
+    def pipeline(self, c, lines):
+        c.send("".join(l + "\r\n" for l in lines).encode())
+        return [c.read_line() for _ in lines]
+
+    def test_pending_tube_references_are_bounded(self):
+        port = beanstalk.free_port()
+        fe = self.stalling_front_end("redis://127.0.0.1:%d" % port)
+        c = self.client(fe, timeout=REPLY_TIMEOUT)
+        # 3 * LIMIT tubes used one after another: one outstanding at a time
+        got = self.pipeline(c, ["use u%d" % i for i in range(3 * self.LIMIT)])
+        self.assertEqual(got[-1], b"USING u%d\r\n" % (3 * self.LIMIT - 1))
+        self.assertEqual([g for g in got if not g.startswith(b"USING ")], [])
+        # watched tubes stay referenced: "default" and u29999 hold two of the LIMIT
+        w = self.client(fe, timeout=REPLY_TIMEOUT)
+        got = self.pipeline(w, ["watch w%d" % i for i in range(self.LIMIT)])
+        self.assertEqual(got[self.LIMIT - 3], b"WATCHING %d\r\n" % (self.LIMIT - 1))
+        self.assertEqual(got[self.LIMIT - 2:], [b"OUT_OF_MEMORY\r\n"] * 2)
+        self.assertEqual(c.cmd("use fresh"), b"OUT_OF_MEMORY\r\n")
+        self.assertEqual(c.cmd("list-tube-used"), b"USING u%d\r\n" % (3 * self.LIMIT - 1))
+        self.assertEqual(w.cmd("ignore w0"), b"WATCHING %d\r\n" % (self.LIMIT - 2))
+        self.assertEqual(c.cmd("use fresh"), b"USING fresh\r\n")  # room again
+        self.assertIsNone(fe.proc.poll(), "the front end exited")
+
+        r = RedisServer(port=port)
+        self.addCleanup(r.close)
+        self.assertReady()
+        self.assertEqual(w.cmd("watch later"), b"WATCHING %d\r\n" % (self.LIMIT - 1))
+
+        # The references go out in the order the tubes were first named (default, then u0 to
+        # u29999 had they been kept, w0, w1...): once w1 is listed, those before it that were
+        # dropped (no reference left) were not sent.
+        def listed():
+            r = c.cmd("list-tubes")
+            return set(beanstalk.parse_yaml(r)) if r.startswith(b"OK ") else set()
+        self.assertTrue(wait_until(lambda: "w1" in listed(), REPLY_TIMEOUT), listed())
+        tubes = listed()
+        self.assertNotIn("w0", tubes)
+        self.assertNotIn("u0", tubes)
+        self.assertNotIn("u%d" % (3 * self.LIMIT - 1), tubes)
+
+
 class TestStartWhileReplicasResync(StallCase):
     def test_noreplicas_at_function_load_then_a_replica_attaches(self):
         master = self.redis(min_replicas_to_write=1)

@@ -91,7 +91,7 @@ class TestOneFrontEnd(StoreCase):
         self.assertEqual(c.cmd("list-tube-used"), b"USING default\r\n")
         for jid in ids[:10]:
             self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
-        self.assertTrue(wait_until(lambda: c.put(body).startswith(b"INSERTED "), 3.0))
+        self.assertTrue(wait_until(lambda: c.put(body).startswith(b"INSERTED "), 60.0))
 
     def test_internal_error_when_redis_dies_mid_command_then_serves_again(self):
         # appendfsync always: with everysec, Redis may answer before its AOF write when an
@@ -106,18 +106,19 @@ class TestOneFrontEnd(StoreCase):
         r.kill()
         self.assertEqual(c.read_reply(), b"INTERNAL_ERROR\r\n")
         r.restart()
-        ok = wait_until(lambda: c.put("after").startswith(b"INSERTED "), 10.0, 0.1)
-        self.assertTrue(ok, "no put accepted within 10 s of Redis' restart")
+        ok = wait_until(lambda: c.put("after").startswith(b"INSERTED "), 60.0, 0.1)
+        self.assertTrue(ok, "no put accepted after Redis' restart")
         self.assertEqual(c.cmd("peek 1"), b"FOUND 1 6\r\nbefore\r\n")
 
     def test_connection_closed_during_a_long_redis_outage_gives_its_job_back(self):
         # A client holding a reservation closes while Redis is down for longer than
         # --store-retry (1 s here): once Redis is back, its job must be ready again (as at
-        # a close in beanstalkd), not only when its TTR (30 s) runs out.
+        # a close in beanstalkd), not only when its TTR runs out (an hour: only the close can
+        # give it back within the wait's bound, which only bounds a hang).
         r = self.redis(appendfsync="always")
         fe = self.front_end(r.url(), redis_fixture.unique_prefix(), "--store-retry", "1000")
         c, w = self.client(fe), self.client(fe)
-        self.assertEqual(c.put("job", ttr=30), b"INSERTED 1\r\n")
+        self.assertEqual(c.put("job", ttr=3600), b"INSERTED 1\r\n")
         self.assertEqual(w.cmd("reserve-with-timeout 0"), b"RESERVED 1 3\r\njob\r\n")
         r.kill()
         w.close()
@@ -125,7 +126,7 @@ class TestOneFrontEnd(StoreCase):
         r.restart()
         t0 = time.monotonic()
         state = lambda: beanstalk.stats_of(c, "stats-job 1")["state"]  # noqa: E731
-        back = wait_until(lambda: state() == "ready", 5.0, 0.1)
+        back = wait_until(lambda: state() == "ready", 60.0, 0.1)
         self.assertTrue(back, "job 1 still %s %.1fs after Redis came back"
                         % (state(), time.monotonic() - t0))
 

@@ -323,11 +323,15 @@ class Workload:
     def drain(self, timeout=30.0):
         """Stop the producers; let the consumers empty every tube (judged by stats-tube);
         stop them; sweep what is left (kick, reserve) into history.leftovers. Returns the
-        seconds the consumers took, or None if the store still held jobs at the deadline."""
+        seconds the consumers took, or None if the store's job count stopped falling for
+        `timeout` seconds (a stall: the bound is on a hang, not on the machine's speed; a
+        busy machine drains slowly but steadily). The counts seen are kept in drain_log."""
         self.stop_producers()
         t0 = time.monotonic()
         took, empty_since, mon = None, None, None
-        while time.monotonic() - t0 < timeout:
+        least, progress_at = None, t0
+        self.drain_log = []
+        while time.monotonic() - progress_at < timeout:
             try:
                 mon = mon or self._monitor()
                 counts = self._tube_counts(mon)
@@ -342,7 +346,11 @@ class Workload:
                 time.sleep(0.1)
                 continue
             self.last_counts = counts
-            if any(counts.values()):
+            left = sum(n for cnt in counts.values() for n in cnt.values())
+            if least is None or left < least:
+                least, progress_at = left, time.monotonic()
+                self.drain_log.append((round(progress_at - t0, 1), left))
+            if left:
                 empty_since = None
             elif empty_since is None:
                 empty_since = time.monotonic()

@@ -95,7 +95,13 @@ end
 local function f_lease(B, now, a)
   local fid = a[1]
   local renew = fid ~= '0'
-  if not renew then fid = str(redis.call('HINCRBY', B .. 'm', 'fid', '1')) end
+  if not renew then
+    fid = str(redis.call('HINCRBY', B .. 'm', 'fid', '1'))
+  elseif num(redis.call('HGET', B .. 'm', 'fid')) < num(fid) then
+    -- The store was wiped (FLUSHALL, a Redis restarted empty): its counter starts again
+    -- from 0. It goes up to this live front end's id, so none taken from now on is the same.
+    redis.call('HSET', B .. 'm', 'fid', fid)
+  end
   -- A renewal that adds the front end anew: it had been reaped (its sessions' reservations
   -- given back, their fs: listing gone).
   -- On a cluster's {g}, also one whose lease had run out: the other front ends reap its
