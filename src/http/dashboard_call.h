@@ -38,6 +38,9 @@ class DashboardCall {
   Co<> Job(uint64_t id);
   Co<> JobBody(uint64_t id);
   Co<> JobAction(uint64_t id, std::string_view action);
+  // dashboard_put.cc, dashboard_search.cc
+  Co<> Put(const std::string& tube);
+  Co<> Search(const std::string& tube);
   // A uint32 query parameter: absent is `def`; invalid or out of [lo, hi] answers 400
   // "invalid <name>" and gives nullopt.
   std::optional<uint64_t> Number(std::string_view name, uint64_t def, uint64_t lo, uint64_t hi);
