@@ -4,6 +4,8 @@
 //   #/                         overview (?q=&sort=&order=&offset=)
 //   #/tube/<name>              a tube (?state=ready|delayed|reserved|buried&from=<id>)
 //   #/job/<id>                 a job
+//   #/put?tube=|copy=          the put form (put.js)
+//   #/search/<name>?q=         a search of a tube's job bodies (search.js)
 import {
   api,
   ApiError,
@@ -26,6 +28,8 @@ import {
   sparkline,
   toast,
 } from './util.js';
+import { copyLink, putLink, putView } from './put.js';
+import { searchLink, searchView } from './search.js';
 
 const POLL_MS = 2000;
 // Sorting the tube list by a count reads every tube's stats on the server: with more than
@@ -70,6 +74,8 @@ function parseRoute() {
     });
   if (seg[0] === 'tube' && seg.length === 2) return { name: 'tube', tube: seg[1], params };
   if (seg[0] === 'job' && seg.length === 2) return { name: 'job', id: seg[1], params };
+  if (seg[0] === 'put' && seg.length === 1) return { name: 'put', params };
+  if (seg[0] === 'search' && seg.length === 2) return { name: 'search', tube: seg[1], params };
   return { name: 'overview', params };
 }
 
@@ -94,6 +100,8 @@ function render() {
   main.replaceChildren();
   if (r.name === 'tube') view = tubeView(r.tube, r.params);
   else if (r.name === 'job') view = jobView(r.id);
+  else if (r.name === 'put') view = putView(r.params);
+  else if (r.name === 'search') view = searchView(r.tube, r.params);
   else view = overviewView(r.params);
   main.append(view.el);
   crumbs.replaceChildren(...(view.crumbs || []));
@@ -193,7 +201,7 @@ function overviewView(params) {
     h(
       'section',
       { class: 'tubes', 'aria-label': 'tubes' },
-      h('div', { class: 'toolbar' }, h('h2', {}, 'Tubes'), search, sort, order, summary),
+      h('div', { class: 'toolbar' }, h('h2', {}, 'Tubes'), search, sort, order, summary, putLink(null, 'put-new')),
       table,
       h('div', { class: 'pager' }, scaleNote, prev, next),
     ),
@@ -632,6 +640,8 @@ function tubeView(tube, params) {
           ),
         'danger',
       ),
+      putLink(tube),
+      searchLink(tube),
     );
   }
 
@@ -998,6 +1008,7 @@ function jobView(id) {
         }, 'Move…'),
       );
     }
+    acts.push(copyLink(j.id));
     if (j.state !== 'reserved' || j.detached) {
       acts.push(
         h('button', {
