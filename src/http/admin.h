@@ -1,6 +1,8 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,7 +49,9 @@ class AdminService final : public Service {
   bool Screen(Exchange& ex) override;
   void Answered(const Exchange& ex, Nanos done) override;
   const Clock& clock() const override { return clock_; }
-  uint64_t body_limit() const override { return 64 * 1024; }
+  // 64 KiB, or the largest job (-z) if larger: the dashboard puts jobs.
+  uint64_t body_limit() const override { return std::max<uint64_t>(64 * 1024, max_job_size_); }
+  void set_max_job_size(uint64_t n) { max_job_size_ = n; }
 
   // Observes answered requests (for /metrics).
   void set_observer(ApiObserver* o) { observer_ = o; }
@@ -67,6 +71,7 @@ class AdminService final : public Service {
   AdminHost& host_;
   ApiObserver* observer_ = nullptr;
   Dashboard* dashboard_ = nullptr;
+  uint64_t max_job_size_ = 0;
   using Sha256 = std::array<unsigned char, 32>;
   static Sha256 Digest(std::string_view s);
   std::vector<Sha256> accounts_;  // of "user:password"; empty: no auth

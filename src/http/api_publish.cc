@@ -7,6 +7,7 @@
 
 #include "http/api_call.h"
 #include "http/json.h"
+#include "http/put_job.h"
 
 namespace stalkd::http::api {
 
@@ -121,23 +122,14 @@ Co<bool> Call::Put(std::string_view body, const PutParams& p,
   args.pri = p.pri;
   args.delay_s = p.delay_s;
   args.ttr_s = kPutTtrS;
-  args.bytes = static_cast<uint32_t>(body.size());
   args.verb = command::Verb::kPut;
   args.options = &opts;
-  command::PutSlot slot = s_.BeginPut(args);
-  Outcome o = slot.refusal;
-  if (slot.data) {
-    std::copy(body.begin(), body.end(), slot.data);
-    slot.data[body.size()] = '\r';
-    slot.data[body.size() + 1] = '\n';
-    Result r = co_await Ask(s_.CommitPut());
-    if (r.outcome == Outcome::kInserted) {
-      *id = r.number;
-      co_return true;
-    }
-    o = r.outcome;
+  PutDone put = co_await PutJob(s_, args, body);
+  if (put.outcome == Outcome::kInserted) {
+    *id = put.id;
+    co_return true;
   }
-  switch (o) {
+  switch (put.outcome) {
     case Outcome::kJobTooBig:
       Fail(413, "body too large");
       break;

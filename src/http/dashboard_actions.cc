@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "http/dashboard_call.h"
+#include "http/dashboard_put.h"
+#include "http/put_job.h"
 
 // The dashboard's actions, each a POST (or DELETE) of /dashboard/api/: on a tube kick,
 // purge, pause, respawn dead letters and move jobs; on a job delete, kick and move. Long
@@ -40,10 +42,7 @@ Co<> Respawn(Session& s, std::string tube, uint64_t count, uint32_t ttl_s, Respo
   w.EndObject();
 }
 
-struct MoveError {
-  int status;
-  std::string_view text;
-};
+using MoveError = ActionError;
 
 // Moves one job: puts a copy into `to` (same body, priority, TTR, remaining delay, tries
 // left, remaining TTL, key and attributes) and deletes the original, in one step, so no
@@ -82,40 +81,23 @@ Co<std::optional<MoveError>> MoveJob(Session& s, uint64_t id, std::string_view t
   std::string body(p.job.body);
   Result use = co_await Ask(s.Use(to));
   if (use.outcome != Outcome::kUsing) co_return MoveError{400, "invalid tube name"};
-  args.bytes = static_cast<uint32_t>(body.size());
   args.verb = command::Verb::kPut;
   args.options = &opts;
-  command::PutSlot slot = s.BeginPut(args);
-  Outcome o = slot.refusal;
-  if (slot.data) {
-    std::copy(body.begin(), body.end(), slot.data);
-    slot.data[body.size()] = '\r';
-    slot.data[body.size() + 1] = '\n';
-    Result c = co_await Ask(s.CommitPut());
-    o = c.outcome;
-    if (o == Outcome::kInserted) {
-      Result del = co_await Ask(s.Delete(id));
-      if (del.outcome != Outcome::kDeleted) {
-        co_await Ask(s.Delete(c.number));
-        co_return MoveError{409, "the job changed; nothing was moved"};
-      }
-      *new_id = c.number;
-      *bytes += body.size();
-      co_return std::nullopt;
+  PutDone put = co_await PutJob(s, args, body);
+  if (put.outcome == Outcome::kInserted) {
+    Result del = co_await Ask(s.Delete(id));
+    if (del.outcome != Outcome::kDeleted) {
+      co_await Ask(s.Delete(put.id));
+      co_return MoveError{409, "the job changed; nothing was moved"};
     }
+    *new_id = put.id;
+    *bytes += body.size();
+    co_return std::nullopt;
   }
-  switch (o) {
-    case Outcome::kExists:
-      co_return MoveError{409, "the target tube has a job with the same key"};
-    case Outcome::kJobTooBig:
-      co_return MoveError{413, "job too big"};
-    case Outcome::kDraining:
-      co_return MoveError{503, "server is draining"};
-    case Outcome::kOutOfMemory:
-      co_return MoveError{503, "out of memory"};
-    default:
-      co_return MoveError{500, "internal error"};
+  if (put.outcome == Outcome::kExists) {
+    co_return MoveError{409, "the target tube has a job with the same key"};
   }
+  co_return PutRefusal(put.outcome);
 }
 
 // Moves up to `count` of a tube's jobs in one state to another tube: lists them

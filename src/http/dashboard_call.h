@@ -44,6 +44,9 @@ class DashboardCall {
   // The tube list's parameters (q, prefix, sort if `by_count`, order, offset, limit, step)
   // into *q; false: answered (400).
   bool ListParams(ListQuery* q, bool by_count);
+  // dashboard_put.cc, dashboard_search.cc
+  Co<> Put(const std::string& tube);
+  Co<> Search(const std::string& tube);
   // A uint32 query parameter: absent is `def`; invalid or out of [lo, hi] answers 400
   // "invalid <name>" and gives nullopt.
   std::optional<uint64_t> Number(std::string_view name, uint64_t def, uint64_t lo, uint64_t hi);

@@ -119,6 +119,14 @@ Co<> DashboardCall::Api() {
       co_return co_await Jobs(tube);
     }
     if (seg.size() == 5 && post && seg[4] == "delete-dead") co_return co_await DeleteDead(tube);
+    if (seg.size() == 5 && seg[4] == "search" && get) {
+      Route("dashboard_search");
+      co_return co_await Search(tube);
+    }
+    if (seg.size() == 5 && seg[4] == "put" && post) {
+      Route("dashboard_put");
+      co_return co_await Put(tube);
+    }
     if (seg.size() == 5 && post) co_return co_await TubeAction(tube, seg[4]);
   }
   if (what == "jobs" && (seg.size() == 4 || seg.size() == 5)) {

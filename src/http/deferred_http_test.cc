@@ -213,6 +213,9 @@ TEST(DeferredStoreHttp, EveryRouteAnswersAsOverTheMemoryStore) {
       {2, Dash("POST", "tubes/ns%2Fq/purge?state=all") + Dash("GET", "tubes/ns%2Fq")},
       {2, Req("GET", "/info") + Req("GET", "/metrics") + Req("GET", "/healthz") +
               Req("GET", "/version")},
+      {2, Req("POST", "/dashboard/api/tubes/found/put?pri=5", "a Needle here",
+              "X-Requested-With: t\r\n") +
+              Dash("GET", "tubes/found/search?q=needle")},
       {0, Api("DELETE", "q") + Api("GET", "q/size")},
   };
   std::vector<std::string> direct = Play(false, script);
@@ -241,6 +244,9 @@ TEST(DeferredStoreHttp, EveryRouteAnswersAsOverTheMemoryStore) {
   has(24, "\"kind\":\"namespace\",\"namespace\":\"ns\"");
   has(24, "{\"deleted\":");
   has(26, "# TYPE");
+  has(27, "201 Created");
+  has(27, "\"scanned\":1,");
+  has(27, "\"snippet\":\"YSBOZWVkbGUgaGVyZQ==\"");  // "a Needle here"
 }
 
 TEST(DeferredStoreHttp, AStoreThatCannotTellAnswers500) {

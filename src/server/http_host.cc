@@ -44,6 +44,7 @@ HttpHost::HttpHost(Server& server, const Options& options)
   admin_.set_dashboard(&dashboard_);
   api_.set_body_budget(&bodies_);
   admin_.set_body_budget(&bodies_);
+  admin_.set_max_job_size(options.max_job_size);
 }
 
 HttpHost::~HttpHost() = default;

@@ -156,7 +156,9 @@ class AssetsTest(DashboardCase):
 
 
 class AccountCase(DashboardCase):
-    """A server with --admin-accounts: one account, ops:pa:ss."""
+    """A server with --admin-accounts: one account, ops:pa:ss (GOOD holds its header)."""
+
+    GOOD = [("Authorization", "Basic " + base64.b64encode(b"ops:pa:ss").decode())]
 
     def setUp(self):
         fd, self.accounts = tempfile.mkstemp(prefix="stalkd-accounts-")
@@ -749,21 +751,27 @@ class OddRequestsTest(DashboardCase):
         self.assertGreater(seen.get(200, 0), 30, seen)  # the routes were reached
 
 
+def start_on_redis(case):
+    """A stalkd on the Redis store of a fresh redis-server, both stopped at `case`'s cleanup;
+    (the server, a connection to its admin listener) once it is ready."""
+    redis = redis_fixture.RedisServer()
+    case.addCleanup(redis.close)
+    srv = HttpServer(args=redis_fixture.store_argv(redis.url(), redis_fixture.unique_prefix(),
+                                                   wait=0), http=False)
+    case.addCleanup(srv.stop)
+    a = srv.admin()
+    case.addCleanup(a.close)
+    case.assertTrue(wait_until(lambda: a.request("GET", "/readyz").status == 200, timeout=HANG))
+    return srv, a
+
+
 @unittest.skipUnless(redis_fixture.available(), "redis-server is not installed")
 class RedisStoreTest(unittest.TestCase):
     """The job JSON's `detached` from the Redis store's stats-job, and a clean stop after the
     dashboard sampled the store."""
 
     def test_detached_reservation(self):
-        redis = redis_fixture.RedisServer()
-        self.addCleanup(redis.close)
-        srv = HttpServer(args=redis_fixture.store_argv(redis.url(), redis_fixture.unique_prefix(),
-                                                       wait=0), http=False)
-        self.addCleanup(srv.stop)
-        a = srv.admin()
-        self.addCleanup(a.close)
-        self.assertTrue(wait_until(lambda: a.request("GET", "/readyz").status == 200,
-                                   timeout=HANG))
+        srv, a = start_on_redis(self)
         c = srv.connect()
         self.addCleanup(c.close)
         c.cmd("use rd")

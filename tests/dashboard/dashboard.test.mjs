@@ -493,6 +493,145 @@ for (const [size, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
   });
 }
 
+// ---------------------------------------------------------------------------- put, copy, search
+
+// The page is no wider than the screen.
+async function assertFits(width) {
+  const w = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(w <= width, `the page is ${w} px wide on a ${width} px screen`);
+}
+
+// The body of job `id` as the text protocol sees it (null: no such job).
+async function peekBody(id) {
+  const r = await bs.cmd(`peek ${id}`);
+  return r.words[0] === 'FOUND' ? r.body : null;
+}
+
+const FORM_FIELDS = ['tube', 'pri', 'delay', 'ttr', 'body'];
+
+// The put form's values (those of `FORM_FIELDS`).
+async function formValues() {
+  const out = {};
+  for (const f of FORM_FIELDS) out[f] = await page.locator(`#put-${f}`).inputValue();
+  return out;
+}
+
+async function fillForm(values) {
+  for (const [f, v] of Object.entries(values)) await page.locator(`#put-${f}`).fill(String(v));
+}
+
+// Confirms the put form's dialog; the new job's id, once the page went to it.
+async function confirmPut(tube) {
+  await confirm();
+  await seeText('#toast', new RegExp(`^Put job \\d+ into ${tube}$`));
+  const id = Number((await page.locator('#toast').innerText()).match(/job (\d+)/)[1]);
+  await seeURL(new RegExp(`#/job/${id}$`));
+  await seeText('h1', `Job ${id}`);
+  return id;
+}
+
+for (const [size, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
+  test(`put a job from the form (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    const tube = `e2e-put-${size}`;
+    await page.goto(`${base}/#/`);
+    await page.locator('#put-new').click();
+    await seeURL(/#\/put$/);
+    // The defaults of stalk put and beanstalk_console.
+    assert.deepEqual(await formValues(), { tube: 'default', pri: '1024', delay: '0', ttr: '60', body: '' });
+    const body = `{"hello":"from the form on a ${size}"}`;
+    await fillForm({ tube, pri: 7, ttr: 30, body });
+    await seeText('#put-size', `${Buffer.byteLength(body)} B`);
+    await assertFits(viewport.width);
+    await shot(`18-${size}-put-form`);
+    await page.locator('#put-submit').click();
+    const id = await confirmPut(tube);
+    await seeText('dd[data-field="Tube"]', tube);
+    await seeText('dd[data-field="Priority"]', '7');
+    assert.equal((await peekBody(id)).toString(), body);
+    const st = await bs.stats(`stats-job ${id}`);
+    assert.deepEqual([st.pri, st.delay, st.ttr, st.state], ['7', '0', '30', 'ready']);
+    await page.setViewportSize(DESKTOP);
+  });
+
+  test(`copy a job, edited, into another tube (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    const from = `e2e-copy-from-${size}`;
+    const to = `e2e-copy-to-${size}`;
+    await bs.cmd(`use ${from}`);
+    const id = await bs.put('copy me\nline two', { pri: 11, delay: 3600, ttr: 45 });
+    await page.goto(`${base}/#/job/${id}`);
+    await page.locator('#job-copy').click();
+    await seeURL(new RegExp(`#/put\\?copy=${id}$`));
+    await waitFor(async () => (await page.locator('#put-tube').inputValue()) === from);
+    assert.deepEqual(await formValues(), { tube: from, pri: '11', delay: '3600', ttr: '45', body: 'copy me\nline two' });
+    await fillForm({ tube: to, delay: 0, body: 'copy me\nline two, edited' });
+    await assertFits(viewport.width);
+    await shot(`19-${size}-copy-form`);
+    await page.locator('#put-submit').click();
+    const copy = await confirmPut(to);
+    assert.notEqual(copy, id);
+    await seeText('dd[data-field="Tube"]', to);
+    await seeText('dd[data-field="Priority"]', '11');
+    assert.equal((await peekBody(copy)).toString(), 'copy me\nline two, edited');
+    // The original is as it was.
+    assert.equal((await peekBody(id)).toString(), 'copy me\nline two');
+    const st = await bs.stats(`stats-job ${id}`);
+    assert.deepEqual([st.tube, st.state], [from, 'delayed']);
+    await page.setViewportSize(DESKTOP);
+  });
+
+  test(`search a tube's job bodies (${size})`, async () => {
+    await page.setViewportSize(viewport);
+    const tube = `e2e-search-${size}`;
+    await keeper.cmd(`watch ${tube}`);
+    await bs.cmd(`use ${tube}`);
+    await bs.put('alpha');
+    const plain = await bs.put('the needle in a haystack');
+    const long = await bs.put('x'.repeat(200) + 'NEEDLE' + 'y'.repeat(200));
+    await bs.put('nothing here');
+    const later = await bs.put('a delayed Needle', { delay: 3600 });
+    await page.goto(`${base}/#/tube/${tube}`);
+    await page.locator('#tube-search').click();
+    await seeURL(new RegExp(`#/search/${tube}$`));
+    await page.locator('#body-search').fill('needle');
+    await page.locator('#body-search-go').click();
+    await seeText('#body-search-summary', /^3 matches in 5 jobs searched \(.* of bodies; every job\)\.$/);
+    await seeURL(new RegExp(`#/search/${tube}\\?q=needle$`));
+    const found = await page.locator('#body-search-results li').evaluateAll((lis) =>
+      lis.map((li) => [Number(li.dataset.id), li.querySelector('mark').textContent]));
+    assert.deepEqual(found, [[plain, 'needle'], [long, 'NEEDLE'], [later, 'Needle']]);
+    // A long body shows the bytes around the match, not all of it.
+    const snip = await page.locator(`#body-search-results li[data-id="${long}"] .snippet`).innerText();
+    assert.equal(snip, '…' + 'x'.repeat(48) + 'NEEDLE' + 'y'.repeat(48) + '…');
+    await assertFits(viewport.width);
+    await shot(`20-${size}-search`);
+    // Match case, delayed jobs only.
+    await page.locator('#body-search').fill('Needle');
+    await page.locator('#body-search-state').selectOption('delayed');
+    await page.locator('#body-search-case').check();
+    await page.locator('#body-search-go').click();
+    await seeText('#body-search-summary', /^1 match in 1 job searched/);
+    await page.locator(`#body-search-results li[data-id="${later}"] a`).click();
+    await seeURL(new RegExp(`#/job/${later}$`));
+    await seeText('dd[data-field="State"]', 'delayed');
+    await page.setViewportSize(DESKTOP);
+  });
+}
+
+test('a binary job is copied byte for byte', async () => {
+  await bs.cmd('use e2e-copy-binary');
+  const bin = Buffer.from([0, 1, 2, 0xff, 0x0d, 0x0a, 0x80]);
+  const id = await bs.put(bin);
+  await page.goto(`${base}/#/put?copy=${id}`);
+  await seeText('#put-binary', /^The body \(7 B\) is not plain text/);
+  assert.equal(await page.locator('#put-body').isVisible(), false);
+  await shot('21-desktop-copy-binary');
+  await page.locator('#put-submit').click();
+  const copy = await confirmPut('e2e-copy-binary');
+  assert.deepEqual(await peekBody(copy), bin);
+});
+
 test('the tube list\'s charts share one scale and say their values', async () => {
   await page.goto(`${base}/#/`);
   await seeText('#tubes-scale', /^Charts share one scale: top [\d,]+ ready, [\d.]+\/s$/);

@@ -5,6 +5,8 @@
 //   #/tube/<name>              a tube (?state=ready|delayed|reserved|buried&from=<id>)
 //   #/job/<id>                 a job
 //   #/tokens/<namespace>       lmstfy's tokens of a namespace and their rate limits (tokens.js)
+//   #/put?tube=|copy=          the put form (put.js)
+//   #/search/<name>?q=         a search of a tube's job bodies (search.js)
 import {
   api,
   ApiError,
@@ -41,6 +43,8 @@ import {
   treeRows,
 } from './lmstfy.js';
 import { tokensView } from './tokens.js';
+import { copyLink, putLink, putView } from './put.js';
+import { searchLink, searchView } from './search.js';
 
 const POLL_MS = 2000;
 // Sorting the tube list by a count reads every tube's stats on the server: with more than
@@ -86,6 +90,8 @@ function parseRoute() {
   if (seg[0] === 'tube' && seg.length === 2) return { name: 'tube', tube: seg[1], params };
   if (seg[0] === 'job' && seg.length === 2) return { name: 'job', id: seg[1], params };
   if (seg[0] === 'tokens' && seg.length <= 2) return { name: 'tokens', ns: seg[1] || '', params };
+  if (seg[0] === 'put' && seg.length === 1) return { name: 'put', params };
+  if (seg[0] === 'search' && seg.length === 2) return { name: 'search', tube: seg[1], params };
   return { name: 'overview', params };
 }
 
@@ -111,6 +117,8 @@ function render() {
   if (r.name === 'tube') view = tubeView(r.tube, r.params);
   else if (r.name === 'job') view = jobView(r.id);
   else if (r.name === 'tokens') view = tokensView(r.ns, { act });
+  else if (r.name === 'put') view = putView(r.params);
+  else if (r.name === 'search') view = searchView(r.tube, r.params);
   else view = overviewView(r.params);
   main.append(view.el);
   crumbs.replaceChildren(...(view.crumbs || []));
@@ -219,7 +227,7 @@ function overviewView(params) {
     h(
       'section',
       { class: 'tubes', 'aria-label': 'tubes' },
-      h('div', { class: 'toolbar' }, h('h2', {}, 'Tubes'), search, sort, order, group, summary),
+      h('div', { class: 'toolbar' }, h('h2', {}, 'Tubes'), search, sort, order, group, summary, putLink(null, 'put-new')),
       table,
       h('div', { class: 'pager' }, scaleNote, prev, next),
     ),
@@ -702,6 +710,8 @@ function tubeView(tube, params) {
         'danger',
       ),
       ...deadLetterActions(tube, t, act),
+      putLink(tube),
+      searchLink(tube),
     );
   }
 
@@ -1072,6 +1082,7 @@ function jobView(id) {
         }, 'Move…'),
       );
     }
+    acts.push(copyLink(j.id));
     if (j.state !== 'reserved' || j.detached) {
       acts.push(
         h('button', {

@@ -12,7 +12,8 @@ export class ApiError extends Error {
 
 // Calls the dashboard's JSON API (docs/DASHBOARD.md). Changing requests carry
 // X-Requested-With, which the server requires of them (a cross-site form cannot send it).
-export async function api(path, { method = 'GET', params } = {}) {
+// `body` (a string or bytes) is sent as it is: a job's body for a put.
+export async function api(path, { method = 'GET', params, body: payload } = {}) {
   let url = '/dashboard/api/' + path;
   if (params) {
     const q = new URLSearchParams();
@@ -24,7 +25,8 @@ export async function api(path, { method = 'GET', params } = {}) {
   }
   const headers = { Accept: 'application/json' };
   if (method !== 'GET') headers['X-Requested-With'] = 'stalkd-dashboard';
-  const res = await fetch(url, { method, headers, credentials: 'same-origin', cache: 'no-store' });
+  if (payload !== undefined) headers['Content-Type'] = 'application/octet-stream';
+  const res = await fetch(url, { method, headers, body: payload, credentials: 'same-origin', cache: 'no-store' });
   const text = await res.text();
   let body = null;
   try {
