@@ -72,8 +72,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# adduser: the postinst makes the stalkd system user.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS adduser)
+# adduser: the postinst makes the stalkd system user. libssl3: TLS (loaded with dlopen when a
+# tls:// listener is configured, so dpkg-shlibdeps cannot see it).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, libssl3")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "work queue server compatible with beanstalkd")
 # The synopsis is the summary; this is the extended description.
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION

@@ -7,12 +7,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "net/listener.h"
 #include "server/http_host.h"
 #include "server/options.h"
+#include "server/options_tls.h"
 #include "server/server.h"
 #include "server/startup_report.h"
 
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
   sigaddset(&handled, SIGTERM);
   sigaddset(&handled, SIGINT);
   sigaddset(&handled, SIGUSR1);
+  if (opts.tls()) sigaddset(&handled, SIGHUP);  // reloads the certificate (Server::ReloadTls)
   sigprocmask(SIG_BLOCK, &handled, nullptr);
 
   std::string warning, error;
@@ -104,12 +108,35 @@ int main(int argc, char** argv) {
       return kExitListen;
     }
   }
+  // More beanstalkd-protocol listeners (--listen), plain or TLS.
+  std::vector<int> extra_fds;
+  for (const auto& l : opts.listens) {
+    int lfd = stalkd::net::Listen(l.address, l.port, &error, -1);
+    if (lfd < 0) {
+      fprintf(stderr, "stalkd: --listen: cannot listen on %s port %s: %s\n", l.address.c_str(),
+              l.port.c_str(), error.c_str());
+      return kExitListen;
+    }
+    extra_fds.push_back(lfd);
+  }
+  // The TLS certificate and key are read before -u drops privileges (a SIGHUP reads them
+  // again as the user).
+  std::shared_ptr<stalkd::net::TlsContext> tls;
+  if (opts.tls()) {
+    tls = stalkd::net::TlsContext::Create(stalkd::net::TlsContext::Role::kServer,
+                                          stalkd::server::TlsConfigFor(opts), &error);
+    if (!tls) {
+      fprintf(stderr, "stalkd: TLS: %s\n", error.c_str());
+      return 1;
+    }
+  }
   if (!opts.user.empty() && !BecomeUser(opts.user)) return kExitUser;
 
   stalkd::SystemClock clock;
   stalkd::server::Server server(opts, clock);
-  auto add = [&](int lfd, stalkd::server::ConnectionFactory make) {
-    if (server.AddListener(lfd, make)) return true;
+  server.SetTls(tls);
+  auto add = [&](int lfd, stalkd::server::ConnectionFactory make, bool with_tls = false) {
+    if (server.AddListener(lfd, make, with_tls)) return true;
     fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
     return false;
   };
@@ -119,7 +146,9 @@ int main(int argc, char** argv) {
   }
   // The admin listener serves from the start: while the binlog is replayed it answers
   // /healthz, and /readyz with 503 "recovering". The others open once every job is back.
-  if (admin_fd >= 0 && !add(admin_fd, &stalkd::server::MakeAdminConnection)) return 1;
+  if (admin_fd >= 0 && !add(admin_fd, &stalkd::server::MakeAdminConnection, opts.admin_tls)) {
+    return 1;
+  }
   server.OpenStore();
   if (!opts.binlog_dir.empty()) {
     int code = 1;
@@ -133,11 +162,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!add(fd, &stalkd::server::MakeTextConnection)) return 1;
-  if (api_fd >= 0 && !add(api_fd, &stalkd::server::MakeApiConnection)) return 1;
-  stalkd::server::PrintStarted(opts,
-                               {{"beanstalkd protocol", fd},
-                                {"lmstfy HTTP API", api_fd},
-                                {"admin HTTP (dashboard, /metrics, /healthz, /readyz)", admin_fd}});
+  for (size_t i = 0; i < extra_fds.size(); i++) {
+    if (!add(extra_fds[i], &stalkd::server::MakeTextConnection, opts.listens[i].tls)) return 1;
+  }
+  if (api_fd >= 0 && !add(api_fd, &stalkd::server::MakeApiConnection, opts.http_tls)) return 1;
+  std::vector<stalkd::server::Listening> listening = {
+      {"beanstalkd protocol", fd},
+      {opts.http_tls ? "lmstfy HTTP API over TLS" : "lmstfy HTTP API", api_fd},
+      {opts.admin_tls ? "admin HTTPS (dashboard, /metrics, /healthz, /readyz)"
+                      : "admin HTTP (dashboard, /metrics, /healthz, /readyz)",
+       admin_fd}};
+  for (size_t i = 0; i < extra_fds.size(); i++) {
+    listening.push_back(
+        {opts.listens[i].tls ? "beanstalkd protocol over TLS" : "beanstalkd protocol",
+         extra_fds[i]});
+  }
+  stalkd::server::PrintStarted(opts, listening);
   server.Run();
   return server.exit_code();
 }

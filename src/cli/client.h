@@ -21,7 +21,7 @@ void CheckTubeName(std::string_view name);
 
 class Client {
  public:
-  explicit Client(const std::string& address) : conn_(address) {}
+  explicit Client(const std::string& address, const TlsOptions& tls = {}) : conn_(address, tls) {}
   Conn& conn() { return conn_; }
 
   // "COMMAND: the server answered REPLY", and what REPLY means when it is an error.

@@ -1,9 +1,11 @@
 #include "cli/conn.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <cstring>
 
 #include "cli/errors.h"
+#include "net/tls.h"
 
 namespace stalkd::cli {
 
@@ -125,7 +128,7 @@ int ConnectTcp(const std::string& host, const std::string& port, std::string* wh
 
 }  // namespace
 
-Conn::Conn(const std::string& address) : address_(address) {
+Conn::Conn(const std::string& address, const TlsOptions& tls) : address_(address) {
   Address a = ParseAddress(address);
   std::string why;
   if (!a.path.empty()) {
@@ -136,10 +139,98 @@ Conn::Conn(const std::string& address) : address_(address) {
     fd_ = ConnectTcp(a.host, a.port, &why);
   }
   if (fd_ < 0) throw Failure(kExitConnection, "cannot connect to " + address + ": " + why);
+  if (tls.on || !tls.ca.empty() || !tls.cert.empty() || !tls.key.empty()) {
+    try {
+      StartTls(tls, a.host);
+    } catch (...) {
+      close(fd_);
+      throw;
+    }
+  }
 }
 
 Conn::~Conn() {
+  if (tls_) tls_->Shutdown();
+  tls_.reset();
   if (fd_ >= 0) close(fd_);
+}
+
+void Conn::Await(short events) {
+  pollfd p{fd_, events, 0};
+  while (poll(&p, 1, -1) < 0) {
+    if (errno != EINTR) Broken("waiting for", errno);
+  }
+}
+
+void Conn::StartTls(const TlsOptions& tls, const std::string& host) {
+  signal(SIGPIPE, SIG_IGN);  // a TLS write to a closed connection fails instead
+  net::TlsConfig config;
+  config.ca_file = tls.ca;
+  config.cert_file = tls.cert;
+  config.key_file = tls.key;
+  config.verify_peer = true;
+  std::string error;
+  auto ctx = net::TlsContext::Create(net::TlsContext::Role::kClient, config, &error);
+  if (!ctx) throw Failure(kExitUsage, "TLS: " + error);
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  tls_ = net::TlsStream::Create(*ctx, fd_, &error, host);
+  if (!tls_) throw Failure(kExitUsage, "TLS: " + error);
+  for (;;) {
+    switch (tls_->Handshake()) {
+      case net::TlsStream::Io::kOk:
+        return;
+      case net::TlsStream::Io::kWantRead:
+        Await(POLLIN);
+        break;
+      case net::TlsStream::Io::kWantWrite:
+        Await(POLLOUT);
+        break;
+      case net::TlsStream::Io::kClosed:
+        throw Failure(kExitConnection, "TLS handshake with " + address_ +
+                                           ": the server closed the connection (is it TLS?)");
+      case net::TlsStream::Io::kError:
+        throw Failure(kExitConnection, "TLS handshake with " + address_ + ": " + tls_->error());
+    }
+  }
+}
+
+void Conn::TlsFill(bool wait) {
+  char buf[65536];
+  for (;;) {
+    size_t n = 0;
+    switch (tls_->Read(buf, sizeof buf, &n)) {
+      case net::TlsStream::Io::kOk:
+        in_.append(buf, n);
+        return;
+      case net::TlsStream::Io::kWantRead:
+        if (!wait) return;  // the socket had only TLS's own records (session tickets)
+        Await(POLLIN);
+        break;
+      case net::TlsStream::Io::kWantWrite:
+        if (!wait) return;
+        Await(POLLOUT);
+        break;
+      case net::TlsStream::Io::kClosed:
+        Broken("reading from", 0);
+      case net::TlsStream::Io::kError:
+        throw Failure(kExitConnection, "reading from " + address_ + ": " + tls_->error());
+    }
+  }
+}
+
+size_t Conn::TlsSend(const char* data, size_t len) {
+  size_t n = 0;
+  switch (tls_->Write(data, len, &n)) {
+    case net::TlsStream::Io::kOk:
+    case net::TlsStream::Io::kWantRead:
+    case net::TlsStream::Io::kWantWrite:
+      return n;  // Flush polls and comes back
+    case net::TlsStream::Io::kClosed:
+      Broken("writing to", 0);
+    case net::TlsStream::Io::kError:
+      break;
+  }
+  throw Failure(kExitConnection, "writing to " + address_ + ": " + tls_->error());
 }
 
 void Conn::SendLine(std::string_view line) {
@@ -157,6 +248,7 @@ void Conn::Fill() {
     in_.erase(0, in_pos_);  // what was read is dropped before the buffer grows
     in_pos_ = 0;
   }
+  if (tls_) return TlsFill(true);
   char buf[65536];
   for (;;) {
     ssize_t n = recv(fd_, buf, sizeof buf, 0);
@@ -177,8 +269,16 @@ void Conn::Flush() {
       if (errno == EINTR) continue;
       Broken("waiting for", errno);
     }
-    if (p.revents & POLLIN) Fill();  // replies to earlier commands: keep them
-    if (p.revents & (POLLOUT | POLLERR | POLLHUP)) {
+    if (p.revents & POLLIN) {  // replies to earlier commands: keep them
+      if (tls_) {
+        TlsFill(false);
+      } else {
+        Fill();
+      }
+    }
+    if (tls_ && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+      done += TlsSend(out_.data() + done, out_.size() - done);
+    } else if (p.revents & (POLLOUT | POLLERR | POLLHUP)) {
       ssize_t n = send(fd_, out_.data() + done, out_.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         done += static_cast<size_t>(n);
@@ -223,7 +323,7 @@ Reply Conn::Call(std::string_view line) {
 }
 
 bool Conn::WaitReadable(int ms) {
-  if (in_pos_ < in_.size()) return true;
+  if (in_pos_ < in_.size() || (tls_ && tls_->pending())) return true;
   pollfd p{fd_, POLLIN, 0};
   int n = poll(&p, 1, ms);
   return n > 0;

@@ -1,8 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+
+namespace stalkd::net {
+class TlsStream;
+}
 
 // One connection to a beanstalkd-protocol server: bytes out, whole replies in.
 namespace stalkd::cli {
@@ -26,10 +31,19 @@ struct Address {
 // Throws Failure(kExitUsage) for an address that cannot be one.
 Address ParseAddress(std::string_view text);
 
+// TLS to the server (stalk --tls): the server's certificate is checked against `ca` (empty:
+// the system's CAs) and must name the address's host; cert and key are stalk's own, for a
+// server that asks for one (mutual TLS).
+struct TlsOptions {
+  bool on = false;
+  std::string ca, cert, key;
+};
+
 class Conn {
  public:
-  // Connects; throws Failure(kExitConnection) when it cannot.
-  explicit Conn(const std::string& address);
+  // Connects (and with tls.on, does the TLS handshake); throws Failure(kExitConnection) when
+  // it cannot.
+  explicit Conn(const std::string& address, const TlsOptions& tls = {});
   ~Conn();
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
@@ -53,7 +67,14 @@ class Conn {
 
  private:
   void Fill();  // reads what the socket has into in_; throws on EOF or error
-  void Broken(const char* what, int err);
+  [[noreturn]] void Broken(const char* what, int err);
+  // TLS: the handshake, and Fill's and Flush's reads and writes through the stream.
+  void StartTls(const TlsOptions& tls, const std::string& host);
+  // Reads what the stream has; with `wait`, waits until it has some application data.
+  void TlsFill(bool wait);
+  size_t TlsSend(const char* data, size_t len);
+  // Waits until the socket has `events`; throws if the wait fails.
+  void Await(short events);
   std::string ReadLine();
 
   std::string address_;
@@ -61,6 +82,7 @@ class Conn {
   std::string out_;
   std::string in_;
   size_t in_pos_ = 0;
+  std::unique_ptr<net::TlsStream> tls_;
 };
 
 }  // namespace stalkd::cli

@@ -162,6 +162,14 @@ void Build(CLI::App& app, Context& ctx) {
       ->type_name("ADDR")
       ->envname("STALK_SERVER")
       ->capture_default_str();
+  app.add_flag("--tls", ctx.tls.on, "speak TLS to the server (its tls:// listener)");
+  app.add_option("--ca", ctx.tls.ca,
+                 "with --tls: the CA certificates (PEM) the server's must chain to; default: "
+                 "the system's")
+      ->type_name("FILE");
+  app.add_option("--cert", ctx.tls.cert, "with --tls: stalk's certificate (PEM), for mutual TLS")
+      ->type_name("FILE");
+  app.add_option("--key", ctx.tls.key, "with --tls: its private key (PEM)")->type_name("FILE");
   app.add_flag("--json", ctx.json, "JSON output for scripts (one object per line)");
   app.add_flag("-q,--quiet", ctx.quiet, "no progress bars, summaries or notes on stderr");
   app.add_flag("--no-progress", ctx.no_progress, "no progress bars");

@@ -110,25 +110,40 @@ int InheritedListener(std::string* warning) {
   return fd;
 }
 
-std::string DescribeListener(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return "?";
+namespace {
+
+std::string DescribeAddress(const sockaddr_storage& ss) {
   char host[INET6_ADDRSTRLEN] = "?";
   if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
     inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
     return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
   }
   if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
     inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
     return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
   }
   if (ss.ss_family == AF_UNIX) {
-    return std::string("unix:") + reinterpret_cast<sockaddr_un*>(&ss)->sun_path;
+    return std::string("unix:") + reinterpret_cast<const sockaddr_un*>(&ss)->sun_path;
   }
   return "?";
+}
+
+}  // namespace
+
+std::string DescribeListener(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return "?";
+  return DescribeAddress(ss);
+}
+
+std::string DescribePeer(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return "?";
+  return DescribeAddress(ss);
 }
 
 }  // namespace stalkd::net

@@ -17,5 +17,7 @@ int InheritedListener(std::string* warning);
 
 // Describes a listening fd for logs ("127.0.0.1:11300", "unix:/run/x.sock").
 std::string DescribeListener(int fd);
+// Describes a connected socket's peer the same way ("10.0.0.7:53122").
+std::string DescribePeer(int fd);
 
 }  // namespace stalkd::net

@@ -5,15 +5,116 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "net/tls.h"
 #include "server/server.h"
 
 namespace stalkd::server {
 
+struct Connection::TlsState {
+  std::unique_ptr<net::TlsStream> stream;
+  Nanos started = 0;
+  // What the last step waits for beyond what the connection itself wants: the handshake's
+  // next step wants EPOLLOUT, a read wants the socket writable, a write wants it readable.
+  bool handshake_wants_write = false;
+  bool read_wants_write = false;
+  bool write_wants_read = false;
+};
+
 Connection::Connection(Server& server, int fd) : fd_(fd), server_(server) {}
 
 Connection::~Connection() {
+  if (tls_) tls_->stream->Shutdown();  // close_notify, if the socket takes it now
   server_.loop().Remove(fd_);
   close(fd_);
+}
+
+void Connection::StartTls(std::unique_ptr<net::TlsStream> stream, Nanos now) {
+  tls_ = std::make_unique<TlsState>();
+  tls_->stream = std::move(stream);
+  tls_->started = now;
+}
+
+bool Connection::handshaking() const { return tls_ && !tls_->stream->established(); }
+
+Nanos Connection::handshake_started() const { return tls_ ? tls_->started : 0; }
+
+std::string_view Connection::tls_identity() const {
+  return tls_ ? std::string_view(tls_->stream->peer_subject()) : std::string_view();
+}
+
+std::string Connection::TlsDescription() const {
+  return tls_ && tls_->stream->established() ? tls_->stream->Description() : std::string();
+}
+
+void Connection::Handshake() {
+  net::TlsStream& s = *tls_->stream;
+  switch (s.Handshake()) {
+    case net::TlsStream::Io::kOk:
+      server_.OnTlsHandshake(this, nullptr);
+      break;
+    case net::TlsStream::Io::kWantRead:
+      tls_->handshake_wants_write = false;
+      break;
+    case net::TlsStream::Io::kWantWrite:
+      tls_->handshake_wants_write = true;
+      break;
+    case net::TlsStream::Io::kClosed:
+      server_.OnTlsHandshake(this, "the client closed the connection");
+      return Kill();
+    case net::TlsStream::Io::kError:
+      server_.OnTlsHandshake(this, s.error().c_str());
+      return Kill();
+  }
+  UpdateInterest();
+}
+
+ssize_t Connection::Receive(char* buf, size_t len) {
+  if (!tls_) return read(fd_, buf, len);
+  tls_->read_wants_write = false;
+  size_t total = 0;
+  while (total < len) {
+    size_t n = 0;
+    net::TlsStream::Io io = tls_->stream->Read(buf + total, len - total, &n);
+    if (io == net::TlsStream::Io::kOk) {
+      total += n;
+      continue;
+    }
+    if (total > 0) break;  // what came before the stop is the client's; the stop recurs
+    if (io == net::TlsStream::Io::kClosed) return 0;
+    if (io == net::TlsStream::Io::kError) {
+      server_.OnTlsError(this, tls_->stream->error());
+      errno = ECONNRESET;
+      return -1;
+    }
+    tls_->read_wants_write = io == net::TlsStream::Io::kWantWrite;
+    errno = EAGAIN;
+    return -1;
+  }
+  return static_cast<ssize_t>(total);
+}
+
+ssize_t Connection::Send(const char* buf, size_t len) {
+  if (!tls_) return send(fd_, buf, len, MSG_NOSIGNAL);
+  tls_->write_wants_read = false;
+  size_t total = 0;
+  while (total < len) {  // a record at a time
+    size_t n = 0;
+    net::TlsStream::Io io = tls_->stream->Write(buf + total, len - total, &n);
+    if (io == net::TlsStream::Io::kOk) {
+      total += n;
+      continue;
+    }
+    if (total > 0) break;
+    if (io == net::TlsStream::Io::kWantRead || io == net::TlsStream::Io::kWantWrite) {
+      tls_->write_wants_read = io == net::TlsStream::Io::kWantRead;
+      errno = EAGAIN;
+      return -1;
+    }
+    if (io == net::TlsStream::Io::kError) server_.OnTlsError(this, tls_->stream->error());
+    errno = EPIPE;
+    return -1;
+  }
+  return static_cast<ssize_t>(total);
 }
 
 void Connection::Kill() {
@@ -34,6 +135,16 @@ void Connection::OnResult(const command::Result& r) {
 void Connection::OnEvents(uint32_t events) {
   if (dead_) return;
   if (events & EPOLLERR) return Kill();
+  if (tls_) {
+    if (!tls_->stream->established()) {
+      Handshake();
+      if (dead_ || !tls_->stream->established()) return;
+      events |= EPOLLIN;  // what the client sent after its handshake may be waiting
+    }
+    // A read that waits for the socket to be writable, or a write for it to be readable.
+    if ((events & EPOLLOUT) && tls_->read_wants_write) events |= EPOLLIN;
+    if ((events & EPOLLIN) && tls_->write_wants_read) events |= EPOLLOUT;
+  }
   if (events & EPOLLIN) Read();
   if ((events & (EPOLLRDHUP | EPOLLHUP)) && front_end_->waiting_for_client()) {
     front_end_->OnInputClosed();
@@ -48,7 +159,7 @@ void Connection::OnEvents(uint32_t events) {
 
 void Connection::Read() {
   char buf[kReadChunk];
-  ssize_t n = read(fd_, buf, sizeof buf);
+  ssize_t n = Receive(buf, sizeof buf);
   if (lingering) {
     if (n > 0) front_end_->Discarded(static_cast<size_t>(n));
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
@@ -62,6 +173,9 @@ void Connection::Read() {
     std::copy(buf, buf + n, p);
     front_end_->CommitInput(static_cast<size_t>(n));
     server_.MarkRunnable(this);
+    // TLS: bytes already taken from the socket wait inside the stream, and no poll would
+    // say so (at most the rest of one record: the stream reads a record at a time).
+    if (tls_ && tls_->stream->pending()) return Read();
   } else if (n == 0) {
     front_end_->OnInputClosed();
     // A peer gone with nothing left to answer ends now, before this iteration's commands
@@ -80,7 +194,7 @@ void Connection::Read() {
 bool Connection::Flush() {
   std::string& out = front_end_->output();
   if (!out.empty()) {
-    ssize_t n = send(fd_, out.data(), out.size(), MSG_NOSIGNAL);
+    ssize_t n = Send(out.data(), out.size());
     if (n < 0) {
       if (errno != EAGAIN && errno != EINTR) return false;
     } else {
@@ -123,6 +237,21 @@ bool Connection::Linger() {
 
 void Connection::UpdateInterest() {
   uint32_t want = 0;
+  if (tls_ && !tls_->stream->established()) {
+    want = tls_->handshake_wants_write ? EPOLLOUT : EPOLLIN;
+  } else {
+    WantedEvents(&want);
+    if (tls_ && tls_->read_wants_write) want |= EPOLLOUT;
+    if (tls_ && tls_->write_wants_read) want |= EPOLLIN;
+  }
+  static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX);
+  if (want == interest_) return;
+  interest_ = static_cast<uint16_t>(want);
+  server_.loop().Modify(fd_, want, this);
+}
+
+void Connection::WantedEvents(uint32_t* events) const {
+  uint32_t& want = *events;
   const command::FrontEnd& c = *front_end_;
   // Input is read ahead while a reserve waits and while held (-f 0: the replies wait for
   // a sync, and nothing runs until then), up to the input bound: the commands wait behind,
@@ -141,10 +270,6 @@ void Connection::UpdateInterest() {
   }
   if (!front_end_->output().empty() && !on_held) want |= EPOLLOUT;
   if (lingering) want = EPOLLIN | EPOLLRDHUP;
-  static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX);
-  if (want == interest_) return;
-  interest_ = static_cast<uint16_t>(want);
-  server_.loop().Modify(fd_, want, this);
 }
 
 }  // namespace stalkd::server

@@ -1,10 +1,18 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <memory>
+#include <string_view>
 
 #include "base/intrusive_list.h"
 #include "command/front_end.h"
 #include "net/event_loop.h"
+
+namespace stalkd::net {
+class TlsStream;
+}
 
 namespace stalkd::server {
 
@@ -47,9 +55,23 @@ class Connection : public net::EventLoop::Handler,
   // Half-closed after the last output, reading and discarding what the peer still sends
   // (FrontEnd::linger_bytes) until its EOF or the bound.
   bool lingering : 1 = false;
+  bool on_handshaking : 1 = false;  // on the server's list of TLS handshakes under way
   // While the output buffer is at/above the high-water mark: when it got there or the peer
   // last took any of it, whichever is later; 0 while it is below the mark.
   Nanos blocked_since() const { return blocked_since_; }
+
+  // TLS (a tls:// listener): the stream the connection speaks through from now on, its
+  // handshake begun at `now`.
+  void StartTls(std::unique_ptr<net::TlsStream> stream, Nanos now);
+  bool tls() const { return tls_ != nullptr; }
+  bool handshaking() const;
+  Nanos handshake_started() const;
+  // The connection's identity: the subject of the client certificate its TLS handshake
+  // verified ("CN=worker-1,O=Example"); empty without TLS or without a client certificate.
+  std::string_view tls_identity() const;
+  // The TLS protocol and cipher ("TLSv1.3 TLS_AES_256_GCM_SHA384"); empty without TLS.
+  std::string TlsDescription() const;
+  int fd() const { return fd_; }
 
   // Bytes read per read() call.
   static constexpr size_t kReadChunk = 64 * 1024;
@@ -62,9 +84,17 @@ class Connection : public net::EventLoop::Handler,
   void Attach(command::FrontEnd* f) { front_end_ = f; }
 
  private:
+  struct TlsState;
   void Read();
   // Closing with output written: starts or continues a lingering close; false: close now.
   bool Linger();
+  // read() and send(), or their TLS counterparts: bytes moved, 0 at the peer's end of stream
+  // (Receive), or -1 with errno (EAGAIN: try again once the socket is ready).
+  ssize_t Receive(char* buf, size_t len);
+  ssize_t Send(const char* buf, size_t len);
+  void Handshake();
+  // The events the front end's state asks for (UpdateInterest adds what TLS waits for).
+  void WantedEvents(uint32_t* events) const;
 
   // One per open connection: ordered to minimise padding (the flags above, dead_,
   // interest_ and fd_ share one word).
@@ -74,6 +104,7 @@ class Connection : public net::EventLoop::Handler,
   Server& server_;
   Nanos blocked_since_ = 0;
   command::FrontEnd* front_end_ = nullptr;
+  std::unique_ptr<TlsState> tls_;  // null on a plain connection
 };
 
 // A connection speaking protocol P (a command::FrontEnd constructed from `args`, e.g. the

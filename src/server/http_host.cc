@@ -9,6 +9,10 @@
 #include "server/version.h"
 
 namespace stalkd::server {
+
+// The TLS listeners' figures (docs/SECURITY.md, "TLS"), at the end of a scrape.
+void AppendTlsMetrics(const Server& server, std::string* out);
+
 namespace {
 
 // Tubes whose stats a scrape gathers per step, and lines it writes per step: a scrape of
@@ -110,6 +114,38 @@ http::Co<> HttpHost::ScrapeMetrics(command::Session& s, http::Response* resp) {
   out += "# TYPE stalkd_http_lingering_discarded_bytes_total counter\n";
   out +=
       "stalkd_http_lingering_discarded_bytes_total " + std::to_string(bodies_.discarded()) + "\n";
+  if (server_.tls()) AppendTlsMetrics(server_, &out);
+}
+
+void AppendTlsMetrics(const Server& server, std::string* out) {
+  Server::TlsStats st = server.tls_stats();
+  struct {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t value;
+  } rows[] = {
+      {"stalkd_tls_handshakes_total", "counter", "TLS handshakes finished.", st.handshakes},
+      {"stalkd_tls_handshake_failures_total", "counter",
+       "TLS handshakes failed (bad input, refused certificates, clients gone).", st.failures},
+      {"stalkd_tls_handshake_timeouts_total", "counter",
+       "TLS clients closed by --tls-handshake-timeout.", st.timeouts},
+      {"stalkd_tls_refused_total", "counter", "TLS clients refused: TLS memory at its limit.",
+       st.refused},
+      {"stalkd_tls_handshakes_in_progress", "gauge", "TLS handshakes under way.", st.handshaking},
+      {"stalkd_tls_memory_bytes", "gauge", "Bytes OpenSSL holds (TLS connections, handshakes).",
+       net::TlsMemoryBytes()},
+      {"stalkd_tls_memory_limit_bytes", "gauge",
+       "The most OpenSSL may hold before TLS clients are refused.", server.tls_memory_limit()},
+      {"stalkd_tls_reloads_total", "counter", "Certificate reloads (SIGHUP) that took.",
+       st.reloads},
+      {"stalkd_tls_reload_failures_total", "counter",
+       "Certificate reloads (SIGHUP) that kept the certificate in use.", st.reload_failures},
+  };
+  for (const auto& r : rows) {
+    *out += std::string("# HELP ") + r.name + " " + r.help + "\n# TYPE " + r.name + " " + r.type +
+            "\n" + r.name + " " + std::to_string(r.value) + "\n";
+  }
 }
 
 http::BinlogMetrics HttpHost::BinlogNow() const { return server_.BinlogMetricsNow(); }

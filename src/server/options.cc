@@ -12,6 +12,7 @@
 
 #include "net/access_list.h"
 #include "redis/link.h"
+#include "server/options_tls.h"
 #include "server/version.h"
 
 // Where the Debian package installs README.md and docs/*.md (gzip -9n), as stalkd(8) says.
@@ -53,6 +54,15 @@ void PrintUsage(FILE* out) {
           "          the rest are summed as tube=\"_other\"\n"
           " --http-request-timeout SECONDS  close an HTTP client whose request has not\n"
           "          fully arrived this long after it began (default 30)\n"
+          " --listen [tls://]ADDR:PORT  one more beanstalkd-protocol listener (repeatable);\n"
+          "          tls:// serves TLS there, e.g. --listen tls://0.0.0.0:11301\n"
+          " --http and --admin-http take tls://ADDR:PORT too (HTTPS)\n"
+          " --tls-cert FILE  the certificate chain (PEM) of the tls:// listeners\n"
+          " --tls-key FILE  its private key (PEM); both are read again on SIGHUP\n"
+          " --tls-client-ca FILE  ask TLS clients for a certificate issued by these CAs\n"
+          " --tls-verify-client  require one (mutual TLS); default: optional\n"
+          " --tls-handshake-timeout SECONDS  close a TLS client whose handshake has not\n"
+          "          finished this long after it connected (default 10)\n"
           " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
           "/SCALE-OUT.md.gz):\n"
           "          redis://[USER:PASSWORD@]HOST:PORT[/DB]\n"
@@ -137,6 +147,12 @@ bool ParseHostPort(const std::string& flag, const std::string& v, std::string* a
   return true;
 }
 
+// "tls://ADDR:PORT": *tls set and the prefix gone; anything else as it is.
+std::string StripTls(const std::string& v, bool* tls) {
+  *tls = v.starts_with("tls://");
+  return *tls ? v.substr(6) : v;
+}
+
 // Long options: "--name value" or "--name=value". Returns false after printing a message.
 bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
   std::string arg = argv[*i];
@@ -191,10 +207,24 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     return true;
   }
   if (name == "--http") {
-    return take_value() && ParseHostPort(name, value, &o->http_address, &o->http_port);
+    return take_value() &&
+           ParseHostPort(name, StripTls(value, &o->http_tls), &o->http_address, &o->http_port);
   }
   if (name == "--admin-http") {
-    return take_value() && ParseHostPort(name, value, &o->admin_address, &o->admin_port);
+    return take_value() &&
+           ParseHostPort(name, StripTls(value, &o->admin_tls), &o->admin_address, &o->admin_port);
+  }
+  if (name == "--listen") {
+    Options::Listen l;
+    return take_value() && ParseHostPort(name, StripTls(value, &l.tls), &l.address, &l.port) &&
+           (o->listens.push_back(l), true);
+  }
+  if (name == "--tls-verify-client" && !has_value) {
+    o->tls_verify_client = true;
+    return true;
+  }
+  if (name.starts_with("--tls-") && name != "--tls-verify-client") {
+    return take_value() && ParseTlsOption(name, value, o);
   }
   if (name == "--admin-accounts") {
     if (!take_value()) return false;
@@ -509,6 +539,10 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
           return ParseOutcome::kExitUsage;
       }
     }
+  }
+  if (!CheckTlsOptions(*o)) {
+    PrintUsage(stderr);
+    return ParseOutcome::kExitUsage;
   }
   if (!ResolveStoreCredentials(o)) return ParseOutcome::kExitUsage;
   return ParseOutcome::kRun;

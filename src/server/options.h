@@ -57,6 +57,22 @@ struct Options {
   std::string store_user, store_password;    // the data nodes'
   std::string store_sentinel_user;           // --store-sentinel-user USER
   std::string store_sentinel_password;
+
+  // TLS (docs/SECURITY.md): a listener written tls://ADDR:PORT (--listen, --http,
+  // --admin-http) serves TLS with this certificate; checked by ParseOptions.
+  std::string tls_cert, tls_key;             // --tls-cert FILE, --tls-key FILE
+  std::string tls_client_ca;                 // --tls-client-ca FILE: ask for client certificates
+  bool tls_verify_client = false;            // --tls-verify-client: require one
+  int64_t tls_handshake_timeout_s = 10;      // --tls-handshake-timeout SECONDS
+  bool http_tls = false, admin_tls = false;  // --http tls://..., --admin-http tls://...
+  // --listen [tls://]ADDR:PORT (repeatable): more beanstalkd-protocol listeners.
+  struct Listen {
+    std::string address, port;
+    bool tls = false;
+  };
+  std::vector<Listen> listens;
+  // Whether any listener serves TLS.
+  bool tls() const;
 };
 
 // The size of each binlog file: -s rounded up to a multiple of 4096, at least 4096.

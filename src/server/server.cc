@@ -72,18 +72,20 @@ store::MemoryStoreOptions MemoryStoreOptionsFor(const Options& o) {
 
 class Server::ListenHandler final : public net::EventLoop::Handler {
  public:
-  ListenHandler(Server& s, int fd, ConnectionFactory make) : server_(s), fd_(fd), make_(make) {}
+  ListenHandler(Server& s, int fd, ConnectionFactory make, bool tls)
+      : server_(s), fd_(fd), make_(make), tls_(tls) {}
   ~ListenHandler() override {
     server_.loop().Remove(fd_);
     close(fd_);
   }
-  void OnEvents(uint32_t) override { server_.Accept(fd_, make_); }
+  void OnEvents(uint32_t) override { server_.Accept(fd_, make_, tls_); }
   int fd() const { return fd_; }
 
  private:
   Server& server_;
   int fd_;
   ConnectionFactory make_;
+  bool tls_;
 };
 
 class Server::SignalHandler final : public net::EventLoop::Handler {
@@ -99,6 +101,8 @@ class Server::SignalHandler final : public net::EventLoop::Handler {
       if (si.ssi_signo == SIGUSR1) {
         server_.store().SetDraining(true);
         server_.draining_ = true;
+      } else if (si.ssi_signo == SIGHUP) {
+        server_.ReloadTls();
       } else {
         server_.Stop();
       }
@@ -143,6 +147,9 @@ Server::Server(const Options& options, const Clock& clock)
     STALKD_CHECK(access_.Add(cidr, &error));  // validated by ParseOptions
   }
   instance_id_ = RandomHexId();
+  // OpenSSL's share of memory: an eighth of --max-memory, at least 64 MiB.
+  tls_memory_limit_ = std::max<uint64_t>(
+      (options_.max_memory ? options_.max_memory : DefaultMaxMemory()) / 8, uint64_t{64} << 20);
   if (!options_.http_port.empty() || !options_.admin_port.empty()) {
     http_ = std::make_unique<HttpHost>(*this, options_);
     // Command, queue and run-time latencies are measured only for /metrics.
@@ -232,8 +239,8 @@ Connection* MakeTextConnection(Server& server, int fd) {
   return MakeConnection<protocol::Conversation>(server, fd);
 }
 
-bool Server::AddListener(int fd, ConnectionFactory make) {
-  auto h = std::make_unique<ListenHandler>(*this, fd, make);
+bool Server::AddListener(int fd, ConnectionFactory make, bool tls) {
+  auto h = std::make_unique<ListenHandler>(*this, fd, make, tls);
   if (!loop_.Add(fd, EPOLLIN, h.get())) return false;
   listeners_.push_back(std::move(h));
   return true;
@@ -245,6 +252,9 @@ bool Server::HandleSignals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGUSR1);
+  // SIGHUP reloads the TLS certificate; without TLS it keeps its default action, as in
+  // beanstalkd.
+  if (tls_) sigaddset(&set, SIGHUP);
   if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return false;
   int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd < 0) return false;
@@ -252,7 +262,7 @@ bool Server::HandleSignals() {
   return loop_.Add(fd, EPOLLIN, signals_.get());
 }
 
-void Server::Accept(int lfd, ConnectionFactory make) {
+void Server::Accept(int lfd, ConnectionFactory make, bool tls) {
   for (int i = 0; i < kAcceptsPerWake; i++) {
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof peer;
@@ -276,10 +286,22 @@ void Server::Accept(int lfd, ConnectionFactory make) {
       close(fd);
       continue;
     }
+    if (tls && net::TlsMemoryBytes() >= tls_memory_limit_) {
+      // What OpenSSL holds (handshakes under way, TLS connections' buffers) is at its share
+      // of --max-memory: refused before it can make it hold more.
+      if (options_.verbosity > 0 || tls_stats_.refused == 0) {
+        fprintf(stderr, "stalkd: refused a TLS client: TLS memory at its limit of %llu bytes\n",
+                static_cast<unsigned long long>(tls_memory_limit_));
+      }
+      tls_stats_.refused++;
+      close(fd);
+      continue;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on unix
     Connection* c = make(*this, fd);
-    if (!loop_.Add(fd, 0, c)) {
+    if ((tls && !StartTls(c)) || !loop_.Add(fd, 0, c)) {
+      if (http_) http_->Closed(c);
       delete c;
       continue;
     }
@@ -408,6 +430,7 @@ Nanos Server::PollTimeout() {
   if (accept_paused_until_ > 0) next = std::min(next, accept_paused_until_);
   next = std::min(next, binlog_deadline_);
   if (!blocked_.empty()) next = std::min(next, now + kSecond);  // CheckBlocked's period
+  if (!handshaking_.empty()) next = std::min(next, next_handshake_check_);
   if (http_) next = std::min(next, http_->next_check());
   if (next == kForever) return -1;
   return std::max<Nanos>(0, next - now);
@@ -491,6 +514,7 @@ void Server::RunIteration(Nanos poll_timeout) {
   }
 
   if (!blocked_.empty()) CheckBlocked();
+  if (!handshaking_.empty()) CheckHandshakes(clock_.Now());
 
   if (http_) http_->CheckRequestTimeouts(clock_.Now());
 
@@ -507,6 +531,7 @@ void Server::Reap() {
     if (c->on_dirty) std::erase(dirty_, c);
     if (c->on_blocked) std::erase(blocked_, c);
     if (c->on_held) std::erase(held_, c);
+    if (c->on_handshaking) std::erase(handshaking_, c);
     connections_.Remove(c);
     delete c;
   }

@@ -10,6 +10,7 @@
 #include "http/metrics.h"
 #include "net/access_list.h"
 #include "net/event_loop.h"
+#include "net/tls.h"
 #include "redis/store.h"
 #include "server/connection.h"
 #include "server/heap_prefault.h"
@@ -48,7 +49,26 @@ class Server final : public command::Host {
 
   // Takes ownership of a listening socket and starts accepting on it; its connections are
   // made by `make` (the protocol they speak).
-  bool AddListener(int fd, ConnectionFactory make = &MakeTextConnection);
+  // With `tls`, each connection speaks TLS (SetTls's context) before its protocol.
+  bool AddListener(int fd, ConnectionFactory make = &MakeTextConnection, bool tls = false);
+  // The TLS context of the tls:// listeners (made from the --tls-* files); call before Run.
+  void SetTls(std::shared_ptr<net::TlsContext> ctx) { tls_ = std::move(ctx); }
+  // SIGHUP: reads the --tls-* files again; new handshakes use them, connections stay. A file
+  // that cannot be used keeps the context in use; either way a line on stderr says so.
+  bool ReloadTls();
+  // What the TLS listeners did (/metrics).
+  struct TlsStats {
+    uint64_t handshakes = 0;  // finished
+    uint64_t failures = 0;    // failed (bad input, refused certificates, clients gone)
+    uint64_t timeouts = 0;    // closed by --tls-handshake-timeout
+    uint64_t refused = 0;     // not accepted: TLS memory at its limit
+    uint64_t reloads = 0, reload_failures = 0;
+    size_t handshaking = 0;  // under way now
+  };
+  bool tls() const { return tls_ != nullptr; }
+  TlsStats tls_stats() const;
+  // The most OpenSSL may hold (a share of --max-memory): at it, TLS clients are refused.
+  uint64_t tls_memory_limit() const { return tls_memory_limit_; }
   // Loops until Stop() or a terminating signal (when signals are enabled).
   void Run();
   // One iteration: poll I/O (waiting at most until the store's next deadline), run the
@@ -82,6 +102,10 @@ class Server final : public command::Host {
   void MarkClosed(Connection* c);
   // c's unread output has filled its buffer: watch it for --stalled-client-timeout.
   void MarkBlocked(Connection* c);
+  // c's TLS handshake finished (error null) or failed (error says why).
+  void OnTlsHandshake(Connection* c, const char* error);
+  // c's TLS stream failed after its handshake (the connection closes).
+  void OnTlsError(Connection* c, const std::string& error);
   net::EventLoop& loop() { return loop_; }
   const Clock& clock() const { return clock_; }
 
@@ -90,7 +114,13 @@ class Server final : public command::Host {
   class SignalHandler;
   class SyncHandler;
 
-  void Accept(int fd, ConnectionFactory make);
+  void Accept(int fd, ConnectionFactory make, bool tls);
+  // Starts TLS on a connection just made; false if it cannot be.
+  bool StartTls(Connection* c);
+  // Closes the TLS clients whose handshake has lasted --tls-handshake-timeout.
+  void CheckHandshakes(Nanos now);
+  // "1.2.3.4:5678" of a connection's peer, for log lines.
+  static std::string PeerName(const Connection* c);
   // RunOnce's work with the given poll timeout.
   void RunIteration(Nanos poll_timeout);
   // Destroys the connections marked closed: after the poll (those whose peer went away,
@@ -143,6 +173,12 @@ class Server final : public command::Host {
   std::vector<Connection*> blocked_;  // output full, not read by the peer
   std::vector<Connection*> held_;     // replies waiting for a binlog sync (-f 0)
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
+
+  std::vector<Connection*> handshaking_;  // TLS handshakes under way
+  std::shared_ptr<net::TlsContext> tls_;  // the tls:// listeners'; null without any
+  TlsStats tls_stats_;
+  uint64_t tls_memory_limit_ = 0;
+  Nanos next_handshake_check_ = 0;
 
   std::unique_ptr<HttpHost> http_;
   bool draining_ = false;    // SIGUSR1

@@ -300,7 +300,9 @@ class Server:
 class Client:
     """Blocking client that speaks raw bytes. Every read has a timeout so tests never hang."""
 
-    def __init__(self, address, timeout=10.0, unix=False):
+    def __init__(self, address, timeout=10.0, unix=False, ssl_context=None, server_hostname=None):
+        """ssl_context: speak TLS (an ssl.SSLContext; server_hostname is what its certificate
+        must name, when the context checks it)."""
         if unix:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
@@ -312,6 +314,12 @@ class Client:
         else:
             self.sock = socket.create_connection(address, timeout=timeout)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ssl_context is not None:
+                try:
+                    self.sock = ssl_context.wrap_socket(self.sock, server_hostname=server_hostname)
+                except OSError:
+                    self.sock.close()
+                    raise
         self.buf = b""
 
     def close(self):

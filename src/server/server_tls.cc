@@ -1,0 +1,99 @@
+// The server's TLS: starting it on accepted connections, the handshakes' timeout, the
+// certificate's reload on SIGHUP, and what is logged and counted (docs/SECURITY.md, "TLS").
+#include <algorithm>
+#include <cstdio>
+
+#include "net/listener.h"
+#include "net/tls.h"
+#include "server/options_tls.h"
+#include "server/server.h"
+
+namespace stalkd::server {
+
+bool Server::StartTls(Connection* c) {
+  std::string error;
+  std::unique_ptr<net::TlsStream> s = net::TlsStream::Create(*tls_, c->fd(), &error);
+  if (!s) {
+    fprintf(stderr, "stalkd: cannot start TLS for a client: %s\n", error.c_str());
+    return false;
+  }
+  Nanos now = clock_.Now();
+  c->StartTls(std::move(s), now);
+  if (handshaking_.empty()) next_handshake_check_ = now + kSecond;
+  c->on_handshaking = true;
+  handshaking_.push_back(c);
+  return true;
+}
+
+void Server::CheckHandshakes(Nanos now) {
+  if (now < next_handshake_check_) return;
+  next_handshake_check_ = now + kSecond;
+  Nanos limit = options_.tls_handshake_timeout_s * kSecond;
+  std::erase_if(handshaking_, [&](Connection* c) {
+    if (c->dead() || !c->handshaking()) {
+      c->on_handshaking = false;
+      return true;
+    }
+    if (now - c->handshake_started() < limit) return false;
+    if (options_.verbosity > 0) {
+      fprintf(stderr, "stalkd: closing TLS client %s: no handshake within %lld s\n",
+              PeerName(c).c_str(), static_cast<long long>(options_.tls_handshake_timeout_s));
+    }
+    tls_stats_.timeouts++;
+    c->on_handshaking = false;
+    c->Kill();
+    return true;
+  });
+}
+
+void Server::OnTlsHandshake(Connection* c, const char* error) {
+  if (error != nullptr) {
+    tls_stats_.failures++;
+    if (options_.verbosity > 0) {
+      fprintf(stderr, "stalkd: TLS handshake with %s failed: %s\n", PeerName(c).c_str(), error);
+    }
+    return;
+  }
+  tls_stats_.handshakes++;
+  if (options_.verbosity > 0) {
+    std::string_view who = c->tls_identity();
+    fprintf(stderr, "stalkd: TLS client %s: %s, %s%.*s\n", PeerName(c).c_str(),
+            c->TlsDescription().c_str(), who.empty() ? "no client certificate" : "certificate ",
+            static_cast<int>(who.size()), who.data());
+  }
+}
+
+void Server::OnTlsError(Connection* c, const std::string& error) {
+  if (options_.verbosity > 0) {
+    fprintf(stderr, "stalkd: TLS client %s: %s\n", PeerName(c).c_str(), error.c_str());
+  }
+}
+
+bool Server::ReloadTls() {
+  if (!tls_) return false;
+  std::string error;
+  std::shared_ptr<net::TlsContext> ctx =
+      net::TlsContext::Create(net::TlsContext::Role::kServer, TlsConfigFor(options_), &error);
+  if (!ctx) {
+    tls_stats_.reload_failures++;
+    fprintf(stderr, "stalkd: SIGHUP: kept the TLS certificate in use (%s): %s\n",
+            tls_->subject().c_str(), error.c_str());
+    return false;
+  }
+  tls_ = std::move(ctx);  // connections keep what their handshake used
+  tls_stats_.reloads++;
+  fprintf(stderr, "stalkd: SIGHUP: TLS certificate reloaded: %s\n", tls_->subject().c_str());
+  return true;
+}
+
+Server::TlsStats Server::tls_stats() const {
+  TlsStats s = tls_stats_;
+  s.handshaking = static_cast<size_t>(
+      std::count_if(handshaking_.begin(), handshaking_.end(),
+                    [](const Connection* c) { return !c->dead() && c->handshaking(); }));
+  return s;
+}
+
+std::string Server::PeerName(const Connection* c) { return net::DescribePeer(c->fd()); }
+
+}  // namespace stalkd::server
