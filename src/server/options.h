@@ -57,6 +57,9 @@ struct Options {
   std::string store_user, store_password;    // the data nodes'
   std::string store_sentinel_user;           // --store-sentinel-user USER
   std::string store_sentinel_password;
+  // TLS to Redis (a rediss... --store): --store-tls-ca, --store-tls-cert, --store-tls-key FILE,
+  // --store-tls-name NAME
+  std::string store_tls_ca, store_tls_cert, store_tls_key, store_tls_name;
 };
 
 // The size of each binlog file: -s rounded up to a multiple of 4096, at least 4096.
