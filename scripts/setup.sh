@@ -7,7 +7,7 @@ for pkg in g++ cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev pyth
            clang clang-format libclang-rt-14-dev \
            libboost-dev rapidjson-dev libcli11-dev prometheus \
            dpkg-dev lintian strace man-db systemd chromium \
-           redis-server redis-sentinel libhiredis-dev; do
+           redis-server redis-sentinel libhiredis-dev libssl-dev openssl curl stunnel4; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 # The dashboard's browser tests run Debian's chromium (above) from node, through npm's
