@@ -2,10 +2,13 @@
 
 #include <charconv>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include "net/tls.h"
 
 // Where the Redis store's Redis is: the --store URL (redis://, redis-sentinel://,
 // redis-cluster://, and their TLS forms rediss://...) parsed into endpoints. Parsed once, at
@@ -44,6 +47,11 @@ struct StoreUrl {
   Credentials auth;
   // kSentinel: the sentinels' own (not in the URL: --store-sentinel-password-file...).
   Credentials sentinel_auth;
+  // tls: what every connection's TLS uses (not in the URL: --store-tls-ca, -cert, -key,
+  // made at start), and the name every server's certificate must carry (--store-tls-name;
+  // empty: the address connected to).
+  std::shared_ptr<const net::TlsContext> tls_context;
+  std::string tls_name;
 };
 // false with *error set ("--store: ...") for anything malformed. A port left out is 6379
 // (26379 for a sentinel). Hosts are numeric IPv4 addresses or "localhost" (127.0.0.1): no name
@@ -55,7 +63,8 @@ bool ParseStoreUrl(std::string_view url, StoreUrl* out, std::string* error);
 std::string RedactStoreUrl(std::string_view url);
 // Whether a link's why_not_ready() (or a Conn's failure) is Redis refusing our credentials
 // (AUTH answered WRONGPASS or another error, or a command answered NOAUTH) or what they may
-// do (NOPERM: an ACL user lacking a command, a key or the channel): not transient.
+// do (NOPERM: an ACL user lacking a command, a key or the channel), or a TLS connection
+// refused (a certificate not verified, a client certificate wanted...): not transient.
 bool IsAccessRefused(std::string_view why);
 
 // A decimal number from 0 to `max`, nothing else (no sign, no spaces): the URL's ports and db,
