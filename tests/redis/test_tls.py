@@ -1,13 +1,14 @@
-"""The Redis store over TLS (docs/SCALE-OUT.md, "TLS"): rediss:// and rediss-sentinel:// with
+"""The Redis store over TLS (docs/SCALE-OUT.md, "Redis over TLS"): rediss:// and rediss-sentinel:// with
 --store-tls-ca, --store-tls-cert and --store-tls-key, against redis-server and redis-sentinel
 listening on TLS only (`port 0`, tls-port), with certificates made by tests/lib/tls_certs.py:
 
   * one Redis that requires a client certificate (tls-auth-clients yes) and a password: the
     front ends' connections (commands, pub/sub) do TLS before AUTH: put, a reserve waiting on
-    one front end woken by a put on another, delete;
+    one front end woken by a put on another, delete; jobs of 2 MB both ways;
   * refusals stop a front end at start with a clear error (exit 1): a server certificate of
     another CA (the verify failure named), no client certificate where one is required, a
-    TLS URL on a plain Redis, a server certificate not naming --store-tls-name;
+    server certificate not naming --store-tls-name; a TLS URL on a plain Redis is an outage
+    the log names;
   * flags are checked (usage error, as a bad flag): --store-tls-* without a rediss URL, a
     certificate without its key, an unreadable CA file;
   * Sentinel over TLS (its own password too): the sentinels and the master found through
@@ -47,6 +48,20 @@ class TestOneRedis(TlsCase):
         for fe in (fe1, fe2):
             self.stop(fe)
             self.assertNotIn(PASSWORD, self.log_of(fe))
+
+    def test_big_jobs_cross_in_many_records(self):
+        # 2 MB each way: writes that the socket takes in parts, replies read over many loop
+        # events (TLS records are 16 KiB).
+        r = self.tls_redis(PASSWORD)
+        fe = self.tls_front_end(self.with_password(r.url(), PASSWORD),
+                                redis_fixture.unique_prefix(), "-z", str(3 << 20))
+        c = self.client(fe, timeout=REPLY_TIMEOUT)
+        body = bytes(range(256)) * (2 << 12)
+        jid = beanstalk.inserted_id(c.put(body))
+        self.assertEqual(c.cmd("reserve-with-timeout 5"), beanstalk.reserved(jid, body))
+        self.assertEqual(c.cmd("peek %d" % jid), b"FOUND %d %d\r\n" % (jid, len(body))
+                         + body + b"\r\n")
+        self.stop(fe)
 
     def test_refusals_stop_the_start(self):
         r = self.tls_redis(PASSWORD)
