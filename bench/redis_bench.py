@@ -1,7 +1,8 @@
 """Opt-in scenarios of run.py for stalkd's Redis store (issue 15): redis-cycle, redis-pipeline,
 redis-memory, redis-failover; on Redis Cluster (issue 17): cluster-cycle, cluster-pipeline
 (1, 2, 3 masters against one plain Redis master), cluster-reserve (reserves across
-partitions against reserves within one). Redis processes come from tests/lib/redis_fixture.py
+partitions against reserves within one); redis-tls (one master over TLS against the same in
+clear, side by side in one run). Redis processes come from tests/lib/redis_fixture.py
 and redis_cluster_fixture.py (own temp dirs, free loopback ports, stopped by PID, killed with
 the runner through PDEATHSIG/atexit); none is pinned to a CPU.
 
@@ -22,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "lib"))
 import redis_fixture as rf  # noqa: E402
 import redis_cluster_fixture as rcf  # noqa: E402
+import tls_certs  # noqa: E402
 
 PREFIX = "bench"
 NOOP_LIB = ("#!lua name=noop\n"
@@ -33,11 +35,11 @@ def _split(total, n):
     return [total // n + (1 if i < total % n else 0) for i in range(n)]
 
 
-def front_ends(run, binary, n, url, wait):
-    """n stalkd front ends on one Redis (run.Server objects, started)."""
+def front_ends(run, binary, n, url, wait, extra=()):
+    """n stalkd front ends on one Redis (run.Server objects, started); extra: more flags."""
     out = []
     for _ in range(n):
-        s = run.Server("stalkd", binary, rf.store_argv(url, PREFIX, wait=wait),
+        s = run.Server("stalkd", binary, rf.store_argv(url, PREFIX, wait=wait) + list(extra),
                        label="stalkd-redis")
         s.start()
         out.append(s)
@@ -147,6 +149,51 @@ def sc_redis_throughput(run, scenario, srv, p):
     m["wait1_vs_fe1"] = run._ratio(m.get("wait1_ops"), fe1)
     m["errors"] = sum(m.get(f"fe{n}_errors") or 0 for n in range(1, p["front_ends"] + 1))
     return m, raw
+
+
+def sc_redis_tls(run, scenario, srv, p):
+    """scenario against one Redis master and one front end (--store-wait 0): in clear, then
+    over TLS (rediss://, Redis requiring the client certificate: tls-auth-clients yes), each
+    on a Redis of its own, in this order, in one run."""
+    import tls_certs
+    opts = {k: p[k] for k in ("conns", "duration", "warmup", "size", "depth", "mode") if k in p}
+    m, raw = {"errors": 0}, {}
+    certs = tls_certs.make()
+    try:
+        for name, tls in (("plain", None), ("tls", rf.redis_tls(certs))):
+            master = rf.RedisServer(tls=tls)
+            fes = []
+            try:
+                extra = rf.store_tls_argv(certs) if tls else ()
+                fes = front_ends(run, srv.binary, 1, master.url(), 0, extra)
+                ops, cores, rs = parallel_loadgen(run, fes, scenario, redis_pids=[master.pid],
+                                                  **dict(opts))
+                m[f"{name}_ops"], m[f"{name}_redis_cores"] = ops, cores[0]
+                m[f"{name}_stalkd_cores"] = sum(x.get("server_cpu_util") or 0 for x in rs)
+                m["errors"] += sum(x.get("errors") or 0 for x in rs)
+                raw[name] = rs
+            finally:
+                for s in fes:
+                    s.cleanup()
+                master.close()
+    finally:
+        certs.cleanup()
+    m["tls_vs_plain"] = run._ratio(m.get("tls_ops"), m.get("plain_ops"))
+    for name in ("plain", "tls"):
+        ops = m.get(f"{name}_ops")
+        m[f"{name}_stalkd_us_per_op"] = m[f"{name}_stalkd_cores"] / ops * 1e6 if ops else None
+        m[f"{name}_redis_us_per_op"] = m[f"{name}_redis_cores"] / ops * 1e6 if ops else None
+    return m, raw
+
+
+METRICS_TLS = [
+    ("plain_ops", "one master in clear, 1 front end: commands/s ↑"),
+    ("plain_redis_us_per_op", "… Redis CPU µs/command ↓"),
+    ("plain_stalkd_us_per_op", "… stalkd CPU µs/command ↓"),
+    ("tls_ops", "the same over TLS (client certificate): commands/s ↑"),
+    ("tls_redis_us_per_op", "… Redis CPU µs/command ↓"),
+    ("tls_stalkd_us_per_op", "… stalkd CPU µs/command ↓"),
+    ("tls_vs_plain", "TLS ÷ clear ↑"), ("errors", "errors")]
 
 
 def metrics_throughput(p):
@@ -449,6 +496,11 @@ def scenarios(run):
           lambda srv, p: sc_redis_throughput(run, "pipeline", srv, p), metrics_throughput,
           pip, dict(pip, warmup=0.3, duration=1, fcall_n=200_000), servers=("stalkd",),
           default=False),
+        S("redis-tls", "Redis store over TLS, pipeline: {conns} connections × {depth} in "
+          "flight (mode {mode}); one Redis master, one front end, --store-wait 0: in clear, "
+          "then over TLS with a client certificate (Redis on its TLS port only)",
+          lambda srv, p: sc_redis_tls(run, "pipeline", srv, p), METRICS_TLS,
+          pip, dict(pip, warmup=0.3, duration=1), servers=("stalkd",), default=False),
         S("redis-memory", "Redis store, memory: {jobs} puts of {size} B ({conns} connections, "
           "window {depth}); Redis INFO used_memory before/after, beside RSS per job",
           lambda srv, p: sc_redis_memory(run, srv, p), METRICS_MEMORY,

@@ -30,6 +30,9 @@ ClusterLink::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, 
   STALKD_CHECK(url_.kind == StoreUrl::Kind::kCluster && !url_.endpoints.empty());
   prober_.set_auth(url_.auth);
   pubsub_.set_auth(url_.auth);
+  STALKD_CHECK(url_.tls == (url_.tls_context != nullptr));
+  prober_.set_tls(url_.tls_context, url_.tls_name);
+  pubsub_.set_tls(url_.tls_context, url_.tls_name);
   for (const Endpoint& e : url_.endpoints) Learn(e);
 }
 

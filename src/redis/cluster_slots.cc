@@ -48,6 +48,9 @@ ClusterLink::Impl::Node& ClusterLink::Impl::NodeAt(const Endpoint& at) {
   one.kind = StoreUrl::Kind::kRedis;
   one.endpoints = {at};
   one.auth = url_.auth;
+  one.tls = url_.tls;
+  one.tls_context = url_.tls_context;
+  one.tls_name = url_.tls_name;
   n->link = std::make_unique<Link>(loop_, clock_, one, *n->listener, retry_window_);
   n->link->Start();
   nodes_.push_back(std::move(n));

@@ -33,6 +33,10 @@ Link::Impl::Impl(net::EventLoop& loop, const Clock& clock, StoreUrl url, Listene
   pubsub_.set_auth(url_.auth);
   asker_.set_auth(url_.sentinel_auth);
   watcher_.set_auth(url_.sentinel_auth);
+  // rediss-sentinel://: the sentinels' connections are TLS as well as the master's.
+  STALKD_CHECK(url_.tls == (url_.tls_context != nullptr));
+  for (Conn* c : {&data_, &pubsub_, &asker_, &watcher_})
+    c->set_tls(url_.tls_context, url_.tls_name);
 }
 
 Link::Impl::~Impl() {
@@ -225,7 +229,11 @@ Nanos Link::Impl::Poll() {
   Nanos now = clock_.Now();
   if (state_ == State::kWaiting && now >= next_attempt_) Attempt();
   if (state_ == State::kConnecting && now >= connect_deadline_) {
-    Down(data_.name() + ": not connected and verified within " +
+    // A TLS handshake never answered: most likely a plain Redis port, which waits for the end
+    // of a line that a ClientHello does not have.
+    Down(data_.name() +
+         (data_.handshaking() ? ": TLS handshake not answered (a port without TLS?) within "
+                              : ": not connected and verified within ") +
          std::to_string(kConnectTimeout / 1'000'000) + " ms");
   }
   // A master that stopped answering (SIGSTOP, a paused VM, a black-holed network, a command

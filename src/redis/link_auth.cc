@@ -80,7 +80,8 @@ std::string RedactStoreUrl(std::string_view url) {
 }
 
 bool IsAccessRefused(std::string_view why) {
-  return why.find(kAuthRefused) != std::string::npos || why.find("NOPERM") != std::string::npos;
+  return why.find(kAuthRefused) != std::string::npos || why.find("NOPERM") != std::string::npos ||
+         IsTlsRefused(why);
 }
 
 void Conn::AppendAuth() {

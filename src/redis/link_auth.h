@@ -13,4 +13,7 @@ namespace stalkd::redis {
 bool TakeCredentials(std::string_view url, std::string* bare, Credentials* auth,
                      std::string* error);
 
+// Whether a Conn's failure is a TLS connection refused (link_tls.cc).
+bool IsTlsRefused(std::string_view why);
+
 }  // namespace stalkd::redis

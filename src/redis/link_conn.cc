@@ -81,6 +81,7 @@ bool Conn::Connect(const Endpoint& to, std::string* why) {
 
 void Conn::Close() {
   if (fd_ < 0) return;
+  CloseTls();
   loop_.Remove(fd_);
   close(fd_);
   fd_ = -1;
@@ -108,21 +109,51 @@ void Conn::Flush() {
   Write();
 }
 
+Conn::Io Conn::SendSome(const char* data, size_t len, size_t* n, std::string* why) {
+  if (tls_ != nullptr) return TlsSend(data, len, n, why);
+  for (;;) {
+    ssize_t r = send(fd_, data, len, MSG_NOSIGNAL);
+    if (r > 0) {
+      *n = static_cast<size_t>(r);
+      return Io::kOk;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::kAgain;
+    *why = ErrnoText("send", r < 0 ? errno : EIO);
+    return Io::kError;
+  }
+}
+
+Conn::Io Conn::ReadSome(char* buf, size_t len, size_t* n, std::string* why) {
+  if (tls_ != nullptr) return TlsRead(buf, len, n, why);
+  for (;;) {
+    ssize_t r = read(fd_, buf, len);
+    if (r > 0) {
+      *n = static_cast<size_t>(r);
+      return Io::kOk;
+    }
+    if (r == 0) return Io::kClosed;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kAgain;
+    *why = ErrnoText("read", errno);
+    return Io::kError;
+  }
+}
+
 void Conn::Write() {
   while (out_pos_ < out_.size()) {
-    ssize_t n = send(fd_, out_.data() + out_pos_, out_.size() - out_pos_, MSG_NOSIGNAL);
-    if (n > 0) {
-      out_pos_ += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
+    size_t n = 0;
+    std::string why;
+    Io io = SendSome(out_.data() + out_pos_, out_.size() - out_pos_, &n, &why);
+    if (io == Io::kOk) {
+      out_pos_ += n;
       continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      break;
-    } else {
-      broken_ = name_ + ": " + ErrnoText("send", n < 0 ? errno : EIO);
-      // The socket now polls readable (end of file), so the loop comes to OnEvents.
-      shutdown(fd_, SHUT_RDWR);
-      break;
     }
+    if (io == Io::kAgain) break;
+    broken_ = name_ + ": " + (io == Io::kClosed ? "send: connection closed" : why);
+    // The socket now polls readable (end of file), so the loop comes to OnEvents.
+    shutdown(fd_, SHUT_RDWR);
+    break;
   }
   if (out_pos_ == out_.size()) {
     out_.clear();
@@ -138,7 +169,10 @@ void Conn::Write() {
 void Conn::UpdateInterest() {
   if (fd_ < 0) return;
   uint32_t want = EPOLLIN | EPOLLRDHUP;
-  if (connecting_ || (out_pos_ < out_.size() && broken_.empty())) want |= EPOLLOUT;
+  // While connecting: TCP's connect ends writable; a TLS handshake says what it waits for.
+  bool tcp_connecting = connecting_ && tls_ == nullptr;
+  bool output = !connecting_ && out_pos_ < out_.size() && broken_.empty();
+  if (tcp_connecting || output || tls_wants_write_ || tls_pending_) want |= EPOLLOUT;
   if (want == interest_) return;
   interest_ = want;
   loop_.Modify(fd_, want, this);
@@ -155,14 +189,19 @@ void Conn::OnEvents(uint32_t events) {
 
 void Conn::Handle() {
   uint64_t generation = generation_;
+  tls_wants_write_ = false;
+  tls_pending_ = false;
   if (connecting_) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    if (err != 0) return Fail(name_ + ": " + ErrnoText("connect", err));
-    sockaddr_storage ss;
-    socklen_t sslen = sizeof ss;
-    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &sslen) != 0) return;  // not yet
+    if (tls_ == nullptr) {  // TCP's connect (a TLS stream starts once it is done)
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err != 0) return Fail(name_ + ": " + ErrnoText("connect", err));
+      sockaddr_storage ss;
+      socklen_t sslen = sizeof ss;
+      if (getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &sslen) != 0) return;  // not yet
+    }
+    if (!TlsEstablished()) return;
     connecting_ = false;
     owner_.OnOpen(*this);
     if (generation != generation_) return;
@@ -180,19 +219,23 @@ void Conn::Handle() {
 bool Conn::Read(uint64_t generation) {
   char buf[kReadSize];
   for (int i = 0; i < kReadsPerEvent; i++) {
-    ssize_t n = read(fd_, buf, sizeof buf);
-    if (n == 0) {
+    size_t n = 0;
+    std::string why;
+    Io io = ReadSome(buf, sizeof buf, &n, &why);
+    if (io == Io::kClosed) {
       Fail(name_ + ": connection closed by the server");
       return false;
     }
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      Fail(name_ + ": " + ErrnoText("read", errno));
+    if (io == Io::kError) {
+      Fail(name_ + ": " + why);
       return false;
     }
-    for (size_t at = 0; at < static_cast<size_t>(n);) {
-      size_t slice = std::min(kFeedSlice, static_cast<size_t>(n) - at);
+    if (io == Io::kAgain) {
+      UpdateInterest();  // a TLS read may wait for the socket to be writable
+      return true;
+    }
+    for (size_t at = 0; at < n;) {
+      size_t slice = std::min(kFeedSlice, n - at);
       reader_.Feed(buf + at, slice);
       at += slice;
       for (;;) {
@@ -211,7 +254,12 @@ bool Conn::Read(uint64_t generation) {
         if (generation != generation_) return false;
       }
     }
-    if (static_cast<size_t>(n) < sizeof buf) return true;
+    // In clear a short read emptied the socket; TLS reads a record at a time, until kAgain.
+    if (tls_ == nullptr && n < sizeof buf) return true;
+  }
+  if (tls_ != nullptr && tls_->pending() > 0) {
+    tls_pending_ = true;
+    UpdateInterest();
   }
   return true;
 }

@@ -150,7 +150,7 @@ TEST(LinkUrl, RejectsMalformedUrlsSayingWhy) {
     const char* url;
     const char* says;
   } cases[] = {
-      {"http://127.0.0.1:6379", "none of redis://"},
+      {"http://127.0.0.1:6379", "none of redis[s]://"},
       {"redis://", "names no host"},
       {"redis://127.0.0.1:0", "not a port"},
       {"redis://127.0.0.1:65536", "not a port"},

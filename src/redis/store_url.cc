@@ -14,9 +14,20 @@ namespace stalkd::redis {
 
 namespace {
 
-constexpr std::string_view kRedisScheme = "redis://";
-constexpr std::string_view kSentinelScheme = "redis-sentinel://";
-constexpr std::string_view kClusterScheme = "redis-cluster://";
+// Each shape in plain TCP and in TLS ("rediss": Redis' own name for its TLS URLs).
+struct Scheme {
+  std::string_view prefix;
+  StoreUrl::Kind kind;
+  bool tls;
+};
+constexpr Scheme kSchemes[] = {
+    {"redis://", StoreUrl::Kind::kRedis, false},
+    {"rediss://", StoreUrl::Kind::kRedis, true},
+    {"redis-sentinel://", StoreUrl::Kind::kSentinel, false},
+    {"rediss-sentinel://", StoreUrl::Kind::kSentinel, true},
+    {"redis-cluster://", StoreUrl::Kind::kCluster, false},
+    {"rediss-cluster://", StoreUrl::Kind::kCluster, true},
+};
 constexpr int kRedisPort = 6379;
 constexpr int kSentinelPort = 26379;
 
@@ -57,22 +68,20 @@ bool ParseStoreUrl(std::string_view given, StoreUrl* out, std::string* error) {
   if (!TakeCredentials(given, &bare, &u.auth, error)) return false;
   std::string_view url = bare;
   std::string_view rest;
-  if (url.starts_with(kRedisScheme)) {
-    u.kind = StoreUrl::Kind::kRedis;
-    rest = url.substr(kRedisScheme.size());
-  } else if (url.starts_with(kSentinelScheme)) {
-    u.kind = StoreUrl::Kind::kSentinel;
-    rest = url.substr(kSentinelScheme.size());
-  } else if (url.starts_with(kClusterScheme)) {
-    u.kind = StoreUrl::Kind::kCluster;
-    rest = url.substr(kClusterScheme.size());
-  } else {
+  const Scheme* scheme = nullptr;
+  for (const Scheme& sc : kSchemes) {
+    if (url.starts_with(sc.prefix)) scheme = &sc;
+  }
+  if (scheme == nullptr) {
     *error = "--store: '" + std::string(url) +
-             "' is none of redis://HOST:PORT[/DB], "
-             "redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER and "
-             "redis-cluster://HOST:PORT[,HOST:PORT...]";
+             "' is none of redis[s]://HOST:PORT[/DB], "
+             "redis[s]-sentinel://HOST:PORT[,HOST:PORT...]/MASTER and "
+             "redis[s]-cluster://HOST:PORT[,HOST:PORT...] (rediss: TLS)";
     return false;
   }
+  u.kind = scheme->kind;
+  u.tls = scheme->tls;
+  rest = url.substr(scheme->prefix.size());
   if (rest.find_first_of("?#") != std::string_view::npos) {
     *error = "--store: '" + std::string(url) + "': options (?...) are not supported";
     return false;

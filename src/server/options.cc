@@ -75,6 +75,13 @@ void PrintUsage(FILE* out) {
           " --store-sentinel-user USER  the sentinels' ACL user (redis-sentinel://)\n"
           " --store-sentinel-password-file FILE  the sentinels' own password (or\n"
           "          STALKD_STORE_SENTINEL_PASSWORD); default: none\n"
+          " --store-tls-ca FILE  with rediss://, rediss-sentinel:// or rediss-cluster://\n"
+          "          (TLS to every Redis server and sentinel): the CA certificates (PEM)\n"
+          "          their certificates must be signed by; default: the system's\n"
+          " --store-tls-cert FILE  --store-tls-key FILE  the client certificate and its\n"
+          "          key (PEM) shown to Redis (tls-auth-clients yes); default: none\n"
+          " --store-tls-name NAME  the name every Redis server's certificate must carry;\n"
+          "          default: the address connected to (an IP address)\n"
           " --store-prefix STR  prefix of every Redis key and channel (default stalkd)\n"
           " --store-wait N  replicas a change must reach before its reply (WAIT N;\n"
           "          default 1; 0 for a Redis without replicas)\n"
@@ -277,6 +284,19 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     if (name == "--store-sentinel-user") o->store_sentinel_user = value;
     return true;
   }
+  if (name == "--store-tls-ca" || name == "--store-tls-cert" || name == "--store-tls-key" ||
+      name == "--store-tls-name") {
+    if (!take_value()) return false;
+    if (value.empty()) {
+      fprintf(stderr, "stalkd: %s wants a value\n", name.c_str());
+      return false;
+    }
+    if (name == "--store-tls-ca") o->store_tls_ca = value;
+    if (name == "--store-tls-cert") o->store_tls_cert = value;
+    if (name == "--store-tls-key") o->store_tls_key = value;
+    if (name == "--store-tls-name") o->store_tls_name = value;
+    return true;
+  }
   if (name == "--store-prefix") {
     if (!take_value()) return false;
     if (value.empty() || value.size() > 100 ||
@@ -408,6 +428,39 @@ bool ResolveStoreCredentials(Options* o) {
     fprintf(stderr,
             "stalkd: --store-sentinel-user wants a password (--store-sentinel-password-file or "
             "STALKD_STORE_SENTINEL_PASSWORD)\n");
+    return false;
+  }
+  return true;
+}
+
+// TLS to Redis (docs/SCALE-OUT.md, "TLS"): the --store-tls-* files go with a rediss... URL,
+// a certificate with its key.
+bool ResolveStoreTls(Options* o) {
+  bool flags = !o->store_tls_ca.empty() || !o->store_tls_cert.empty() ||
+               !o->store_tls_key.empty() || !o->store_tls_name.empty();
+  redis::StoreUrl url;
+  std::string error;
+  if (!o->store_url.empty() && !redis::ParseStoreUrl(o->store_url, &url, &error)) return false;
+  if (o->store_url.empty() || !url.tls) {
+    if (!flags) return true;
+    fprintf(stderr,
+            "stalkd: --store-tls-* want a TLS --store (rediss://, rediss-sentinel:// or "
+            "rediss-cluster://)\n");
+    return false;
+  }
+  if (o->store_tls_cert.empty() != o->store_tls_key.empty()) {
+    fprintf(stderr, "stalkd: --store-tls-cert and --store-tls-key go together\n");
+    return false;
+  }
+  // Read now, before -u drops root (the key may be root's alone); a bad file is a bad flag.
+  net::TlsConfig config;
+  config.ca_file = o->store_tls_ca;
+  config.cert_file = o->store_tls_cert;
+  config.key_file = o->store_tls_key;
+  config.verify_peer = true;
+  o->store_tls = net::TlsContext::Create(net::TlsContext::Role::kClient, config, &error);
+  if (o->store_tls == nullptr) {
+    fprintf(stderr, "stalkd: --store-tls-*: %s\n", error.c_str());
     return false;
   }
   return true;
@@ -545,6 +598,7 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
     return ParseOutcome::kExitUsage;
   }
   if (!ResolveStoreCredentials(o)) return ParseOutcome::kExitUsage;
+  if (!ResolveStoreTls(o)) return ParseOutcome::kExitUsage;
   return ParseOutcome::kRun;
 }
 

@@ -3,8 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "net/tls.h"
 
 namespace stalkd::server {
 
@@ -73,6 +76,10 @@ struct Options {
   std::vector<Listen> listens;
   // Whether any listener serves TLS.
   bool tls() const;
+  // TLS to Redis (a rediss... --store): --store-tls-ca, --store-tls-cert, --store-tls-key FILE,
+  // --store-tls-name NAME
+  std::string store_tls_ca, store_tls_cert, store_tls_key, store_tls_name;
+  std::shared_ptr<const net::TlsContext> store_tls;  // made from them by ParseOptions
 };
 
 // The size of each binlog file: -s rounded up to a multiple of 4096, at least 4096.

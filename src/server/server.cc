@@ -134,6 +134,8 @@ Server::Server(const Options& options, const Clock& clock)
     STALKD_CHECK(redis::ParseStoreUrl(options_.store_url, &ro.url, &error));  // by ParseOptions
     ro.url.auth = {options_.store_user, options_.store_password};
     ro.url.sentinel_auth = {options_.store_sentinel_user, options_.store_sentinel_password};
+    ro.url.tls_context = options_.store_tls;
+    ro.url.tls_name = options_.store_tls_name;
     ro.prefix = options_.store_prefix;
     ro.wait_replicas = options_.store_wait;
     ro.lease = options_.store_lease_ms * 1'000'000;

@@ -15,6 +15,8 @@ RedisCluster(masters=3, replicas=1): cluster-enabled redis-server nodes (the set
   stalkd's --store-wait 0); masters=1 or 2 are made by hand (redis-cli wants 3 or more).
   slot_map() (every slot's master, one CLUSTER SLOTS), slots_of(node), pick_tubes(...):
   tube names whose partitions are served by given masters.
+  tls=RedisTls(...) (redis_fixture): every node listens on TLS only, its cluster bus and
+  replication TLS too (tls-cluster yes, tls-replication yes); url() is rediss-cluster://.
 
 stalkd's partitions (docs/SCALE-OUT.md): a tube's partition is CRC16 of the text inside the
 first `(...)` of its name when non-empty, else of the whole name, mod 1024
@@ -100,7 +102,7 @@ def tube_slot(tube):
 class ClusterNode(RedisServer):
     """One cluster-enabled redis-server; the node's id is `node_id` once the cluster exists."""
 
-    def __init__(self, node_timeout_ms, extra=(), password=None):
+    def __init__(self, node_timeout_ms, extra=(), password=None, tls=None):
         lines = ["cluster-enabled yes", "cluster-config-file nodes.conf",
                  "cluster-node-timeout %d" % node_timeout_ms,
                  # A replica that lost its master a while ago may still be promoted.
@@ -110,7 +112,9 @@ class ClusterNode(RedisServer):
                  # A node learns its address from a peer's MEET: a lone node (a cluster of
                  # one master) would otherwise name itself "" in CLUSTER SLOTS.
                  "cluster-announce-ip %s" % HOST] + list(extra)
-        super().__init__(port=cluster_port(), extra=lines, password=password)
+        if tls is not None:  # the bus port is the TLS port + 10000
+            lines.append("tls-cluster yes")
+        super().__init__(port=cluster_port(), extra=lines, password=password, tls=tls)
 
     @property
     def hostport(self):
@@ -138,15 +142,18 @@ class ClusterNode(RedisServer):
 
 
 class RedisCluster:
-    def __init__(self, masters=3, replicas=1, node_timeout_ms=1000, extra=(), password=None):
-        """password: every node's requirepass and masterauth (RedisServer's)."""
+    def __init__(self, masters=3, replicas=1, node_timeout_ms=1000, extra=(), password=None,
+                 tls=None):
+        """password: every node's requirepass and masterauth (RedisServer's); tls: a RedisTls
+        for every node."""
         assert masters >= 1
         self.node_timeout_ms = node_timeout_ms
         self.password = password
+        self.tls = tls
         self.nodes = []
         try:
             for _ in range(masters * (1 + replicas)):
-                self.nodes.append(ClusterNode(node_timeout_ms, extra, password))
+                self.nodes.append(ClusterNode(node_timeout_ms, extra, password, tls))
             if masters >= 3:
                 self._cli("--cluster", "create", *[n.hostport for n in self.nodes],
                           "--cluster-replicas", str(replicas), "--cluster-yes")
@@ -191,7 +198,8 @@ class RedisCluster:
         env = dict(os.environ)
         if self.password is not None:
             env["REDISCLI_AUTH"] = self.password  # not on its command line
-        r = subprocess.run([REDIS_CLI] + list(args), capture_output=True, text=True,
+        tls = self.tls.cli_args() if self.tls is not None else []
+        r = subprocess.run([REDIS_CLI] + tls + list(args), capture_output=True, text=True,
                            timeout=timeout, stdin=subprocess.DEVNULL, env=env)
         if r.returncode != 0:
             raise RuntimeError("redis-cli %s: %s%s" % (" ".join(args[:2]), r.stdout[-2000:],
@@ -228,8 +236,9 @@ class RedisCluster:
             return False
 
     def url(self):
-        """stalkd's --store URL: every node as a seed."""
-        return "redis-cluster://" + ",".join(n.hostport for n in self.nodes)
+        """stalkd's --store URL: every node as a seed (rediss-cluster:// with TLS)."""
+        scheme = "rediss-cluster://" if self.tls is not None else "redis-cluster://"
+        return scheme + ",".join(n.hostport for n in self.nodes)
 
     def node_at(self, addr):
         for n in self.nodes:

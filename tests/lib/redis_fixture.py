@@ -8,6 +8,11 @@ ReplicatedSet: a master and its replicas (2 by default), up once every link is u
 Sentinels: 3 redis-sentinel processes watching a master (quorum 2, down-after 2000 ms,
   failover-timeout 10000 ms); master_addr(), wait_failover(old), url() for stalkd's --store.
 Resp: a minimal RESP2 client (INFO, CONFIG, ROLE, SCAN, FLUSHALL, SENTINEL ... checks).
+RedisTls: TLS for all of them (tls=...): each listens on its TLS port only (`port 0`), with
+  the server certificate and key given, verifies clients against the CA (tls-auth-clients
+  yes, or no), and speaks TLS to its master and the other sentinels (tls-replication yes);
+  the fixture's own connections are TLS too, with the client certificate given. url()s are
+  then rediss://, rediss-sentinel://.
 
 Why not redis-py: PyPI is unreachable here and Debian's python3-redis is not installed on the
 CI machines; the tests need a dozen commands, which a 60-line client covers without a new
@@ -25,6 +30,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -64,6 +70,69 @@ def store_argv(url, prefix, wait=None, lease=None):
     return argv
 
 
+# ---- TLS
+
+class RedisTls:
+    """TLS settings of the fixture's Redis processes (files made by tests/lib/tls_certs.py or
+    the openssl CLI): `cert`/`key` the server's certificate and key (Redis also shows them as
+    a client: to its master, to other sentinels, on the cluster bus), `ca` the CA every peer
+    is verified against, `auth_clients` whether a client must show a certificate signed by
+    it (tls-auth-clients yes|no), and `client_cert`/`client_key` what the fixture's own
+    connections show (none: they show no certificate)."""
+
+    def __init__(self, ca, cert, key, client_cert=None, client_key=None, auth_clients=True):
+        self.ca, self.cert, self.key = ca, cert, key
+        self.client_cert, self.client_key = client_cert, client_key
+        self.auth_clients = auth_clients
+
+    def conf_lines(self, port):
+        """The config lines that make a server or sentinel listen on `port` with TLS only."""
+        return ["port 0", "tls-port %d" % port,
+                "tls-cert-file %s" % self.cert, "tls-key-file %s" % self.key,
+                "tls-ca-cert-file %s" % self.ca,
+                "tls-auth-clients %s" % ("yes" if self.auth_clients else "no"),
+                "tls-replication yes"]
+
+    def client_context(self):
+        """A Python client context: the server verified against the CA (not its name: the
+        fixture is not what is tested), the client certificate shown if there is one."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.load_verify_locations(self.ca)
+        if self.client_cert:
+            ctx.load_cert_chain(self.client_cert, self.client_key)
+        return ctx
+
+    def cli_args(self):
+        """redis-cli's TLS arguments."""
+        args = ["--tls", "--cacert", self.ca]
+        if self.client_cert:
+            args += ["--cert", self.client_cert, "--key", self.client_key]
+        return args
+
+
+def redis_tls(certs, auth_clients=True):
+    """A RedisTls from tests/lib/tls_certs.py's Certs: the Redis processes get a certificate
+    of their own for both uses (serverAuth and clientAuth: replicas, sentinels and cluster
+    nodes show it to each other), naming IP 127.0.0.1 and localhost; the fixture's own
+    connections show the client certificate."""
+    if not hasattr(certs, "redis_pair"):
+        certs.redis_pair = certs.issue("redis", "CN=redis,O=stalkd tests",
+                                       san="IP:127.0.0.1,DNS:localhost",
+                                       usage="serverAuth,clientAuth")
+    cert, key = certs.redis_pair
+    return RedisTls(certs.ca, cert, key, certs.client_cert, certs.client_key, auth_clients)
+
+
+def store_tls_argv(certs, client_cert=True, ca=None):
+    """stalkd's --store-tls-* arguments for Redis processes made with redis_tls(certs): the
+    CA (or `ca`), and the client certificate unless client_cert is False."""
+    argv = ["--store-tls-ca", ca or certs.ca]
+    if client_cert:
+        argv += ["--store-tls-cert", certs.client_cert, "--store-tls-key", certs.client_key]
+    return argv
+
+
 # ---- RESP2 client
 
 class RespError(Exception):
@@ -74,10 +143,17 @@ class Resp:
     """A blocking RESP2 connection. call() returns str for status replies, bytes for bulk
     strings, int, None or a list; an error reply raises RespError."""
 
-    def __init__(self, port, host=HOST, timeout=5.0, auth=None):
-        """auth: a password (the default user's) or (user, password): AUTH first."""
+    def __init__(self, port, host=HOST, timeout=5.0, auth=None, tls=None):
+        """auth: a password (the default user's) or (user, password): AUTH first. tls: a
+        RedisTls (the connection is TLS)."""
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                self.sock = tls.client_context().wrap_socket(self.sock)
+            except BaseException:
+                self.sock.close()
+                raise
         self.buf = b""
         if auth is not None:
             try:
@@ -206,9 +282,10 @@ class _Process:
     binary = REDIS_SERVER
     name = "redis"
 
-    def __init__(self, port=None, auth=None):
+    def __init__(self, port=None, auth=None, tls=None):
         self.port = port or free_port()
         self.auth = auth  # what the fixture's own connections AUTH with (Resp's auth)
+        self.tls = tls    # a RedisTls: the process listens on TLS only
         self.dir = tempfile.mkdtemp(prefix="stalkd-%s-%d-" % (self.name, self.port))
         _dirs.append(self.dir)
         self.conf = os.path.join(self.dir, "%s.conf" % self.name)
@@ -235,7 +312,7 @@ class _Process:
         return self
 
     def client(self, timeout=5.0):
-        return Resp(self.port, timeout=timeout, auth=self.auth)
+        return Resp(self.port, timeout=timeout, auth=self.auth, tls=self.tls)
 
     def call(self, *args, timeout=5.0):
         """One command on a fresh connection."""
@@ -253,7 +330,7 @@ class _Process:
             try:
                 if self.call("PING", timeout=1.0) == "PONG":
                     return
-            except (OSError, EOFError, RespError):
+            except (OSError, EOFError, RespError):  # ssl.SSLError is an OSError
                 pass
             if time.monotonic() > deadline:
                 self.kill()
@@ -315,14 +392,14 @@ class RedisServer(_Process):
     min-replicas-max-lag `min_replicas_max_lag`). maxmemory: bytes or None. extra: more
     config lines ("name value"). password: requirepass (the default user's) and masterauth
     (a replica's to its master: every node of a set has the same), and what the fixture's
-    own connections AUTH with."""
+    own connections AUTH with. tls: a RedisTls (TLS only, replication too)."""
 
     def __init__(self, port=None, replicaof=None, min_replicas_to_write=0,
                  min_replicas_max_lag=3, appendfsync="everysec", maxmemory=None, extra=(),
-                 start=True, password=None):
-        super().__init__(port, auth=password)
+                 start=True, password=None, tls=None):
+        super().__init__(port, auth=password, tls=tls)
         lines = [
-            "port %d" % self.port, "bind %s" % HOST, "dir %s" % self.dir,
+            "bind %s" % HOST, "dir %s" % self.dir,
             "logfile %s" % self.log, "daemonize no", "save \"\"",
             "appendonly yes", "appendfsync %s" % appendfsync,
             "maxmemory-policy noeviction",
@@ -330,7 +407,7 @@ class RedisServer(_Process):
             "repl-diskless-sync-delay 0",
             "min-replicas-to-write %d" % min_replicas_to_write,
             "min-replicas-max-lag %d" % min_replicas_max_lag,
-        ]
+        ] + (tls.conf_lines(self.port) if tls else ["port %d" % self.port])
         if maxmemory:
             lines.append("maxmemory %d" % maxmemory)
         if password is not None:
@@ -345,8 +422,9 @@ class RedisServer(_Process):
             self.start()
 
     def url(self, db=None):
-        """stalkd's --store URL for this server."""
-        return "redis://%s:%d%s" % (HOST, self.port, "" if db is None else "/%d" % db)
+        """stalkd's --store URL for this server (rediss:// with TLS)."""
+        return "%s://%s:%d%s" % ("rediss" if self.tls else "redis", HOST, self.port,
+                                 "" if db is None else "/%d" % db)
 
     def info(self, section=None):
         return parse_info(self.call(*(("INFO", section) if section else ("INFO",))))
@@ -448,16 +526,17 @@ class Sentinel(_Process):
     name = "sentinel"
 
     def __init__(self, master_addr, master_name, quorum, down_after_ms, failover_timeout_ms,
-                 port=None, password=None, master_password=None):
-        super().__init__(port, auth=password)
+                 port=None, password=None, master_password=None, tls=None):
+        super().__init__(port, auth=password, tls=tls)
         host, mport = master_addr
         auth = []
         if password is not None:  # its own, and the one it gives the other sentinels
             auth += ["requirepass %s" % password, "sentinel sentinel-pass %s" % password]
         with open(self.conf, "w") as f:
             f.write("\n".join([
-                "port %d" % self.port, "bind %s" % HOST, "dir %s" % self.dir,
+                "bind %s" % HOST, "dir %s" % self.dir,
                 "logfile %s" % self.log, "daemonize no",
+            ] + (tls.conf_lines(self.port) if tls else ["port %d" % self.port]) + [
                 "sentinel monitor %s %s %d %d" % (master_name, host, mport, quorum),
                 "sentinel down-after-milliseconds %s %d" % (master_name, down_after_ms),
                 "sentinel failover-timeout %s %d" % (master_name, failover_timeout_ms),
@@ -477,18 +556,21 @@ class Sentinels:
     knows the master's replicas and the other sentinels (before that, a failover may lack its
     quorum). The replicas must be attached before this starts. password: the sentinels' own
     requirepass; master_password: what they AUTH to the master and replicas with (`sentinel
-    auth-pass`)."""
+    auth-pass`). tls: a RedisTls (the sentinels listen on TLS only and speak TLS to the
+    master, the replicas and each other; the set must be TLS too)."""
 
     def __init__(self, master, name="stalkd", count=3, quorum=2, down_after_ms=2000,
-                 failover_timeout_ms=10000, replicas=2, password=None, master_password=None):
+                 failover_timeout_ms=10000, replicas=2, password=None, master_password=None,
+                 tls=None):
         self.name = name
         self.master_password = master_password
+        self.tls = tls
         self.sentinels = []
         try:
             for _ in range(count):
                 self.sentinels.append(Sentinel(master.addr, name, quorum, down_after_ms,
                                                failover_timeout_ms, password=password,
-                                               master_password=master_password))
+                                               master_password=master_password, tls=tls))
 
             def all_know():
                 try:
@@ -508,9 +590,11 @@ class Sentinels:
             raise
 
     def url(self):
-        """stalkd's --store URL: every sentinel, and the master name."""
-        return "redis-sentinel://%s/%s" % (
-            ",".join("%s:%d" % s.addr for s in self.sentinels), self.name)
+        """stalkd's --store URL: every sentinel, and the master name (rediss-sentinel:// with
+        TLS)."""
+        scheme = "rediss-sentinel" if self.tls else "redis-sentinel"
+        return "%s://%s/%s" % (scheme, ",".join("%s:%d" % s.addr for s in self.sentinels),
+                               self.name)
 
     def master_addr(self):
         """(host, port) of the master, from the first sentinel that answers."""
@@ -538,7 +622,8 @@ class Sentinels:
                 return None
             new = addrs.pop()
             try:
-                with Resp(new[1], host=new[0], timeout=1.0, auth=self.master_password) as c:
+                with Resp(new[1], host=new[0], timeout=1.0, auth=self.master_password,
+                          tls=self.tls) as c:
                     return new if c.call("ROLE")[0] == b"master" else None
             except (OSError, EOFError, RespError):
                 return None
