@@ -191,6 +191,8 @@ void Conversation::ExecuteExtension(const Command& cmd) {
         ids.push_back(id);
       }
       if (ids.empty()) return Reply(Outcome::kBadFormat);
+      KeepCheckedIds(&ids);  // a namespace's: of its tubes only
+      if (ids.empty()) return Answer(command::Result::Of(Outcome::kDeletedMany, 0));
       return Answer(s.DeleteMany(ids));
     }
     case Verb::kPurge:

@@ -76,6 +76,33 @@ void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Na
                              counted_at, now);
 }
 
+bool HttpHost::Authenticate(std::string_view ns, std::string_view credential,
+                            command::Identity* who) const {
+  using Kind = command::Identity::Kind;
+  std::string_view id;
+  if (ns.empty()) {
+    if (credential.find(':') != std::string_view::npos && admin_.IsAccount(credential)) {
+      *who = {Kind::kAdmin, {}, std::string(credential.substr(0, credential.find(':')))};
+      return true;
+    }
+    ns = tokens_.NamespaceOf(credential, &id);
+    if (ns.empty()) return false;
+  } else if (!tokens_.Valid(ns, credential, &id)) {
+    return false;
+  }
+  *who = {Kind::kNamespace, std::string(ns), std::string(id)};
+  return true;
+}
+
+bool HttpHost::StillValid(const command::Identity& who) const {
+  return !who.scoped() || tokens_.HasId(who.ns, who.name);
+}
+
+bool HttpHost::AllowPut(const command::Identity& who) {
+  return !who.scoped() ||
+         tokens_.throttler().Allow(who.ns, who.name, http::Kind::kProduce, server_.clock().Now());
+}
+
 void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
   metrics_.ObserveHttp(route, status, latency);
 }

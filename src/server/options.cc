@@ -53,6 +53,8 @@ void PrintUsage(FILE* out) {
           "          the rest are summed as tube=\"_other\"\n"
           " --http-request-timeout SECONDS  close an HTTP client whose request has not\n"
           "          fully arrived this long after it began (default 30)\n"
+          " --require-auth  on the beanstalkd port, answer nothing but `auth TOKEN` (a\n"
+          "          token of the HTTP API) and `quit` until a client has authenticated\n"
           " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
           "/SCALE-OUT.md.gz):\n"
           "          redis://[USER:PASSWORD@]HOST:PORT[/DB]\n"
@@ -149,6 +151,10 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
   }
   if (name == "--binlog-skip-damaged" && !has_value) {
     o->binlog_skip_damaged = true;
+    return true;
+  }
+  if (name == "--require-auth" && !has_value) {
+    o->require_auth = true;
     return true;
   }
   auto take_value = [&]() {

@@ -143,8 +143,9 @@ Server::Server(const Options& options, const Clock& clock)
     STALKD_CHECK(access_.Add(cidr, &error));  // validated by ParseOptions
   }
   instance_id_ = RandomHexId();
-  if (!options_.http_port.empty() || !options_.admin_port.empty()) {
+  if (!options_.http_port.empty() || !options_.admin_port.empty() || options_.require_auth) {
     http_ = std::make_unique<HttpHost>(*this, options_);
+    text_auth_ = {http_.get(), options_.require_auth};
     // Command, queue and run-time latencies are measured only for /metrics.
     if (!options_.admin_port.empty()) store_->SetObserver(http_.get());
   }
@@ -229,7 +230,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
 }
 
 Connection* MakeTextConnection(Server& server, int fd) {
-  return MakeConnection<protocol::Conversation>(server, fd);
+  return new ConnectionOf<protocol::Conversation>(server, fd, server.store(), server.text_auth());
 }
 
 bool Server::AddListener(int fd, ConnectionFactory make) {
