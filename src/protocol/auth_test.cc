@@ -124,7 +124,7 @@ TEST_P(AuthTest, BadTokensAndForms) {
   EXPECT_EQ(Do(c, "auth a b c\r\n"), "BAD_FORMAT\r\n");
   EXPECT_EQ(Do(c, "authx\r\n"), "UNKNOWN_COMMAND\r\n");
   EXPECT_EQ(c.conv.identity(), nullptr);
-  EXPECT_EQ(Do(c, "auth a chosen\r\n"), "OK\r\n");
+  EXPECT_EQ(Do(c, "auth a chosen\r\n"), "AUTHENTICATED\r\n");
   ASSERT_NE(c.conv.identity(), nullptr);
   EXPECT_EQ(c.conv.identity()->ns, "a");
 }
@@ -150,8 +150,8 @@ TEST_P(AuthTest, OtherNamespacesJobsDoNotExist) {
   Client& b = NewClient();
   Client& a = NewClient();
   EXPECT_EQ(Do(b, "auth b.1\r\nput 0 0 100 2\r\nhi\r\nput 0 0 100 2\r\nho\r\n"),
-            "OK\r\nINSERTED 1\r\nINSERTED 2\r\n");
-  EXPECT_EQ(Do(a, "auth a.1\r\nput 0 0 100 1\r\nx\r\n"), "OK\r\nINSERTED 3\r\n");
+            "AUTHENTICATED\r\nINSERTED 1\r\nINSERTED 2\r\n");
+  EXPECT_EQ(Do(a, "auth a.1\r\nput 0 0 100 1\r\nx\r\n"), "AUTHENTICATED\r\nINSERTED 3\r\n");
   for (const char* cmd : {"peek 1", "delete 1", "release 1 0 0", "bury 1 0", "touch 1",
                           "kick-job 1", "stats-job 1", "stats-job-ext 1", "reserve-job 1"}) {
     // Exactly what a job that does not exist gets.
@@ -173,8 +173,8 @@ TEST_P(AuthTest, OtherNamespacesJobsDoNotExist) {
 TEST_P(AuthTest, AdminSeesEverything) {
   Client& b = NewClient();
   Client& root = NewClient();
-  EXPECT_EQ(Do(b, "auth b.1\r\nput 0 0 100 2\r\nhi\r\n"), "OK\r\nINSERTED 1\r\n");
-  EXPECT_EQ(Do(root, "auth root:pw\r\n"), "OK\r\n");
+  EXPECT_EQ(Do(b, "auth b.1\r\nput 0 0 100 2\r\nhi\r\n"), "AUTHENTICATED\r\nINSERTED 1\r\n");
+  EXPECT_EQ(Do(root, "auth root:pw\r\n"), "AUTHENTICATED\r\n");
   EXPECT_EQ(Do(root, "list-tube-used\r\npeek 1\r\nuse b/default\r\n"),
             "USING default\r\nFOUND 1 2\r\nhi\r\nUSING b/default\r\n");
   EXPECT_FALSE(root.conv.identity()->scoped());
@@ -191,28 +191,28 @@ TEST_P(AuthTest, RequireAuth) {
   EXPECT_EQ(Do(c, "put-ext 0 0 1 5 ttl=3\r\nstats\r\n"), "UNAUTHORIZED\r\n");
   EXPECT_EQ(Do(c, "put-many 1 13\r\n0 0 1 2\r\nhi\r\n\r\n"), "UNAUTHORIZED\r\n");
   EXPECT_EQ(Do(c, "bogus\r\n"), "UNKNOWN_COMMAND\r\n");
-  EXPECT_EQ(Do(c, "auth a.1\r\nput 0 0 1 1\r\nx\r\n"), "OK\r\nINSERTED 1\r\n");
+  EXPECT_EQ(Do(c, "auth a.1\r\nput 0 0 1 1\r\nx\r\n"), "AUTHENTICATED\r\nINSERTED 1\r\n");
   EXPECT_EQ(Do(c, "quit\r\n"), "");
   EXPECT_TRUE(c.conv.closing());
 }
 
 TEST_P(AuthTest, DeletedTokenEndsTheIdentity) {
   Client& c = NewClient();
-  EXPECT_EQ(Do(c, "auth a.1\r\nput 0 0 1 1\r\nx\r\n"), "OK\r\nINSERTED 1\r\n");
+  EXPECT_EQ(Do(c, "auth a.1\r\nput 0 0 1 1\r\nx\r\n"), "AUTHENTICATED\r\nINSERTED 1\r\n");
   auth_.tokens.erase("a.1");
   // Not back to anonymous (that would see every tube): refused until auth succeeds again.
   EXPECT_EQ(Do(c, "list-tubes\r\n"), "UNAUTHORIZED\r\n");
   EXPECT_EQ(Do(c, "put 0 0 1 1\r\nx\r\n"), "UNAUTHORIZED\r\n");
   EXPECT_EQ(c.conv.identity(), nullptr);
   EXPECT_EQ(Do(c, "auth a.1\r\n"), "UNAUTHORIZED\r\n");
-  EXPECT_EQ(Do(c, "auth a chosen\r\npeek 1\r\n"), "OK\r\nFOUND 1 1\r\nx\r\n");
+  EXPECT_EQ(Do(c, "auth a chosen\r\npeek 1\r\n"), "AUTHENTICATED\r\nFOUND 1 1\r\nx\r\n");
 }
 
 TEST_P(AuthTest, PutRateLimit) {
   auth_.puts_left["a"] = 2;
   Client& c = NewClient();
   EXPECT_EQ(Do(c, "auth a.1\r\nput 0 0 1 1\r\nx\r\nput-ext 0 0 1 1\r\ny\r\n"),
-            "OK\r\nINSERTED 1\r\nINSERTED 2\r\n");
+            "AUTHENTICATED\r\nINSERTED 1\r\nINSERTED 2\r\n");
   EXPECT_EQ(Do(c, "put 0 0 1 1\r\nx\r\nput-many 1 13\r\n0 0 1 2\r\nhi\r\n\r\n"),
             "RATE_LIMITED\r\nRATE_LIMITED\r\n");
   EXPECT_EQ(Do(c, "stats-tube a/default\r\n").find("current-jobs-ready: 2\n") != std::string::npos,

@@ -202,7 +202,7 @@ void AppendReply(const command::Result& r, std::string* out, bool extended) {
       out->append("UNKNOWN_COMMAND\r\n");
       return;
     case Outcome::kAuthenticated:
-      out->append("OK\r\n");
+      out->append("AUTHENTICATED\r\n");
       return;
     case Outcome::kUnauthorized:
       out->append("UNAUTHORIZED\r\n");

@@ -80,11 +80,16 @@ bool HttpHost::Authenticate(std::string_view ns, std::string_view credential,
                             command::Identity* who) const {
   using Kind = command::Identity::Kind;
   std::string_view id;
-  if (ns.empty()) {
-    if (credential.find(':') != std::string_view::npos && admin_.IsAccount(credential)) {
-      *who = {Kind::kAdmin, {}, std::string(credential.substr(0, credential.find(':')))};
+  if (size_t colon = credential.find(':'); colon != std::string_view::npos) {
+    if (ns.empty() && admin_.IsAccount(credential)) {
+      *who = {Kind::kAdmin, {}, std::string(credential.substr(0, colon))};
       return true;
     }
+    // lmstfy's pool prefix, as the API takes it: stalkd has one pool, "default".
+    if (colon != 0 && credential.substr(0, colon) != "default") return false;
+    credential = credential.substr(colon + 1);
+  }
+  if (ns.empty()) {
     ns = tokens_.NamespaceOf(credential, &id);
     if (ns.empty()) return false;
   } else if (!tokens_.Valid(ns, credential, &id)) {
