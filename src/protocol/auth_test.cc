@@ -131,7 +131,7 @@ TEST_P(AuthTest, BadTokensAndForms) {
 
 TEST_P(AuthTest, NamespaceTubes) {
   Client& c = NewClient();
-  EXPECT_EQ(Do(c, "use zz\r\nauth a.1\r\n"), "USING zz\r\nOK\r\n");
+  EXPECT_EQ(Do(c, "use zz\r\nauth a.1\r\n"), "USING zz\r\nAUTHENTICATED\r\n");
   // The used and watched tube is the namespace's "default", and nothing else is watched.
   EXPECT_EQ(Do(c, "list-tube-used\r\n"), "USING a/default\r\n");
   EXPECT_EQ(Do(c, "list-tubes-watched\r\n"), "OK 16\r\n---\n- a/default\n\r\n");
