@@ -306,6 +306,36 @@ TEST(MetricsCapTest, TubesBeyondTheCapAreSummedUnderOther) {
   EXPECT_EQ(Sample(text, "stalkd_tube_run_time_seconds_count{tube=\"_other\"}"), "0");
 }
 
+TEST(MetricsCapTest, NamespacesSumTheirTubesWithinTheCap) {
+  Metrics metrics(2);
+  MetricsWriter writer(&metrics);
+  writer.Begin(command::ServerStats(), BinlogMetrics());
+  for (auto [name, ready] : std::initializer_list<std::pair<const char*, uint64_t>>{{"a/x", 1},
+                                                                                    {"a/y", 2},
+                                                                                    {"b/x", 4},
+                                                                                    {"a/x", 100},
+                                                                                    {"plain", 8},
+                                                                                    {"/q", 16},
+                                                                                    {"c/q", 32},
+                                                                                    {"d/q", 64}}) {
+    writer.AddTube(Tube(name, ready));
+  }
+  for (const char* t : {"a/x", "a/y", "plain", "b/x", "c/q", "d/q"}) {
+    metrics.ObserveQueueLatency(t, kMilli);
+  }
+  std::string text = WriteAll(&writer);
+  // Every tube of the namespace counts, also those beyond the tube cap (a/y, b/x).
+  EXPECT_EQ(Sample(text, "stalkd_namespace_current_jobs_ready{namespace=\"a\"}"), "3");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_total_jobs_total{namespace=\"a\"}"), "30");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_current_jobs_ready{namespace=\"b\"}"), "4");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_current_jobs_ready{namespace=\"_other\"}"), "96");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_current_jobs_ready{namespace=\"c\"}"), "");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_current_jobs_ready{namespace=\"plain\"}"), "");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_reserved_jobs_total{namespace=\"a\"}"), "2");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_reserved_jobs_total{namespace=\"b\"}"), "1");
+  EXPECT_EQ(Sample(text, "stalkd_namespace_reserved_jobs_total{namespace=\"_other\"}"), "2");
+}
+
 TEST(MetricsCapTest, CappedSeriesSlots) {
   using Series = CappedSeries<int>;
   Series s(1);
