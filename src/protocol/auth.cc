@@ -213,7 +213,8 @@ void Conversation::ContinueAside() {
   }
   std::unique_ptr<Aside> done = std::move(aside_);
   if (done->kind == Aside::Kind::kAuthSetup) {
-    if (done->failed) return Reply(Outcome::kInternalError);
+    // Not authenticated: the tubes may have changed, the identity has not.
+    if (done->failed) return Reply(done->failure);
     who_ = std::move(done->who);
     revoked_ = false;
     return Reply(Outcome::kAuthenticated);
@@ -233,9 +234,18 @@ void Conversation::TakeAside(const Result& r) {
     if (r.outcome == Outcome::kFound) tube = r.name;
     if (r.outcome == Outcome::kJobStats) tube = r.job_stats->tube;
     if (!tube.empty() && who_ && who_->Owns(tube)) a.allowed.push_back(a.ids[a.step]);
-  } else if (a.step == 2 && r.outcome == Outcome::kTubeList) {
-    for (std::string_view t : *r.tubes) {
-      if (!a.who->Owns(t)) a.ignore.emplace_back(t);
+  } else {
+    // use and watch of "<ns>/default" (BAD_FORMAT: a namespace too long for a tube name),
+    // the watch list, then each ignore: anything else leaves the connection as it was.
+    static constexpr Outcome kWant[] = {Outcome::kUsing, Outcome::kWatching, Outcome::kTubeList};
+    Outcome want = a.step < 3 ? kWant[a.step] : Outcome::kWatching;
+    if (r.outcome != want) {
+      a.failed = true;
+      if (r.outcome == Outcome::kBadFormat) a.failure = Outcome::kBadFormat;
+    } else if (a.step == 2) {
+      for (std::string_view t : *r.tubes) {
+        if (!a.who->Owns(t)) a.ignore.emplace_back(t);
+      }
     }
   }
   a.step++;

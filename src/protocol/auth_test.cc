@@ -129,6 +129,14 @@ TEST_P(AuthTest, BadTokensAndForms) {
   EXPECT_EQ(c.conv.identity()->ns, "a");
 }
 
+TEST_P(AuthTest, NamespaceTooLongForATubeName) {
+  auth_.tokens["long.1"] = std::string(195, 'n');  // "<ns>/default" is 203 bytes
+  Client& c = NewClient();
+  EXPECT_EQ(Do(c, "auth long.1\r\n"), "BAD_FORMAT\r\n");
+  EXPECT_EQ(c.conv.identity(), nullptr);
+  EXPECT_EQ(Do(c, "list-tube-used\r\n"), "USING default\r\n");
+}
+
 TEST_P(AuthTest, NamespaceTubes) {
   Client& c = NewClient();
   EXPECT_EQ(Do(c, "use zz\r\nauth a.1\r\n"), "USING zz\r\nAUTHENTICATED\r\n");

@@ -32,12 +32,13 @@ struct Aside {
   enum class Kind : uint8_t { kCheckIds, kAuthSetup };
   Kind kind = Kind::kCheckIds;
   uint32_t step = 0;     // kCheckIds: the id being checked; kAuthSetup: the call
-  bool failed = false;   // a call answered INTERNAL_ERROR
+  bool failed = false;   // a call failed: INTERNAL_ERROR (kAuthSetup: or BAD_FORMAT)
   bool checked = false;  // kCheckIds: done; the command line runs again with `allowed`
   std::string line;      // kCheckIds: the command
   std::vector<uint64_t> ids, allowed;      // kCheckIds: named; of the namespace's tubes
   std::unique_ptr<command::Identity> who;  // kAuthSetup: the identity, once set up
   std::vector<std::string> ignore;         // kAuthSetup: watched tubes to ignore
+  command::Outcome failure = command::Outcome::kInternalError;  // kAuthSetup's answer then
 };
 
 // One client of the beanstalkd text protocol, without sockets: bytes in, reply bytes out.
