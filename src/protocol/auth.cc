@@ -134,8 +134,13 @@ bool Conversation::Admitted(std::string_view line, const Command& cmd) {
   if (!NeedsIdCheck(cmd.verb)) return true;  // the used tube, the watched ones, stats
   if (aside_ && aside_->checked) {
     if (cmd.verb == Verb::kDeleteMany || !aside_->allowed.empty()) return true;
-    // A job of another namespace is answered as if it did not exist.
-    Reply(aside_->failed ? Outcome::kInternalError : Outcome::kNotFound);
+    // A job of another namespace is answered, and counted, as if it did not exist.
+    if (aside_->failed) {
+      Reply(Outcome::kInternalError);
+    } else {
+      session_->CountBatch(cmd.verb);
+      Reply(Outcome::kNotFound);
+    }
     return false;
   }
   std::vector<uint64_t> ids;

@@ -168,8 +168,12 @@ TEST_P(AuthTest, OtherNamespacesJobsDoNotExist) {
               "NOT_FOUND\r\n")
         << cmd;
   }
+  // Counted as commands on missing jobs are: cmd-delete went up by 2 (ids 1 and 99).
+  EXPECT_EQ(memory_.count(command::Verb::kDelete), 2u);
+  uint64_t many = memory_.count(command::Verb::kDeleteMany);
   EXPECT_EQ(Do(a, "delete-many 1 2 3 99\r\n"), "DELETED-MANY 1\r\n");
   EXPECT_EQ(Do(a, "delete-many 1 2\r\n"), "DELETED-MANY 0\r\n");
+  EXPECT_EQ(memory_.count(command::Verb::kDeleteMany), many + 2);
   EXPECT_EQ(Do(a, "peek-ready\r\n"), "NOT_FOUND\r\n");  // a/default is empty now
   // b's jobs are all still there.
   EXPECT_EQ(Do(b, "peek 1\r\npeek 2\r\n"), "FOUND 1 2\r\nhi\r\nFOUND 2 2\r\nho\r\n");
