@@ -13,15 +13,17 @@
 // DELETED-MANY n and PURGED n take jobs away, and so does expiry (the engine's
 // counters().expired).
 //
-// Input format: a header byte (tick budget, memory cap), then a sequence of ops, each an op
-// byte `code` followed by its arguments; the op is (code / 3) % 8 and its client code % 3:
+// Input format: a header byte (tick budget, --require-auth, memory cap), then a sequence of
+// ops, each an op byte `code` followed by its arguments; the op is (code / 3) % 8 and its
+// client code % 3:
 //   0  raw bytes: a length byte (% 64), then that many bytes
 //   1-3  a dictionary command (DictionaryCommand): bytes which, a, b; for which >= 192 an
 //      extension command (ExtensionCommand), which reads one more byte
 //   4  time passes: a byte, in tenths of a second (% 40)
 //   5  the client's input is closed;  6  the client is dropped and reconnects
 //   7  a byte `what`: % 8 == 0 toggles draining; == 1 floods (bytes which, count: see
-//      Flood); == 2 floods with extension options (bytes which, count, options: FloodExt)
+//      Flood); == 2 floods with extension options (bytes which, count, options: FloodExt);
+//      == 3 deletes (or makes again) the token "a.1" (FuzzAuthenticator)
 // Sizes and step counts are capped so huge inputs stay fast.
 #include <algorithm>
 #include <cinttypes>
@@ -52,6 +54,7 @@ namespace {
 using stalkd::FakeClock;
 using stalkd::kSecond;
 using stalkd::Nanos;
+using stalkd::command::Identity;
 using stalkd::command::Outcome;
 using stalkd::command::PutSlot;
 using stalkd::command::Result;
@@ -112,6 +115,7 @@ constexpr std::string_view kReplyWords[] = {
     "BAD_FORMAT",    "UNKNOWN_COMMAND", "JOB_TOO_BIG", "EXPECTED_CRLF",
     "OUT_OF_MEMORY", "DRAINING",        "EXISTS",      "RESERVED-MANY",
     "INSERTED-MANY", "DELETED-MANY",    "PURGED",      "TUBE-TRIES",
+    "AUTHENTICATED", "UNAUTHORIZED",    "FORBIDDEN",   "RATE_LIMITED",
 };
 
 // Its index in kReplyWords, or std::size(kReplyWords) if it is no reply's.
@@ -153,6 +157,29 @@ std::string_view NextLine(const std::string& out, size_t* pos) {
 
 class World;
 
+// `auth` (docs/SECURITY.md): tokens "a.1" and "b.1" of namespaces a and b (a's can be
+// revoked), "a a.2" (a's two-word form; its puts limited), and the admin account "root:pw".
+class FuzzAuthenticator final : public stalkd::command::Authenticator {
+ public:
+  bool Authenticate(std::string_view ns, std::string_view credential,
+                    Identity* who) const override {
+    if (ns.empty() && credential == "root:pw") {
+      *who = {Identity::Kind::kAdmin, {}, "root"};
+      return true;
+    }
+    bool a = (ns.empty() && credential == "a.1" && !revoked) || (ns == "a" && credential == "a.2");
+    bool b = ns.empty() && credential == "b.1";
+    if (!a && !b) return false;
+    *who = {Identity::Kind::kNamespace, a ? "a" : "b", std::string(credential)};
+    return true;
+  }
+  bool StillValid(const Identity& who) const override { return !revoked || who.name != "a.1"; }
+  bool AllowPut(const Identity& who) override { return who.name != "a.2" || puts_left-- > 0; }
+
+  bool revoked = false;
+  int puts_left = 3;
+};
+
 // One client: a Conversation whose late results come back through OnResult, which checks
 // them, forwards them and drains the reply at once (as the server would write it), so no
 // reply is lost when the client is dropped later.
@@ -182,10 +209,14 @@ class Client final : public stalkd::command::Client {
 
 class World {
  public:
-  explicit World(EngineOptions opt)
+  World(EngineOptions opt, bool require_auth)
       : store_(clock_, MemoryStoreOptions{opt, kMaxJobSize}, &host_), engine_(store_.engine()) {
+    auth_policy_ = {&authenticator_, require_auth};
     for (auto& c : clients_) c = std::make_unique<Client>(*this, store_);
   }
+  const stalkd::command::AuthPolicy& auth_policy() const { return auth_policy_; }
+  // A token of namespace a is deleted (or made again) while clients use it.
+  void ToggleRevoked() { authenticator_.revoked = !authenticator_.revoked; }
   ~World() {
     for (auto& c : clients_) c.reset();
     engine_.CheckInvariants();
@@ -792,6 +823,8 @@ class World {
 
   FakeClock clock_;
   StubHost host_;
+  FuzzAuthenticator authenticator_;
+  stalkd::command::AuthPolicy auth_policy_;
   MemoryStore store_;
   Engine& engine_;
   std::unique_ptr<Client> clients_[kClients];
@@ -807,7 +840,7 @@ class World {
 };
 
 Client::Client(World& w, stalkd::command::Store& store) : w_(w) {
-  conv_ = std::make_unique<Conversation>(store, *this);
+  conv_ = std::make_unique<Conversation>(store, w.auth_policy(), *this);
 }
 
 void Client::OnResult(const Result& r) {
@@ -1012,8 +1045,13 @@ std::string DictionaryCommand(Input& in) {
                                            "list-tubes-watched\r\n"};
       return kLists[a % 3];
     }
-    case 22:
-      return a % 8 == 0 ? "quit\r\n" : "stats\r\n";
+    case 22: {
+      if (a % 8 == 0) return "quit\r\n";
+      if (a % 8 != 1) return "stats\r\n";
+      static const char* const kAuths[] = {"auth a.1\r\n",     "auth b.1\r\n",  "auth a a.2\r\n",
+                                           "auth root:pw\r\n", "auth nope\r\n", "auth\r\n"};
+      return kAuths[b % std::size(kAuths)];
+    }
     default:
       return std::string(static_cast<size_t>(a) + 200, 'z') + "\r\n";  // overlong line
   }
@@ -1029,7 +1067,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.tick_budget = 1 + header % 8;
   // Sometimes a tight memory cap (a job-table page alone is about 8 KiB).
   opt.max_memory = (header & 0x80) ? 9000 + (header & 0x70) * 16 : SIZE_MAX;
-  World w(opt);
+  World w(opt, (header & 0x08) != 0);  // --require-auth
   bool draining = false;
   int floods = 0;
   for (int op = 0; op < kMaxOps && !in.empty(); op++) {
@@ -1062,6 +1100,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           floods++;
           uint8_t which = in.Byte();
           w.Flood(which, stalkd::store::MemoryStore::kKickSlice + 1 + in.Byte() * 4u);
+        } else if (what % 8 == 3) {
+          w.ToggleRevoked();
         } else if (what % 8 == 2 && floods < kMaxFloods) {
           floods++;
           uint8_t which = in.Byte();

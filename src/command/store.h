@@ -90,6 +90,10 @@ class Session {
   virtual Result Stats() = 0;
   virtual Result StatsJob(uint64_t id) = 0;
   virtual Result StatsTube(std::string_view tube) = 0;
+  // The tube of job `id`, for a front end that limits a client to some tubes: kFound with
+  // `name`, kJobStats (a store that asks StatsJob, the default, which counts a stats-job),
+  // or kNotFound.
+  virtual Result JobTube(uint64_t id) { return StatsJob(id); }
 
   // The lifecycle extensions (docs/EXTENSIONS.md).
   // Counts a command that a front end carries out through other calls (put-many's puts,

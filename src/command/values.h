@@ -103,6 +103,13 @@ enum class Outcome : uint8_t {
   // Decided by a front end itself, never by a store.
   kExpectedCrlf,
   kUnknownCommand,
+  // The text protocol's `auth` (docs/SECURITY.md): accepted; the command needs an
+  // identity (none yet, or its token was deleted); the tube is outside the identity's
+  // namespace; the token's rate limit refused the put.
+  kAuthenticated,
+  kUnauthorized,
+  kForbidden,
+  kRateLimited,
 };
 
 // A job as a reply shows it. `body` excludes the protocol's CRLF; it stays valid until the

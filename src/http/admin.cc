@@ -415,9 +415,13 @@ bool AdminService::Authorized(const Request& r) const {
   if (a.size() <= kBasic.size() || a.substr(0, kBasic.size()) != kBasic) return false;
   std::string decoded;
   if (!DecodeBase64(a.substr(kBasic.size()), &decoded)) return false;
+  return IsAccount(decoded);
+}
+
+bool AdminService::IsAccount(std::string_view user_password) const {
   // In constant time: the digests (which hide the lengths) of every account are compared
   // whole, and all of them, whatever matched.
-  Sha256 d = Digest(decoded);
+  Sha256 d = Digest(user_password);
   bool ok = false;
   for (const Sha256& acc : accounts_) {
     ok |= ConstantTimeEqual(acc.data(), d.data(), d.size());

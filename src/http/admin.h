@@ -58,6 +58,9 @@ class AdminService final : public Service {
   // Serves the web dashboard's paths (docs/DASHBOARD.md), behind the same basic auth as
   // the token routes.
   void set_dashboard(Dashboard* d) { dashboard_ = d; }
+  // Whether "user:password" is one of --admin-accounts' lines (in constant time); false
+  // when there are none. The text protocol's `auth` takes these as admin credentials.
+  bool IsAccount(std::string_view user_password) const;
 
  private:
   bool Authorized(const Request& r) const;

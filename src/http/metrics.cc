@@ -150,6 +150,22 @@ constexpr Family kQueueLatencyFamily = {"tube_queue_latency_seconds", kHistogram
 constexpr Family kRunTimeFamily = {"tube_run_time_seconds", kHistogram,
                                    "Time a job was reserved before it was deleted, by tube."};
 
+// By namespace (the tubes "ns/..."): the sums of the first kNamespaceValueCount values of
+// kTubeValues (jobs by state, jobs created), and the registry's first reserves.
+constexpr Family kNamespaceValues[] = {
+    {"namespace_current_jobs_urgent", kGauge, "Urgent ready jobs in the namespace's tubes."},
+    {"namespace_current_jobs_ready", kGauge, "Ready jobs in the namespace's tubes."},
+    {"namespace_current_jobs_reserved", kGauge, "Reserved jobs in the namespace's tubes."},
+    {"namespace_current_jobs_delayed", kGauge, "Delayed jobs in the namespace's tubes."},
+    {"namespace_current_jobs_buried", kGauge, "Buried jobs in the namespace's tubes."},
+    {"namespace_total_jobs_total", kCounter,
+     "Jobs created (put) in the namespace's tubes that exist now."},
+};
+static_assert(std::size(kNamespaceValues) == MetricsWriter::kNamespaceValueCount);
+constexpr Family kNamespaceReservesFamily = {
+    "namespace_reserved_jobs_total", kCounter,
+    "Jobs of the namespace's tubes reserved for the first time, since start."};
+
 enum FamilyIndex : size_t {
   kServerBlock,
   kCommands,
@@ -159,8 +175,16 @@ enum FamilyIndex : size_t {
   kFirstTubeValue,
   kQueueLatency = kFirstTubeValue + MetricsWriter::kTubeValueCount,
   kRunTime,
+  kFirstNamespaceValue,
+  kNamespaceReserves = kFirstNamespaceValue + MetricsWriter::kNamespaceValueCount,
   kFamilyCount,
 };
+
+// The namespace of a tube "ns/q": "ns"; "" for a tube of none.
+std::string_view NamespaceOf(std::string_view tube) {
+  size_t slash = tube.find('/');
+  return slash == std::string_view::npos || slash == 0 ? std::string_view() : tube.substr(0, slash);
+}
 
 // The family written at `family` (a FamilyIndex); nullptr for the `stats` block, which
 // writes its own headers.
@@ -180,7 +204,10 @@ const Family* FamilyOf(size_t family) {
       return &kQueueLatencyFamily;
     case kRunTime:
       return &kRunTimeFamily;
+    case kNamespaceReserves:
+      return &kNamespaceReservesFamily;
     default:
+      if (family >= kFirstNamespaceValue) return &kNamespaceValues[family - kFirstNamespaceValue];
       return &kTubeValues[family - kFirstTubeValue].family;
   }
 }
@@ -322,6 +349,7 @@ void Metrics::ObserveBinlogSync(Nanos latency) { binlog_sync_.Observe(latency); 
 
 void Metrics::ObserveQueueLatency(std::string_view tube, Nanos ready_to_reserved) {
   tubes_.Get(tube).queue_latency.Observe(ready_to_reserved);
+  if (std::string_view ns = NamespaceOf(tube); !ns.empty()) namespace_reserves_.Get(ns)++;
 }
 
 void Metrics::ObserveRunTime(std::string_view tube, Nanos reserved_to_deleted) {
@@ -329,12 +357,13 @@ void Metrics::ObserveRunTime(std::string_view tube, Nanos reserved_to_deleted) {
 }
 
 MetricsWriter::MetricsWriter(const Metrics* metrics)
-    : metrics_(metrics), tubes_(metrics->max_tubes()) {}
+    : metrics_(metrics), tubes_(metrics->max_tubes()), namespaces_(metrics->max_tubes()) {}
 
 void MetricsWriter::Begin(const command::ServerStats& stats, const BinlogMetrics& binlog) {
   stats_ = stats;
   binlog_ = binlog;
   tubes_ = CappedSeries<TubeRow>(metrics_->max_tubes());
+  namespaces_ = CappedSeries<NamespaceRow>(metrics_->max_tubes());
   other_tubes_ = 0;
   family_ = 0;
   item_ = 0;
@@ -347,6 +376,10 @@ void MetricsWriter::AddTube(const command::TubeStats& tube) {
   TubeRow& row = tubes_.Get(tube.name, &slot);
   if (slot == CappedSeries<TubeRow>::Slot::kOwn) return;  // given before
   if (slot == CappedSeries<TubeRow>::Slot::kOther) other_tubes_++;
+  if (std::string_view ns = NamespaceOf(tube.name); !ns.empty()) {
+    NamespaceRow& n = namespaces_.Get(ns);
+    for (size_t i = 0; i < kNamespaceValueCount; i++) n.values[i] += kTubeValues[i].get(tube);
+  }
   for (size_t i = 0; i < kTubeValueCount; i++) {
     const TubeValue& v = kTubeValues[i];
     if (slot == CappedSeries<TubeRow>::Slot::kNew) {
@@ -391,8 +424,10 @@ size_t MetricsWriter::Items(size_t family) const {
     case kQueueLatency:
     case kRunTime:
       return metrics_->tubes_.size();
+    case kNamespaceReserves:
+      return metrics_->namespace_reserves_.size();
     default:
-      return tubes_.size();
+      return family >= kFirstNamespaceValue ? namespaces_.size() : tubes_.size();
   }
 }
 
@@ -428,7 +463,15 @@ size_t MetricsWriter::WriteItem(size_t family, size_t item, std::string* out) co
       return AppendHistogram(out, f->name, Label("tube", metrics_->tubes_.label(item)),
                              family == kQueueLatency ? t.queue_latency : t.run_time);
     }
+    case kNamespaceReserves:
+      return AppendValue(out, f->name, "",
+                         Label("namespace", metrics_->namespace_reserves_.label(item)),
+                         metrics_->namespace_reserves_.value(item));
     default: {
+      if (family >= kFirstNamespaceValue) {
+        return AppendValue(out, f->name, "", Label("namespace", namespaces_.label(item)),
+                           namespaces_.value(item).values[family - kFirstNamespaceValue]);
+      }
       const TubeValue& v = kTubeValues[family - kFirstTubeValue];
       const std::string& name = tubes_.label(item);
       if (!v.additive && name == CappedSeries<TubeRow>::kOther) return 0;

@@ -49,6 +49,13 @@
 // dropped). The rest are summed under tube="_other" (a real tube named "_other" is summed
 // there too); stalkd_metrics_other_tubes counts them in a scrape. For the values that do
 // not add up (pause, pause-time-left, default-tries) tube="_other" has no sample.
+//
+// Namespaces (lmstfy's: the tube "ns/q" is of namespace "ns"; a tube without '/' is of
+// none): stalkd_namespace_current_jobs_{urgent,ready,reserved,delayed,buried} and
+// stalkd_namespace_total_jobs_total{namespace}, the sums of every tube of the namespace
+// (all of them, also those beyond the tube cap), and stalkd_namespace_reserved_jobs_total,
+// jobs reserved for the first time since start. The same cap bounds the namespaces: the
+// rest are summed under namespace="_other".
 namespace stalkd::http {
 
 // The bounds of a histogram's buckets. The server's own work (a command, an HTTP request, a
@@ -153,7 +160,7 @@ class Metrics {
   static constexpr size_t kMaxRoutes = 100;
 
   explicit Metrics(size_t max_tubes = kDefaultMaxTubes)
-      : max_tubes_(max_tubes), tubes_(max_tubes) {}
+      : max_tubes_(max_tubes), tubes_(max_tubes), namespace_reserves_(max_tubes) {}
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
@@ -184,6 +191,7 @@ class Metrics {
   CappedSeries<Route> routes_{kMaxRoutes};
   Histogram binlog_sync_;
   CappedSeries<Tube> tubes_;
+  CappedSeries<uint64_t> namespace_reserves_;  // first reserves, by namespace
 };
 
 // The binlog's numbers for a scrape, filled by the server (zeros without a binlog).
@@ -216,6 +224,8 @@ class MetricsWriter {
 
   // How many values of stats-tube a tube has: one family each.
   static constexpr size_t kTubeValueCount = 16;
+  // The first of them that are summed by namespace too (jobs by state, jobs created).
+  static constexpr size_t kNamespaceValueCount = 6;
 
  private:
   struct TubeRow {
@@ -228,7 +238,11 @@ class MetricsWriter {
   const Metrics* metrics_;
   command::ServerStats stats_;
   BinlogMetrics binlog_;
+  struct NamespaceRow {
+    std::array<uint64_t, kNamespaceValueCount> values{};
+  };
   CappedSeries<TubeRow> tubes_;
+  CappedSeries<NamespaceRow> namespaces_;
   size_t other_tubes_ = 0;
   size_t family_ = 0;
   size_t item_ = 0;

@@ -306,6 +306,42 @@ TEST(MetricsCapTest, TubesBeyondTheCapAreSummedUnderOther) {
   EXPECT_EQ(Sample(text, "stalkd_tube_run_time_seconds_count{tube=\"_other\"}"), "0");
 }
 
+TEST(MetricsCapTest, NamespacesSumTheirTubesWithinTheCap) {
+  Metrics metrics(2);
+  MetricsWriter writer(&metrics);
+  writer.Begin(command::ServerStats(), BinlogMetrics());
+  for (auto [name, ready] : std::initializer_list<std::pair<const char*, uint64_t>>{{"a/x", 1},
+                                                                                    {"a/y", 2},
+                                                                                    {"b/x", 4},
+                                                                                    {"a/x", 100},
+                                                                                    {"plain", 8},
+                                                                                    {"/q", 16},
+                                                                                    {"c/q", 32},
+                                                                                    {"d/q", 64}}) {
+    writer.AddTube(Tube(name, ready));
+  }
+  for (const char* t : {"a/x", "a/y", "plain", "b/x", "c/q", "d/q"}) {
+    metrics.ObserveQueueLatency(t, kMilli);
+  }
+  std::string text = WriteAll(&writer);
+  // Every tube of the namespace counts, also those beyond the tube cap (a/y, b/x); "plain"
+  // and "/q" are of none; c and d are beyond the namespace cap.
+  const std::pair<const char*, const char*> kWant[] = {
+      {"current_jobs_ready{namespace=\"a\"}", "3"},
+      {"total_jobs_total{namespace=\"a\"}", "30"},
+      {"current_jobs_ready{namespace=\"b\"}", "4"},
+      {"current_jobs_ready{namespace=\"_other\"}", "96"},
+      {"current_jobs_ready{namespace=\"c\"}", ""},
+      {"current_jobs_ready{namespace=\"plain\"}", ""},
+      {"reserved_jobs_total{namespace=\"a\"}", "2"},
+      {"reserved_jobs_total{namespace=\"b\"}", "1"},
+      {"reserved_jobs_total{namespace=\"_other\"}", "2"},
+  };
+  for (const auto& [series, value] : kWant) {
+    EXPECT_EQ(Sample(text, std::string("stalkd_namespace_") + series), value) << series;
+  }
+}
+
 TEST(MetricsCapTest, CappedSeriesSlots) {
   using Series = CappedSeries<int>;
   Series s(1);

@@ -257,6 +257,21 @@ bool TokenStore::Valid(std::string_view ns, std::string_view token, std::string_
   return true;
 }
 
+std::string_view TokenStore::NamespaceOf(std::string_view token, std::string_view* id) const {
+  size_t dot = token.find('.');
+  if (dot == std::string_view::npos) return {};
+  auto by_id = tables_.by_id.find(std::string(token.substr(0, dot)));
+  if (by_id == tables_.by_id.end()) return {};
+  const std::string& ns = tables_.by_hash.at(by_id->second).ns;
+  if (!Valid(ns, token, id)) return {};
+  return ns;
+}
+
+bool TokenStore::HasId(std::string_view ns, std::string_view id) const {
+  auto it = tables_.by_id.find(std::string(id));
+  return it != tables_.by_id.end() && tables_.by_hash.at(it->second).ns == ns;
+}
+
 std::string_view TokenStore::Find(std::string_view ns, std::string_view token_or_id) const {
   const Token* t = Lookup(tables_, ns, token_or_id);
   return t ? std::string_view(t->id) : std::string_view();

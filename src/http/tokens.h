@@ -74,6 +74,12 @@ class TokenStore {
   // True if `token` (the whole token, not an id) is a token of `ns`; then *id, if given, is
   // its id, valid until the next change. One SHA-256 and one hash lookup.
   bool Valid(std::string_view ns, std::string_view token, std::string_view* id = nullptr) const;
+  // The namespace of `token` when it has Create's form "<id>.<secret>": found by its id,
+  // then checked as Valid checks; "" if it is no such token. *id as Valid's. Both views are
+  // valid until the next change. (A chosen token of another form needs its namespace.)
+  std::string_view NamespaceOf(std::string_view token, std::string_view* id = nullptr) const;
+  // Whether a token of `ns` has the id `id` (it was not deleted). One hash lookup.
+  bool HasId(std::string_view ns, std::string_view id) const;
   // The id of the token of `ns` that `token_or_id` names, or "" (valid until the next change).
   std::string_view Find(std::string_view ns, std::string_view token_or_id) const;
   // The tokens of `ns`, oldest first (then by id). Scans every token: an admin call.

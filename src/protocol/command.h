@@ -41,6 +41,12 @@ inline bool IsExtension(Verb v) {
   return i >= command::kFirstExtensionVerb && i < command::kEndExtensionVerb;
 }
 
+// `auth` (auth.cc; docs/SECURITY.md): the line's verb is "auth". Not a Verb: a listener
+// without tokens answers it UNKNOWN_COMMAND, as beanstalkd does.
+bool IsAuthLine(std::string_view line);
+// Whether a command of a namespace's connection names job ids that must be checked first.
+bool NeedsIdCheck(Verb v);
+
 enum class ParseStatus : uint8_t { kOk, kBadFormat, kUnknownCommand };
 
 // Parses one command line, without its CRLF, exactly as beanstalkd 1.13 does: verbs are

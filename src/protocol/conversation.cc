@@ -27,6 +27,12 @@ const char* FindCrlf(const char* p, size_t n) {
 Conversation::Conversation(command::Store& store, command::Client& client)
     : session_(store.Open(client)), observer_(store.observer()) {}
 
+Conversation::Conversation(command::Store& store, const command::AuthPolicy& auth,
+                           command::Client& client)
+    : Conversation(store, client) {
+  if (auth.authenticator) auth_ = &auth;
+}
+
 void Conversation::Timed() {
   if (observer_ && started_ != 0) {
     observer_->OnCommand(verb_, observer_->Now() - started_);
@@ -80,6 +86,7 @@ bool Conversation::runnable() const {
     case State::kClosing:
       return false;
     case State::kPutMany:  // a put-many goes on with its next entry: it needs no input
+    case State::kAside:    // so does an aside call's next one
       return true;
     default:
       return in_end_ > in_begin_ && !needs_input_;
@@ -199,6 +206,9 @@ bool Conversation::RunSteps(size_t max_steps) {
       case State::kPutMany:
         ContinuePutMany();
         continue;
+      case State::kAside:
+        ContinueAside();
+        continue;
       case State::kSkipBody: {
         size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left_, avail));
         Consume(n);
@@ -218,10 +228,11 @@ void Conversation::Reply(Outcome o) { Answer(Result::Of(o)); }
 bool Conversation::MayPipeline(std::string_view line) const {
   // Not while the output is already past its mark (what goes ahead adds to it), nor a
   // put-many, whose puts' results OnResult takes into its own reply.
+  // Nor a namespace's command whose ids are checked first (its check is a call of its own).
   Command cmd;
   return !put_many_ && out_.size() < kOutputHighWater &&
          ParseCommand(line, &cmd) == ParseStatus::kOk && cmd.verb != Verb::kPutMany &&
-         session_->CanPipeline(cmd.verb);
+         !(Scoped() && NeedsIdCheck(cmd.verb)) && session_->CanPipeline(cmd.verb);
 }
 
 void Conversation::Answer(const Result& r, bool reserve, bool extended) {
@@ -229,7 +240,7 @@ void Conversation::Answer(const Result& r, bool reserve, bool extended) {
   if (later_) {
     Later l{{}, started_, verb_, !pending, pending && reserve, pending && extended};
     if (!pending) {
-      AppendReply(r, &l.reply, extended);
+      Encode(r, &l.reply, extended);
       Timed();
     }
     started_ = 0;
@@ -243,8 +254,14 @@ void Conversation::Answer(const Result& r, bool reserve, bool extended) {
     pending_extended_ = extended;
     return;
   }
-  AppendReply(r, &out_, extended);
+  Encode(r, &out_, extended);
   Timed();
+}
+
+void Conversation::Encode(const Result& r, std::string* out, bool extended) const {
+  if (!auth_) return AppendReply(r, out, extended);
+  std::vector<std::string_view> keep;
+  AppendReply(Shown(r, &keep), out, extended);
 }
 
 // A reserve that waits ends when its client goes away; once it is answered, a client that
@@ -262,6 +279,12 @@ void Conversation::OnResult(const Result& r) {
   // Only a conversation waiting for a result gets one; a reserved job nobody hears of
   // would be lost.
   STALKD_CHECK(waiting() && r.outcome != Outcome::kPending);
+  if (aside_ && state_ == State::kWaiting) {
+    // An aside call's: Run makes the next (or runs the command the calls were for).
+    TakeAside(r);
+    state_ = State::kAside;
+    return;
+  }
   if (put_many_ && state_ != State::kBlock) {
     // One of put-many's puts: its reply waits for the others'; Run makes the next.
     STALKD_CHECK(state_ == State::kWaiting);
@@ -276,7 +299,7 @@ void Conversation::OnResult(const Result& r) {
     Later& first = later_->front();
     STALKD_CHECK(!first.ready);
     reserve = first.reserve;
-    AppendReply(r, &out_, first.extended);
+    Encode(r, &out_, first.extended);
     if (observer_ && first.started != 0) {
       observer_->OnCommand(first.verb, observer_->Now() - first.started);
     }
@@ -298,7 +321,7 @@ void Conversation::OnResult(const Result& r) {
     reserve = pending_reserve_;
     bool extended = pending_extended_;
     pending_reserve_ = pending_extended_ = false;
-    AppendReply(r, &out_, extended);
+    Encode(r, &out_, extended);
     Timed();
   }
   if (state_ == State::kWaiting) state_ = State::kCommand;
@@ -361,6 +384,7 @@ void Conversation::FinishPut() {
 }
 
 void Conversation::Execute(std::string_view line) {
+  if (auth_ && IsAuthLine(line)) return ExecuteAuth(line);
   Command cmd;
   switch (ParseCommand(line, &cmd)) {
     case ParseStatus::kOk:
@@ -374,6 +398,7 @@ void Conversation::Execute(std::string_view line) {
     verb_ = cmd.verb;
     started_ = observer_->Now();
   }
+  if (auth_ && !Admitted(line, cmd)) return;
   switch (cmd.verb) {
     case Verb::kPut:
       return StartPut(cmd);

@@ -6,8 +6,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "command/front_end.h"
+#include "command/identity.h"
 #include "command/store.h"
 #include "protocol/command.h"
 
@@ -21,6 +23,22 @@ struct PutManyBatch {
   std::string block;  // the block (and its CRLF); the entries view it
   std::string replies;
   uint32_t count = 0;  // the jobs put-many announced
+};
+
+// Calls a conversation makes on its own behalf (auth.cc), each of which may be answered
+// late: the tube of each job id a namespace's command names, then the command runs with
+// the verdict; or `auth`'s setting of a namespace's tubes. Null while none is under way.
+struct Aside {
+  enum class Kind : uint8_t { kCheckIds, kAuthSetup };
+  Kind kind = Kind::kCheckIds;
+  uint32_t step = 0;     // kCheckIds: the id being checked; kAuthSetup: the call
+  bool failed = false;   // a call failed: INTERNAL_ERROR (kAuthSetup: or BAD_FORMAT)
+  bool checked = false;  // kCheckIds: done; the command line runs again with `allowed`
+  std::string line;      // kCheckIds: the command
+  std::vector<uint64_t> ids, allowed;      // kCheckIds: named; of the namespace's tubes
+  std::unique_ptr<command::Identity> who;  // kAuthSetup: the identity, once set up
+  std::vector<std::string> ignore;         // kAuthSetup: watched tubes to ignore
+  command::Outcome failure = command::Outcome::kInternalError;  // kAuthSetup's answer then
 };
 
 // One client of the beanstalkd text protocol, without sockets: bytes in, reply bytes out.
@@ -37,6 +55,9 @@ class Conversation final : public command::FrontEnd {
   // Opens a session on `store`; its late results go to `client`, which forwards them to
   // OnResult. Both must outlive the Conversation.
   Conversation(command::Store& store, command::Client& client);
+  // The same, on a listener whose `auth` follows `auth` (docs/SECURITY.md); it must
+  // outlive the Conversation.
+  Conversation(command::Store& store, const command::AuthPolicy& auth, command::Client& client);
   // Closes the session: a half-received job is discarded, reserved jobs go back.
   ~Conversation() override;
   Conversation(const Conversation&) = delete;
@@ -66,6 +87,8 @@ class Conversation final : public command::FrontEnd {
   size_t buffered_input() const override { return in_end_ - in_begin_; }
   const command::Session& session() const override { return *session_; }
   size_t input_capacity() const { return in_capacity_; }  // 0 whenever nothing is buffered
+  // Who the client proved to be with `auth`; null: nobody (yet).
+  const command::Identity* identity() const { return who_.get(); }
 
  private:
   enum class State : uint8_t {
@@ -75,6 +98,7 @@ class Conversation final : public command::FrontEnd {
     kPutMany,  // put-many's puts under way: the next one is made by Run
     kSkipBody,
     kSkipLine,
+    kAside,    // a call of aside_ answered: Run makes the next
     kWaiting,  // blocked until the pending results have arrived
     kClosing
   };
@@ -116,6 +140,23 @@ class Conversation final : public command::FrontEnd {
   // makes the next) or all are made (then the reply goes out).
   void ContinuePutMany();
   void Reply(command::Outcome o);
+  // `auth` and what it allows (auth.cc).
+  void ExecuteAuth(std::string_view line);
+  // Whether `cmd` (read from `line`) may run now for this connection's identity; if not,
+  // it has been answered (or an aside call started for it).
+  bool Admitted(std::string_view line, const Command& cmd);
+  // Answers a refused command whose body, if it has one, is then skipped.
+  void Refuse(const Command& cmd, command::Outcome o);
+  void StartIdCheck(std::string_view line, std::vector<uint64_t> ids);
+  void StartAuthSetup(std::unique_ptr<command::Identity> who);
+  void ContinueAside();
+  void TakeAside(const command::Result& r);
+  // delete-many's ids that the namespace's identity may touch (those checked).
+  void KeepCheckedIds(std::vector<uint64_t>* ids) const;
+  bool Scoped() const { return who_ && who_->scoped(); }
+  // r as this connection may see it: a namespace's list-tubes shows its tubes only.
+  command::Result Shown(const command::Result& r, std::vector<std::string_view>* keep) const;
+  void Encode(const command::Result& r, std::string* out, bool extended = false) const;
   // The command begun at started_ has its reply: its latency goes to observer_.
   void Timed();
   void Skip(uint64_t bytes, command::Outcome reply_after);
@@ -146,6 +187,7 @@ class Conversation final : public command::FrontEnd {
   // Input closed while reserves were on their way (Session::CloseReserve): their answers
   // go out until one is TIMED_OUT, then the connection closes.
   bool close_after_ : 1 = false;
+  bool revoked_ : 1 = false;  // the identity's token was deleted: auth again
   command::Outcome skip_reply_ = command::Outcome::kBadFormat;  // kSkipBody: the reply after
 
   std::string out_;
@@ -158,6 +200,9 @@ class Conversation final : public command::FrontEnd {
   // kBlock: put-many's block arriving; kPutMany (and kWaiting within it): the block's
   // entries and the replies so far.
   std::unique_ptr<PutManyBatch> put_many_;
+  const command::AuthPolicy* auth_ = nullptr;  // null: `auth` is an unknown command
+  std::unique_ptr<command::Identity> who_;
+  std::unique_ptr<Aside> aside_;  // null unless an aside call is under way
   // kBody: bytes of data (body + CRLF) still to arrive; kSkipBody: bytes still to discard.
   uint64_t bytes_left_ = 0;
 };

@@ -191,6 +191,11 @@ void Conversation::ExecuteExtension(const Command& cmd) {
         ids.push_back(id);
       }
       if (ids.empty()) return Reply(Outcome::kBadFormat);
+      KeepCheckedIds(&ids);  // a namespace's: of its tubes only
+      if (ids.empty()) {     // counted as a delete-many of missing jobs is
+        s.CountBatch(Verb::kDeleteMany);
+        return Answer(command::Result::Of(Outcome::kDeletedMany, 0));
+      }
       return Answer(s.DeleteMany(ids));
     }
     case Verb::kPurge:

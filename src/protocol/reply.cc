@@ -201,6 +201,18 @@ void AppendReply(const command::Result& r, std::string* out, bool extended) {
     case Outcome::kUnknownCommand:
       out->append("UNKNOWN_COMMAND\r\n");
       return;
+    case Outcome::kAuthenticated:
+      out->append("AUTHENTICATED\r\n");
+      return;
+    case Outcome::kUnauthorized:
+      out->append("UNAUTHORIZED\r\n");
+      return;
+    case Outcome::kForbidden:
+      out->append("FORBIDDEN\r\n");
+      return;
+    case Outcome::kRateLimited:
+      out->append("RATE_LIMITED\r\n");
+      return;
     case Outcome::kPending:
       break;
   }

@@ -81,6 +81,38 @@ void HttpHost::Refund(std::string_view ns, std::string_view id, bool produce, Na
                              counted_at, now);
 }
 
+bool HttpHost::Authenticate(std::string_view ns, std::string_view credential,
+                            command::Identity* who) const {
+  using Kind = command::Identity::Kind;
+  std::string_view id;
+  if (size_t colon = credential.find(':'); colon != std::string_view::npos) {
+    if (ns.empty() && admin_.IsAccount(credential)) {
+      *who = {Kind::kAdmin, {}, std::string(credential.substr(0, colon))};
+      return true;
+    }
+    // lmstfy's pool prefix, as the API takes it: stalkd has one pool, "default".
+    if (colon != 0 && credential.substr(0, colon) != "default") return false;
+    credential = credential.substr(colon + 1);
+  }
+  if (ns.empty()) {
+    ns = tokens_.NamespaceOf(credential, &id);
+    if (ns.empty()) return false;
+  } else if (!tokens_.Valid(ns, credential, &id)) {
+    return false;
+  }
+  *who = {Kind::kNamespace, std::string(ns), std::string(id)};
+  return true;
+}
+
+bool HttpHost::StillValid(const command::Identity& who) const {
+  return !who.scoped() || tokens_.HasId(who.ns, who.name);
+}
+
+bool HttpHost::AllowPut(const command::Identity& who) {
+  return !who.scoped() ||
+         tokens_.throttler().Allow(who.ns, who.name, http::Kind::kProduce, server_.clock().Now());
+}
+
 void HttpHost::OnRequest(std::string_view route, int status, Nanos latency) {
   metrics_.ObserveHttp(route, status, latency);
 }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "base/clock.h"
+#include "command/identity.h"
 #include "http/admin.h"
 #include "http/api.h"
 #include "http/dashboard.h"
@@ -26,7 +27,8 @@ class HttpHost final : public http::Access,
                        public http::ApiObserver,
                        public http::AdminHost,
                        public http::DashboardHost,
-                       public command::Observer {
+                       public command::Observer,
+                       public command::Authenticator {
  public:
   HttpHost(Server& server, const Options& options);
   ~HttpHost();
@@ -42,6 +44,11 @@ class HttpHost final : public http::Access,
   bool Allow(std::string_view ns, std::string_view id, bool produce, Nanos now) override;
   void Refund(std::string_view ns, std::string_view id, bool produce, Nanos counted_at,
               Nanos now) override;
+  // Authenticator: the text protocol's `auth`, on the same tokens and limits.
+  bool Authenticate(std::string_view ns, std::string_view credential,
+                    command::Identity* who) const override;
+  bool StillValid(const command::Identity& who) const override;
+  bool AllowPut(const command::Identity& who) override;
   // ApiObserver.
   void OnRequest(std::string_view route, int status, Nanos latency) override;
   // command::Observer: the store's and the text protocol's measurements.

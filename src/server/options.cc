@@ -63,6 +63,8 @@ void PrintUsage(FILE* out) {
           " --tls-verify-client  require one (mutual TLS); default: optional\n"
           " --tls-handshake-timeout SECONDS  close a TLS client whose handshake has not\n"
           "          finished this long after it connected (default 10)\n"
+          " --require-auth  on the beanstalkd port, answer nothing but `auth TOKEN` (a\n"
+          "          token of the HTTP API) and `quit` until a client has authenticated\n"
           " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
           "/SCALE-OUT.md.gz):\n"
           "          redis://[USER:PASSWORD@]HOST:PORT[/DB]\n"
@@ -172,6 +174,10 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
   }
   if (name == "--binlog-skip-damaged" && !has_value) {
     o->binlog_skip_damaged = true;
+    return true;
+  }
+  if (name == "--require-auth" && !has_value) {
+    o->require_auth = true;
     return true;
   }
   auto take_value = [&]() {

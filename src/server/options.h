@@ -44,6 +44,9 @@ struct Options {
   // --http-request-timeout SECONDS: an HTTP request that has begun to arrive must be
   // complete within this long, or it is answered 408 and the connection closed.
   int64_t http_request_timeout_s = 30;
+  // --require-auth: the text protocol answers nothing but `auth` and `quit` until a
+  // connection has sent `auth` with a token of the HTTP API (docs/SECURITY.md).
+  bool require_auth = false;
 
   // The Redis store (docs/SCALE-OUT.md): --store URL; empty: the embedded store.
   std::string store_url;

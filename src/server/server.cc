@@ -152,8 +152,9 @@ Server::Server(const Options& options, const Clock& clock)
   // OpenSSL's share of memory: an eighth of --max-memory, at least 64 MiB.
   tls_memory_limit_ = std::max<uint64_t>(
       (options_.max_memory ? options_.max_memory : DefaultMaxMemory()) / 8, uint64_t{64} << 20);
-  if (!options_.http_port.empty() || !options_.admin_port.empty()) {
+  if (!options_.http_port.empty() || !options_.admin_port.empty() || options_.require_auth) {
     http_ = std::make_unique<HttpHost>(*this, options_);
+    text_auth_ = {http_.get(), options_.require_auth};
     // Command, queue and run-time latencies are measured only for /metrics.
     if (!options_.admin_port.empty()) store_->SetObserver(http_.get());
   }
@@ -238,7 +239,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
 }
 
 Connection* MakeTextConnection(Server& server, int fd) {
-  return MakeConnection<protocol::Conversation>(server, fd);
+  return new ConnectionOf<protocol::Conversation>(server, fd, server.store(), server.text_auth());
 }
 
 bool Server::AddListener(int fd, ConnectionFactory make, bool tls) {

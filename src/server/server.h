@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/intrusive_list.h"
+#include "command/identity.h"
 #include "command/store.h"
 #include "http/metrics.h"
 #include "net/access_list.h"
@@ -91,6 +92,8 @@ class Server final : public command::Host {
   command::Store& store() { return *store_; }
   // The HTTP front ends' state (with --http or --admin-http), else null.
   HttpHost* http() { return http_.get(); }
+  // How the text listener treats `auth` (its token store: the HTTP side's).
+  command::AuthPolicy& text_auth() { return text_auth_; }
   bool draining() const { return draining_; }
   // The binlog's figures for /metrics (zeros without -b).
   http::BinlogMetrics BinlogMetricsNow() const;
@@ -181,8 +184,9 @@ class Server final : public command::Host {
   Nanos next_handshake_check_ = 0;
 
   std::unique_ptr<HttpHost> http_;
-  bool draining_ = false;    // SIGUSR1
-  bool recovering_ = false;  // the binlog is being replayed
+  command::AuthPolicy text_auth_;  // --require-auth; the authenticator: http_
+  bool draining_ = false;          // SIGUSR1
+  bool recovering_ = false;        // the binlog is being replayed
   Nanos next_recovery_serve_ = 0;
 
   std::string instance_id_;

@@ -82,6 +82,7 @@ class DeferredSession final : public command::Session, private command::Client {
   }
   Result Stats() override { return Later(inner_->Stats()); }
   Result StatsJob(uint64_t id) override { return Later(inner_->StatsJob(id)); }
+  Result JobTube(uint64_t id) override { return Later(inner_->JobTube(id)); }
   Result StatsTube(std::string_view tube) override { return Later(inner_->StatsTube(tube)); }
   void CountBatch(command::Verb v) override { inner_->CountBatch(v); }
   Result ReserveExt(const command::ReserveArgs& args) override {

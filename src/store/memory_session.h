@@ -58,6 +58,7 @@ class MemorySession final : public command::Session, public engine::SessionOwner
   Result Stats() override;
   Result StatsJob(uint64_t id) override;
   Result StatsTube(std::string_view tube) override;
+  Result JobTube(uint64_t id) override;
   // The extensions (memory_extensions.cc).
   void CountBatch(Verb v) override { store_.Count(v); }
   Result ReserveExt(const command::ReserveArgs& args) override;

@@ -248,6 +248,14 @@ Result MemorySession::StatsJob(uint64_t id) {
   return r;
 }
 
+Result MemorySession::JobTube(uint64_t id) {
+  const Job* j = store_.engine_.Find(id);  // counts nothing, shows nothing: no mark
+  if (!j) return Result::Of(Outcome::kNotFound);
+  Result r = Result::Of(Outcome::kFound);
+  r.name = j->tube->name();
+  return r;
+}
+
 Result MemorySession::StatsTube(std::string_view tube) {
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   store_.Count(Verb::kStatsTube);
