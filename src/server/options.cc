@@ -37,6 +37,9 @@ void PrintUsage(FILE* out) {
           "          will be rounded up to a multiple of 4096 bytes\n"
           " --max-memory BYTES  cap the memory held by jobs (suffixes K, M, G);\n"
           "          default is half of physical memory; a put beyond it gets OUT_OF_MEMORY\n"
+          " --hot-memory BYTES  with -b: keep jobs' memory under this by leaving delayed\n"
+          "          jobs due later than a few seconds on disk only, in the binlog (suffixes\n"
+          "          K, M, G); default: off (every job in memory); needs -b\n"
           " --allow CIDR[,CIDR]  accept clients only from these addresses (repeatable);\n"
           "          e.g. 127.0.0.1,10.0.0.0/8,::1; default: everyone\n"
           " --unix-mode OCTAL  permissions of the unix socket file (with -l unix:PATH)\n"
@@ -163,6 +166,14 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
   if (name == "--max-memory") {
     if (!take_value()) return false;
     if (!ParseBytes(value.c_str(), &o->max_memory) || o->max_memory == 0) {
+      fprintf(stderr, "stalkd: invalid size: %s\n", value.c_str());
+      return false;
+    }
+    return true;
+  }
+  if (name == "--hot-memory") {
+    if (!take_value()) return false;
+    if (!ParseBytes(value.c_str(), &o->hot_memory) || o->hot_memory == 0) {
       fprintf(stderr, "stalkd: invalid size: %s\n", value.c_str());
       return false;
     }
@@ -511,6 +522,11 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
     }
   }
   if (!ResolveStoreCredentials(o)) return ParseOutcome::kExitUsage;
+  if (o->hot_memory != 0 && o->binlog_dir.empty()) {
+    // The disk tier keeps jobs in the binlog's records: without one there is no disk.
+    fprintf(stderr, "stalkd: --hot-memory needs -b DIR (jobs beyond it live in the binlog)\n");
+    return ParseOutcome::kExitUsage;
+  }
   return ParseOutcome::kRun;
 }
 
