@@ -193,6 +193,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   so.skip_damaged = options_.binlog_skip_damaged;
   so.verbosity = options_.verbosity;
   so.background_sync = true;
+  so.disk_tier = options_.hot_memory != 0;
   // While the jobs come back, the admin listener (if any) answers its health probes, and a
   // SIGTERM or SIGINT (read by the loop) stops the recovery.
   so.progress = [this] {

@@ -293,9 +293,14 @@ void Binlog::NoteFull(uint64_t id, Segment* s, size_t size, uint32_t resv) {
   s->ids.push_back(id);
   auto [m, fresh] =
       jobs_.Emplace(id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
-  const int64_t off = s->end - static_cast<int64_t>(size);
-  m->full_off = static_cast<uint32_t>(off);
-  m->full_latest = off <= int64_t{UINT32_MAX};  // else the disk tier leaves the job alone
+  if (options_.disk_tier) {
+    const int64_t off = s->end - static_cast<int64_t>(size);
+    if (off <= int64_t{UINT32_MAX}) {  // else the disk tier leaves the job alone
+      *full_offs_.Emplace(id, 0).first = static_cast<uint32_t>(off);
+    } else {
+      full_offs_.Erase(id);
+    }
+  }
   if (fresh) {
     reserved_ += resv;
   } else {  // moved by compaction: the same state, so its mark stays
@@ -328,6 +333,8 @@ bool Binlog::CanUpdate(const Job& j) {
 
 void Binlog::Update(const Job& j) {
   JobMeta* found = jobs_.Find(j.id);
+  // The kFull record no longer holds the job as it is (even if this change is dropped).
+  if (options_.disk_tier) full_offs_.Erase(j.id);
   if (failed_ || !found) return;
   JobMeta& m = *found;
   const bool extra = LoggedExtra(j) != nullptr;
@@ -345,7 +352,6 @@ void Binlog::Update(const Job& j) {
   }
   m.last_seq = Current()->seq;
   m.mark = placed_;
-  m.full_latest = false;
   records_written_++;
   // Top the reservation up again from free space, if there is any.
   if (m.resv < full && UsableAfter(0) - reserved_ >= int64_t{full - m.resv}) {
@@ -376,6 +382,7 @@ void Binlog::Delete(const Job& j) {
   if (!found) return;
   JobMeta m = *found;
   jobs_.Erase(j.id);
+  if (options_.disk_tier) full_offs_.Erase(j.id);
   reserved_ -= m.resv;  // the delete record below uses what is left of it
   if (!failed_) {
     if (PlaceOrAddSegment(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); })) {

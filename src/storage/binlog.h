@@ -32,6 +32,9 @@ struct BinlogOptions {
   // becomes readable when it has finished. Otherwise Flush syncs before it returns.
   bool background_sync = false;
   int verbosity = 0;
+  // The disk tier reads jobs back from their records (docs/DISK-TIER.md): keep where each
+  // job's kFull record starts while it is the job's latest record (4 bytes a job).
+  bool disk_tier = false;
   // Called now and then while Recover replays and restores (between segments, every few
   // thousand jobs), so the server can answer health probes meanwhile; may be empty. When it
   // returns false (a signal asked the server to stop), Recover stops and returns false,
@@ -161,10 +164,6 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
     uint32_t resv;      // bytes reserved for its future records
     uint32_t last_seq;  // segment of the job's latest record (stats-job "file")
     int64_t mark;       // placed_ after its latest put or state record (MarkOf)
-    // Where the kFull record starts in its segment, and whether it is the job's latest
-    // record (no state record since): then it alone holds the job (the disk tier reads it).
-    uint32_t full_off = 0;
-    bool full_latest = false;
   };
   // A tube's default tries as the log holds it (nonzero: 0 has no entry).
   struct TubeTriesMeta {
@@ -226,7 +225,7 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   engine::Job* NextToMigrate(Segment* head, size_t* size, uint64_t* id, bool* cold);
   // binlog_cold.cc: moves a job that is only on disk by copying its kFull record.
   bool MigrateCold(uint64_t id, size_t size);
-  bool ReadFullBytes(const JobMeta& m, std::string* buf);
+  bool ReadFullBytes(const JobMeta& m, uint32_t off, std::string* buf);
   void MigrateTubeTries(Segment* head, int budget);
   void CollectGarbage();
 
@@ -281,6 +280,9 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   std::vector<Sealed> sealed_;  // bytes for segments left by rotation, not yet written
 
   IdMap<JobMeta> jobs_;  // grows without rehashing every job (a stall at millions)
+  // With options_.disk_tier: where a job's kFull record starts in its segment, for the jobs
+  // whose latest record it is (no state record since: it alone holds the job).
+  IdMap<uint32_t> full_offs_;
   std::unordered_map<std::string, TubeTriesMeta> tube_tries_;
   int64_t reserved_ = 0;     // sum of JobMeta::resv
   int64_t future_room_ = 0;  // RoomIn of the segments after the current one

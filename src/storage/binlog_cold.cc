@@ -27,15 +27,16 @@ Binlog::Segment* Binlog::FindSegment(uint32_t seq) const {
 
 bool Binlog::Demotable(const engine::Job& j) const {
   const JobMeta* m = jobs_.Find(j.id);
-  if (failed_ || !m || !m->full_latest) return false;
+  const uint32_t* off = full_offs_.Find(j.id);
+  if (failed_ || !m || !off) return false;
   const Segment* s = FindSegment(m->full_seq);
-  return s && int64_t{m->full_off} + m->full_size <= s->written;
+  return s && int64_t{*off} + m->full_size <= s->written;
 }
 
-bool Binlog::ReadFullBytes(const JobMeta& m, std::string* buf) {
+bool Binlog::ReadFullBytes(const JobMeta& m, uint32_t full_off, std::string* buf) {
   Segment* s = FindSegment(m.full_seq);
   if (!s) return false;
-  const int64_t off = m.full_off;
+  const int64_t off = full_off;
   buf->resize(m.full_size);
   if (off >= s->written) {  // placed, not yet written: still in a buffer (a move just now)
     const std::string* pending = s == Current() ? &buf_ : nullptr;
@@ -71,14 +72,15 @@ bool Binlog::ReadFullBytes(const JobMeta& m, std::string* buf) {
 
 bool Binlog::Read(uint64_t id, std::string* buf, engine::RestoredJob* out) {
   const JobMeta* m = jobs_.Find(id);
-  if (!m || !m->full_latest || !ReadFullBytes(*m, buf)) return false;
+  const uint32_t* off = full_offs_.Find(id);
+  if (!m || !off || !ReadFullBytes(*m, *off, buf)) return false;
   Record r;
   size_t size = 0;
   std::string why;
   if (ParseRecord(buf->data(), buf->size(), &r, &size, &why) != Parse::kOk ||
       r.type != RecordType::kFull || r.job.id != id || size != buf->size()) {
     Log("disk tier: the record of job %" PRIu64 " in %s at %u is not its job record (%s)", id,
-        PathOf(m->full_seq).c_str(), m->full_off, why.c_str());
+        PathOf(m->full_seq).c_str(), *off, why.c_str());
     return false;
   }
   *out = ToRestored(r.job, clock_.Now(), WallNow());
@@ -87,8 +89,9 @@ bool Binlog::Read(uint64_t id, std::string* buf, engine::RestoredJob* out) {
 
 bool Binlog::MigrateCold(uint64_t id, size_t size) {
   const JobMeta* m = jobs_.Find(id);
+  const uint32_t* off = full_offs_.Find(id);
   std::string bytes;
-  if (!m || !ReadFullBytes(*m, &bytes) || bytes.size() != size) return false;
+  if (!m || !off || !ReadFullBytes(*m, *off, &bytes) || bytes.size() != size) return false;
   bool ok = Place(size, [&](std::string* b) { b->append(bytes); });
   STALKD_CHECK(ok);  // the caller made room
   NoteFull(id, Current(), size, 0);

@@ -103,7 +103,7 @@ engine::Job* Binlog::NextToMigrate(Segment* head, size_t* size, uint64_t* id, bo
     *size = m->full_size;
     if (engine::Job* j = engine_->FindMutable(*id)) return j;
     // Live in the log, absent from the engine: a job the disk tier keeps only here.
-    if (m->full_latest) {
+    if (full_offs_.Find(*id)) {
       *cold = true;
       return nullptr;
     }

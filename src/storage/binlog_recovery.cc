@@ -517,10 +517,10 @@ bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
     seg->live++;
     seg->ids.push_back(x.id);
     const uint32_t resv = JobReserve(x.extra.present);
-    JobMeta meta{r->full_seq, r->full_size, resv, r->last_seq, 0};
-    meta.full_off = static_cast<uint32_t>(r->full_off);
-    meta.full_latest = r->full_latest && r->full_off <= int64_t{UINT32_MAX};
-    jobs_.Emplace(x.id, meta);
+    jobs_.Emplace(x.id, JobMeta{r->full_seq, r->full_size, resv, r->last_seq, 0});
+    if (options_.disk_tier && r->full_latest && r->full_off <= int64_t{UINT32_MAX}) {
+      full_offs_.Emplace(x.id, static_cast<uint32_t>(r->full_off));
+    }
     reserved_ += resv;
     live_bytes_ += r->full_size;
     restored_++;

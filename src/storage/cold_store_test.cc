@@ -44,6 +44,7 @@ struct Side {
     o.dir = dir;
     o.segment_size = 8192;  // small: rotation and compaction happen, cold jobs move
     o.fsync_never = true;
+    o.disk_tier = budget != 0;
     log = std::make_unique<Binlog>(o, clock);
     std::string error;
     EXPECT_TRUE(log->Lock(&error) && log->Recover(&store->engine(), &error)) << error;
