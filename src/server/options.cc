@@ -163,17 +163,10 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     value = argv[++*i];
     return true;
   };
-  if (name == "--max-memory") {
+  if (name == "--max-memory" || name == "--hot-memory") {
+    uint64_t* bytes = name == "--max-memory" ? &o->max_memory : &o->hot_memory;
     if (!take_value()) return false;
-    if (!ParseBytes(value.c_str(), &o->max_memory) || o->max_memory == 0) {
-      fprintf(stderr, "stalkd: invalid size: %s\n", value.c_str());
-      return false;
-    }
-    return true;
-  }
-  if (name == "--hot-memory") {
-    if (!take_value()) return false;
-    if (!ParseBytes(value.c_str(), &o->hot_memory) || o->hot_memory == 0) {
+    if (!ParseBytes(value.c_str(), bytes) || *bytes == 0) {
       fprintf(stderr, "stalkd: invalid size: %s\n", value.c_str());
       return false;
     }
