@@ -9,7 +9,9 @@ namespace stalkd::storage {
 void ColdIndex::Add(const Entry& e) {
   auto [m, fresh] = live_.Emplace(e.id, Meta{e.deadline, e.created, e.tube});
   STALKD_CHECK(fresh);
-  buckets_[BucketOf(e.deadline)].push_back(e.id);
+  const int64_t b = BucketOf(e.deadline);
+  buckets_[b].push_back(e.id);
+  if (b == sorted_bucket_) sorted_bucket_ = kNoBucket;  // sorted again when next due
   slots_++;
   PerTube& t = tubes_[e.tube];
   t.count++;
@@ -50,40 +52,53 @@ Nanos ColdIndex::Floor(const engine::Tube* t) const {
 
 Nanos ColdIndex::NextDeadline() const {
   if (live_.size() == 0 || buckets_.empty()) return kForever;
-  return buckets_.begin()->first << kBucketShift;
+  auto it = buckets_.begin();
+  if (it->first == sorted_bucket_) {  // exact: the first live id from where TakeDue stopped
+    for (size_t i = sorted_pos_; i < it->second.size(); i++) {
+      if (const Meta* m = LiveIn(it->second[i], it->first)) return m->deadline;
+    }
+  }
+  return it->first << kBucketShift;
 }
 
 bool ColdIndex::TakeDue(Nanos until, size_t max, std::vector<Entry>* out) {
   size_t taken = 0;
-  bool more = false;
   while (!buckets_.empty()) {
     auto it = buckets_.begin();
     const int64_t b = it->first;
-    if ((b << kBucketShift) >= until) return more;
+    if ((b << kBucketShift) >= until) return false;
     std::vector<uint64_t>& ids = it->second;
-    size_t keep = 0;
-    for (uint64_t id : ids) {
-      const Meta* m = LiveIn(id, b);
-      if (!m) continue;  // stale: removed, or moved to another bucket
-      if (m->deadline < until) {
-        if (taken < max) {
-          Meta copy = *m;
-          out->push_back(Entry{id, copy.deadline, copy.created, copy.tube});
-          Forget(id, copy);
-          taken++;
-          continue;
-        }
-        more = true;
-      }
-      ids[keep++] = id;
+    if (b != sorted_bucket_) SortBucket(b, &ids);
+    for (; sorted_pos_ < ids.size(); sorted_pos_++) {
+      const Meta* m = LiveIn(ids[sorted_pos_], b);
+      if (!m) continue;                        // stale: removed since the sort
+      if (m->deadline >= until) return false;  // so is every later one
+      if (taken == max) return true;
+      Meta copy = *m;
+      out->push_back(Entry{ids[sorted_pos_], copy.deadline, copy.created, copy.tube});
+      Forget(ids[sorted_pos_], copy);
+      taken++;
     }
-    slots_ -= ids.size() - keep;
-    ids.resize(keep);
-    // What is left here is due later (so is every later bucket), or over the max.
-    if (keep > 0) return more;
+    slots_ -= ids.size();
     buckets_.erase(it);
+    sorted_bucket_ = kNoBucket;
   }
-  return more;
+  return false;
+}
+
+// The bucket falling due is sorted once by (deadline, id), its stale ids dropped, so that
+// each TakeDue goes on from where the last one stopped instead of scanning it all again.
+void ColdIndex::SortBucket(int64_t b, std::vector<uint64_t>* ids) {
+  const size_t before = ids->size();
+  std::erase_if(*ids, [&](uint64_t id) { return !LiveIn(id, b); });
+  std::sort(ids->begin(), ids->end(), [&](uint64_t x, uint64_t y) {
+    const Nanos dx = live_.Find(x)->deadline, dy = live_.Find(y)->deadline;
+    return dx != dy ? dx < dy : x < y;
+  });
+  ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  slots_ -= before - ids->size();
+  sorted_bucket_ = b;
+  sorted_pos_ = 0;
 }
 
 void ColdIndex::TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>* out) {
@@ -110,6 +125,7 @@ void ColdIndex::TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>
 }
 
 void ColdIndex::Rebuild() {
+  sorted_bucket_ = kNoBucket;
   for (auto it = buckets_.begin(); it != buckets_.end();) {
     std::vector<uint64_t>& ids = it->second;
     std::sort(ids.begin(), ids.end());

@@ -43,7 +43,8 @@ class ColdIndex {
   size_t Count(const engine::Tube* t) const;
   // A deadline no later than t's earliest (kForever if t has none here).
   Nanos Floor(const engine::Tube* t) const;
-  // A time no later than the earliest deadline here (kForever if empty).
+  // A time no later than the earliest deadline here (kForever if empty): the earliest
+  // deadline itself once TakeDue has looked at its bucket, else that bucket's start.
   Nanos NextDeadline() const;
 
   // Removes up to max entries with deadlines before `until` and appends them to *out (in
@@ -72,11 +73,16 @@ class ColdIndex {
   const Meta* LiveIn(uint64_t id, int64_t b) const;
   void Forget(uint64_t id, const Meta& m);
   void Rebuild();
+  void SortBucket(int64_t b, std::vector<uint64_t>* ids);
+  static constexpr int64_t kNoBucket = INT64_MIN;
 
   IdMap<Meta> live_;
   std::map<int64_t, std::vector<uint64_t>> buckets_;
   std::unordered_map<const engine::Tube*, PerTube> tubes_;
   size_t slots_ = 0;  // ids in buckets, stale ones included
+  // The bucket TakeDue has sorted by deadline, and how far into it it has taken.
+  int64_t sorted_bucket_ = kNoBucket;
+  size_t sorted_pos_ = 0;
 };
 
 }  // namespace stalkd::storage

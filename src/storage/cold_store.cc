@@ -50,7 +50,8 @@ bool ColdStore::MayPrecede(const engine::Tube* t, const engine::Job* hot_first) 
 Nanos ColdStore::Tick() {
   const Nanos now = engine_.clock().Now();
   scratch_.clear();
-  bool more = index_.TakeDue(now + options_.lead, options_.tick_budget, &scratch_);
+  bool more = index_.NextDeadline() < now + options_.lead &&
+              index_.TakeDue(now + options_.lead, options_.tick_budget, &scratch_);
   for (const ColdIndex::Entry& e : scratch_) Bring(e);
   if (Demote(now, options_.tick_budget)) more = true;
   if (more) return now;
