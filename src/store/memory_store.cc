@@ -164,11 +164,11 @@ Result MemorySession::Kick(uint32_t count) {
   store_.Count(Verb::kKick);
   const Tube* t = s_->use();
   bool buried = !t->buried.empty();
-  if (!buried) store_.WarmDelayed(t, count);  // the first `count` are then all in memory
   // Never more than were there when the kick arrived: jobs re-buried between slices by
   // other clients must not be kicked again (beanstalkd does the whole kick at once).
-  auto left =
-      static_cast<uint32_t>(std::min<size_t>(count, buried ? t->buried.size() : t->delayed.size()));
+  // Delayed jobs on disk count (each slice brings back the ones it kicks).
+  size_t delayed = t->delayed.size() + (store_.cold_ ? store_.cold_->Count(t) : 0);
+  auto left = static_cast<uint32_t>(std::min<size_t>(count, buried ? t->buried.size() : delayed));
   MemoryStore::Kick k{this, left, 0, buried, false};
   if (store_.KickStep(k)) return k.Outcome();
   store_.kicking_.push_back(k);  // the rest in later Ticks, a slice each
@@ -296,6 +296,7 @@ Result MemoryStore::Kick::Outcome() {
 bool MemoryStore::KickStep(Kick& k) {
   engine::Tube* t = k.session->use();
   uint32_t n = std::min(k.left, kKickSlice);
+  if (!k.buried) WarmDelayed(t, n);  // the n due first are then all in memory
   uint32_t done =
       k.buried ? engine_.KickBuried(t, n, &k.no_room) : engine_.KickDelayed(t, n, &k.no_room);
   k.kicked += done;
