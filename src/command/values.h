@@ -159,6 +159,18 @@ struct ServerStats {
   size_t memory_limit = 0;
   uint64_t expired = 0;
   uint64_t tries_exhausted = 0;
+  // The disk tier (docs/DISK-TIER.md), shown only when it is on (--hot-memory).
+  struct DiskTier {
+    bool on = false;
+    uint64_t hot_jobs = 0;     // jobs in memory
+    uint64_t cold_jobs = 0;    // jobs kept in the binlog only
+    uint64_t index_bytes = 0;  // memory of the indexes of those
+    uint64_t budget = 0;       // --hot-memory
+    uint64_t promotions = 0;
+    uint64_t demotions = 0;
+    uint64_t waited_reads = 0;  // promotions a command waited for
+    uint64_t read_errors = 0;
+  } disk;
   HostStats host;
 };
 

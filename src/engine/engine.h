@@ -262,6 +262,14 @@ class Engine {
     reserved(detached_);
   }
   Job* FindMutable(uint64_t id) { return jobs_.Find(id); }
+
+  // The disk tier (engine_cold.cc, docs/DISK-TIER.md). Evict frees a delayed job without
+  // a key or TTL that the log holds whole (ColdReader::Demotable), reporting nothing: the
+  // job lives on in the log and keeps its tube alive (its reference stays). Readmit brings
+  // it back from its record, taking over that reference; it counts as no new job.
+  static bool Evictable(const Job& j);
+  void Evict(Job* j);
+  bool Readmit(const RestoredJob& r);
   // New ids will be above `id`: a store calls this with the highest id in any of its
   // records (deleted jobs included), so an id is never handed out twice across restarts.
   void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }

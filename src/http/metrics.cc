@@ -490,6 +490,19 @@ size_t MetricsWriter::WriteServer(std::string* out) const {
   for (const ServerValue& v : kServerValues) {
     scalar(v.family.name, v.family.type, v.family.help, v.get(stats_));
   }
+  if (const command::ServerStats::DiskTier& d = stats_.disk; d.on) {  // docs/DISK-TIER.md
+    scalar("disk_tier_hot_jobs", kGauge, "Jobs in memory.", d.hot_jobs);
+    scalar("disk_tier_cold_jobs", kGauge, "Jobs kept in the binlog only.", d.cold_jobs);
+    scalar("disk_tier_index_bytes", kGauge, "Memory of the indexes of cold jobs.", d.index_bytes);
+    scalar("disk_tier_budget_bytes", kGauge, "The memory budget for jobs (--hot-memory).",
+           d.budget);
+    scalar("disk_tier_promotions_total", kCounter, "Jobs read back into memory.", d.promotions);
+    scalar("disk_tier_demotions_total", kCounter, "Jobs that left memory.", d.demotions);
+    scalar("disk_tier_waited_reads_total", kCounter, "Reads of cold jobs a command waited for.",
+           d.waited_reads);
+    scalar("disk_tier_read_errors_total", kCounter, "Cold jobs that could not be read back.",
+           d.read_errors);
+  }
   // cmd-* in the order and with the keys of `stats`: beanstalkd's, then the extensions'.
   for (size_t i = 0; i < command::kEndExtensionVerb; i++) {
     if (i >= command::kShownVerbCount && i < command::kFirstExtensionVerb) continue;

@@ -296,6 +296,17 @@ std::string FormatStats(const command::ServerStats& c, bool extended) {
   for (size_t v = command::kFirstExtensionVerb; v < command::kEndExtensionVerb; v++) {
     AppendCmd(static_cast<Verb>(v), c, &s);
   }
+  if (c.disk.on) {  // docs/DISK-TIER.md
+    const command::ServerStats::DiskTier& d = c.disk;
+    Appendf(&s,
+            "disk-tier-hot-jobs: %" PRIu64 "\ndisk-tier-cold-jobs: %" PRIu64
+            "\ndisk-tier-index-bytes: %" PRIu64 "\ndisk-tier-index-bytes-per-cold-job: %" PRIu64
+            "\ndisk-tier-budget: %" PRIu64 "\ndisk-tier-promotions: %" PRIu64
+            "\ndisk-tier-demotions: %" PRIu64 "\ndisk-tier-waited-reads: %" PRIu64
+            "\ndisk-tier-read-errors: %" PRIu64 "\n",
+            d.hot_jobs, d.cold_jobs, d.index_bytes, d.cold_jobs ? d.index_bytes / d.cold_jobs : 0,
+            d.budget, d.promotions, d.demotions, d.waited_reads, d.read_errors);
+  }
   return s;
 }
 

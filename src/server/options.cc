@@ -38,6 +38,9 @@ void PrintUsage(FILE* out) {
           "          will be rounded up to a multiple of 4096 bytes\n"
           " --max-memory BYTES  cap the memory held by jobs (suffixes K, M, G);\n"
           "          default is half of physical memory; a put beyond it gets OUT_OF_MEMORY\n"
+          " --hot-memory BYTES  with -b: keep jobs' memory under this by leaving delayed\n"
+          "          jobs due later than a few seconds on disk only, in the binlog (suffixes\n"
+          "          K, M, G); default: off (every job in memory); needs -b\n"
           " --allow CIDR[,CIDR]  accept clients only from these addresses (repeatable);\n"
           "          e.g. 127.0.0.1,10.0.0.0/8,::1; default: everyone\n"
           " --unix-mode OCTAL  permissions of the unix socket file (with -l unix:PATH)\n"
@@ -189,9 +192,10 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     value = argv[++*i];
     return true;
   };
-  if (name == "--max-memory") {
+  if (name == "--max-memory" || name == "--hot-memory") {
+    uint64_t* bytes = name == "--max-memory" ? &o->max_memory : &o->hot_memory;
     if (!take_value()) return false;
-    if (!ParseBytes(value.c_str(), &o->max_memory) || o->max_memory == 0) {
+    if (!ParseBytes(value.c_str(), bytes) || *bytes == 0) {
       fprintf(stderr, "stalkd: invalid size: %s\n", value.c_str());
       return false;
     }
@@ -605,6 +609,11 @@ ParseOutcome ParseOptions(int argc, char** argv, Options* o) {
   }
   if (!ResolveStoreCredentials(o)) return ParseOutcome::kExitUsage;
   if (!ResolveStoreTls(o)) return ParseOutcome::kExitUsage;
+  if (o->hot_memory != 0 && o->binlog_dir.empty()) {
+    // The disk tier keeps jobs in the binlog's records: without one there is no disk.
+    fprintf(stderr, "stalkd: --hot-memory needs -b DIR (jobs beyond it live in the binlog)\n");
+    return ParseOutcome::kExitUsage;
+  }
   return ParseOutcome::kRun;
 }
 

@@ -26,6 +26,9 @@ struct Options {
   // --max-memory: cap on the bytes held by jobs and their index; 0 means the default,
   // half of the machine's physical memory.
   uint64_t max_memory = 0;
+  // --hot-memory: with -b, keep the memory held by jobs under this by moving long-delayed
+  // jobs to the binlog only (docs/DISK-TIER.md); 0: off, every job in memory.
+  uint64_t hot_memory = 0;
   // --allow CIDR[,CIDR...] (repeatable): client addresses allowed to connect; empty: all.
   std::vector<std::string> allow;
   // --unix-mode OCTAL: permissions of the unix socket file (-l unix:...); -1: the umask's.

@@ -203,6 +203,7 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   so.skip_damaged = options_.binlog_skip_damaged;
   so.verbosity = options_.verbosity;
   so.background_sync = true;
+  so.disk_tier = options_.hot_memory != 0;
   // While the jobs come back, the admin listener (if any) answers its health probes, and a
   // SIGTERM or SIGINT (read by the loop) stops the recovery.
   so.progress = [this] {
@@ -225,6 +226,12 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   report.Print(so.dir, binlog->restored(), binlog->skipped());
   binlog_ = std::move(binlog);
   memory_->engine().set_log(binlog_.get());
+  if (options_.hot_memory != 0) {  // the disk tier (docs/DISK-TIER.md)
+    storage::ColdStoreOptions co;
+    co.budget = options_.hot_memory;
+    cold_ = std::make_unique<storage::ColdStore>(memory_->engine(), *binlog_, co);
+    memory_->set_cold(cold_.get());
+  }
   // Recovery's temporary index of every record is gone: give its memory back to the OS.
   malloc_trim(0);
   if (binlog_->sync_fd() >= 0) {

@@ -17,6 +17,7 @@
 #include "server/heap_prefault.h"
 #include "server/options.h"
 #include "storage/binlog.h"
+#include "storage/cold_store.h"
 #include "store/memory_store.h"
 
 namespace stalkd::server {
@@ -150,11 +151,12 @@ class Server final : public command::Host {
   Options options_;
   const Clock& clock_;
   Nanos started_;
-  std::unique_ptr<command::Store> store_;    // where jobs live; connections reach it only here
-  store::MemoryStore* memory_ = nullptr;     // store_ when it is the embedded store
-  redis::RedisStore* redis_ = nullptr;       // store_ when it is the Redis store
-  std::unique_ptr<storage::Binlog> binlog_;  // with -b; written once per RunOnce
-  Nanos binlog_deadline_ = kForever;         // when the binlog next needs a Flush (fsync)
+  std::unique_ptr<command::Store> store_;     // where jobs live; connections reach it only here
+  store::MemoryStore* memory_ = nullptr;      // store_ when it is the embedded store
+  redis::RedisStore* redis_ = nullptr;        // store_ when it is the Redis store
+  std::unique_ptr<storage::Binlog> binlog_;   // with -b; written once per RunOnce
+  std::unique_ptr<storage::ColdStore> cold_;  // with --hot-memory: the disk tier
+  Nanos binlog_deadline_ = kForever;          // when the binlog next needs a Flush (fsync)
   bool binlog_failure_handled_ = false;
   std::unique_ptr<SyncHandler> sync_handler_;
   net::EventLoop loop_;

@@ -75,6 +75,7 @@ Binlog::~Binlog() {
   syncer_.reset();  // its thread may be syncing our fds
   for (auto& s : segs_) {
     if (s->fd >= 0) close(s->fd);
+    if (s->read_fd >= 0) close(s->read_fd);
   }
   if (dir_fd_ >= 0) close(dir_fd_);
   if (lock_fd_ >= 0) close(lock_fd_);
@@ -284,10 +285,22 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
   bool ok = Place(size, [&](std::string* b) { AppendJobFull(j, b); });
   STALKD_CHECK(ok);  // Admit or the caller made room
   Segment* s = Current();
+  NoteFull(j.id, s, size, resv);
+}
+
+void Binlog::NoteFull(uint64_t id, Segment* s, size_t size, uint32_t resv) {
   s->live++;
-  s->ids.push_back(j.id);
+  s->ids.push_back(id);
   auto [m, fresh] =
-      jobs_.Emplace(j.id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
+      jobs_.Emplace(id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
+  if (options_.disk_tier) {
+    const int64_t off = s->end - static_cast<int64_t>(size);
+    if (off <= int64_t{UINT32_MAX}) {  // else the disk tier leaves the job alone
+      *full_offs_.Emplace(id, 0).first = static_cast<uint32_t>(off);
+    } else {
+      full_offs_.Erase(id);
+    }
+  }
   if (fresh) {
     reserved_ += resv;
   } else {  // moved by compaction: the same state, so its mark stays
@@ -320,6 +333,8 @@ bool Binlog::CanUpdate(const Job& j) {
 
 void Binlog::Update(const Job& j) {
   JobMeta* found = jobs_.Find(j.id);
+  // The kFull record no longer holds the job as it is (even if this change is dropped).
+  if (options_.disk_tier) full_offs_.Erase(j.id);
   if (failed_ || !found) return;
   JobMeta& m = *found;
   const bool extra = LoggedExtra(j) != nullptr;
@@ -367,6 +382,7 @@ void Binlog::Delete(const Job& j) {
   if (!found) return;
   JobMeta m = *found;
   jobs_.Erase(j.id);
+  if (options_.disk_tier) full_offs_.Erase(j.id);
   reserved_ -= m.resv;  // the delete record below uses what is left of it
   if (!failed_) {
     if (PlaceOrAddSegment(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); })) {
@@ -381,11 +397,8 @@ void Binlog::Delete(const Job& j) {
 }
 
 void Binlog::Unpin(uint32_t seq) {
-  auto seg = std::lower_bound(segs_.begin(), segs_.end(), seq,
-                              [](const auto& s, uint32_t x) { return s->seq < x; });
-  if (seg != segs_.end() && (*seg)->seq == seq && --(*seg)->live == 0) {
-    (*seg)->dead_at = placed_;
-  }
+  Segment* seg = FindSegment(seq);
+  if (seg && --seg->live == 0) seg->dead_at = placed_;
 }
 
 // ---------------------------------------------------------------------------- flush

@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/id_map.h"
+#include "engine/cold_hooks.h"
 #include "engine/engine.h"
 #include "engine/job_log.h"
 #include "storage/record.h"
@@ -31,6 +32,9 @@ struct BinlogOptions {
   // becomes readable when it has finished. Otherwise Flush syncs before it returns.
   bool background_sync = false;
   int verbosity = 0;
+  // The disk tier reads jobs back from their records (docs/DISK-TIER.md): keep where each
+  // job's kFull record starts while it is the job's latest record (4 bytes a job).
+  bool disk_tier = false;
   // Called now and then while Recover replays and restores (between segments, every few
   // thousand jobs), so the server can answer health probes meanwhile; may be empty. When it
   // returns false (a signal asked the server to stop), Recover stops and returns false,
@@ -59,7 +63,7 @@ struct BinlogOptions {
 // Errors: a failed write, sync or preallocation is logged; after a failed write or sync the
 // binlog refuses every put (Admit is false) and writes nothing more, and the server keeps
 // serving the jobs it has in memory.
-class Binlog final : public engine::JobLog {
+class Binlog final : public engine::JobLog, public engine::ColdReader {
  public:
   Binlog(BinlogOptions options, const Clock& clock);
   ~Binlog() override;
@@ -122,6 +126,10 @@ class Binlog final : public engine::JobLog {
   uint32_t FileOf(const engine::Job& j) const override;
   int64_t Mark() const override { return placed_; }
   int64_t MarkOf(const engine::Job& j) const override;
+
+  // engine::ColdReader (binlog_cold.cc): the disk tier's reads of kFull records.
+  bool Demotable(const engine::Job& j) const override;
+  bool Read(uint64_t id, std::string* buf, engine::RestoredJob* out) override;
 
   struct Stats {
     uint32_t oldest_index = 0;
@@ -191,12 +199,15 @@ class Binlog final : public engine::JobLog {
   // A state change with no room to record it: counted and logged.
   void DropUpdate(const engine::Job& j);
   Segment* Current() const { return segs_[cur_].get(); }
+  Segment* FindSegment(uint32_t seq) const;  // nullptr if gone (binlog_cold.cc)
   // A job or tube default whose latest record was in segment `seq` left it.
   void Unpin(uint32_t seq);
   JobRecord ToRecord(const engine::Job& j) const;  // everything but tube and body
   void AppendJobFull(const engine::Job& j, std::string* out) const;
   void AppendJobState(const engine::Job& j, std::string* out) const;
   void WriteFull(const engine::Job& j, uint32_t resv);
+  // Accounts a kFull record of `size` bytes just placed at the end of s for job id.
+  void NoteFull(uint64_t id, Segment* s, size_t size, uint32_t resv);
   void WriteTubeTries(std::string_view tube, uint32_t tries);
   std::optional<Nanos> HoldSync(bool idle);
   bool WritePending();
@@ -209,7 +220,12 @@ class Binlog final : public engine::JobLog {
 
   // binlog_compaction.cc: moving live jobs forward and removing dead segments.
   void Compact();
-  engine::Job* NextToMigrate(Segment* head, size_t* size);
+  // The next live job of `head` to move (*id), and its record's size; with *cold the job
+  // is only on disk (the disk tier) and nullptr is returned with *id set.
+  engine::Job* NextToMigrate(Segment* head, size_t* size, uint64_t* id, bool* cold);
+  // binlog_cold.cc: moves a job that is only on disk by copying its kFull record.
+  bool MigrateCold(uint64_t id, size_t size);
+  bool ReadFullBytes(const JobMeta& m, uint32_t off, std::string* buf);
   void MigrateTubeTries(Segment* head, int budget);
   void CollectGarbage();
 
@@ -264,6 +280,9 @@ class Binlog final : public engine::JobLog {
   std::vector<Sealed> sealed_;  // bytes for segments left by rotation, not yet written
 
   IdMap<JobMeta> jobs_;  // grows without rehashing every job (a stall at millions)
+  // With options_.disk_tier: where a job's kFull record starts in its segment, for the jobs
+  // whose latest record it is (no state record since: it alone holds the job).
+  IdMap<uint32_t> full_offs_;
   std::unordered_map<std::string, TubeTriesMeta> tube_tries_;
   int64_t reserved_ = 0;     // sum of JobMeta::resv
   int64_t future_room_ = 0;  // RoomIn of the segments after the current one

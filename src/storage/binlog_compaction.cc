@@ -78,13 +78,16 @@ void Binlog::Compact() {
   if (used <= 2 * live_bytes_ + 2 * s) return;
   for (int budget = kMigrateBudget; budget > 0; budget--) {
     size_t size = 0;
-    engine::Job* j = NextToMigrate(head, &size);
-    if (!j) return MigrateTubeTries(head, budget);
+    uint64_t id = 0;
+    bool cold = false;
+    engine::Job* j = NextToMigrate(head, &size, &id, &cold);
+    if (!j && !cold) return MigrateTubeTries(head, budget);
     // Only free space: the reservations of live jobs stay untouched.
     if (!RoomFor(size, 0)) return;
+    if (cold && !MigrateCold(id, size)) return;  // a read error, logged: try again later
     head->scan++;
     head->live--;
-    WriteFull(*j, 0);
+    if (j) WriteFull(*j, 0);
     if (head->live == 0) head->dead_at = placed_;
     records_migrated_++;
   }
@@ -92,14 +95,17 @@ void Binlog::Compact() {
 
 // The next job whose latest kFull record is in `head`, at head->scan, and the size of that
 // record; nullptr when there is none. Moves head->scan past the ids it finds stale.
-engine::Job* Binlog::NextToMigrate(Segment* head, size_t* size) {
+engine::Job* Binlog::NextToMigrate(Segment* head, size_t* size, uint64_t* id, bool* cold) {
   for (; head->scan < head->ids.size(); head->scan++) {
-    uint64_t id = head->ids[head->scan];
-    const JobMeta* m = jobs_.Find(id);
+    *id = head->ids[head->scan];
+    const JobMeta* m = jobs_.Find(*id);
     if (!m || m->full_seq != head->seq) continue;
-    if (engine::Job* j = engine_->FindMutable(id)) {
-      *size = m->full_size;
-      return j;
+    *size = m->full_size;
+    if (engine::Job* j = engine_->FindMutable(*id)) return j;
+    // Live in the log, absent from the engine: a job the disk tier keeps only here.
+    if (full_offs_.Find(*id)) {
+      *cold = true;
+      return nullptr;
     }
   }
   return nullptr;
@@ -126,6 +132,7 @@ void Binlog::CollectGarbage() {
          segs_.front()->written == segs_.front()->end) {
     Segment* s = segs_.front().get();
     if (s->fd >= 0) close(s->fd);
+    if (s->read_fd >= 0) close(s->read_fd);
     std::string path = PathOf(s->seq);
     int err = file::Unlink(path.c_str(), s->size);
     if (err != 0) Log("cannot remove %s: %s", path.c_str(), strerror(err));

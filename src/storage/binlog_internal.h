@@ -63,6 +63,7 @@ struct Mapped {
 struct Binlog::Segment {
   uint32_t seq = 0;
   int fd = -1;          // open while written to or not yet synced
+  int read_fd = -1;     // opened by the disk tier's first read of a record here
   int64_t size = 0;     // bytes preallocated: -s, or more for a job larger than -s
   int64_t end = 0;      // bytes placed (header and records), written or not
   int64_t written = 0;  // bytes written to the file

@@ -109,6 +109,8 @@ struct Replayed {
   uint32_t full_seq;
   uint32_t last_seq;
   uint32_t full_size;
+  int64_t full_off = 0;     // where the kFull record starts in its segment
+  bool full_latest = true;  // no state record after it
 };
 
 // A tube's default tries as its latest kTubeTries record says (not 0: a clear erases it).
@@ -214,16 +216,17 @@ struct Binlog::Replay {
   std::unordered_map<std::string, ReplayedTries> tube_tries;
   uint64_t max_id = 0;  // over every record, deletes included
 
-  void Apply(const Record& r, uint32_t seq, size_t size);
+  void Apply(const Record& r, uint32_t seq, size_t size, size_t off);
 };
 
-void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
+void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size, size_t off) {
   if (r.type != RecordType::kAdoptDone && r.type != RecordType::kTubeTries) {
     max_id = std::max(max_id, r.job.id);
   }
   switch (r.type) {
     case RecordType::kFull:
-      jobs[r.job.id] = Replayed{r.job, seq, seq, static_cast<uint32_t>(size)};
+      jobs[r.job.id] =
+          Replayed{r.job, seq, seq, static_cast<uint32_t>(size), static_cast<int64_t>(off), true};
       break;
     case RecordType::kState: {
       auto it = jobs.find(r.job.id);
@@ -238,6 +241,7 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size) {
       x.extra.attr_count = put.attr_count;
       x.extra.blob = put.blob;
       it->second.last_seq = seq;
+      it->second.full_latest = false;
       break;
     }
     case RecordType::kDelete:
@@ -435,7 +439,7 @@ bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
       if (torn) break;
       continue;
     }
-    replay->Apply(r, m.seq, size);
+    replay->Apply(r, m.seq, size, off);
     off += size;
   }
   replay->ends[i] = std::min(off, m.size);
@@ -514,6 +518,9 @@ bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
     seg->ids.push_back(x.id);
     const uint32_t resv = JobReserve(x.extra.present);
     jobs_.Emplace(x.id, JobMeta{r->full_seq, r->full_size, resv, r->last_seq, 0});
+    if (options_.disk_tier && r->full_latest && r->full_off <= int64_t{UINT32_MAX}) {
+      full_offs_.Emplace(x.id, static_cast<uint32_t>(r->full_off));
+    }
     reserved_ += resv;
     live_bytes_ += r->full_size;
     restored_++;

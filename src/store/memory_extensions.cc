@@ -87,7 +87,10 @@ Result MemorySession::ReservedMany(Job* first) {
 Result MemorySession::DeleteMany(std::span<const uint64_t> ids) {
   store_.Count(Verb::kDeleteMany);
   uint64_t n = 0;
-  for (uint64_t id : ids) n += store_.engine_.Delete(s_, id) ? 1 : 0;
+  for (uint64_t id : ids) {
+    store_.Warm(id);
+    n += store_.engine_.Delete(s_, id) ? 1 : 0;
+  }
   return All(Outcome::kDeletedMany, n);
 }
 
@@ -111,6 +114,7 @@ Result MemorySession::ListJobs(std::string_view tube, command::StateFilter state
   }
   const Tube* t = store_.engine_.FindTube(tube);
   if (!t) return NotFound();
+  if (state == command::StateFilter::kDelayed) store_.WarmDelayed(t, SIZE_MAX);
   store_.ids_.clear();
   uint64_t next = store_.engine_.ListJobs(t, JobStateOf(state), from, count, &store_.ids_);
   Result r = All(Outcome::kJobList, next);
@@ -136,6 +140,9 @@ Result MemorySession::Respawn(std::string_view tube, uint32_t count, uint32_t tt
 bool MemoryStore::PurgeStep(Purge& p) {
   engine::Tube* t = engine_.FindTube(p.tube);
   if (!t) return true;  // its last job went, and nobody uses or watches it
+  if (p.what == engine::PurgeWhat::kDelayed || p.what == engine::PurgeWhat::kAll) {
+    WarmDelayed(t, SIZE_MAX);
+  }
   uint32_t n = engine_.Purge(t, p.what, kPurgeSlice);
   p.purged += n;
   return n < kPurgeSlice;

@@ -19,7 +19,7 @@ const command::ServerStats& MemoryStore::FillStats() {
   s.urgent = c.urgent;
   s.ready = c.ready;
   s.reserved = c.reserved;
-  s.delayed = c.delayed;
+  s.delayed = c.delayed + (cold_ ? cold_->Count() : 0);
   s.buried = c.buried;
   std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
   s.timeouts = c.timeouts;
@@ -36,6 +36,14 @@ const command::ServerStats& MemoryStore::FillStats() {
   s.memory_limit = engine_.max_memory();
   s.expired = c.expired;
   s.tries_exhausted = c.tries_exhausted;
+  if (cold_) {
+    const engine::ColdTier::Stats t = cold_->stats();
+    s.disk = {true,         c.ready + c.reserved + c.delayed + c.buried,
+              t.cold,       t.index_bytes,
+              t.budget,     t.promotions,
+              t.demotions,  t.waited_reads,
+              t.read_errors};
+  }
   s.host = host_ ? host_->CurrentStats() : command::HostStats{};
   return s;
 }
@@ -46,7 +54,7 @@ const command::TubeStats& MemoryStore::FillTubeStats(const engine::Tube& t) {
   s.urgent = t.stat.urgent;
   s.ready = t.ready.size();
   s.reserved = t.stat.reserved;
-  s.delayed = t.delayed.size();
+  s.delayed = t.delayed.size() + (cold_ ? cold_->Count(&t) : 0);
   s.buried = t.buried.size();
   s.total_jobs = t.stat.total_jobs;
   s.using_ct = t.stat.using_ct;

@@ -95,6 +95,7 @@ Result MemorySession::AbandonReserve() {
 
 Result MemorySession::ReserveJob(uint64_t id) {
   store_.Count(Verb::kReserveJob);
+  store_.Warm(id);
   const Job* j = store_.engine_.ReserveJob(s_, id);
   return j ? Shows(Outcome::kReserved, *j) : NotFound();
 }
@@ -103,6 +104,7 @@ Result MemorySession::ReserveJob(uint64_t id) {
 
 Result MemorySession::Peek(uint64_t id) {
   store_.Count(Verb::kPeek);
+  store_.Warm(id);
   return Found(store_.engine_.Find(id));
 }
 
@@ -113,7 +115,11 @@ Result MemorySession::PeekReady() {
 
 Result MemorySession::PeekDelayed() {
   store_.Count(Verb::kPeekDelayed);
-  return Found(store_.engine_.PeekDelayed(s_->use()));
+  const Tube* t = s_->use();
+  if (store_.cold_ && store_.cold_->MayPrecede(t, store_.engine_.PeekDelayed(t))) {
+    store_.WarmDelayed(t, 1);
+  }
+  return Found(store_.engine_.PeekDelayed(t));
 }
 
 Result MemorySession::PeekBuried() {
@@ -125,6 +131,7 @@ Result MemorySession::PeekBuried() {
 
 Result MemorySession::Delete(uint64_t id) {
   store_.Count(Verb::kDelete);
+  store_.Warm(id);
   return Done(store_.engine_.Delete(s_, id), Outcome::kDeleted);
 }
 
@@ -147,6 +154,7 @@ Result MemorySession::Touch(uint64_t id) {
 
 Result MemorySession::KickJob(uint64_t id) {
   store_.Count(Verb::kKickJob);
+  store_.Warm(id);
   engine::Engine::Changed c = store_.engine_.KickJob(id);
   store_.DeliverEvents();
   return Done(c, Outcome::kKickedJob);
@@ -158,8 +166,9 @@ Result MemorySession::Kick(uint32_t count) {
   bool buried = !t->buried.empty();
   // Never more than were there when the kick arrived: jobs re-buried between slices by
   // other clients must not be kicked again (beanstalkd does the whole kick at once).
-  auto left =
-      static_cast<uint32_t>(std::min<size_t>(count, buried ? t->buried.size() : t->delayed.size()));
+  // Delayed jobs on disk count (each slice brings back the ones it kicks).
+  size_t delayed = t->delayed.size() + (store_.cold_ ? store_.cold_->Count(t) : 0);
+  auto left = static_cast<uint32_t>(std::min<size_t>(count, buried ? t->buried.size() : delayed));
   MemoryStore::Kick k{this, left, 0, buried, false};
   if (store_.KickStep(k)) return k.Outcome();
   store_.kicking_.push_back(k);  // the rest in later Ticks, a slice each
@@ -240,6 +249,7 @@ Result MemorySession::Stats() {
 
 Result MemorySession::StatsJob(uint64_t id) {
   store_.Count(Verb::kStatsJob);
+  store_.Warm(id);
   const Job* j = store_.engine_.Find(id);
   if (!j) return NotFound();
   Result r = Result::Of(Outcome::kJobStats);
@@ -294,6 +304,7 @@ Result MemoryStore::Kick::Outcome() {
 bool MemoryStore::KickStep(Kick& k) {
   engine::Tube* t = k.session->use();
   uint32_t n = std::min(k.left, kKickSlice);
+  if (!k.buried) WarmDelayed(t, n);  // the n due first are then all in memory
   uint32_t done =
       k.buried ? engine_.KickBuried(t, n, &k.no_room) : engine_.KickDelayed(t, n, &k.no_room);
   k.kicked += done;
@@ -312,7 +323,8 @@ bool MemoryStore::KickSlices() {
 }
 
 Nanos MemoryStore::Tick() {
-  Nanos next = engine_.Tick();
+  Nanos cold_next = cold_ ? cold_->Tick() : kForever;
+  Nanos next = std::min(engine_.Tick(), cold_next);
   timer_backlog_ = next <= engine_.clock().Now();
   DeliverEvents();
   bool more = !kicking_.empty() && KickSlices();

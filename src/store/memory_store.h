@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "command/store.h"
+#include "engine/cold_hooks.h"
 #include "engine/engine.h"
 
 namespace stalkd::store {
@@ -53,6 +54,10 @@ class MemoryStore final : public command::Store, private engine::Engine::Observe
   const engine::Engine& engine() const { return engine_; }
   uint64_t count(command::Verb v) const { return cmds_[static_cast<size_t>(v)]; }
   void set_max_job_size(size_t n) { max_job_size_ = n; }
+  // The disk tier (docs/DISK-TIER.md), or nullptr (the default): every job in memory. Set
+  // before the first command; it must outlive the store's use of it.
+  void set_cold(engine::ColdTier* cold) { cold_ = cold; }
+  const engine::ColdTier* cold() const { return cold_; }
 
   // Jobs kicked (purged) per slice; a larger kick (purge) is spread over several Ticks.
   static constexpr uint32_t kKickSlice = 1000;
@@ -98,11 +103,21 @@ class MemoryStore final : public command::Store, private engine::Engine::Observe
   bool PurgeStep(Purge& p);
   bool PurgeSlices();
 
+  // Before a command names job id: brings it back from the disk tier if it is there.
+  void Warm(uint64_t id) {
+    if (cold_) cold_->Promote(id);
+  }
+  // Before a command looks at t's first n delayed jobs (SIZE_MAX: all of them).
+  void WarmDelayed(const engine::Tube* t, size_t n) {
+    if (cold_) cold_->PromoteEarliest(t, n);
+  }
+
   const command::ServerStats& FillStats();
   const command::TubeStats& FillTubeStats(const engine::Tube& t);
   const command::JobStats& FillJobStats(const engine::Job& j);
 
   engine::Engine engine_;
+  engine::ColdTier* cold_ = nullptr;
   const command::Host* host_;
   size_t max_job_size_;
   uint64_t cmds_[command::kVerbCount] = {};

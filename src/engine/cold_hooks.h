@@ -1,0 +1,60 @@
+#pragma once
+
+// The disk tier's seams (docs/DISK-TIER.md): what the engine-side code needs from a log
+// that can read a job back (ColdReader, implemented by storage::Binlog), and what the
+// store asks of the tier before a command that may touch a job kept only on disk
+// (ColdTier, implemented by storage::ColdStore). Both keep the engine free of I/O.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/clock.h"
+#include "engine/job.h"
+#include "engine/job_log.h"
+
+namespace stalkd::engine {
+
+class Tube;
+
+class ColdReader {
+ public:
+  virtual ~ColdReader() = default;
+  // Whether j's latest record is its whole record (body included), written to its file:
+  // then the job can leave memory and be read back exactly as it is.
+  virtual bool Demotable(const Job& j) const = 0;
+  // Reads job id's record into *buf and fills *out with views into *buf. false: the log
+  // does not hold it as Demotable promised, or the read failed (logged).
+  virtual bool Read(uint64_t id, std::string* buf, RestoredJob* out) = 0;
+};
+
+class ColdTier {
+ public:
+  virtual ~ColdTier() = default;
+  // Brings job id back into memory if it is on disk only (before any command naming it).
+  virtual void Promote(uint64_t id) = 0;
+  // Brings back the n delayed jobs of t due first among those on disk, or all of them
+  // (n = SIZE_MAX), so that the engine's own order over t's jobs is exact for the first n.
+  virtual void PromoteEarliest(const Tube* t, size_t n) = 0;
+  // Whether t's first delayed job might be on disk: its in-memory first is absent or not
+  // known to come before every job of t on disk.
+  virtual bool MayPrecede(const Tube* t, const Job* hot_first) const = 0;
+  virtual size_t Count(const Tube* t) const = 0;  // t's delayed jobs on disk
+  virtual size_t Count() const = 0;               // every job on disk
+  // Promotes jobs falling due soon and demotes jobs while memory is over the budget.
+  // Returns when it next has work (kForever: none), Now() if it left work for later.
+  virtual Nanos Tick() = 0;
+
+  struct Stats {
+    uint64_t cold = 0;          // jobs kept on disk only
+    uint64_t index_bytes = 0;   // memory of the disk tier's indexes
+    uint64_t promotions = 0;    // jobs read back into memory
+    uint64_t demotions = 0;     // jobs that left memory
+    uint64_t waited_reads = 0;  // promotions a command waited for (read in its turn)
+    uint64_t read_errors = 0;   // records that could not be read back (logged)
+    size_t budget = 0;          // the memory budget for jobs
+  };
+  virtual Stats stats() const = 0;
+};
+
+}  // namespace stalkd::engine

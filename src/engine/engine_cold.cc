@@ -1,0 +1,36 @@
+// The engine's side of the disk tier (docs/DISK-TIER.md): a delayed job leaves memory and
+// comes back, with nothing reported to the log (its record already holds it).
+
+#include "base/check.h"
+#include "engine/engine.h"
+
+namespace stalkd::engine {
+
+bool Engine::Evictable(const Job& j) {
+  if (j.state() != JobState::kDelayed) return false;
+  const JobExtra* x = j.extra();
+  // A key is indexed by its tube and a TTL by the expiry heap: such jobs stay in memory.
+  return !x || (x->key_len == 0 && !x->has_ttl() && !x->expire_pending);
+}
+
+void Engine::Evict(Job* j) {
+  STALKD_CHECK(Evictable(*j));
+  TakeOut(j);
+  jobs_.Erase(j->id);
+  memory_used_ -= j->footprint();
+  Job::Free(j);  // the tube's reference stays with the job on disk
+}
+
+bool Engine::Readmit(const RestoredJob& r) {
+  Tube* t = FindTube(r.tube);
+  if (!Restore(r)) return false;
+  // Restore counted a new job and took a reference; the job on disk had both.
+  counters_.total_jobs--;
+  Job* j = jobs_.Find(r.id);
+  j->tube->stat.total_jobs--;
+  STALKD_CHECK(t == j->tube);  // the reference kept the tube alive
+  Unref(j->tube);
+  return true;
+}
+
+}  // namespace stalkd::engine

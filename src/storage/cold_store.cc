@@ -1,0 +1,101 @@
+#include "storage/cold_store.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "base/check.h"
+
+namespace stalkd::storage {
+
+ColdStore::ColdStore(engine::Engine& engine, engine::ColdReader& reader, ColdStoreOptions options)
+    : engine_(engine), reader_(reader), options_(options) {}
+
+void ColdStore::Bring(const ColdIndex::Entry& e) {
+  engine::RestoredJob r;
+  if (!reader_.Read(e.id, &buf_, &r)) {
+    // The job stays in the binlog (a restart brings it back) but is lost to this run.
+    read_errors_++;
+    fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back\n", e.id);
+    return;
+  }
+  // The record's times are wall-clock; the index kept the engine's own, exactly.
+  r.state = engine::JobState::kDelayed;
+  r.deadline = e.deadline;
+  r.created = e.created;
+  STALKD_CHECK(engine_.Readmit(r));
+  promotions_++;
+}
+
+void ColdStore::Promote(uint64_t id) {
+  ColdIndex::Entry e;
+  if (!index_.Remove(id, &e)) return;
+  waited_reads_++;
+  Bring(e);
+}
+
+void ColdStore::PromoteEarliest(const engine::Tube* t, size_t n) {
+  if (index_.Count(t) == 0) return;
+  scratch_.clear();
+  index_.TakeEarliest(t, n, &scratch_);
+  waited_reads_ += scratch_.size();
+  for (const ColdIndex::Entry& e : scratch_) Bring(e);
+}
+
+bool ColdStore::MayPrecede(const engine::Tube* t, const engine::Job* hot_first) const {
+  if (index_.Count(t) == 0) return false;
+  return !hot_first || hot_first->deadline() >= index_.Floor(t);
+}
+
+Nanos ColdStore::Tick() {
+  const Nanos now = engine_.clock().Now();
+  scratch_.clear();
+  bool more = index_.NextDeadline() < now + options_.lead &&
+              index_.TakeDue(now + options_.lead, options_.tick_budget, &scratch_);
+  for (const ColdIndex::Entry& e : scratch_) Bring(e);
+  if (Demote(now, options_.tick_budget)) more = true;
+  if (more) return now;
+  Nanos next = index_.NextDeadline();
+  return next == kForever ? kForever : std::max(now, next - options_.lead);
+}
+
+bool ColdStore::Demote(Nanos now, uint32_t budget) {
+  const size_t goal = options_.budget - options_.budget / 16;  // some room before the next
+  if (engine_.memory_used() <= options_.budget) return false;
+  const Nanos horizon = now + 2 * options_.lead;
+  const auto& tubes = engine_.tubes();
+  uint32_t demoted = 0;
+  size_t idle = 0;  // tubes in a row with nothing to demote
+  while (demoted < budget && engine_.memory_used() > goal && idle < tubes.size()) {
+    engine::Tube* t = tubes[tube_cursor_++ % tubes.size()];
+    // The last jobs of a deadline heap are leaves: mostly the ones due last.
+    size_t looked = 0, before = demoted;
+    for (size_t k = t->delayed.size(); k > 0 && looked < 8 && demoted < budget; looked++) {
+      engine::Job* j = t->delayed.at(--k);
+      if (j->deadline() <= horizon || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
+        continue;
+      }
+      index_.Add({j->id, j->deadline(), j->created(), t});
+      engine_.Evict(j);
+      demoted++;
+      k = std::min(k, t->delayed.size());
+    }
+    idle = demoted > before ? 0 : idle + 1;
+  }
+  demotions_ += demoted;
+  return demoted > 0 && engine_.memory_used() > goal;
+}
+
+engine::ColdTier::Stats ColdStore::stats() const {
+  Stats s;
+  s.cold = index_.size();
+  s.index_bytes = index_.bytes();
+  s.promotions = promotions_;
+  s.demotions = demotions_;
+  s.waited_reads = waited_reads_;
+  s.read_errors = read_errors_;
+  s.budget = options_.budget;
+  return s;
+}
+
+}  // namespace stalkd::storage

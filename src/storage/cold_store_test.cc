@@ -1,0 +1,267 @@
+// The disk tier against the all-in-memory store: the same random commands on a store whose
+// memory budget sends every long-delayed job to disk and on one without a budget; every
+// reply must be the same.
+#include "storage/cold_store.h"
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "storage/binlog.h"
+#include "storage/binlog_test_util.h"
+#include "store/memory_store.h"
+
+namespace stalkd::storage {
+namespace {
+
+using command::Outcome;
+using command::Result;
+using testing_util::MakeTempDir;
+using testing_util::RemoveDir;
+
+struct Recorder final : command::Client {
+  void OnResult(const Result& r) override { late.push_back(r.outcome); }
+  std::vector<Outcome> late;
+};
+
+// A store with a binlog in a directory of its own, and a disk tier if `budget` is given.
+struct Side {
+  static constexpr int kSessions = 3;
+  std::string dir = MakeTempDir();
+  std::unique_ptr<store::MemoryStore> store;
+  std::unique_ptr<Binlog> log;
+  std::unique_ptr<ColdStore> cold;
+  Recorder rec[kSessions];
+  std::vector<std::unique_ptr<command::Session>> sessions;
+
+  Side(FakeClock& clock, size_t budget) {
+    store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
+    BinlogOptions o;
+    o.dir = dir;
+    o.segment_size = 8192;  // small: rotation and compaction happen, cold jobs move
+    o.fsync_never = true;
+    o.disk_tier = budget != 0;
+    log = std::make_unique<Binlog>(o, clock);
+    std::string error;
+    EXPECT_TRUE(log->Lock(&error) && log->Recover(&store->engine(), &error)) << error;
+    store->engine().set_log(log.get());
+    if (budget != 0) {
+      ColdStoreOptions co;
+      co.budget = budget;
+      cold = std::make_unique<ColdStore>(store->engine(), *log, co);
+      store->set_cold(cold.get());
+    }
+    for (Recorder& r : rec) sessions.push_back(store->Open(r));
+  }
+  ~Side() {
+    sessions.clear();
+    store->engine().CheckInvariants();
+    cold.reset();
+    log->Close();
+    store->engine().set_log(nullptr);
+    log.reset();
+    store.reset();
+    RemoveDir(dir);
+  }
+  void Tick() {
+    store->Tick();
+    log->Flush();
+  }
+};
+
+Result Put(command::Session& s, uint32_t pri, uint32_t delay, const std::string& body) {
+  command::PutSlot slot = s.BeginPut({pri, delay, 30, static_cast<uint32_t>(body.size())});
+  if (!slot.data) return Result::Of(slot.refusal);
+  std::memcpy(slot.data, body.data(), body.size());
+  std::memcpy(slot.data + body.size(), "\r\n", 2);
+  return s.CommitPut();
+}
+
+// The same reply, field by field, as far as the outcome defines fields.
+void ExpectSame(const Result& a, const Result& b, const std::string& what) {
+  ASSERT_EQ(a.outcome, b.outcome) << what;
+  EXPECT_EQ(a.number, b.number) << what;
+  switch (a.outcome) {
+    case Outcome::kReserved:
+    case Outcome::kFound:
+      EXPECT_EQ(a.job.id, b.job.id) << what;
+      EXPECT_EQ(a.job.body, b.job.body) << what;
+      break;
+    case Outcome::kJobStats: {
+      const command::JobStats &x = *a.job_stats, &y = *b.job_stats;
+      EXPECT_EQ(x.id, y.id) << what;
+      EXPECT_EQ(x.tube, y.tube) << what;
+      EXPECT_EQ(x.state, y.state) << what;
+      EXPECT_EQ(x.pri, y.pri) << what;
+      EXPECT_EQ(x.age_ms, y.age_ms) << what;
+      EXPECT_EQ(x.delay_s, y.delay_s) << what;
+      EXPECT_EQ(x.ttr_s, y.ttr_s) << what;
+      EXPECT_EQ(x.time_left_s, y.time_left_s) << what;
+      EXPECT_EQ(x.file, y.file) << what;
+      EXPECT_EQ(x.reserves, y.reserves) << what;
+      EXPECT_EQ(x.releases, y.releases) << what;
+      EXPECT_EQ(x.buries, y.buries) << what;
+      EXPECT_EQ(x.kicks, y.kicks) << what;
+      EXPECT_EQ(x.timeouts, y.timeouts) << what;
+      break;
+    }
+    case Outcome::kTubeStats: {
+      const command::TubeStats &x = *a.tube_stats, &y = *b.tube_stats;
+      EXPECT_EQ(x.ready, y.ready) << what;
+      EXPECT_EQ(x.delayed, y.delayed) << what;
+      EXPECT_EQ(x.buried, y.buried) << what;
+      EXPECT_EQ(x.reserved, y.reserved) << what;
+      EXPECT_EQ(x.urgent, y.urgent) << what;
+      EXPECT_EQ(x.total_jobs, y.total_jobs) << what;
+      break;
+    }
+    case Outcome::kStats: {
+      const command::ServerStats &x = *a.stats, &y = *b.stats;
+      EXPECT_EQ(x.ready, y.ready) << what;
+      EXPECT_EQ(x.delayed, y.delayed) << what;
+      EXPECT_EQ(x.buried, y.buried) << what;
+      EXPECT_EQ(x.reserved, y.reserved) << what;
+      EXPECT_EQ(x.total_jobs, y.total_jobs) << what;
+      EXPECT_EQ(x.tubes, y.tubes) << what;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
+  for (uint32_t seed = 1; seed <= 6; seed++) {
+    FakeClock clock;
+    Side hot(clock, 0), cold(clock, 1);  // a budget of 1 byte: every job that may go, goes
+    std::mt19937_64 rng(seed);
+    auto rand = [&](uint64_t n) { return rng() % n; };
+    const char* tubes[] = {"default", "a", "b"};
+    uint64_t ids = 1;
+    for (int step = 0; step < 3000; step++) {
+      const int si = static_cast<int>(rand(Side::kSessions));
+      command::Session& h = *hot.sessions[si];
+      command::Session& c = *cold.sessions[si];
+      const uint64_t id = 1 + rand(ids + 1);
+      const std::string what = "seed " + std::to_string(seed) + " step " + std::to_string(step);
+      auto both = [&](auto fn, const std::string& op) {
+        Result a = fn(h);
+        Result b = fn(c);
+        ExpectSame(a, b, what + " " + op);
+        return a;
+      };
+      switch (rand(16)) {
+        case 0:
+        case 1:
+        case 2: {
+          const uint32_t pri = static_cast<uint32_t>(rand(4) * 100);
+          const uint32_t delay = rand(4) == 0 ? 0 : static_cast<uint32_t>(rand(200));
+          const std::string body = "job " + std::to_string(ids) + std::string(rand(40), 'x');
+          Result r = both([&](command::Session& s) { return Put(s, pri, delay, body); }, "put");
+          if (r.outcome == Outcome::kInserted) ids = r.number + 1;
+          break;
+        }
+        case 3: {
+          const char* t = tubes[rand(3)];
+          both([&](command::Session& s) { return s.Use(t); }, "use");
+          both([&](command::Session& s) { return s.Watch(t); }, "watch");
+          break;
+        }
+        case 4:
+          both([&](command::Session& s) { return s.Reserve(0); }, "reserve");
+          break;
+        case 5:
+          both([&](command::Session& s) { return s.Delete(id); }, "delete");
+          break;
+        case 6:
+          both([&](command::Session& s) { return s.KickJob(id); }, "kick-job");
+          break;
+        case 7:
+          both([&](command::Session& s) { return s.Peek(id); }, "peek");
+          break;
+        case 8:
+          both([&](command::Session& s) { return s.StatsJob(id); }, "stats-job");
+          break;
+        case 9:
+          both([&](command::Session& s) { return s.PeekDelayed(); }, "peek-delayed");
+          both([&](command::Session& s) { return s.PeekReady(); }, "peek-ready");
+          break;
+        case 10: {
+          const uint32_t n = static_cast<uint32_t>(1 + rand(4));
+          both([&](command::Session& s) { return s.Kick(n); }, "kick");
+          break;
+        }
+        case 11: {
+          const uint32_t delay = static_cast<uint32_t>(rand(100));
+          both([&](command::Session& s) { return s.Release(id, 7, delay); }, "release");
+          break;
+        }
+        case 12:
+          both([&](command::Session& s) { return s.Bury(id, 9); }, "bury");
+          both([&](command::Session& s) { return s.ReserveJob(id + 1); }, "reserve-job");
+          break;
+        case 13: {
+          const char* t = tubes[rand(3)];
+          both([&](command::Session& s) { return s.StatsTube(t); }, "stats-tube");
+          both([&](command::Session& s) { return s.Stats(); }, "stats");
+          break;
+        }
+        default:
+          clock.Advance(static_cast<Nanos>(rand(15 * kSecond)));
+          break;
+      }
+      if (HasFatalFailure()) return;
+      hot.Tick();
+      cold.Tick();
+    }
+    EXPECT_EQ(hot.rec[0].late, cold.rec[0].late);
+    const engine::ColdTier::Stats st = cold.cold->stats();
+    EXPECT_GT(st.demotions, 100u) << "seed " << seed;  // the test did exercise the tier
+    EXPECT_GT(st.promotions, 100u) << "seed " << seed;
+    EXPECT_EQ(st.read_errors, 0u);
+  }
+}
+
+// A job on disk comes back from its record exactly (body, priority, times, counters), and
+// compaction, moving it by copying its record, keeps it readable.
+TEST(ColdStoreTest, ColdJobsSurviveCompactionAndComeBackOnTime) {
+  FakeClock clock;
+  Side cold(clock, 1);
+  command::Session& s = *cold.sessions[0];
+  std::vector<uint64_t> keep;
+  for (int i = 0; i < 200; i++) {
+    Result r = Put(s, 5, 3600, "long " + std::to_string(i));
+    ASSERT_EQ(r.outcome, Outcome::kInserted);
+    keep.push_back(r.number);
+    cold.Tick();
+  }
+  cold.Tick();
+  EXPECT_EQ(cold.cold->Count(), keep.size());
+  // Churn: put and delete many ready jobs so the head segments die and get compacted.
+  for (int i = 0; i < 3000; i++) {
+    Result r = Put(s, 1, 0, std::string(200, 'z'));
+    ASSERT_EQ(r.outcome, Outcome::kInserted);
+    ASSERT_EQ(s.Delete(r.number).outcome, Outcome::kDeleted);
+    cold.Tick();
+  }
+  EXPECT_GT(cold.log->stats().records_migrated, 0);
+  EXPECT_LE(cold.log->stats().segments, 12u);  // the cold jobs did not pin their segments
+  EXPECT_EQ(cold.cold->Count(), keep.size());  // nothing was read back for compaction
+  clock.Advance(3600 * kSecond);
+  for (int i = 0; i < 5; i++) cold.Tick();
+  EXPECT_EQ(cold.cold->Count(), 0u);
+  for (size_t i = 0; i < keep.size(); i++) {
+    Result r = s.Reserve(0);
+    ASSERT_EQ(r.outcome, Outcome::kReserved);
+    EXPECT_EQ(r.job.id, keep[i]);
+    EXPECT_EQ(r.job.body, "long " + std::to_string(i));
+    ASSERT_EQ(s.Delete(r.job.id).outcome, Outcome::kDeleted);
+  }
+}
+
+}  // namespace
+}  // namespace stalkd::storage
