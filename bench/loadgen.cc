@@ -906,7 +906,7 @@ void send_id(Loop& L, Conn& c, Cmd cmd, sv verb, u64 id, sv suffix = {}) {
   buf[n++] = ' ';
   auto r = std::to_chars(buf + n, buf + sizeof buf, id);
   n = static_cast<std::size_t>(r.ptr - buf);
-  std::memcpy(buf + n, suffix.data(), suffix.size());
+  if (!suffix.empty()) std::memcpy(buf + n, suffix.data(), suffix.size());  // data() may be null
   n += suffix.size();
   buf[n++] = '\r';
   buf[n++] = '\n';
