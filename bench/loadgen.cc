@@ -41,6 +41,10 @@
 //              time, each timed until a waiting consumer has the job
 //   idle       C connections that each made one request (http: a consume answered 404; text:
 //              list-tube-used) and then stay open: RSS per connection, server CPU while idle
+//
+// --tls: every connection speaks TLS (bench/loadgen_tls.h; the handshake is done during the
+// warm-up); --ca FILE checks the server's certificate against FILE and --host, without it the
+// certificate is not checked. Not with the kernel receive stamps of the probe connections.
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -76,6 +80,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "loadgen_tls.h"
 
 namespace {
 
@@ -352,6 +358,10 @@ struct Opts {
   double idle_s = 3;           // longpoll, idle: seconds of the idle window
   double gap_ms = 2;           // longpoll: pause between one publish's end and the next
   int lp_timeout = 30;         // longpoll: the consumers' wait in seconds
+  int also_pid = 0;            // a second process of the server (a TLS proxy): its CPU added to
+                               // --pid's in the measured window of run_window's scenarios
+  bool tls = false;            // every connection over TLS
+  std::string ca;              // with tls: the CA file to check the server's certificate with
 };
 
 int conns_or(const Opts& o, int dflt) { return o.conns > 0 ? o.conns : dflt; }
@@ -375,8 +385,13 @@ Opts parse_opts(int argc, char** argv) {
                    "  [--timeout S] [--stall S]\n"
                    "  [--segments N]\n"
                    "  [--proto http|text] [--token T] [--ns NS] [--queue Q] [--text-port P]\n"
-                   "  [--idle-s S] [--gap-ms MS] [--lp-timeout S]\n");
+                   "  [--idle-s S] [--gap-ms MS] [--lp-timeout S]\n"
+                   "  [--tls [--ca FILE]] [--also-pid PID]\n");
       std::exit(0);
+    }
+    if (k == "--tls") {
+      o.tls = true;
+      continue;
     }
     if (i + 1 >= argc) die("missing value for " + k);
     std::string v = argv[++i];
@@ -385,6 +400,7 @@ Opts parse_opts(int argc, char** argv) {
     if (k == "--host") o.host = v;
     else if (k == "--port") o.port = static_cast<int>(n());
     else if (k == "--pid") o.pid = static_cast<int>(n());
+    else if (k == "--also-pid") o.also_pid = static_cast<int>(n());
     else if (k == "--scenario") o.scenario = v;
     else if (k == "--conns") o.conns = static_cast<int>(n());
     else if (k == "--duration") o.duration = d();
@@ -419,10 +435,12 @@ Opts parse_opts(int argc, char** argv) {
     else if (k == "--idle-s") o.idle_s = d();
     else if (k == "--gap-ms") o.gap_ms = d();
     else if (k == "--lp-timeout") o.lp_timeout = static_cast<int>(n());
+    else if (k == "--ca") o.ca = v;
     else die("unknown option " + k);
   }
   if (o.size < 24) o.size = 24;  // room for a timestamp in prodcons / delayed bodies
   if (o.depth < 1) o.depth = 1;
+  if (!o.ca.empty() && !o.tls) die("--ca needs --tls");
   return o;
 }
 
@@ -452,6 +470,7 @@ class Handler {
 
 struct Conn {
   int fd = -1;
+  void* ssl = nullptr;  // with --tls: the connection's TLS session (loadgen_tls::Client)
   std::size_t slot = 0;
   Handler* h = nullptr;
   std::string out;
@@ -515,12 +534,16 @@ class Loop {
     addr_.sin_family = AF_INET;
     addr_.sin_port = htons(static_cast<std::uint16_t>(o.port));
     if (inet_pton(AF_INET, o.host.c_str(), &addr_.sin_addr) != 1) die("bad --host (IPv4 only): " + o.host);
+    if (o.tls) tls_ = std::make_unique<loadgen_tls::Client>(o.ca, o.host, die);
   }
   Loop(const Loop&) = delete;
   Loop& operator=(const Loop&) = delete;
   ~Loop() {
     for (auto& c : conns_)
-      if (!c->closed) ::close(c->fd);
+      if (!c->closed) {
+        if (c->ssl) loadgen_tls::Client::detach(c->ssl);
+        ::close(c->fd);
+      }
     ::close(ep_);
   }
 
@@ -543,6 +566,10 @@ class Loop {
     c->h = h;
     c->rx_stamps = rx_stamps;
     c->http = http;
+    if (tls_) {
+      if (rx_stamps) die("--tls does not work with this scenario's receive stamps");
+      c->ssl = tls_->attach(fd);
+    }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
     ev.data.u64 = c->slot;
@@ -565,6 +592,8 @@ class Loop {
   void close(Conn& c) {
     if (c.closed) return;
     epoll_ctl(ep_, EPOLL_CTL_DEL, c.fd, nullptr);
+    if (c.ssl) loadgen_tls::Client::detach(c.ssl);
+    c.ssl = nullptr;
     ::close(c.fd);
     c.closed = true;
     c.fd = -1;
@@ -576,6 +605,13 @@ class Loop {
   }
 
   std::size_t open_count() const { return open_; }
+
+  // With --tls: the protocol and cipher of the first open connection ("" without TLS).
+  std::string tls_session() const {
+    for (const auto& c : conns_)
+      if (!c->closed && c->ssl) return loadgen_tls::Client::describe(c->ssl);
+    return "";
+  }
 
   // Runs the loop until done() is true (returns true) or the deadline passes (returns false).
   // tick(now) is called every iteration (at least every millisecond) when given.
@@ -649,6 +685,10 @@ class Loop {
   }
 
   void flush(Conn& c) {
+    if (c.ssl) {
+      flush_tls(c);
+      return;
+    }
     while (c.out_off < c.out.size()) {
       ssize_t w = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (w > 0) {
@@ -668,7 +708,50 @@ class Loop {
     set_out(c, false);
   }
 
+  // flush() over TLS. A write the session cannot make until it has read (the handshake) is
+  // made again by readable_tls() once it has.
+  void flush_tls(Conn& c) {
+    loadgen_tls::Io io = loadgen_tls::Io::Ok;
+    while (c.out_off < c.out.size()) {
+      std::size_t w = loadgen_tls::Client::write(c.ssl, c.out.data() + c.out_off, c.out.size() - c.out_off, io);
+      if (io != loadgen_tls::Io::Ok) break;
+      c.out_off += w;
+    }
+    if (io == loadgen_tls::Io::Eof) die("server closed a TLS connection");
+    if (c.out_off < c.out.size()) {
+      set_out(c, io == loadgen_tls::Io::WantWrite);
+      return;
+    }
+    c.out.clear();
+    c.out_off = 0;
+    set_out(c, false);
+  }
+
+  // readable() over TLS: reads until the session has nothing more (records already in its
+  // buffer make no epoll event), then writes what waited for the handshake.
+  void readable_tls(Conn& c) {
+    for (;;) {
+      loadgen_tls::Io io = loadgen_tls::Io::Ok;
+      std::size_t r = loadgen_tls::Client::read(c.ssl, rbuf_.data(), rbuf_.size(), io);
+      if (io == loadgen_tls::Io::Ok) {
+        c.in.append(rbuf_.data(), r);
+        parse(c);
+        if (c.closed) return;
+        continue;
+      }
+      if (io == loadgen_tls::Io::Eof)
+        die("server closed a connection (" + std::to_string(c.pend.size()) + " replies pending)");
+      if (io == loadgen_tls::Io::WantWrite) set_out(c, true);
+      break;
+    }
+    if (c.out_off < c.out.size()) flush_tls(c);
+  }
+
   void readable(Conn& c) {
+    if (c.ssl) {
+      readable_tls(c);
+      return;
+    }
     for (;;) {
       ssize_t r = c.rx_stamps ? recv_stamped(c) : ::recv(c.fd, rbuf_.data(), rbuf_.size(), 0);
       if (r > 0) {
@@ -794,6 +877,7 @@ class Loop {
   }
 
   int ep_ = -1;
+  std::unique_ptr<loadgen_tls::Client> tls_;  // with --tls
   sockaddr_in addr_{};
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<Conn*> dirty_;
@@ -822,7 +906,7 @@ void send_id(Loop& L, Conn& c, Cmd cmd, sv verb, u64 id, sv suffix = {}) {
   buf[n++] = ' ';
   auto r = std::to_chars(buf + n, buf + sizeof buf, id);
   n = static_cast<std::size_t>(r.ptr - buf);
-  std::memcpy(buf + n, suffix.data(), suffix.size());
+  if (!suffix.empty()) std::memcpy(buf + n, suffix.data(), suffix.size());  // data() may be null
   n += suffix.size();
   buf[n++] = '\r';
   buf[n++] = '\n';
@@ -894,12 +978,13 @@ Meter run_window(Loop& L, const Opts& o, double warmup, double duration, const s
   u64 wend = t + secs_to_ns(warmup);
   if (!L.run_until([&] { return now_ns() >= wend; }, wend + secs_to_ns(o.timeout), tick)) die("timeout in warm-up");
   measuring(true);
-  double c0 = proc_cpu_s(o.pid), s0 = self_cpu_s();
+  auto srv_cpu = [&] { return proc_cpu_s(o.pid) + (o.also_pid > 0 ? proc_cpu_s(o.also_pid) : 0.0); };
+  double c0 = srv_cpu(), s0 = self_cpu_s();
   u64 t0 = now_ns();
   u64 mend = t0 + secs_to_ns(duration);
   L.run_until([&] { return now_ns() >= mend; }, mend + secs_to_ns(o.timeout), tick);
   u64 t1 = now_ns();
-  double c1 = proc_cpu_s(o.pid), s1 = self_cpu_s();
+  double c1 = srv_cpu(), s1 = self_cpu_s();
   measuring(false);
   return {static_cast<double>(t1 - t0) / 1e9, c1 - c0, s1 - s0};
 }
@@ -1096,6 +1181,7 @@ void scen_cycle(const Opts& o) {
   Json j;
   j.str("scenario", "cycle").integer("conns", C).integer("size", o.size);
   if (!o.tubes.empty()) j.str("tubes", o.tubes);
+  if (o.tls) j.str("tls", L.tls_session());
   put_meter(j, m, h.ops);
   j.num("cycles_per_s", static_cast<double>(h.cycles) / m.wall);
   h.err.put(j);
@@ -1172,6 +1258,7 @@ void scen_pipeline(const Opts& o) {
   Json j;
   j.str("scenario", "pipeline").str("mode", o.mode).integer("conns", C).integer("depth", K).integer("size", o.size);
   if (!o.tubes.empty()) j.str("tubes", o.tubes);
+  if (o.tls) j.str("tls", L.tls_session());
   put_meter(j, m, ops);
   err.put(j);
   put_hist(j, "batch_latency_us", batch);

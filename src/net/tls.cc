@@ -88,6 +88,10 @@ bool Configure(SSL_CTX* ctx, TlsContext::Role role, const TlsConfig& c, std::str
     // TLS 1.2 resumption by session id keeps sessions in the server: at most this many
     // (OpenSSL's default is 20,480), TLS 1.3's tickets keep nothing.
     api.SSL_CTX_ctrl(ctx, SSL_CTRL_SET_SESS_CACHE_SIZE, 1024, nullptr);
+    // Read ahead: one read() takes what the socket holds (up to the record buffer) instead of
+    // a record's header and then its body in two. What it takes beyond one record waits in
+    // the stream, which the server's connection drains (TlsStream::pending).
+    api.SSL_CTX_ctrl(ctx, SSL_CTRL_SET_READ_AHEAD, 1, nullptr);
     static const unsigned char kSessionContext[] = "stalkd";
     api.SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
     if (c.ca_file.empty()) {

@@ -77,6 +77,9 @@ ssize_t Connection::Receive(char* buf, size_t len) {
     net::TlsStream::Io io = tls_->stream->Read(buf + total, len - total, &n);
     if (io == net::TlsStream::Io::kOk) {
       total += n;
+      // Nothing left in the stream: the socket waits for the next poll, as a plain read's
+      // does, rather than a read() now that would only say EAGAIN.
+      if (!tls_->stream->pending()) break;
       continue;
     }
     if (total > 0) break;  // what came before the stop is the client's; the stop recurs
