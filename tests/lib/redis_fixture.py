@@ -434,8 +434,12 @@ class RedisServer(_Process):
         return r[1].decode() if r else None
 
     def role(self):
-        """'master', 'slave' (a replica) or 'sentinel'."""
-        return self.call("ROLE")[0].decode()
+        """'master', 'slave' (a replica) or 'sentinel'; '' while the server drops the
+        connection (a master being turned into a replica closes its clients' connections)."""
+        try:
+            return self.call("ROLE")[0].decode()
+        except ConnectionError:
+            return ""
 
     def flushall(self):
         return self.call("FLUSHALL")
