@@ -431,6 +431,49 @@ bool AdminService::IsAccount(std::string_view user_password) const {
 
 AdminService::Sha256 AdminService::Digest(std::string_view s) { return ::stalkd::Sha256(s); }
 
+bool AdminService::IsDashboardPut(std::string_view path) {
+  constexpr std::string_view kPrefix = "/dashboard/api/tubes/", kSuffix = "/put";
+  if (!path.starts_with(kPrefix) || !path.ends_with(kSuffix)) return false;
+  std::string_view tube = path.substr(kPrefix.size());
+  if (tube.size() <= kSuffix.size()) return false;
+  tube.remove_suffix(kSuffix.size());
+  return tube.find('/') == std::string_view::npos;
+}
+
+namespace {
+
+// Whether an Origin ("scheme://host[:port]") names the host:port of a Host header, the
+// port the scheme's default where one of them leaves it out.
+bool SameHost(std::string_view origin, std::string_view host) {
+  size_t sep = origin.find("://");
+  if (sep == std::string_view::npos || host.empty()) return false;
+  std::string_view scheme = origin.substr(0, sep), authority = origin.substr(sep + 3);
+  if (EqualsNoCase(authority, host)) return true;
+  std::string_view port = EqualsNoCase(scheme, "https") ? ":443" : ":80";
+  auto strip = [&](std::string_view a) {
+    return a.ends_with(port) ? a.substr(0, a.size() - port.size()) : a;
+  };
+  return EqualsNoCase(strip(authority), strip(host));
+}
+
+}  // namespace
+
+bool AdminService::CrossSite(Exchange& ex) {
+  const Request& r = ex.request;
+  if (r.method != Method::kPost && r.method != Method::kPut && r.method != Method::kDelete) {
+    return false;
+  }
+  // What a browser says of a request's origin, which a page cannot forge; a client that
+  // is not a browser (lmstfy's admin tools, curl) sends neither header and is not refused.
+  bool foreign = (!r.origin.empty() && !SameHost(r.origin, r.host)) ||
+                 EqualsNoCase(r.sec_fetch_site, "cross-site") ||
+                 EqualsNoCase(r.sec_fetch_site, "same-site");
+  if (!foreign) return false;
+  ex.route = "forbidden";
+  Error(&ex.response, 403, "cross-site request refused");
+  return true;
+}
+
 bool AdminService::Screen(Exchange& ex) {
   bool dashboard;
   return Guard(ex, &dashboard);
@@ -462,6 +505,9 @@ bool AdminService::Guard(Exchange& ex, bool* dashboard_route) {
     ex.response.extra_headers = "WWW-Authenticate: Basic realm=\"Authorization Required\"\r\n";
     return false;
   }
+  // Basic auth alone does not stop another site's page from sending a browser's cached
+  // credentials along (a form posting a token of its choosing, say).
+  if (guarded && CrossSite(ex)) return false;
   if (dashboard && host_.recovering()) {  // the jobs are not all back yet
     ex.route = "recovering";
     Error(&ex.response, 503, "recovering");

@@ -49,8 +49,15 @@ class AdminService final : public Service {
   bool Screen(Exchange& ex) override;
   void Answered(const Exchange& ex, Nanos done) override;
   const Clock& clock() const override { return clock_; }
-  // 64 KiB, or the largest job (-z) if larger: the dashboard puts jobs.
-  uint64_t body_limit() const override { return std::max<uint64_t>(64 * 1024, max_job_size_); }
+  // 64 KiB for every route but the dashboard's put (IsDashboardPut), which takes up to the
+  // largest job (-z) if larger: a route that needs no login admits no more than 64 KiB.
+  uint64_t body_limit() const override { return kBodyLimit; }
+  uint64_t bulk_body_limit() const override {
+    return dashboard_ ? std::max<uint64_t>(kBodyLimit, max_job_size_) : kBodyLimit;
+  }
+  BigBodyRoute big_body_route() const override { return &IsDashboardPut; }
+  // "/dashboard/api/tubes/<tube>/put", as received.
+  static bool IsDashboardPut(std::string_view path);
   void set_max_job_size(uint64_t n) { max_job_size_ = n; }
 
   // Observes answered requests (for /metrics).
@@ -68,6 +75,11 @@ class AdminService final : public Service {
   // only once recovered. false: ex.response holds the refusal. *dashboard_route: the
   // request is the dashboard's.
   bool Guard(Exchange& ex, bool* dashboard_route);
+
+  static constexpr uint64_t kBodyLimit = 64 * 1024;
+  // A changing request to a guarded route that a browser sent from another site's page:
+  // true, and ex.response holds the 403.
+  static bool CrossSite(Exchange& ex);
 
   const Clock& clock_;
   TokenStore& tokens_;

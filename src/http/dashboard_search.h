@@ -32,9 +32,10 @@ inline constexpr size_t kSnippetContext = 48;        // bytes shown either side 
 // Where `needle` first occurs in body[begin - (needle.size() - 1), end) (from 0 if that is
 // negative): so scanning a body in pieces [0, a), [a, b), ... finds a match that spans
 // two pieces, in the piece where it ends. With `fold` ASCII letters match either case
-// (`needle` is then lower case). npos if nowhere.
+// (`needle` is then lower case). npos if nowhere. It compares a few bytes per byte of the
+// piece, whatever the needle; *comparisons (if given) counts them.
 size_t FindInBody(std::string_view body, size_t begin, size_t end, std::string_view needle,
-                  bool fold);
+                  bool fold, uint64_t* comparisons = nullptr);
 
 // Where an answer stops and the next one goes on: a state of list-jobs and an id.
 struct SearchCursor {

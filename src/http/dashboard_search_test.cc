@@ -1,5 +1,6 @@
 #include "http/dashboard_search.h"
 
+#include <algorithm>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -73,6 +74,36 @@ TEST(SearchCursorTest, Invalid) {
        {"", "ready", "ready:", "ready:0", "all:5", "nope:5", ":5", "ready:-1", "ready:5x",
         "ready:18446744073709551616", "ready:000000000000000000001"}) {
     EXPECT_FALSE(ParseCursor(bad)) << bad;
+  }
+}
+
+// The worst inputs of a naive search (bytes x needle length comparisons, ~268 million for
+// this step): found right, in a bounded number of comparisons per byte of the piece.
+TEST(FindInBodyTest, WorstCaseNeedlesCostAFewComparisonsPerByte) {
+  const size_t n = kSearchSliceBytes;
+  std::string body(n, 'a');
+  std::string tail = std::string(kMaxSearchText - 1, 'a') + "b";  // fails at its last byte
+  std::string head = "b" + std::string(kMaxSearchText - 1, 'a');  // fails at its first
+  const uint64_t bound = 3 * n + kMaxSearchText * kMaxSearchText;
+  for (bool fold : {false, true}) {
+    for (const std::string& needle : {tail, head}) {
+      uint64_t comparisons = 0;
+      EXPECT_EQ(FindInBody(body, 0, n, needle, fold, &comparisons), npos);
+      EXPECT_LE(comparisons, bound) << fold << needle.front();
+      // And where it is: the end of the body for `tail`, its middle for `head`.
+      std::string hit(n, fold ? 'A' : 'a');
+      char b = fold ? 'B' : 'b';
+      size_t want = n / 2;
+      if (needle == tail) {
+        hit += b;
+        want = n + 1 - needle.size();
+      } else {
+        hit.insert(n / 2, 1, b);
+      }
+      comparisons = 0;
+      EXPECT_EQ(FindInBody(hit, 0, hit.size(), needle, fold, &comparisons), want);
+      EXPECT_LE(comparisons, bound) << fold << needle.front();
+    }
   }
 }
 

@@ -79,9 +79,11 @@ class Service {
   // A request is answered (for metrics and logs).
   virtual void Answered(const Exchange& ex, Nanos done) = 0;
   virtual const Clock& clock() const = 0;
-  // Limits of the requests it accepts: any body, and a bulk publish's.
+  // Limits of the requests it accepts: any body, and a big route's (big_body_route: by
+  // default a bulk publish).
   virtual uint64_t body_limit() const = 0;
   virtual uint64_t bulk_body_limit() const { return body_limit(); }
+  virtual BigBodyRoute big_body_route() const { return &IsBulkPath; }
   // Where the bodies of its requests take their room (null: nowhere, uncounted).
   BodyBudget* body_budget() const { return body_budget_; }
   void set_body_budget(BodyBudget* budget) { body_budget_ = budget; }

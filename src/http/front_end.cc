@@ -12,8 +12,8 @@ constexpr uint32_t kHeaderLimit = 8192;
 HttpFrontEnd::HttpFrontEnd(Service& service, command::Store& store, command::Client& client)
     : service_(service),
       session_(store.Open(client)),
-      parser_(kHeaderLimit, service.body_limit(), service.bulk_body_limit(),
-              service.body_budget()) {}
+      parser_(kHeaderLimit, service.body_limit(), service.bulk_body_limit(), service.body_budget(),
+              service.big_body_route()) {}
 
 HttpFrontEnd::~HttpFrontEnd() {
   if (task_ && task_->waiting()) task_->Abandon();

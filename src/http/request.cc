@@ -13,8 +13,6 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using boost::beast::error_code;
 
-namespace {
-
 bool EqualsNoCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); i++) {
@@ -25,6 +23,8 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
   }
   return true;
 }
+
+namespace {
 
 constexpr std::string_view kAttrPrefix = "job-attr-";
 // A body's buffer: reserved up to this for an announced length (the rest grows as the bytes
@@ -44,6 +44,9 @@ void Request::Clear() {
   authorization.clear();
   request_id.clear();
   requested_with.clear();
+  host.clear();
+  origin.clear();
+  sec_fetch_site.clear();
   expect_continue = false;
   attributes.clear();
   if (body.capacity() > kBodyReserve) {
@@ -110,6 +113,12 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
       r_.request_id.assign(v);
     } else if (EqualsNoCase(n, "x-requested-with")) {
       r_.requested_with.assign(v);
+    } else if (EqualsNoCase(n, "host")) {
+      r_.host.assign(v);
+    } else if (EqualsNoCase(n, "origin")) {
+      r_.origin.assign(v);
+    } else if (EqualsNoCase(n, "sec-fetch-site")) {
+      r_.sec_fetch_site.assign(v);
     } else if (EqualsNoCase(n, "expect")) {
       // An HTTP/1.0 client's expectation is ignored (RFC 9110, 10.1.1).
       r_.expect_continue = r_.version >= 11 && EqualsNoCase(v, "100-continue");
@@ -127,7 +136,7 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
     // The route's body limit: a bulk publish may carry many jobs. A body announced larger
     // is refused now, before it is sent (or, with 100-continue, asked for).
     std::string_view path = std::string_view(r_.target).substr(0, r_.target.find('?'));
-    route_limit_ = path.ends_with("/bulk") ? bulk_limit_ : limit_;
+    route_limit_ = big_route_(path) ? bulk_limit_ : limit_;
     if (boost::optional<std::uint64_t> n = content_length(); n && *n > route_limit_) {
       ec = bhttp::error::body_limit;
     }
@@ -183,6 +192,7 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
  public:
   uint64_t limit_ = 0;       // a request's body
   uint64_t bulk_limit_ = 0;  // a bulk publish's body
+  BigBodyRoute big_route_ = &IsBulkPath;
 
  private:
   uint64_t route_limit_ = 0;
@@ -192,10 +202,11 @@ class RequestParser::Impl final : public bhttp::basic_parser<true> {
 };
 
 RequestParser::RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit,
-                             BodyBudget* budget)
+                             BodyBudget* budget, BigBodyRoute big_route)
     : header_limit_(header_limit),
       body_limit_(body_limit),
       bulk_limit_(bulk_limit),
+      big_route_(big_route),
       budget_(budget) {
   Next();
 }
@@ -214,6 +225,7 @@ RequestParser::Impl& RequestParser::impl() {
   impl_->body_limit(bulk_limit_);
   impl_->limit_ = body_limit_;
   impl_->bulk_limit_ = bulk_limit_;
+  impl_->big_route_ = big_route_;
   impl_->budget_ = budget_;
   // Not eager until the head is through: put() stops after it (kHead).
   impl_->eager(false);

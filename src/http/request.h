@@ -27,12 +27,23 @@ struct Request {
   std::string authorization;     // Authorization
   std::string request_id;        // X-Request-ID, if the client sent one
   std::string requested_with;    // X-Requested-With (the dashboard's changing requests)
+  std::string host;              // Host
+  std::string origin;            // Origin (a browser's cross-site check, admin listener)
+  std::string sec_fetch_site;    // Sec-Fetch-Site (likewise)
   bool expect_continue = false;  // Expect: 100-continue
   std::vector<std::pair<std::string, std::string>> attributes;  // Job-Attr-<name>: value
   std::string body;
 
   void Clear();
 };
+
+// a == b, ASCII letters compared without case (header names, tokens of header values).
+bool EqualsNoCase(std::string_view a, std::string_view b);
+
+// Which request paths take the larger of a service's two body limits.
+using BigBodyRoute = bool (*)(std::string_view path);
+// A bulk publish: a path ending in "/bulk".
+inline bool IsBulkPath(std::string_view path) { return path.ends_with("/bulk"); }
 
 // The answer (503) to a body that does not fit in the BodyBudget.
 inline constexpr std::string_view kBodiesBusy = "too many request bodies arriving, retry later";
@@ -87,11 +98,12 @@ class RequestParser {
  public:
   enum class Status : uint8_t { kNeedMore, kHead, kDone, kError };
 
-  // body_limit: a request's body; bulk_limit: the body of a bulk publish (a target whose
-  // path ends in "/bulk"). Over either: kError with status 413. budget: where bodies take
-  // their room (null: nowhere); a chunked body past it is kError with status 503.
+  // body_limit: a request's body; bulk_limit: the body of a route that `big_route` names
+  // by its path (as received, without the query; by default a bulk publish, a path ending
+  // in "/bulk"). Over either: kError with status 413. budget: where bodies take their room
+  // (null: nowhere); a chunked body past it is kError with status 503.
   RequestParser(uint32_t header_limit, uint64_t body_limit, uint64_t bulk_limit,
-                BodyBudget* budget = nullptr);
+                BodyBudget* budget = nullptr, BigBodyRoute big_route = &IsBulkPath);
   ~RequestParser();
   RequestParser(const RequestParser&) = delete;
   RequestParser& operator=(const RequestParser&) = delete;
@@ -124,6 +136,7 @@ class RequestParser {
   uint32_t header_limit_;
   uint64_t body_limit_;
   uint64_t bulk_limit_;
+  BigBodyRoute big_route_;
   BodyBudget* budget_;
   Impl& impl();  // made on first use after Next
 

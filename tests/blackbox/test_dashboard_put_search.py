@@ -79,6 +79,17 @@ class PutTest(PutCase):
                          "missing X-Requested-With header")
         self.assertEqual(stats_of(self.text(), "stats")["current-jobs-ready"], "0")
 
+    def test_refuses_a_foreign_page(self):
+        # X-Requested-With is not all: a browser that lets another site's page send it
+        # (or a page of a sibling subdomain) still says where the request comes from.
+        for extra in ([("Origin", "http://evil.example")], [("Sec-Fetch-Site", "cross-site")]):
+            self.assertError(self.put_form("t", b"x", headers=XRW + extra), 403,
+                             "cross-site request refused")
+        self.assertEqual(stats_of(self.text(), "stats")["current-jobs-ready"], "0")
+        host = "127.0.0.1:%d" % self.server.admin_port
+        same = XRW + [("Host", host), ("Origin", "http://" + host), ("Sec-Fetch-Site", "same-origin")]
+        self.assertEqual(self.put_form("t", b"x", headers=same).status, 201)
+
     def test_job_too_big(self):
         # The default -z is 65535: one byte more is refused by the put; a body past the
         # listener's limit (64 KiB) by the HTTP layer, before it is read.
@@ -105,6 +116,17 @@ class BigJobsPutTest(PutCase):
         self.assertEqual(len(self.dash("GET", "jobs/%d/body" % r.json()["id"]).body), 200000)
         # Past -z, and so past the listener's limit: refused by the HTTP layer.
         self.assertError(self.put_form("big", b"b" * 200001), 413, "body too large")
+
+    def test_other_routes_keep_64_kib(self):
+        # Only the put takes -z: a route that needs no login (or another dashboard route)
+        # is refused a larger body on its head, before a byte of it is read.
+        for path in ("/metrics", "/healthz", "/nope", "/token/ns", API + "tubes/big/kick",
+                     API + "tubes/big/put/x", "/x" + API + "tubes/big/put"):
+            c = self.conn(admin=True)
+            c.send(HttpConn.build("POST", path, headers=dict(XRW), content_length=65537))
+            self.assertEqual(c.read_response().status, 413, path)
+            c.close()
+        self.assertEqual(self.adm("POST", "/metrics", b"m" * 65536, headers=XRW).status, 404)
 
 
 class OutOfMemoryPutTest(PutCase):

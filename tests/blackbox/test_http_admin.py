@@ -362,7 +362,8 @@ class HealthTest(HttpCase):
         self.assertEqual(unb64(self.consume_job("q")["data"]), b"before")
 
 
-class BasicAuthTest(HttpCase):
+class AccountsCase(HttpCase):
+    """A server with --admin-accounts (admin:se:cret and bob:pw)."""
     make_token = False
 
     def setUp(self):
@@ -378,6 +379,8 @@ class BasicAuthTest(HttpCase):
     def auth(user, password):
         return [("Authorization", "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode())]
 
+
+class BasicAuthTest(AccountsCase):
     def test_protected_routes(self):
         good = self.auth("admin", "se:cret")
         for method, path, body in (("POST", "/token/ns?description=d", b""), ("GET", "/token/ns", b""),
@@ -416,6 +419,88 @@ class BasicAuthTest(HttpCase):
                             "--admin-http", "127.0.0.1:%d" % free_port(), "--admin-accounts",
                             os.path.join(self.dir, "missing")], capture_output=True, timeout=20)
         self.assertNotEqual(p.returncode, 0)
+
+
+class CrossSiteTest(AccountsCase):
+    """A page of another site cannot make a browser's cached basic credentials change
+    tokens or limits: a changing request with a foreign Origin or Sec-Fetch-Site is 403."""
+
+    def setUp(self):
+        super().setUp()
+        self.good = self.auth("admin", "se:cret")
+        self.host = "127.0.0.1:%d" % self.server.admin_port
+        self.token = self.new_token_as_admin("victim")
+
+    def new_token_as_admin(self, description):
+        r = self.adm("POST", "/token/ns", params={"description": description}, headers=self.good)
+        self.assertEqual(r.status, 201, r)
+        return r.json()["token"]
+
+    def tokens(self):
+        return self.adm("GET", "/token/ns", headers=self.good).json()["tokens"]
+
+    def foreign(self):
+        """Headers a browser sends with another site's request, each set alone."""
+        host = [("Host", self.host)]
+        return (host + [("Origin", "http://evil.example")],
+                host + [("Origin", "http://127.0.0.1:%d.evil.example" % self.server.admin_port)],
+                host + [("Origin", "http://127.0.0.1:1")],   # another port
+                host + [("Origin", "http://127.0.0.1")],     # :80
+                host + [("Origin", "null")],
+                host + [("Sec-Fetch-Site", "cross-site")],
+                host + [("Sec-Fetch-Site", "same-site")],
+                host + [("Origin", "http://" + self.host), ("Sec-Fetch-Site", "cross-site")])
+
+    def test_changing_token_routes_refuse_foreign_pages(self):
+        chosen = "attacker-chosen-secret-0123456789"
+        tid = token_id(self.token)
+        form = [("Content-Type", "application/x-www-form-urlencoded")]
+        for headers in self.foreign():
+            h = self.good + headers
+            for method, path, body, extra in (
+                    ("POST", "/token/ns", b"description=x&token=" + chosen.encode(), form),
+                    ("POST", "/token/ns?description=x&token=" + chosen, b"", []),
+                    ("DELETE", "/token/ns/" + tid, b"", []),
+                    ("POST", "/token/ns/%s/limit" % tid, b'{"read":1,"write":1,"interval":1}', []),
+                    ("PUT", "/token/ns/%s/limit" % tid, b'{"read":1,"write":1,"interval":1}',
+                     [("Content-Type", "text/plain")]),
+                    ("DELETE", "/token/ns/%s/limit" % tid, b"", [])):
+                r = self.adm(method, path, body, headers=h + extra)
+                self.assertError(r, 403, "cross-site request refused")
+        self.assertEqual(self.tokens(), {tid: "victim"})
+        self.assertError(self.adm("GET", "/token/ns/%s/limit" % tid, headers=self.good), 404,
+                         "limit not found")
+        # The chosen token was never made: it opens nothing.
+        self.assertError(self.api("GET", "/api/ns/q/peek", token=chosen), 401, "invalid token")
+        # Reads are not refused (a foreign page cannot read their answers anyway).
+        for headers in self.foreign():
+            self.assertEqual(self.adm("GET", "/token/ns", headers=self.good + headers).status, 200)
+
+    def test_same_origin_and_non_browser_clients_pass(self):
+        tid = token_id(self.token)
+        same = (  # curl and lmstfy's admin clients send neither header
+            [], [("Host", self.host), ("Origin", "http://" + self.host)],
+            [("Host", self.host), ("Origin", "HTTP://" + self.host.upper())],
+            [("Host", "localhost"), ("Origin", "http://localhost:80")],
+            [("Host", "localhost:443"), ("Origin", "https://localhost")],
+            [("Host", self.host), ("Sec-Fetch-Site", "same-origin")],
+            [("Host", self.host), ("Sec-Fetch-Site", "none")])
+        for i, headers in enumerate(same):
+            h = self.good + headers
+            r = self.adm("POST", "/token/ns", params={"description": "d%d" % i}, headers=h)
+            self.assertEqual(r.status, 201, (headers, r))
+            # The limit routes take their JSON whatever the content type, as lmstfy's
+            # (curl --data sends a form's).
+            r = self.adm("PUT", "/token/ns/%s/limit" % tid, b'{"read":1,"interval":%d}' % (i + 1),
+                         headers=h + [("Content-Type", "application/x-www-form-urlencoded")])
+            self.assertEqual(r.status, 200, (headers, r))
+            self.assertEqual(r.json()["limiter"]["interval"], i + 1)
+        self.assertEqual(len(self.tokens()), 1 + len(same))
+
+    def test_open_routes_do_not_care(self):
+        for method, path in (("GET", "/healthz"), ("POST", "/nope")):
+            r = self.adm(method, path, headers=[("Origin", "http://evil.example")])
+            self.assertEqual(r.status, 200 if method == "GET" else 404, path)
 
 
 class MetricsTest(HttpCase):

@@ -5,14 +5,19 @@
 //   DELETE /token/:ns/:id           a token, and its limit
 //   GET /limits                     every limit (those of the namespace are shown)
 //   PUT|DELETE /token/:ns/:id/limit a token's limit
-// They sit behind the same basic auth as the dashboard, which the browser sends.
+// They sit behind the same basic auth as the dashboard, which the browser sends, and so
+// would send for another site's page too: what stops such a page is the server, which
+// refuses a changing request (POST, PUT, DELETE) whose Origin is not this listener's host
+// or whose Sec-Fetch-Site is cross-site or same-site (docs/HTTP.md, section 5).
 import { ApiError, enc, h, num, plural } from './util.js';
 
 const NAMESPACE = /^[-_A-Za-z0-9]+$/;
 
 // One request to an admin route: a form (`form`) or JSON (`json`) body; the JSON answer,
 // or null for 204. lmstfy's errors are {"error": text}. X-Requested-With is sent as on the
-// dashboard's own changing requests.
+// dashboard's own changing requests, though these routes do not check it (lmstfy's
+// clients do not send it); the browser's Origin and Sec-Fetch-Site headers are what the
+// server checks.
 async function admin(method, path, { form, json } = {}) {
   const init = {
     method,
