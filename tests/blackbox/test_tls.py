@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -281,6 +282,61 @@ class TestHandshakeBounds(TlsCase):
         with self.assertRaises(ssl.SSLWantReadError):
             obj.do_handshake()
         return out.read()
+
+
+class TestTlsInputBounds(TlsCase):
+    """A TLS read that ends inside a record leaves the rest of it in the stream, where no
+    poll announces it: the server reads it on, a budget per event, within the input bound,
+    and stays one loop serving every client (docs/SECURITY.md, "TLS")."""
+
+    STREAM = 1831 * 16383  # some 30 MB: far past the stack a read per record would need
+
+    def stream(self, conn, head, tail):
+        """Sends head, STREAM bytes in records of 16383 bytes (so a 64 KiB read ends inside
+        one), then tail; returns what the server answered up to `USING t` (or its EOF)."""
+        conn.sock.sendall(head)
+        chunk = b"x" * 16383
+        for _ in range(self.STREAM // len(chunk)):  # records of 16383 bytes
+            conn.sock.sendall(chunk)
+        conn.sock.sendall(tail + b"use t\r\n")
+        out = b""
+        while not out.endswith(b"USING t\r\n"):
+            data = conn.sock.recv(65536)
+            if not data:
+                break
+            out += data
+        return out
+
+    def check_beside_plain(self, head, tail, expected):
+        plain = self.server.connect()
+        self.addCleanup(plain.close)
+        self.assertEqual(self.stream(plain, head, tail), expected)
+        other = self.tls_client()
+        done = []
+        streamer = threading.Thread(target=lambda: done.append(
+            self.stream(self.tls_client(), head, tail)))
+        streamer.start()
+        served = 0
+        while streamer.is_alive() or served == 0:  # another TLS client goes on being served
+            self.assertEqual(other.cmd("use o%d" % served), b"USING o%d\r\n" % served)
+            served += 1
+        streamer.join()
+        self.assertEqual(done, [expected])
+
+    def test_huge_put_body_in_partial_records(self):
+        self.start()
+        n = self.STREAM  # beanstalkd's default -z: 65535
+        self.check_beside_plain(b"put 0 0 1 %d\r\n" % n, b"\r\n",
+                                b"JOB_TOO_BIG\r\nUSING t\r\n")
+
+    def test_huge_line_in_partial_records(self):
+        self.start()
+        self.check_beside_plain(b"", b"\r\n", b"BAD_FORMAT\r\nUSING t\r\n")
+
+    def test_put_body_without_its_crlf(self):
+        self.start("-z", str(self.STREAM))
+        self.check_beside_plain(b"put 0 0 1 %d\r\n" % self.STREAM, b"XY",
+                                b"EXPECTED_CRLF\r\nUSING t\r\n")
 
 
 class TestFlags(unittest.TestCase):
