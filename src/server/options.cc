@@ -65,7 +65,8 @@ void PrintUsage(FILE* out) {
           " --tls-client-ca FILE  ask TLS clients for a certificate issued by these CAs\n"
           " --tls-verify-client  require one (mutual TLS); default: optional\n"
           " --tls-handshake-timeout SECONDS  close a TLS client whose handshake has not\n"
-          "          finished this long after it connected (default 10)\n"
+          "          finished this long after it connected, or that left a TLS record\n"
+          "          unfinished this long (default 10)\n"
           " --require-auth  on the beanstalkd port, answer nothing but `auth TOKEN` (a\n"
           "          token of the HTTP API) and `quit` until a client has authenticated\n"
           " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
