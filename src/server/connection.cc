@@ -38,7 +38,12 @@ void Connection::StartTls(std::unique_ptr<net::TlsStream> stream, Nanos now) {
 
 bool Connection::handshaking() const { return tls_ && !tls_->stream->established(); }
 
-Nanos Connection::tls_waiting_since() const { return tls_ ? tls_->started : 0; }
+Nanos Connection::tls_waiting_since() const {
+  if (!tls_) return 0;
+  // A partial record only counts while the connection reads: the rest may wait in the
+  // socket while the server does not (input or output at its bound).
+  return tls_->stream->established() && !(interest_ & EPOLLIN) ? 0 : tls_->started;
+}
 
 void Connection::ReadTlsPending() {
   if (!dead_ && tls_ && tls_->more) OnEvents(EPOLLIN);
@@ -272,8 +277,15 @@ void Connection::UpdateInterest() {
     if (tls_ && tls_->read_wants_write) want |= EPOLLOUT;
     if (tls_ && tls_->write_wants_read) want |= EPOLLIN;
   }
-  // Decrypted input left in the stream is read once the connection reads again.
-  if (tls_ && tls_->more && (want & EPOLLIN)) server_.MarkTlsReadable(this);
+  if (tls_ && (want & EPOLLIN)) {
+    // Decrypted input left in the stream is read once the connection reads again.
+    if (tls_->more) server_.MarkTlsReadable(this);
+    // A partial record's clock starts again when reading does (tls_waiting_since).
+    if (tls_->started != 0 && tls_->stream->established() && !(interest_ & EPOLLIN)) {
+      tls_->started = server_.clock().Now();
+      server_.WatchTls(this);
+    }
+  }
   static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX);
   if (want == interest_) return;
   interest_ = static_cast<uint16_t>(want);
