@@ -15,19 +15,11 @@ const Api* g_loaded = nullptr;
 std::string g_error;
 std::atomic<uint64_t> g_bytes{0};
 
-// OpenSSL's allocations, counted (TlsMemoryBytes): malloc's usable size of each block.
+}  // namespace
+
 void* CountedMalloc(size_t n, const char*, int) {
   void* p = malloc(n);
   if (p) g_bytes.fetch_add(malloc_usable_size(p), std::memory_order_relaxed);
-  return p;
-}
-
-void* CountedRealloc(void* old, size_t n, const char*, int) {
-  size_t before = old ? malloc_usable_size(old) : 0;
-  void* p = realloc(old, n);
-  if (p == nullptr) return nullptr;  // old is untouched (or n was 0 and nothing is held)
-  g_bytes.fetch_sub(before, std::memory_order_relaxed);
-  g_bytes.fetch_add(malloc_usable_size(p), std::memory_order_relaxed);
   return p;
 }
 
@@ -36,6 +28,21 @@ void CountedFree(void* p, const char*, int) {
   g_bytes.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
   free(p);
 }
+
+void* CountedRealloc(void* old, size_t n, const char* file, int line) {
+  if (n == 0) {  // as OpenSSL's own: frees old (realloc would too, uncounted)
+    CountedFree(old, file, line);
+    return nullptr;
+  }
+  size_t before = old ? malloc_usable_size(old) : 0;
+  void* p = realloc(old, n);
+  if (p == nullptr) return nullptr;  // old is untouched
+  g_bytes.fetch_sub(before, std::memory_order_relaxed);
+  g_bytes.fetch_add(malloc_usable_size(p), std::memory_order_relaxed);
+  return p;
+}
+
+namespace {
 
 void LoadOnce() {
   // The library of Debian's libssl3 (OpenSSL 3.x); libcrypto comes with it.

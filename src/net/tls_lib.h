@@ -80,6 +80,12 @@ const Api& Get();
 // Bytes OpenSSL's allocations hold now (counted from the load on).
 uint64_t CountedBytes();
 
+// The allocator handed to OpenSSL (CRYPTO_set_mem_functions), which keeps CountedBytes: the
+// usable size of every block it holds. Realloc to 0 bytes frees, as OpenSSL's own does.
+void* CountedMalloc(size_t n, const char* file, int line);
+void* CountedRealloc(void* old, size_t n, const char* file, int line);
+void CountedFree(void* p, const char* file, int line);
+
 // OpenSSL's error queue as one message ("file: reason; reason"), emptied.
 std::string TakeErrors(const Api& api);
 

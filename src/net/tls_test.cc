@@ -1,5 +1,6 @@
 #include "net/tls.h"
 
+#include <malloc.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -7,6 +8,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "net/tls_lib.h"
 
 namespace stalkd::net {
 namespace {
@@ -164,6 +167,19 @@ TEST(TlsContext, BadFilesNamed) {
   ASSERT_TRUE(ok) << error;
   EXPECT_EQ(ok->subject(), "CN=localhost,O=stalkd tests");
   EXPECT_GT(TlsMemoryBytes(), 0u);
+}
+
+// OpenSSL reallocs to 0 bytes to free: the count must drop by what the block held.
+TEST(TlsMemory, ReallocToZeroFreesAndCounts) {
+  uint64_t before = tls_lib::CountedBytes();
+  void* p = tls_lib::CountedMalloc(1000, __FILE__, __LINE__);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(tls_lib::CountedBytes(), before + malloc_usable_size(p));
+  p = tls_lib::CountedRealloc(p, 5000, __FILE__, __LINE__);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(tls_lib::CountedBytes(), before + malloc_usable_size(p));
+  EXPECT_EQ(tls_lib::CountedRealloc(p, 0, __FILE__, __LINE__), nullptr);
+  EXPECT_EQ(tls_lib::CountedBytes(), before);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@ struct Connection::TlsState {
   bool handshake_wants_write = false;
   bool read_wants_write = false;
   bool write_wants_read = false;
+  // A read stopped with decrypted input left in the stream, which no poll announces.
+  bool more = false;
 };
 
 Connection::Connection(Server& server, int fd) : fd_(fd), server_(server) {}
@@ -36,7 +38,16 @@ void Connection::StartTls(std::unique_ptr<net::TlsStream> stream, Nanos now) {
 
 bool Connection::handshaking() const { return tls_ && !tls_->stream->established(); }
 
-Nanos Connection::handshake_started() const { return tls_ ? tls_->started : 0; }
+Nanos Connection::tls_waiting_since() const {
+  if (!tls_) return 0;
+  // A partial record only counts while the connection reads: the rest may wait in the
+  // socket while the server does not (input or output at its bound).
+  return tls_->stream->established() && !(interest_ & EPOLLIN) ? 0 : tls_->started;
+}
+
+void Connection::ReadTlsPending() {
+  if (!dead_ && tls_ && tls_->more) OnEvents(EPOLLIN);
+}
 
 std::string_view Connection::tls_identity() const {
   return tls_ ? std::string_view(tls_->stream->peer_subject()) : std::string_view();
@@ -50,6 +61,7 @@ void Connection::Handshake() {
   net::TlsStream& s = *tls_->stream;
   switch (s.Handshake()) {
     case net::TlsStream::Io::kOk:
+      tls_->started = 0;  // from now on: when a partial record began to wait
       server_.OnTlsHandshake(this, nullptr);
       break;
     case net::TlsStream::Io::kWantRead:
@@ -77,12 +89,19 @@ ssize_t Connection::Receive(char* buf, size_t len) {
     net::TlsStream::Io io = tls_->stream->Read(buf + total, len - total, &n);
     if (io == net::TlsStream::Io::kOk) {
       total += n;
+      tls_->started = 0;  // a whole record came
       // Nothing left in the stream: the socket waits for the next poll, as a plain read's
       // does, rather than a read() now that would only say EAGAIN.
       if (!tls_->stream->pending()) break;
       continue;
     }
     if (total > 0) break;  // what came before the stop is the client's; the stop recurs
+    if (io == net::TlsStream::Io::kWantRead && tls_->started == 0 && tls_->stream->pending()) {
+      // Part of a record waits for its rest, holding the stream's record buffer: the client
+      // has --tls-handshake-timeout to complete it (Server::CheckHandshakes).
+      tls_->started = server_.clock().Now();
+      server_.WatchTls(this);
+    }
     if (io == net::TlsStream::Io::kClosed) return 0;
     if (io == net::TlsStream::Io::kError) {
       server_.OnTlsError(this, tls_->stream->error());
@@ -162,35 +181,47 @@ void Connection::OnEvents(uint32_t events) {
 
 void Connection::Read() {
   char buf[kReadChunk];
-  ssize_t n = Receive(buf, sizeof buf);
-  if (lingering) {
-    if (n > 0) front_end_->Discarded(static_cast<size_t>(n));
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
-        (n > 0 && front_end_->linger_bytes() == 0)) {
-      Kill();
+  if (tls_) tls_->more = false;
+  size_t got = 0;
+  for (;;) {
+    ssize_t n = Receive(buf, sizeof buf);
+    if (lingering) {
+      if (n > 0) front_end_->Discarded(static_cast<size_t>(n));
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+          (n > 0 && front_end_->linger_bytes() == 0)) {
+        return Kill();
+      }
+      if (n < 0) return;
+    } else if (n > 0) {
+      char* p = front_end_->PrepareInput(static_cast<size_t>(n));
+      std::copy(buf, buf + n, p);
+      front_end_->CommitInput(static_cast<size_t>(n));
+      server_.MarkRunnable(this);
+    } else if (n == 0) {
+      front_end_->OnInputClosed();
+      // A peer gone with nothing left to answer ends now, before this iteration's commands
+      // run: another client's `stats` no longer counts it, as in beanstalkd, which closes a
+      // connection when it reads its EOF.
+      if (front_end_->output().empty() && !front_end_->runnable() && !front_end_->waiting()) {
+        return Kill();
+      }
+      server_.MarkRunnable(this);
+      server_.MarkDirty(this);
+      return;
+    } else {
+      if (errno != EAGAIN && errno != EINTR) Kill();
+      return;
     }
-    return;
-  }
-  if (n > 0) {
-    char* p = front_end_->PrepareInput(static_cast<size_t>(n));
-    std::copy(buf, buf + n, p);
-    front_end_->CommitInput(static_cast<size_t>(n));
-    server_.MarkRunnable(this);
-    // TLS: bytes already taken from the socket wait inside the stream, and no poll would
-    // say so (at most the rest of one record: the stream reads a record at a time).
-    if (tls_ && tls_->stream->pending()) return Read();
-  } else if (n == 0) {
-    front_end_->OnInputClosed();
-    // A peer gone with nothing left to answer ends now, before this iteration's commands
-    // run: another client's `stats` no longer counts it, as in beanstalkd, which closes a
-    // connection when it reads its EOF.
-    if (front_end_->output().empty() && !front_end_->runnable() && !front_end_->waiting()) {
-      return Kill();
+    // TLS: bytes already taken from the socket may wait inside the stream, and no poll
+    // would say so. They are read now, up to a budget per event and the input bound; what
+    // is left is read later without an event (UpdateInterest lists the connection).
+    if (!tls_ || !tls_->stream->pending()) return;
+    got += static_cast<size_t>(n);
+    if (got >= kMaxBufferedInput ||
+        (!lingering && front_end_->buffered_input() >= kMaxBufferedInput)) {
+      tls_->more = true;
+      return UpdateInterest();
     }
-    server_.MarkRunnable(this);
-    server_.MarkDirty(this);
-  } else if (errno != EAGAIN && errno != EINTR) {
-    Kill();
   }
 }
 
@@ -232,6 +263,8 @@ bool Connection::Flush() {
 bool Connection::Linger() {
   if (lingering) return true;
   if (front_end_->input_closed() || front_end_->linger_bytes() == 0) return false;
+  // TLS: close_notify goes before the FIN, or the client sees its stream cut short.
+  if (tls_) tls_->stream->Shutdown();
   if (shutdown(fd_, SHUT_WR) != 0) return false;
   lingering = true;
   UpdateInterest();
@@ -246,6 +279,15 @@ void Connection::UpdateInterest() {
     WantedEvents(&want);
     if (tls_ && tls_->read_wants_write) want |= EPOLLOUT;
     if (tls_ && tls_->write_wants_read) want |= EPOLLIN;
+  }
+  if (tls_ && (want & EPOLLIN)) {
+    // Decrypted input left in the stream is read once the connection reads again.
+    if (tls_->more) server_.MarkTlsReadable(this);
+    // A partial record's clock starts again when reading does (tls_waiting_since).
+    if (tls_->started != 0 && tls_->stream->established() && !(interest_ & EPOLLIN)) {
+      tls_->started = server_.clock().Now();
+      server_.WatchTls(this);
+    }
   }
   static_assert((EPOLLIN | EPOLLOUT | EPOLLRDHUP) <= UINT16_MAX);
   if (want == interest_) return;

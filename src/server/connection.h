@@ -55,7 +55,12 @@ class Connection : public net::EventLoop::Handler,
   // Half-closed after the last output, reading and discarding what the peer still sends
   // (FrontEnd::linger_bytes) until its EOF or the bound.
   bool lingering : 1 = false;
-  bool on_handshaking : 1 = false;  // on the server's list of TLS handshakes under way
+  // On the server's list of TLS connections on a clock: a handshake under way, or a partial
+  // record held (tls_waiting_since).
+  bool on_handshaking : 1 = false;
+  // On the server's list of TLS connections to read without an epoll event: decrypted input
+  // waits in the stream (a read stopped at its per-event budget or at the input bound).
+  bool on_tls_readable : 1 = false;
   // While the output buffer is at/above the high-water mark: when it got there or the peer
   // last took any of it, whichever is later; 0 while it is below the mark.
   Nanos blocked_since() const { return blocked_since_; }
@@ -65,7 +70,11 @@ class Connection : public net::EventLoop::Handler,
   void StartTls(std::unique_ptr<net::TlsStream> stream, Nanos now);
   bool tls() const { return tls_ != nullptr; }
   bool handshaking() const;
-  Nanos handshake_started() const;
+  // When the handshake began or, once established, when the partial TLS record the stream
+  // holds began to wait for its rest (0: none): what the TLS timeout bounds.
+  Nanos tls_waiting_since() const;
+  // Reads the decrypted input a read left in the stream (Server::MarkTlsReadable).
+  void ReadTlsPending();
   // The connection's identity: the subject of the client certificate its TLS handshake
   // verified ("CN=worker-1,O=Example"); empty without TLS or without a client certificate.
   std::string_view tls_identity() const;

@@ -310,7 +310,8 @@ void Server::Accept(int lfd, ConnectionFactory make, bool tls) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails harmlessly on unix
     Connection* c = make(*this, fd);
-    if ((tls && !StartTls(c)) || !loop_.Add(fd, 0, c)) {
+    // Into the loop before TLS starts: a connection TLS lists is never deleted here.
+    if (!loop_.Add(fd, 0, c) || (tls && !StartTls(c))) {
       if (http_) http_->Closed(c);
       delete c;
       continue;
@@ -430,7 +431,10 @@ void Server::MarkClosed(Connection* c) {
 }
 
 Nanos Server::PollTimeout() {
-  if (!runnable_.empty() || !dirty_.empty() || !closed_.empty() || store_->Busy()) return 0;
+  if (!runnable_.empty() || !dirty_.empty() || !closed_.empty() || !tls_readable_.empty() ||
+      store_->Busy()) {
+    return 0;
+  }
   Nanos now = clock_.Now();
   Nanos next = store_->Tick();
   // What the timers completed (a waiting reserve handed a job that just fell due) goes out
@@ -473,6 +477,7 @@ void Server::RunIteration(Nanos poll_timeout) {
     for (auto& l : listeners_) loop_.Modify(l->fd(), EPOLLIN, l.get());
   }
   if (!closed_.empty()) Reap();
+  if (!tls_readable_.empty()) ReadTlsPending();
 
   std::vector<Connection*> run;
   run.swap(runnable_);
@@ -542,6 +547,7 @@ void Server::Reap() {
     if (c->on_blocked) std::erase(blocked_, c);
     if (c->on_held) std::erase(held_, c);
     if (c->on_handshaking) std::erase(handshaking_, c);
+    if (c->on_tls_readable) std::erase(tls_readable_, c);
     connections_.Remove(c);
     delete c;
   }

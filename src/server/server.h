@@ -60,10 +60,11 @@ class Server final : public command::Host {
   bool ReloadTls();
   // What the TLS listeners did (/metrics).
   struct TlsStats {
-    uint64_t handshakes = 0;  // finished
-    uint64_t failures = 0;    // failed (bad input, refused certificates, clients gone)
-    uint64_t timeouts = 0;    // closed by --tls-handshake-timeout
-    uint64_t refused = 0;     // not accepted: TLS memory at its limit
+    uint64_t handshakes = 0;       // finished
+    uint64_t failures = 0;         // failed (bad input, refused certificates, clients gone)
+    uint64_t timeouts = 0;         // closed by --tls-handshake-timeout
+    uint64_t record_timeouts = 0;  // closed by it: a partial record left unfinished
+    uint64_t refused = 0;          // not accepted: TLS memory at its limit
     uint64_t reloads = 0, reload_failures = 0;
     size_t handshaking = 0;  // under way now
   };
@@ -106,6 +107,10 @@ class Server final : public command::Host {
   void MarkClosed(Connection* c);
   // c's unread output has filled its buffer: watch it for --stalled-client-timeout.
   void MarkBlocked(Connection* c);
+  // c's TLS stream holds decrypted input no poll announces: read it next iteration.
+  void MarkTlsReadable(Connection* c);
+  // c's TLS stream holds a partial record (Connection::tls_waiting_since): bound its wait.
+  void WatchTls(Connection* c);
   // c's TLS handshake finished (error null) or failed (error says why).
   void OnTlsHandshake(Connection* c, const char* error);
   // c's TLS stream failed after its handshake (the connection closes).
@@ -121,8 +126,11 @@ class Server final : public command::Host {
   void Accept(int fd, ConnectionFactory make, bool tls);
   // Starts TLS on a connection just made; false if it cannot be.
   bool StartTls(Connection* c);
-  // Closes the TLS clients whose handshake has lasted --tls-handshake-timeout.
+  // Closes the TLS clients whose handshake, or a partial record they began, has lasted
+  // --tls-handshake-timeout.
   void CheckHandshakes(Nanos now);
+  // Reads what the connections on tls_readable_ left in their TLS streams.
+  void ReadTlsPending();
   // "1.2.3.4:5678" of a connection's peer, for log lines.
   static std::string PeerName(const Connection* c);
   // RunOnce's work with the given poll timeout.
@@ -179,8 +187,9 @@ class Server final : public command::Host {
   std::vector<Connection*> held_;     // replies waiting for a binlog sync (-f 0)
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
 
-  std::vector<Connection*> handshaking_;  // TLS handshakes under way
-  std::shared_ptr<net::TlsContext> tls_;  // the tls:// listeners'; null without any
+  std::vector<Connection*> handshaking_;   // TLS handshakes under way, partial records held
+  std::vector<Connection*> tls_readable_;  // decrypted input waiting in the stream
+  std::shared_ptr<net::TlsContext> tls_;   // the tls:// listeners'; null without any
   TlsStats tls_stats_;
   uint64_t tls_memory_limit_ = 0;
   Nanos next_handshake_check_ = 0;

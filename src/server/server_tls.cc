@@ -19,27 +19,50 @@ bool Server::StartTls(Connection* c) {
   }
   Nanos now = clock_.Now();
   c->StartTls(std::move(s), now);
-  if (handshaking_.empty()) next_handshake_check_ = now + kSecond;
-  c->on_handshaking = true;
-  handshaking_.push_back(c);
+  WatchTls(c);
   return true;
 }
 
+void Server::WatchTls(Connection* c) {
+  if (c->on_handshaking) return;
+  if (handshaking_.empty()) next_handshake_check_ = clock_.Now() + kSecond;
+  c->on_handshaking = true;
+  handshaking_.push_back(c);
+}
+
+void Server::MarkTlsReadable(Connection* c) {
+  if (c->on_tls_readable) return;
+  c->on_tls_readable = true;
+  tls_readable_.push_back(c);
+}
+
+void Server::ReadTlsPending() {
+  std::vector<Connection*> read;
+  read.swap(tls_readable_);
+  for (Connection* c : read) c->on_tls_readable = false;
+  for (Connection* c : read) c->ReadTlsPending();
+}
+
+// A handshake, or a partial record once established: each holds OpenSSL's buffers (some
+// 17 KB), so a client that stops midway must not hold them for ever.
 void Server::CheckHandshakes(Nanos now) {
   if (now < next_handshake_check_) return;
   next_handshake_check_ = now + kSecond;
   Nanos limit = options_.tls_handshake_timeout_s * kSecond;
   std::erase_if(handshaking_, [&](Connection* c) {
-    if (c->dead() || !c->handshaking()) {
+    Nanos since = c->tls_waiting_since();
+    if (c->dead() || since == 0) {
       c->on_handshaking = false;
       return true;
     }
-    if (now - c->handshake_started() < limit) return false;
+    if (now - since < limit) return false;
+    bool handshake = c->handshaking();
     if (options_.verbosity > 0) {
-      fprintf(stderr, "stalkd: closing TLS client %s: no handshake within %lld s\n",
-              PeerName(c).c_str(), static_cast<long long>(options_.tls_handshake_timeout_s));
+      fprintf(stderr, "stalkd: closing TLS client %s: %s within %lld s\n", PeerName(c).c_str(),
+              handshake ? "no handshake" : "a TLS record left unfinished",
+              static_cast<long long>(options_.tls_handshake_timeout_s));
     }
-    tls_stats_.timeouts++;
+    (handshake ? tls_stats_.timeouts : tls_stats_.record_timeouts)++;
     c->on_handshaking = false;
     c->Kill();
     return true;

@@ -4,6 +4,7 @@ too), Ruby's OpenSSL; the certificate's reload on SIGHUP; handshakes that never 
 (closed by --tls-handshake-timeout) while a TLS client goes on being served; and the flags'
 errors. Certificates come from tests/lib/tls_certs.py (the openssl command)."""
 import os
+import re
 import shutil
 import signal
 import socket
@@ -11,6 +12,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -281,6 +283,137 @@ class TestHandshakeBounds(TlsCase):
         with self.assertRaises(ssl.SSLWantReadError):
             obj.do_handshake()
         return out.read()
+
+
+class TestTlsInputBounds(TlsCase):
+    """A TLS read that ends inside a record leaves the rest of it in the stream, where no
+    poll announces it: the server reads it on, a budget per event, within the input bound,
+    and stays one loop serving every client (docs/SECURITY.md, "TLS")."""
+
+    STREAM = 1831 * 16383  # some 30 MB: far past the stack a read per record would need
+
+    def stream(self, conn, head, tail):
+        """Sends head, STREAM bytes in records of 16383 bytes (so a 64 KiB read ends inside
+        one), then tail; returns what the server answered up to `USING t` (or its EOF)."""
+        conn.sock.sendall(head)
+        chunk = b"x" * 16383
+        for _ in range(self.STREAM // len(chunk)):  # records of 16383 bytes
+            conn.sock.sendall(chunk)
+        conn.sock.sendall(tail + b"use t\r\n")
+        out = b""
+        while not out.endswith(b"USING t\r\n"):
+            data = conn.sock.recv(65536)
+            if not data:
+                break
+            out += data
+        return out
+
+    def check_beside_plain(self, head, tail, expected):
+        plain = self.server.connect()
+        self.addCleanup(plain.close)
+        self.assertEqual(self.stream(plain, head, tail), expected)
+        other = self.tls_client()
+        done = []
+        streamer = threading.Thread(target=lambda: done.append(
+            self.stream(self.tls_client(), head, tail)))
+        streamer.start()
+        served = 0
+        while streamer.is_alive() or served == 0:  # another TLS client goes on being served
+            self.assertEqual(other.cmd("use o%d" % served), b"USING o%d\r\n" % served)
+            served += 1
+        streamer.join()
+        self.assertEqual(done, [expected])
+
+    def test_huge_put_body_in_partial_records(self):
+        self.start()
+        n = self.STREAM  # beanstalkd's default -z: 65535
+        self.check_beside_plain(b"put 0 0 1 %d\r\n" % n, b"\r\n",
+                                b"JOB_TOO_BIG\r\nUSING t\r\n")
+
+    def test_huge_line_in_partial_records(self):
+        self.start()
+        self.check_beside_plain(b"", b"\r\n", b"BAD_FORMAT\r\nUSING t\r\n")
+
+    def test_put_body_without_its_crlf(self):
+        self.start("-z", str(self.STREAM))
+        self.check_beside_plain(b"put 0 0 1 %d\r\n" % self.STREAM, b"XY",
+                                b"EXPECTED_CRLF\r\nUSING t\r\n")
+
+
+class TestTlsClose(TlsCase):
+    def test_refused_request_is_read_whole_before_close_notify(self):
+        """An HTTPS request refused on its head (401) while its large body is still coming:
+        the answer, then close_notify, then the FIN; the body read away meanwhile. A client
+        that insists on close_notify reads the whole answer, never a reset or a cut stream."""
+        http = bs.free_port()
+        self.start("--http", "tls://127.0.0.1:%d" % http)
+        body = b"[" + b"1," * 500_000 + b"1]"
+        request = (b"PUT /api/ns/q/bulk HTTP/1.1\r\nHost: x\r\nX-Token: nope\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body)) + body
+        ctx = client_context(cert=False)
+        for i in range(20):
+            raw = socket.create_connection(("127.0.0.1", http), timeout=30)
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1",
+                                 suppress_ragged_eofs=False) as s:
+                s.sendall(request)
+                data = b""
+                while True:
+                    chunk = s.recv(65536)  # SSLEOFError without close_notify
+                    if not chunk:
+                        break
+                    data += chunk
+            head, _, answer = data.partition(b"\r\n\r\n")
+            self.assertTrue(head.startswith(b"HTTP/1.1 401 "), data[:300])
+            n = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+            self.assertEqual(len(answer), n, "round %d: the answer cut short" % i)
+
+
+class TestPartialRecords(TlsCase):
+    def established(self):
+        """A TLS connection through memory BIOs over a raw socket: (socket, SSLObject, the
+        outgoing BIO), its handshake done."""
+        raw = socket.create_connection(("127.0.0.1", self.tls_port), timeout=30)
+        self.addCleanup(raw.close)
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = client_context(cert=False).wrap_bio(inc, out, server_hostname="127.0.0.1")
+        while True:
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                raw.sendall(out.read())
+                data = raw.recv(65536)
+                if not data:
+                    raise AssertionError("closed in the handshake")
+                inc.write(data)
+        raw.sendall(out.read())
+        return raw, obj, out
+
+    def test_partial_records_are_closed_while_clients_are_served(self):
+        """Clients that stop halfway through a record (each holding OpenSSL's record buffer)
+        are closed by --tls-handshake-timeout; an idle client without one is not."""
+        self.start("--tls-handshake-timeout", "2")
+        idle = self.tls_client()
+        self.assertEqual(idle.cmd("use idle"), b"USING idle\r\n")
+        stuck = []
+        for _ in range(5):
+            raw, obj, out = self.established()
+            obj.write(b"use " + b"y" * 15000 + b"\r\n")
+            record = out.read()
+            raw.sendall(record[: len(record) // 2])
+            stuck.append(raw)
+        good = self.tls_client()
+        for s in stuck:
+            while True:  # the server's close_notify (perhaps a session ticket first), its EOF
+                try:
+                    if s.recv(65536) == b"":
+                        break
+                except ConnectionResetError:
+                    break
+            jid = good.put_id("job")
+            self.assertEqual(good.cmd("delete %d" % jid), b"DELETED\r\n")
+        wait_for_line(self.log, "a TLS record left unfinished within 2 s")
+        self.assertEqual(idle.cmd("use still"), b"USING still\r\n")
 
 
 class TestFlags(unittest.TestCase):
