@@ -59,15 +59,20 @@ void PrintUsage(FILE* out) {
           "          fully arrived this long after it began (default 30)\n"
           " --listen [tls://]ADDR:PORT  one more beanstalkd-protocol listener (repeatable);\n"
           "          tls:// serves TLS there, e.g. --listen tls://0.0.0.0:11301\n"
+          " --listen-auth [tls://]ADDR:PORT  as --listen, a listener that requires auth as\n"
+          "          --require-auth does, the other listeners unchanged\n"
           " --http and --admin-http take tls://ADDR:PORT too (HTTPS)\n"
           " --tls-cert FILE  the certificate chain (PEM) of the tls:// listeners\n"
           " --tls-key FILE  its private key (PEM); both are read again on SIGHUP\n"
           " --tls-client-ca FILE  ask TLS clients for a certificate issued by these CAs\n"
           " --tls-verify-client  require one (mutual TLS); default: optional\n"
+          " --tls-identities FILE  lines SUBJECT namespace NS or SUBJECT admin: a verified\n"
+          "          client certificate of SUBJECT starts authenticated on the beanstalkd\n"
+          "          listeners, as after auth; read again on SIGHUP\n"
           " --tls-handshake-timeout SECONDS  close a TLS client whose handshake has not\n"
           "          finished this long after it connected (default 10)\n"
-          " --require-auth  on the beanstalkd port, answer nothing but `auth TOKEN` (a\n"
-          "          token of the HTTP API) and `quit` until a client has authenticated\n"
+          " --require-auth  on every beanstalkd-protocol listener, answer UNAUTHORIZED to every\n"
+          "          command but auth and quit until the client has sent auth TOKEN\n"
           " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
           "/SCALE-OUT.md.gz):\n"
           "          redis://[USER:PASSWORD@]HOST:PORT[/DB]\n"
@@ -231,8 +236,9 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     return take_value() &&
            ParseHostPort(name, StripTls(value, &o->admin_tls), &o->admin_address, &o->admin_port);
   }
-  if (name == "--listen") {
+  if (name == "--listen" || name == "--listen-auth") {
     Options::Listen l;
+    l.require_auth = name == "--listen-auth";
     return take_value() && ParseHostPort(name, StripTls(value, &l.tls), &l.address, &l.port) &&
            (o->listens.push_back(l), true);
   }
