@@ -172,7 +172,8 @@ void AppendTlsMetrics(const Server& server, std::string* out) {
       {"stalkd_tls_reloads_total", "counter", "Certificate reloads (SIGHUP) that took.",
        st.reloads},
       {"stalkd_tls_reload_failures_total", "counter",
-       "Certificate reloads (SIGHUP) that kept the certificate in use.", st.reload_failures},
+       "Reloads (SIGHUP) of the certificate or --tls-identities that kept the one in use.",
+       st.reload_failures},
       {"stalkd_tls_identified_total", "counter",
        "TLS clients whose certificate stood for an identity (--tls-identities).", st.identified},
   };
