@@ -171,8 +171,8 @@ void Build(CLI::App& app, Context& ctx) {
       ->type_name("FILE");
   app.add_option("--key", ctx.tls.key, "with --tls: its private key (PEM)")->type_name("FILE");
   app.add_option("--token", ctx.auth.token,
-                 "send `auth TOKEN` first (a listener that requires it); prefer STALK_TOKEN, "
-                 "as a command line shows in ps")
+                 "send `auth TOKEN` right after connecting (a listener that requires it); a "
+                 "command line shows in ps: prefer the environment")
       ->type_name("TOKEN")
       ->envname("STALK_TOKEN");
   app.add_option("--ns", ctx.auth.ns,
