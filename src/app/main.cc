@@ -130,11 +130,20 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::shared_ptr<const stalkd::server::TlsIdentities> tls_identities;
+  if (!opts.tls_identities.empty()) {
+    tls_identities = stalkd::server::TlsIdentities::Load(opts.tls_identities, &error);
+    if (!tls_identities) {
+      fprintf(stderr, "stalkd: --tls-identities: %s\n", error.c_str());
+      return 1;
+    }
+  }
   if (!opts.user.empty() && !BecomeUser(opts.user)) return kExitUser;
 
   stalkd::SystemClock clock;
   stalkd::server::Server server(opts, clock);
   server.SetTls(tls);
+  server.SetTlsIdentities(tls_identities);
   auto add = [&](int lfd, stalkd::server::ConnectionFactory make, bool with_tls = false) {
     if (server.AddListener(lfd, make, with_tls)) return true;
     fprintf(stderr, "stalkd: cannot set up the event loop: %s\n", strerror(errno));
@@ -163,7 +172,10 @@ int main(int argc, char** argv) {
   }
   if (!add(fd, &stalkd::server::MakeTextConnection)) return 1;
   for (size_t i = 0; i < extra_fds.size(); i++) {
-    if (!add(extra_fds[i], &stalkd::server::MakeTextConnection, opts.listens[i].tls)) return 1;
+    const auto& l = opts.listens[i];
+    auto make = l.require_auth ? &stalkd::server::MakeAuthTextConnection
+                               : &stalkd::server::MakeTextConnection;
+    if (!add(extra_fds[i], make, l.tls)) return 1;
   }
   if (api_fd >= 0 && !add(api_fd, &stalkd::server::MakeApiConnection, opts.http_tls)) return 1;
   std::vector<stalkd::server::Listening> listening = {
@@ -173,9 +185,9 @@ int main(int argc, char** argv) {
                       : "admin HTTP (dashboard, /metrics, /healthz, /readyz)",
        admin_fd}};
   for (size_t i = 0; i < extra_fds.size(); i++) {
-    listening.push_back(
-        {opts.listens[i].tls ? "beanstalkd protocol over TLS" : "beanstalkd protocol",
-         extra_fds[i]});
+    std::string what = opts.listens[i].tls ? "beanstalkd protocol over TLS" : "beanstalkd protocol";
+    if (opts.listens[i].require_auth) what += ", auth required";
+    listening.push_back({what, extra_fds[i]});
   }
   stalkd::server::PrintStarted(opts, listening);
   server.Run();

@@ -47,6 +47,29 @@ std::string_view ErrorMeaning(std::string_view word) {
 
 }  // namespace
 
+Client::Client(const std::string& address, const TlsOptions& tls, const Credentials& auth)
+    : conn_(address, tls) {
+  if (!auth.token.empty()) Authenticate(auth);
+}
+
+void Client::Authenticate(const Credentials& auth) {
+  if (auth.token.find_first_of(" \r\n") != std::string::npos ||
+      auth.ns.find_first_of(" \r\n") != std::string::npos) {
+    throw Failure(kExitUsage, "--token and --ns are single words");
+  }
+  // The token is never part of a message: the reply alone says what went wrong.
+  Reply r = conn_.Call("auth " + (auth.ns.empty() ? "" : auth.ns + " ") + auth.token);
+  if (r.Is("UNAUTHORIZED")) {
+    throw Failure(kExitServer, "auth: the server answered UNAUTHORIZED (the token is not one of " +
+                                   std::string(auth.ns.empty() ? "its" : "this namespace's") +
+                                   " tokens)");
+  }
+  if (!r.Is("AUTHENTICATED")) Unexpected("auth", r);
+  // A namespace's token moves the connection to "<ns>/default".
+  Reply used = Expect("list-tube-used", {"USING"});
+  used_ = used.line.substr(std::min(used.line.size(), size_t{6}));
+}
+
 std::string Client::Answered(std::string_view command, const Reply& r) {
   std::string what = std::string(command) + ": the server answered " +
                      (r.line.empty() ? std::string("nothing") : r.line);
@@ -144,7 +167,8 @@ void Client::WatchOnly(const std::vector<std::string>& tubes) {
 bool Client::Extensions() {
   if (!extensions_) {
     Reply r = conn_.Call("list-jobs default ready 1 1");
-    extensions_ = r.Is("OK") || r.Is("NOT_FOUND");
+    // FORBIDDEN: a namespace's connection (stalkd's `auth`), not allowed "default".
+    extensions_ = r.Is("OK") || r.Is("NOT_FOUND") || r.Is("FORBIDDEN");
   }
   return *extensions_;
 }

@@ -19,9 +19,18 @@ namespace stalkd::cli {
 // of A-Z a-z 0-9 - + / ; . $ _ ( ), not beginning with a hyphen.
 void CheckTubeName(std::string_view name);
 
+// stalk --token (STALK_TOKEN), --ns (STALK_NS): what `auth` sends right after connecting, to
+// a server whose listener asks for it (docs/SECURITY.md, "Tokens on the beanstalkd port").
+struct Credentials {
+  std::string token;  // empty: no `auth`
+  std::string ns;     // the token's namespace, for a token an admin chose (any form)
+};
+
 class Client {
  public:
-  explicit Client(const std::string& address, const TlsOptions& tls = {}) : conn_(address, tls) {}
+  // Connects, then with credentials sends `auth` (throws Failure(kExitServer) if refused).
+  explicit Client(const std::string& address, const TlsOptions& tls = {},
+                  const Credentials& auth = {});
   Conn& conn() { return conn_; }
 
   // "COMMAND: the server answered REPLY", and what REPLY means when it is an error.
@@ -73,6 +82,9 @@ class Client {
   uint64_t TopId();
 
  private:
+  // `auth`, then the tube the server has the connection use (a namespace's "<ns>/default").
+  void Authenticate(const Credentials& auth);
+
   Conn conn_;
   std::string used_ = "default";
   std::optional<bool> extensions_;

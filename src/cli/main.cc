@@ -170,11 +170,21 @@ void Build(CLI::App& app, Context& ctx) {
   app.add_option("--cert", ctx.tls.cert, "with --tls: stalk's certificate (PEM), for mutual TLS")
       ->type_name("FILE");
   app.add_option("--key", ctx.tls.key, "with --tls: its private key (PEM)")->type_name("FILE");
+  app.add_option("--token", ctx.auth.token,
+                 "send `auth TOKEN` right after connecting (a listener that requires it); a "
+                 "command line shows in ps: prefer the environment")
+      ->type_name("TOKEN")
+      ->envname("STALK_TOKEN");
+  app.add_option("--ns", ctx.auth.ns,
+                 "with --token: the token's namespace (`auth NS TOKEN`), for a token an admin "
+                 "chose")
+      ->type_name("NS")
+      ->envname("STALK_NS");
   app.add_flag("--json", ctx.json, "JSON output for scripts (one object per line)");
   app.add_flag("-q,--quiet", ctx.quiet, "no progress bars, summaries or notes on stderr");
   app.add_flag("--no-progress", ctx.no_progress, "no progress bars");
   app.footer(
-      "Options of stalk itself (-s ADDR, --json, -q, --no-progress) go before or after the "
+      "Options of stalk itself (-s ADDR, --tls, --token, --json, -q, ...) go before or after the "
       "command.\nExit status: 0 done; 1 no such job or tube, or nothing to reserve or peek; 2 "
       "bad arguments; 3 cannot connect, or the connection broke; 4 the server answered an "
       "error; 5 bad input (a load line, a file). See stalk(1).");

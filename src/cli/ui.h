@@ -20,14 +20,15 @@ struct Context {
   bool json = false;
   bool quiet = false;
   bool no_progress = false;
-  TlsOptions tls;  // --tls, --ca, --cert, --key
+  TlsOptions tls;    // --tls, --ca, --cert, --key
+  Credentials auth;  // --token, --ns
   // Set by the chosen command's CLI11 callback; main runs it after parsing.
   std::function<int()> run;
 
   // The connection, opened on first use.
   Client& client();
   // A second connection (for what one connection cannot do alone), opened each time.
-  std::unique_ptr<Client> NewClient() const { return std::make_unique<Client>(server, tls); }
+  std::unique_ptr<Client> NewClient() const { return std::make_unique<Client>(server, tls, auth); }
   // Progress bars are drawn on stderr when it is a terminal, unless --quiet or
   // --no-progress.
   bool ProgressWanted() const;

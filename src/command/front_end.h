@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "command/identity.h"
 #include "command/store.h"
 
 namespace stalkd::command {
@@ -51,6 +52,11 @@ class FrontEnd {
   // sending would lose the answer. 0: close at once.
   virtual uint64_t linger_bytes() const { return 0; }
   virtual void Discarded(size_t n) { (void)n; }
+
+  // The client's TLS certificate proved it to be `who` (--tls-identities), before it sent
+  // anything: the text protocol starts authenticated, as after `auth`, without a reply;
+  // front ends without identities ignore it.
+  virtual void ProvenBy(const Identity& who) { (void)who; }
 
   // Output above this stops request processing until the peer reads it.
   static constexpr size_t kOutputHighWater = 1 << 20;

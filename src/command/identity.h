@@ -18,6 +18,9 @@ struct Identity {
   Kind kind = Kind::kNamespace;
   std::string ns;    // kNamespace
   std::string name;  // kNamespace: the token's id (limits, revocation); kAdmin: the user
+  // Proved by a TLS client certificate (--tls-identities; `name`: its subject), not a
+  // token: nothing to revoke, no token's rate limit.
+  bool certificate = false;
   bool scoped() const { return kind == Kind::kNamespace; }
   // Whether `tube` is this identity's: "ns/" and at least one byte more (lmstfy's queue q
   // of namespace ns is the tube "ns/q"); every tube for an admin.

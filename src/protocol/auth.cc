@@ -83,6 +83,16 @@ void Conversation::ExecuteAuth(std::string_view line) {
   StartAuthSetup(std::move(who));
 }
 
+void Conversation::ProvenBy(const Identity& who) {
+  if (auth_ == nullptr || auth_->authenticator == nullptr || aside_ || who_) return;
+  auto proven = std::make_unique<Identity>(who);
+  if (!proven->scoped()) {
+    who_ = std::move(proven);
+    return;
+  }
+  StartAuthSetup(std::move(proven), /*silent=*/true);
+}
+
 bool Conversation::Admitted(std::string_view line, const Command& cmd) {
   if (cmd.verb == Verb::kQuit) return true;
   if (who_ && !auth_->authenticator->StillValid(*who_)) {
@@ -175,9 +185,10 @@ void Conversation::StartIdCheck(std::string_view line, std::vector<uint64_t> ids
   ContinueAside();
 }
 
-void Conversation::StartAuthSetup(std::unique_ptr<Identity> who) {
+void Conversation::StartAuthSetup(std::unique_ptr<Identity> who, bool silent) {
   aside_ = std::make_unique<Aside>();
   aside_->kind = Aside::Kind::kAuthSetup;
+  aside_->silent = silent;
   aside_->who = std::move(who);
   ContinueAside();
 }
@@ -219,10 +230,11 @@ void Conversation::ContinueAside() {
   std::unique_ptr<Aside> done = std::move(aside_);
   if (done->kind == Aside::Kind::kAuthSetup) {
     // Not authenticated: the tubes may have changed, the identity has not.
-    if (done->failed) return Reply(done->failure);
+    if (done->failed) return done->silent ? void() : Reply(done->failure);
     who_ = std::move(done->who);
     revoked_ = false;
-    return Reply(Outcome::kAuthenticated);
+    if (!done->silent) Reply(Outcome::kAuthenticated);
+    return;
   }
   done->checked = true;
   if (done->failed) done->allowed.clear();

@@ -40,7 +40,7 @@ class FakeAuthenticator final : public command::Authenticator {
     return true;
   }
   bool StillValid(const Identity& who) const override {
-    return !who.scoped() || tokens.count(who.name) > 0;
+    return !who.scoped() || who.certificate || tokens.count(who.name) > 0;
   }
   bool AllowPut(const Identity& who) override {
     auto it = puts_left.find(who.ns);
@@ -114,6 +114,25 @@ TEST_P(AuthTest, AuthWithoutTokenStoreIsUnknown) {
   c.conv.CommitInput(line.size());
   c.conv.Run(10);
   EXPECT_EQ(c.conv.output(), "UNKNOWN_COMMAND\r\n");
+}
+
+// A TLS client certificate's identity (ProvenBy): the same set-up as `auth`, no reply.
+TEST_P(AuthTest, CertificateIdentityStartsAuthenticatedWithoutAReply) {
+  Client& c = NewClient();
+  Identity who{Identity::Kind::kNamespace, "a", "CN=w"};
+  who.certificate = true;
+  c.conv.ProvenBy(who);
+  EXPECT_EQ(Do(c, "list-tube-used\r\nlist-tubes-watched\r\nuse b/q\r\n"),
+            "USING a/default\r\nOK 16\r\n---\n- a/default\n\r\nFORBIDDEN\r\n");
+  ASSERT_NE(c.conv.identity(), nullptr);
+  EXPECT_EQ(c.conv.identity()->ns, "a");
+  // `auth` still replaces it.
+  EXPECT_EQ(Do(c, "auth b.1\r\nlist-tube-used\r\n"), "AUTHENTICATED\r\nUSING b/default\r\n");
+
+  Client& admin = NewClient();
+  admin.conv.ProvenBy({Identity::Kind::kAdmin, {}, "CN=ops", true});
+  EXPECT_EQ(Do(admin, "use b/q\r\n"), "USING b/q\r\n");
+  EXPECT_FALSE(admin.conv.identity()->scoped());
 }
 
 TEST_P(AuthTest, BadTokensAndForms) {

@@ -39,6 +39,7 @@ struct Aside {
   std::unique_ptr<command::Identity> who;  // kAuthSetup: the identity, once set up
   std::vector<std::string> ignore;         // kAuthSetup: watched tubes to ignore
   command::Outcome failure = command::Outcome::kInternalError;  // kAuthSetup's answer then
+  bool silent = false;  // kAuthSetup for a certificate (ProvenBy): no reply
 };
 
 // One client of the beanstalkd text protocol, without sockets: bytes in, reply bytes out.
@@ -87,8 +88,9 @@ class Conversation final : public command::FrontEnd {
   size_t buffered_input() const override { return in_end_ - in_begin_; }
   const command::Session& session() const override { return *session_; }
   size_t input_capacity() const { return in_capacity_; }  // 0 whenever nothing is buffered
-  // Who the client proved to be with `auth`; null: nobody (yet).
+  // Who the client proved to be with `auth` (or its certificate); null: nobody (yet).
   const command::Identity* identity() const { return who_.get(); }
+  void ProvenBy(const command::Identity& who) override;
 
  private:
   enum class State : uint8_t {
@@ -148,7 +150,7 @@ class Conversation final : public command::FrontEnd {
   // Answers a refused command whose body, if it has one, is then skipped.
   void Refuse(const Command& cmd, command::Outcome o);
   void StartIdCheck(std::string_view line, std::vector<uint64_t> ids);
-  void StartAuthSetup(std::unique_ptr<command::Identity> who);
+  void StartAuthSetup(std::unique_ptr<command::Identity> who, bool silent = false);
   void ContinueAside();
   void TakeAside(const command::Result& r);
   // delete-many's ids that the namespace's identity may touch (those checked).

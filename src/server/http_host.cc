@@ -105,11 +105,11 @@ bool HttpHost::Authenticate(std::string_view ns, std::string_view credential,
 }
 
 bool HttpHost::StillValid(const command::Identity& who) const {
-  return !who.scoped() || tokens_.HasId(who.ns, who.name);
+  return !who.scoped() || who.certificate || tokens_.HasId(who.ns, who.name);
 }
 
 bool HttpHost::AllowPut(const command::Identity& who) {
-  return !who.scoped() ||
+  return !who.scoped() || who.certificate ||
          tokens_.throttler().Allow(who.ns, who.name, http::Kind::kProduce, server_.clock().Now());
 }
 
@@ -175,7 +175,10 @@ void AppendTlsMetrics(const Server& server, std::string* out) {
       {"stalkd_tls_reloads_total", "counter", "Certificate reloads (SIGHUP) that took.",
        st.reloads},
       {"stalkd_tls_reload_failures_total", "counter",
-       "Certificate reloads (SIGHUP) that kept the certificate in use.", st.reload_failures},
+       "Reloads (SIGHUP) of the certificate or --tls-identities that kept the one in use.",
+       st.reload_failures},
+      {"stalkd_tls_identified_total", "counter",
+       "TLS clients whose certificate stood for an identity (--tls-identities).", st.identified},
   };
   for (const auto& r : rows) {
     *out += std::string("# HELP ") + r.name + " " + r.help + "\n# TYPE " + r.name + " " + r.type +

@@ -59,6 +59,8 @@ void PrintUsage(FILE* out) {
           "          fully arrived this long after it began (default 30)\n"
           " --listen [tls://]ADDR:PORT  one more beanstalkd-protocol listener (repeatable);\n"
           "          with tls:// its clients speak TLS, e.g. --listen tls://0.0.0.0:11301\n"
+          " --listen-auth [tls://]ADDR:PORT  as --listen, a listener that requires auth as\n"
+          "          --require-auth does, the other listeners unchanged\n"
           " --http and --admin-http take tls://ADDR:PORT too (HTTPS)\n"
           " --tls-cert FILE  the certificate chain (PEM, the server's first) of every tls://\n"
           "          listener\n"
@@ -68,12 +70,14 @@ void PrintUsage(FILE* out) {
           "          FILE (mutual TLS)\n"
           " --tls-verify-client  require that certificate; without it a client may connect\n"
           "          without one\n"
+          " --tls-identities FILE  lines SUBJECT namespace NS or SUBJECT admin: a verified\n"
+          "          client certificate of SUBJECT starts authenticated on the beanstalkd\n"
+          "          listeners, as after auth; read again on SIGHUP\n"
           " --tls-handshake-timeout SECONDS  close a TLS client whose handshake has not\n"
           "          finished this long after it connected, or that left a TLS record\n"
           "          unfinished this long (default 10)\n"
-          " --require-auth  on the beanstalkd port, answer UNAUTHORIZED to every command\n"
-          "          but auth and quit until the client has sent auth TOKEN with a token\n"
-          "          of the HTTP API (or an account of --admin-accounts)\n"
+          " --require-auth  on every beanstalkd-protocol listener, answer UNAUTHORIZED to every\n"
+          "          command but auth and quit until the client has sent auth TOKEN\n"
           " --store URL  keep jobs in Redis (" STALKD_DOC_DIR
           "/SCALE-OUT.md.gz):\n"
           "          redis://[USER:PASSWORD@]HOST:PORT[/DB]\n"
@@ -237,8 +241,9 @@ bool ParseLongOption(int argc, char** argv, int* i, Options* o) {
     return take_value() &&
            ParseHostPort(name, StripTls(value, &o->admin_tls), &o->admin_address, &o->admin_port);
   }
-  if (name == "--listen") {
+  if (name == "--listen" || name == "--listen-auth") {
     Options::Listen l;
+    l.require_auth = name == "--listen-auth";
     return take_value() && ParseHostPort(name, StripTls(value, &l.tls), &l.address, &l.port) &&
            (o->listens.push_back(l), true);
   }

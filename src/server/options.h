@@ -72,16 +72,22 @@ struct Options {
   std::string tls_cert, tls_key;             // --tls-cert FILE, --tls-key FILE
   std::string tls_client_ca;                 // --tls-client-ca FILE: ask for client certificates
   bool tls_verify_client = false;            // --tls-verify-client: require one
+  std::string tls_identities;                // --tls-identities FILE: subjects as identities
   int64_t tls_handshake_timeout_s = 10;      // --tls-handshake-timeout SECONDS
   bool http_tls = false, admin_tls = false;  // --http tls://..., --admin-http tls://...
   // --listen [tls://]ADDR:PORT (repeatable): more beanstalkd-protocol listeners.
+  // --listen-auth [tls://]ADDR:PORT (repeatable): one whose clients must `auth` first, as
+  // --require-auth asks of every beanstalkd listener.
   struct Listen {
     std::string address, port;
     bool tls = false;
+    bool require_auth = false;
   };
   std::vector<Listen> listens;
   // Whether any listener serves TLS.
   bool tls() const;
+  // Whether some beanstalkd listener requires `auth` (--require-auth or --listen-auth).
+  bool any_require_auth() const;
   // TLS to Redis (a rediss... --store): --store-tls-ca, --store-tls-cert, --store-tls-key FILE,
   // --store-tls-name NAME
   std::string store_tls_ca, store_tls_cert, store_tls_key, store_tls_name;

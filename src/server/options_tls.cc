@@ -16,11 +16,20 @@ bool Options::tls() const {
   return false;
 }
 
+bool Options::any_require_auth() const {
+  if (require_auth) return true;
+  for (const Listen& l : listens) {
+    if (l.require_auth) return true;
+  }
+  return false;
+}
+
 bool ParseTlsOption(const std::string& name, const std::string& value, Options* o) {
   std::string* file = nullptr;
   if (name == "--tls-cert") file = &o->tls_cert;
   if (name == "--tls-key") file = &o->tls_key;
   if (name == "--tls-client-ca") file = &o->tls_client_ca;
+  if (name == "--tls-identities") file = &o->tls_identities;
   if (file != nullptr) {
     if (value.empty()) {
       fprintf(stderr, "stalkd: %s wants a file\n", name.c_str());
@@ -46,8 +55,8 @@ bool ParseTlsOption(const std::string& name, const std::string& value, Options* 
 }
 
 bool CheckTlsOptions(const Options& o) {
-  bool files =
-      !o.tls_cert.empty() || !o.tls_key.empty() || !o.tls_client_ca.empty() || o.tls_verify_client;
+  bool files = !o.tls_cert.empty() || !o.tls_key.empty() || !o.tls_client_ca.empty() ||
+               o.tls_verify_client || !o.tls_identities.empty();
   if (!o.tls()) {
     if (!files) return true;
     fprintf(stderr,
@@ -61,6 +70,10 @@ bool CheckTlsOptions(const Options& o) {
   }
   if (o.tls_verify_client && o.tls_client_ca.empty()) {
     fprintf(stderr, "stalkd: --tls-verify-client wants --tls-client-ca\n");
+    return false;
+  }
+  if (!o.tls_identities.empty() && o.tls_client_ca.empty()) {
+    fprintf(stderr, "stalkd: --tls-identities wants --tls-client-ca\n");
     return false;
   }
   return true;

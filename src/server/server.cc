@@ -152,9 +152,11 @@ Server::Server(const Options& options, const Clock& clock)
   // OpenSSL's share of memory: an eighth of --max-memory, at least 64 MiB.
   tls_memory_limit_ = std::max<uint64_t>(
       (options_.max_memory ? options_.max_memory : DefaultMaxMemory()) / 8, uint64_t{64} << 20);
-  if (!options_.http_port.empty() || !options_.admin_port.empty() || options_.require_auth) {
+  if (!options_.http_port.empty() || !options_.admin_port.empty() || options_.any_require_auth() ||
+      !options_.tls_identities.empty()) {
     http_ = std::make_unique<HttpHost>(*this, options_);
     text_auth_ = {http_.get(), options_.require_auth};
+    text_auth_required_ = {http_.get(), true};
     // Command, queue and run-time latencies are measured only for /metrics.
     if (!options_.admin_port.empty()) store_->SetObserver(http_.get());
   }
@@ -247,6 +249,11 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
 
 Connection* MakeTextConnection(Server& server, int fd) {
   return new ConnectionOf<protocol::Conversation>(server, fd, server.store(), server.text_auth());
+}
+
+Connection* MakeAuthTextConnection(Server& server, int fd) {
+  return new ConnectionOf<protocol::Conversation>(server, fd, server.store(),
+                                                  server.text_auth_required());
 }
 
 bool Server::AddListener(int fd, ConnectionFactory make, bool tls) {

@@ -16,6 +16,7 @@
 #include "server/connection.h"
 #include "server/heap_prefault.h"
 #include "server/options.h"
+#include "server/tls_identities.h"
 #include "storage/binlog.h"
 #include "storage/cold_store.h"
 #include "store/memory_store.h"
@@ -28,6 +29,8 @@ class HttpHost;
 using ConnectionFactory = Connection* (*)(Server& server, int fd);
 // The beanstalkd text protocol.
 Connection* MakeTextConnection(Server& server, int fd);
+// The same on a --listen-auth listener: nothing but `auth` and `quit` before `auth`.
+Connection* MakeAuthTextConnection(Server& server, int fd);
 
 // Owns the store, the event loop, the listening sockets and the connections, and fixes the
 // order of work in one loop iteration (see RunOnce). Connections reach the store only
@@ -55,9 +58,15 @@ class Server final : public command::Host {
   bool AddListener(int fd, ConnectionFactory make = &MakeTextConnection, bool tls = false);
   // The TLS context of the tls:// listeners (made from the --tls-* files); call before Run.
   void SetTls(std::shared_ptr<net::TlsContext> ctx) { tls_ = std::move(ctx); }
+  // --tls-identities, as read before -u dropped privileges; call before Run.
+  void SetTlsIdentities(std::shared_ptr<const TlsIdentities> ids) {
+    tls_identities_ = std::move(ids);
+  }
   // SIGHUP: reads the --tls-* files again; new handshakes use them, connections stay. A file
   // that cannot be used keeps the context in use; either way a line on stderr says so.
   bool ReloadTls();
+  // SIGHUP's --tls-identities: a file that cannot be read keeps the ones in use.
+  void ReloadTlsIdentities();
   // What the TLS listeners did (/metrics).
   struct TlsStats {
     uint64_t handshakes = 0;       // finished
@@ -66,7 +75,8 @@ class Server final : public command::Host {
     uint64_t record_timeouts = 0;  // closed by it: a partial record left unfinished
     uint64_t refused = 0;          // not accepted: TLS memory at its limit
     uint64_t reloads = 0, reload_failures = 0;
-    size_t handshaking = 0;  // under way now
+    uint64_t identified = 0;  // clients whose certificate stood for an identity
+    size_t handshaking = 0;   // under way now
   };
   bool tls() const { return tls_ != nullptr; }
   TlsStats tls_stats() const;
@@ -96,6 +106,7 @@ class Server final : public command::Host {
   HttpHost* http() { return http_.get(); }
   // How the text listener treats `auth` (its token store: the HTTP side's).
   command::AuthPolicy& text_auth() { return text_auth_; }
+  command::AuthPolicy& text_auth_required() { return text_auth_required_; }
   bool draining() const { return draining_; }
   // The binlog's figures for /metrics (zeros without -b).
   http::BinlogMetrics BinlogMetricsNow() const;
@@ -187,17 +198,19 @@ class Server final : public command::Host {
   std::vector<Connection*> held_;     // replies waiting for a binlog sync (-f 0)
   IntrusiveList<Connection, ConnectionTag> connections_;  // all open connections, owned
 
-  std::vector<Connection*> handshaking_;   // TLS handshakes under way, partial records held
-  std::vector<Connection*> tls_readable_;  // decrypted input waiting in the stream
-  std::shared_ptr<net::TlsContext> tls_;   // the tls:// listeners'; null without any
+  std::vector<Connection*> handshaking_;                 // TLS handshakes, partial records held
+  std::vector<Connection*> tls_readable_;                // decrypted input waiting in the stream
+  std::shared_ptr<net::TlsContext> tls_;                 // the tls:// listeners'; null without any
+  std::shared_ptr<const TlsIdentities> tls_identities_;  // --tls-identities; null without
   TlsStats tls_stats_;
   uint64_t tls_memory_limit_ = 0;
   Nanos next_handshake_check_ = 0;
 
   std::unique_ptr<HttpHost> http_;
-  command::AuthPolicy text_auth_;  // --require-auth; the authenticator: http_
-  bool draining_ = false;          // SIGUSR1
-  bool recovering_ = false;        // the binlog is being replayed
+  command::AuthPolicy text_auth_;           // --require-auth; the authenticator: http_
+  command::AuthPolicy text_auth_required_;  // --listen-auth's
+  bool draining_ = false;                   // SIGUSR1
+  bool recovering_ = false;                 // the binlog is being replayed
   Nanos next_recovery_serve_ = 0;
 
   std::string instance_id_;

@@ -78,12 +78,34 @@ void Server::OnTlsHandshake(Connection* c, const char* error) {
     return;
   }
   tls_stats_.handshakes++;
-  if (options_.verbosity > 0) {
-    std::string_view who = c->tls_identity();
-    fprintf(stderr, "stalkd: TLS client %s: %s, %s%.*s\n", PeerName(c).c_str(),
-            c->TlsDescription().c_str(), who.empty() ? "no client certificate" : "certificate ",
-            static_cast<int>(who.size()), who.data());
+  std::string_view who = c->tls_identity();
+  const command::Identity* id =
+      tls_identities_ && !who.empty() ? tls_identities_->Find(who) : nullptr;
+  if (id != nullptr) {
+    tls_stats_.identified++;
+    c->front_end().ProvenBy(*id);
   }
+  if (options_.verbosity > 0) {
+    std::string as;
+    if (id != nullptr) as = id->scoped() ? ", namespace " + id->ns : std::string(", admin");
+    fprintf(stderr, "stalkd: TLS client %s: %s, %s%.*s%s\n", PeerName(c).c_str(),
+            c->TlsDescription().c_str(), who.empty() ? "no client certificate" : "certificate ",
+            static_cast<int>(who.size()), who.data(), as.c_str());
+  }
+}
+
+void Server::ReloadTlsIdentities() {
+  if (options_.tls_identities.empty()) return;
+  std::string error;
+  std::shared_ptr<const TlsIdentities> ids = TlsIdentities::Load(options_.tls_identities, &error);
+  if (!ids) {
+    tls_stats_.reload_failures++;
+    fprintf(stderr, "stalkd: SIGHUP: kept the TLS identities in use: %s\n", error.c_str());
+    return;
+  }
+  tls_identities_ = std::move(ids);  // connections keep who they are
+  fprintf(stderr, "stalkd: SIGHUP: TLS identities reloaded: %zu subjects\n",
+          tls_identities_->size());
 }
 
 void Server::OnTlsError(Connection* c, const std::string& error) {
@@ -94,6 +116,7 @@ void Server::OnTlsError(Connection* c, const std::string& error) {
 
 bool Server::ReloadTls() {
   if (!tls_) return false;
+  ReloadTlsIdentities();
   std::string error;
   std::shared_ptr<net::TlsContext> ctx =
       net::TlsContext::Create(net::TlsContext::Role::kServer, TlsConfigFor(options_), &error);

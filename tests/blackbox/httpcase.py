@@ -358,11 +358,12 @@ class HttpCase(unittest.TestCase):
     """
 
     server_args = ()
+    server_kw = {}  # more keyword arguments of HttpServer (log=PATH)
     maxDiff = None
     make_token = True
 
     def setUp(self):
-        self.server = HttpServer(args=self.server_args)
+        self.server = HttpServer(args=self.server_args, **self.server_kw)
         self.addCleanup(self.server.stop)
         self._api = None
         self._adm = None
