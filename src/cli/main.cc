@@ -171,13 +171,13 @@ void Build(CLI::App& app, Context& ctx) {
       ->type_name("FILE");
   app.add_option("--key", ctx.tls.key, "with --tls: its private key (PEM)")->type_name("FILE");
   app.add_option("--token", ctx.auth.token,
-                 "send `auth TOKEN` right after connecting (a listener that requires it); a "
-                 "command line shows in ps: prefer the environment")
+                 "send auth TOKEN right after connecting, for a listener that requires it; a "
+                 "token of the HTTP API or an admin account USER:PASSWORD")
       ->type_name("TOKEN")
       ->envname("STALK_TOKEN");
   app.add_option("--ns", ctx.auth.ns,
-                 "with --token: the token's namespace (`auth NS TOKEN`), for a token an admin "
-                 "chose")
+                 "with --token: the token's namespace, sent as auth NS TOKEN, for a token an "
+                 "admin chose")
       ->type_name("NS")
       ->envname("STALK_NS");
   app.add_flag("--json", ctx.json, "JSON output for scripts (one object per line)");
