@@ -42,8 +42,7 @@ HttpHost::HttpHost(Server& server, const Options& options)
       admin_(server.clock(), tokens_, *this),
       metrics_(options.metrics_max_tubes),
       dashboard_(server.clock(), server.store(), *this),
-      bodies_(std::max<uint64_t>((options.max_memory ? options.max_memory : DefaultMaxMemory()) / 4,
-                                 api_.bulk_body_limit())) {
+      bodies_(std::max<uint64_t>(MaxMemory(options) / 4, api_.bulk_body_limit())) {
   admin_.set_observer(this);
   admin_.set_dashboard(&dashboard_);
   api_.set_body_budget(&bodies_);

@@ -495,7 +495,8 @@ int64_t BinlogSegmentSize(const Options& opts) {
   return (size + kPage - 1) / kPage * kPage;
 }
 
-uint64_t DefaultMaxMemory() {
+uint64_t MaxMemory(const Options& o) {
+  if (o.max_memory != 0) return o.max_memory;
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return uint64_t{1} << 30;

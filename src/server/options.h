@@ -100,8 +100,9 @@ int64_t BinlogSegmentSize(const Options& opts);
 // Prints "stalkd <version>" on stdout, as beanstalkd's -v prints "beanstalkd 1.13".
 void PrintVersion();
 
-// The default for --max-memory: half of physical memory (or 1 GiB if it cannot be read).
-uint64_t DefaultMaxMemory();
+// --max-memory, or its default when not given: half of physical memory (or 1 GiB if it
+// cannot be read). The jobs' cap, and what the HTTP bodies' and OpenSSL's shares are of.
+uint64_t MaxMemory(const Options& o);
 
 inline constexpr size_t kMaxJobSizeLimit = 1073741824;
 

@@ -62,7 +62,7 @@ std::string RandomHexId() {
 
 store::MemoryStoreOptions MemoryStoreOptionsFor(const Options& o) {
   store::MemoryStoreOptions m;
-  m.engine.max_memory = o.max_memory ? o.max_memory : DefaultMaxMemory();
+  m.engine.max_memory = MaxMemory(o);
   m.engine.batch_wait = kBatchWait;
   m.max_job_size = o.max_job_size;
   return m;
@@ -150,8 +150,7 @@ Server::Server(const Options& options, const Clock& clock)
   }
   instance_id_ = RandomHexId();
   // OpenSSL's share of memory: an eighth of --max-memory, at least 64 MiB.
-  tls_memory_limit_ = std::max<uint64_t>(
-      (options_.max_memory ? options_.max_memory : DefaultMaxMemory()) / 8, uint64_t{64} << 20);
+  tls_memory_limit_ = std::max<uint64_t>(MaxMemory(options_) / 8, uint64_t{64} << 20);
   if (!options_.http_port.empty() || !options_.admin_port.empty() || options_.any_require_auth() ||
       !options_.tls_identities.empty()) {
     http_ = std::make_unique<HttpHost>(*this, options_);
