@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 import urllib.parse
@@ -342,6 +343,17 @@ def _connectable(port):
         return True
     except OSError:
         return False
+
+
+
+def accounts_file(case, text):
+    """An --admin-accounts file holding `text` ("user:password" lines), removed when `case`
+    ends; its path."""
+    fd, path = tempfile.mkstemp(prefix="stalkd-accounts-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    case.addCleanup(os.unlink, path)
+    return path
 
 
 class HttpCase(unittest.TestCase):

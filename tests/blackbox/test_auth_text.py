@@ -7,13 +7,11 @@ limit, and a server without tokens answering `auth` as beanstalkd does.
 Run: python3 -m unittest -v tests/blackbox/test_auth_text.py   (binary: $STALKD_BIN)
 """
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpcase import HttpCase, Server, b64, parse_yaml  # noqa: E402
+from httpcase import HttpCase, Server, accounts_file, b64, parse_yaml  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from beanstalk import ok_list  # noqa: E402
@@ -186,12 +184,8 @@ class RequireAuthTest(AuthTextCase):
 
 class AdminAccountTest(AuthTextCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="stalkd_text_auth_")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-        path = os.path.join(self.dir, "accounts")
-        with open(path, "w") as f:
-            f.write("root:pw\n")
-        self.server_args = ("--admin-accounts", path, "--require-auth")
+        self.server_args = ("--admin-accounts", accounts_file(self, "root:pw\n"),
+                            "--require-auth")
         super().setUp()
 
     def adm(self, method, path, body=b"", headers=None, params=None):

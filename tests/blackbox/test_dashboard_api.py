@@ -20,8 +20,8 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from httpcase import (API_NOT_FOUND, HttpCase, HttpConn, HttpServer, query, stats_of,  # noqa: E402
-                      wait_until)
+from httpcase import (API_NOT_FOUND, HttpCase, HttpConn, HttpServer, accounts_file, query,  # noqa: E402
+                      stats_of, wait_until)
 import redis_fixture  # noqa: E402
 
 API = "/dashboard/api/"
@@ -161,11 +161,7 @@ class AccountCase(DashboardCase):
     GOOD = [("Authorization", "Basic " + base64.b64encode(b"ops:pa:ss").decode())]
 
     def setUp(self):
-        fd, self.accounts = tempfile.mkstemp(prefix="stalkd-accounts-")
-        with os.fdopen(fd, "w") as f:
-            f.write("ops:pa:ss\n")
-        self.addCleanup(os.unlink, self.accounts)
-        self.server_args = ("--admin-accounts", self.accounts)
+        self.server_args = ("--admin-accounts", accounts_file(self, "ops:pa:ss\n"))
         super().setUp()
 
 

@@ -11,11 +11,10 @@ import os
 import re
 import socket
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpcase import HttpCase, HttpConn, wait_until  # noqa: E402
+from httpcase import HttpCase, HttpConn, accounts_file, wait_until  # noqa: E402
 
 MIB = 1 << 20
 BULK_LIMIT = 65535 * 64          # the bulk body limit with the default -z 65535
@@ -153,11 +152,7 @@ class AdminRefusedBeforeTheBody(HttpCase):
     make_token = False
 
     def setUp(self):
-        fd, path = tempfile.mkstemp(prefix="stalkd_accounts_")
-        os.write(fd, b"admin:pw\n")
-        os.close(fd)
-        self.addCleanup(os.unlink, path)
-        self.server_args = ("--admin-accounts", path)
+        self.server_args = ("--admin-accounts", accounts_file(self, "admin:pw\n"))
         super().setUp()
 
     def test_unauthorized_admin_request(self):

@@ -12,7 +12,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpcase import NS, HttpCase, HttpConn  # noqa: E402
+from httpcase import NS, HttpCase, HttpConn, accounts_file  # noqa: E402
 
 MALFORMED = {"error": "malformed request"}
 ADMIN_AUTH = "Basic YWRtaW46cHc="  # admin:pw
@@ -87,11 +87,7 @@ class AdminAuthPathTest(HttpCase):
     make_token = False
 
     def setUp(self):
-        fd, self.accounts = tempfile.mkstemp(prefix="stalkd-accounts-")
-        os.write(fd, b"admin:pw\n")
-        os.close(fd)
-        self.addCleanup(os.unlink, self.accounts)
-        self.server_args = ("--admin-accounts", self.accounts)
+        self.server_args = ("--admin-accounts", accounts_file(self, "admin:pw\n"))
         super().setUp()
 
     def test_encoded_paths_need_an_account(self):
