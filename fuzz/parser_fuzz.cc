@@ -149,6 +149,22 @@ Verb BeanstalkdVerb(std::string_view line) {
   return Verb::kUnknown;
 }
 
+// docs/EXTENSIONS.md's extended stats verbs. beanstalkd's "stats" prefix matches each (and
+// answers BAD_FORMAT, as its stats takes no argument); stalkd reads the line as the
+// beanstalkd verb named, extended.
+constexpr VerbWord kExtendedStatsPrefixes[] = {
+    {"stats-ext", Verb::kStats},
+    {"stats-tube-ext ", Verb::kStatsTube},
+    {"stats-job-ext ", Verb::kStatsJob},
+};
+
+Verb ExtendedStatsVerb(std::string_view line) {
+  for (const VerbWord& v : kExtendedStatsPrefixes) {
+    if (line.starts_with(v.word)) return v.verb;
+  }
+  return Verb::kUnknown;
+}
+
 // The extension verb `line` begins with as a whole word (kUnknown if none), and its length.
 Verb ExtensionVerb(std::string_view line, size_t* len) {
   for (const VerbWord& v : kExtensionWords) {
@@ -638,8 +654,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else {
       STALKD_CHECK(!IsExtension(cmd.verb) && cmd.args.empty());
       Verb want = BeanstalkdVerb(line);
+      Verb extended = want == Verb::kStats ? ExtendedStatsVerb(line) : Verb::kUnknown;
+      if (extended != Verb::kUnknown) want = extended;
       STALKD_CHECK((st == ParseStatus::kUnknownCommand) == (want == Verb::kUnknown));
       if (want != Verb::kUnknown) STALKD_CHECK(cmd.verb == want);
+      if (st == ParseStatus::kOk) STALKD_CHECK(cmd.extended == (extended != Verb::kUnknown));
       CheckNumbers(line, want, st, cmd);
     }
   }
