@@ -867,6 +867,9 @@ def part_disk(ctx):
                     "compaction_quiet_after_s": compact_s,
                     "migrated": int(st["binlog-records-migrated"]),
                     "segments": len(srv.segments()), "cold": e.get("disk-tier-cold-jobs"),
+                    # every segment made (numbered from 1) is filled with zeros ahead of its
+                    # records by the sync thread (all but -F): written once more
+                    "zero_fill": int(srv.segments()[-1].rsplit(".", 1)[1]) * a.segment_size,
                     "waited_reads": e.get("disk-tier-waited-reads")}
         ctx.drop(srv)
     ctx.out["disk"] = out
@@ -887,6 +890,8 @@ def part_disk(ctx):
              t["write_bytes"] / MB, ""),
             ("write amplification (write_bytes ÷ the commands' records)",
              r["write_bytes"] / r["record_bytes"], t["write_bytes"] / t["record_bytes"], "≤ 2.5"),
+            ("of it zeros the sync thread writes ahead of the records, at most: segments "
+             "made × -s MiB", r["zero_fill"] / MB, t["zero_fill"] / MB, ""),
             ("live jobs' records MiB", r["live_bytes"] / MB, t["live_bytes"] / MB, ""),
             ("binlog segments' size MiB (allocated)",
              f"{r['binlog_size'] / MB:.0f} ({r['binlog_alloc'] / MB:.0f})",
