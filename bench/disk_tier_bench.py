@@ -373,11 +373,23 @@ def wait_quiet(fetch, quiet_s, interval=0.05, timeout=HANG):
     return None
 
 
-def settle(srv, quiet_s=1.0):
-    """Waits until the tier's demotions stop; returns the seconds that took."""
+def settle(srv, quiet_s=1.5):
+    """Waits until the tier's demotions stop; returns the seconds that took. Polls every
+    0.5 s only: with the tier on, every `stats` walks the index's time buckets (tens of ms
+    at millions of jobs on disk), time the loop does not demote in."""
     if "disk-tier-demotions" not in srv.ext():
         return 0.0
-    return wait_quiet(lambda: srv.ext()["disk-tier-demotions"], quiet_s)
+    return wait_quiet(lambda: srv.ext()["disk-tier-demotions"], quiet_s, interval=0.5)
+
+
+def stats_ms(srv, n=3):
+    """The median round trip of `stats-ext`, ms."""
+    out = []
+    for _ in range(n):
+        t = now()
+        srv.ext()
+        out.append((now() - t) * 1e3)
+    return statistics.median(out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -506,9 +518,10 @@ def fill_mixed(ctx, srv, n, budget):
     e = srv.ext()
     rss = srv.rss()
     cold = e.get("disk-tier-cold-jobs")
+    st_ms = stats_ms(srv)
     m = {"puts_per_s": f["puts_per_s"], "fill_s": f["wall_s"],
          "server_cpu_us_per_put": f["server_cpu_us_per_put"], "settle_s": settle_s,
-         "idle_cores": idle_cores,
+         "idle_cores": idle_cores, "stats_ms": st_ms,
          "rss_empty": rss0, "rss": rss, "hwm": srv.hwm(), "rss_per_job": (rss - rss0) / n,
          "memory_used": e["memory-used"], "cold": cold, "hot": e.get("disk-tier-hot-jobs"),
          "delayed": e["current-jobs-delayed"], "ready": e["current-jobs-ready"],
@@ -559,6 +572,7 @@ def part_capacity(ctx):
              t["server_cpu_us_per_put"], ""),
             ("after the fill: s until demotion stopped", None, t["settle_s"], ""),
             ("then idle: server CPU (cores, over 2 s)", g(r, "idle_cores"), t["idle_cores"], "0"),
+            ("one `stats-ext` round trip ms (median of 3)", g(r, "stats_ms"), t["stats_ms"], ""),
             ("RSS MiB", g(r, "rss", MB), t["rss"] / MB, f"≤ budget ({budget / MB:.1f})"),
             ("RSS growth per job B", g(r, "rss_per_job"), t["rss_per_job"], ""),
             ("`memory-used` MiB (jobs in memory)", g(r, "memory_used", MB),
@@ -782,7 +796,7 @@ def part_restart(ctx):
                     if srv.ext()["disk-tier-cold-jobs"] >= want:
                         o[f"cold_back_s_{cache}"] = now() - t_up + reply_s
                         break
-                    time.sleep(0.05)
+                    time.sleep(0.5)  # each poll walks the index (see settle)
                 settle(srv, quiet_s=0.5)
             e = srv.ext()
             o[f"accept_s_{cache}"], o[f"reply_s_{cache}"] = accept_s, reply_s
@@ -824,7 +838,7 @@ def wait_compaction(srv, quiet_s=1.5):
     def fetch():
         s = stats_of(srv.client, "stats")
         return s["binlog-oldest-index"], s["binlog-current-index"], s["binlog-records-migrated"]
-    return wait_quiet(fetch, quiet_s, interval=0.01)
+    return wait_quiet(fetch, quiet_s, interval=0.05)
 
 
 def part_disk(ctx):
