@@ -10,7 +10,11 @@ void ColdIndex::Add(const Entry& e) {
   auto [m, fresh] = live_.Emplace(e.id, Meta{e.deadline, e.created, e.tube});
   STALKD_CHECK(fresh);
   const int64_t b = BucketOf(e.deadline);
-  buckets_[b].push_back(e.id);
+  auto [it, made] = buckets_.try_emplace(b);
+  std::vector<uint64_t>& ids = it->second;
+  const size_t capacity = ids.capacity();
+  ids.push_back(e.id);
+  bucket_bytes_ += (ids.capacity() - capacity) * sizeof(uint64_t) + (made ? kBucketNode : 0);
   if (b == sorted_bucket_) sorted_bucket_ = kNoBucket;  // sorted again when next due
   slots_++;
   PerTube& t = tubes_[e.tube];
@@ -80,6 +84,7 @@ bool ColdIndex::TakeDue(Nanos until, size_t max, std::vector<Entry>* out) {
       taken++;
     }
     slots_ -= ids.size();
+    bucket_bytes_ -= BucketBytes(ids);
     buckets_.erase(it);
     sorted_bucket_ = kNoBucket;
   }
@@ -134,16 +139,24 @@ void ColdIndex::Rebuild() {
     ids.shrink_to_fit();
     it = ids.empty() ? buckets_.erase(it) : std::next(it);
   }
-  slots_ = 0;
-  for (const auto& [b, ids] : buckets_) slots_ += ids.size();
+  slots_ = bucket_bytes_ = 0;
+  for (const auto& [b, ids] : buckets_) {
+    slots_ += ids.size();
+    bucket_bytes_ += BucketBytes(ids);
+  }
 }
 
 size_t ColdIndex::bytes() const {
   // IdMap: a Meta and a presence bit per id (dense ids); a bucket: its vector's capacity
   // and a map node; a tube: a hash node.
-  size_t n = live_.size() * sizeof(Meta) + live_.size() / 8;
-  for (const auto& [b, ids] : buckets_) n += ids.capacity() * sizeof(uint64_t) + 64;
-  return n + tubes_.size() * 48;
+  // Kept up to date as buckets change: a stats reply must not walk millions of buckets.
+  return live_.size() * sizeof(Meta) + live_.size() / 8 + bucket_bytes_ + tubes_.size() * 48;
+}
+
+size_t ColdIndex::BytesByWalk() const {
+  size_t buckets = 0;
+  for (const auto& [b, ids] : buckets_) buckets += BucketBytes(ids);
+  return bytes() - bucket_bytes_ + buckets;
 }
 
 }  // namespace stalkd::storage

@@ -53,8 +53,10 @@ class ColdIndex {
   // Removes t's n earliest entries by (deadline, id) and appends them to *out in that order.
   void TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>* out);
 
-  // Memory held, estimated from the containers' sizes.
+  // Memory held, estimated from the containers' sizes (kept as they change: O(1)).
   size_t bytes() const;
+  // The same, summed over every bucket: O(buckets), for tests of bytes().
+  size_t BytesByWalk() const;
 
   static constexpr int kBucketShift = 30;  // 2^30 ns: buckets of about 1.07 s
 
@@ -75,11 +77,16 @@ class ColdIndex {
   void Rebuild();
   void SortBucket(int64_t b, std::vector<uint64_t>* ids);
   static constexpr int64_t kNoBucket = INT64_MIN;
+  static constexpr size_t kBucketNode = 64;  // a map node, with its vector's header
+  static size_t BucketBytes(const std::vector<uint64_t>& ids) {
+    return ids.capacity() * sizeof(uint64_t) + kBucketNode;
+  }
 
   IdMap<Meta> live_;
   std::map<int64_t, std::vector<uint64_t>> buckets_;
   std::unordered_map<const engine::Tube*, PerTube> tubes_;
-  size_t slots_ = 0;  // ids in buckets, stale ones included
+  size_t slots_ = 0;         // ids in buckets, stale ones included
+  size_t bucket_bytes_ = 0;  // BucketBytes of every bucket
   // The bucket TakeDue has sorted by deadline, and how far into it it has taken.
   int64_t sorted_bucket_ = kNoBucket;
   size_t sorted_pos_ = 0;

@@ -113,6 +113,7 @@ TEST(ColdIndexTest, MatchesAModelUnderRandomOperations) {
         }
       }
       ASSERT_EQ(index.size(), model.size()) << "seed " << seed << " step " << step;
+      ASSERT_EQ(index.bytes(), index.BytesByWalk()) << "seed " << seed << " step " << step;
       for (uint64_t id = 1; id < next_id; id += 97) {
         EXPECT_EQ(index.Contains(id), model.count(id) != 0);
       }
