@@ -112,9 +112,9 @@ class DiskTierRestartTest(unittest.TestCase):
         self.assertIn(WRITTEN, self.read(log))
 
         s, log = self.start()
-        self.assertIn(USED, self.read(log))
         c = s.connect(timeout=HANG)
-        st = ext(c)
+        st = ext(c)  # answered once the start is over (its listener is open before)
+        self.assertIn(USED, self.read(log))
         # The jobs on disk never came into memory: none was demoted again, memory stayed
         # within the budget from the start.
         self.assertEqual(int(st["disk-tier-cold-jobs"]), cold)
@@ -142,9 +142,9 @@ class DiskTierRestartTest(unittest.TestCase):
         self.server.proc.send_signal(signal.SIGKILL)
         self.server.proc.wait()
         s, log = self.start()
-        self.assertNotIn(USED, self.read(log))
         c = s.connect(timeout=HANG)
         got = peek_all(c, ids)
+        self.assertNotIn(USED, self.read(log))
         for i in range(n):
             self.assertEqual(got[ids[i]], None if i == 77 else bodies[i], i)
 
@@ -172,10 +172,9 @@ class DiskTierRestartTest(unittest.TestCase):
         outcomes = {"used": 0, "replayed": 0}
         for rnd in range(10):
             s, log = self.start(budget="100K", segment="4096")
-            text = self.read(log)
-            outcomes["used" if USED in text else "replayed"] += rnd > 0
             c = s.connect(timeout=HANG)
             got = peek_all(c, sorted(present))
+            outcomes["used" if USED in self.read(log) else "replayed"] += rnd > 0
             for jid, b in present.items():
                 self.assertEqual(got[jid], b, "round %d job %d" % (rnd, jid))
             for jid, b in peek_all(c, sorted(deleted)).items():
