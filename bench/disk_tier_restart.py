@@ -17,7 +17,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,9 @@ def status(pid, key):
 
 
 def start(binary, args):
-    """Starts stalkd; returns (process, port, seconds until a connection was accepted)."""
+    """Starts stalkd; returns (process, port, seconds until it answered a first command).
+    The listener is open (and connections queue) while the binlog is still recovered: the
+    first reply comes once every job is back."""
     port = free_port()
     t0 = time.monotonic()
     proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port)] + args,
@@ -47,10 +48,14 @@ def start(binary, args):
         if proc.poll() is not None:
             raise RuntimeError("stalkd exited: %s" % proc.stderr.read().decode())
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port, time.monotonic() - t0
+            c = Client(("127.0.0.1", port), timeout=600)
+            break
         except OSError:
             time.sleep(0.001)
+    c.cmd("list-tubes")
+    secs = time.monotonic() - t0
+    c.close()
+    return proc, port, secs
 
 
 def stop(proc):
@@ -67,6 +72,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=1000000)
     ap.add_argument("--budget", default="16M")
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the directories (printed)")
     a = ap.parse_args()
     binary = os.environ.get("STALKD_BIN") or os.path.join(a.build, "stalkd")
     tmp = tempfile.mkdtemp(prefix="stalkd_tier_restart_", dir=a.dir)
@@ -102,7 +108,7 @@ def main():
               "%.1f MB; segments %.0f MB" % (a.jobs, fill, cold, rss_running / 1e6, stop_s,
                                              ckpt / 1e6, seg_bytes / 1e6))
         print("load average before the starts: %s" % open("/proc/loadavg").read().strip())
-        print("| start | to first connection | VmHWM then | memory-used | cold jobs |")
+        print("| start | to the first reply | VmHWM then | memory-used | cold jobs |")
         print("|---|---|---|---|---|")
         for name, d in (("from the checkpoint", d1), ("full replay", d2)):
             proc, port, secs = start(binary, ["-b", d] + args)
@@ -113,7 +119,10 @@ def main():
             _, err = stop(proc)
             sys.stderr.write(err)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if a.keep:
+            print("kept: %s" % tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

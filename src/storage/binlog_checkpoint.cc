@@ -121,11 +121,22 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why) {
       if (j.resv < kDeleteRecordSize) return fail("no room kept for its delete");
       continue;
     }
+    // Read with pread, not from the map: the page cache holds the pages, not this process
+    // (scattered over every segment, they would count in its resident memory).
     const Mapped& m = *replay->maps[it->second];
+    std::string& buf = replay->records.emplace_back(j.size, '\0');
+    ssize_t got = 0;
+    while (got >= 0 && static_cast<size_t>(got) < buf.size()) {
+      const ssize_t n = pread(m.fd, buf.data() + got, buf.size() - static_cast<size_t>(got),
+                              int64_t{j.off} + got);
+      if (n <= 0 && !(n < 0 && errno == EINTR))
+        return fail(std::string("read: ") + strerror(errno));
+      got += n > 0 ? n : 0;
+    }
     Record r;
     size_t size = 0;
     std::string bad;
-    if (ParseRecord(m.data + j.off, m.size - j.off, &r, &size, &bad, m.version) != Parse::kOk ||
+    if (ParseRecord(buf.data(), buf.size(), &r, &size, &bad, m.version) != Parse::kOk ||
         r.type != RecordType::kFull || r.job.id != j.id || size != j.size) {
       return fail("binlog." + std::to_string(j.seq) + " offset " + std::to_string(j.off) +
                   " is not its record" + (bad.empty() ? "" : " (" + bad + ")"));

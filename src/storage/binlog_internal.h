@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -93,7 +94,8 @@ struct Binlog::Replay {
   size_t tail = 0;
   std::unordered_map<uint64_t, binlog_internal::Replayed> jobs;  // the live jobs
   std::unordered_map<std::string, binlog_internal::ReplayedTries> tube_tries;
-  uint64_t max_id = 0;  // over every record, deletes included
+  uint64_t max_id = 0;              // over every record, deletes included
+  std::deque<std::string> records;  // records read for a checkpoint's jobs (views point here)
 
   void Apply(const Record& r, uint32_t seq, size_t size, size_t off);
 };
