@@ -270,6 +270,10 @@ class Engine {
   static bool Evictable(const Job& j);
   void Evict(Job* j);
   bool Readmit(const RestoredJob& r);
+  // A job restored at start-up as kept on disk only (a checkpoint of the tier's index):
+  // counted and holding a reference to its tube (made if new), as an evicted job does.
+  // Returns the tube, or nullptr if the id is 0 or in memory.
+  const Tube* RestoreCold(uint64_t id, std::string_view tube);
   // New ids will be above `id`: a store calls this with the highest id in any of its
   // records (deleted jobs included), so an id is never handed out twice across restarts.
   void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }

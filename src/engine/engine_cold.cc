@@ -1,6 +1,8 @@
 // The engine's side of the disk tier (docs/DISK-TIER.md): a delayed job leaves memory and
 // comes back, with nothing reported to the log (its record already holds it).
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "engine/engine.h"
 
@@ -31,6 +33,16 @@ bool Engine::Readmit(const RestoredJob& r) {
   STALKD_CHECK(t == j->tube);  // the reference kept the tube alive
   Unref(j->tube);
   return true;
+}
+
+const Tube* Engine::RestoreCold(uint64_t id, std::string_view tube) {
+  if (id == 0 || jobs_.Find(id)) return nullptr;
+  Tube* t = FindOrMakeTube(tube);
+  Ref(t);
+  counters_.total_jobs++;
+  t->stat.total_jobs++;
+  next_id_ = std::max(next_id_, id + 1);
+  return t;
 }
 
 }  // namespace stalkd::engine

@@ -177,6 +177,8 @@ Server::~Server() {
   if (binlog_) {
     if (sync_handler_) loop_.Remove(binlog_->sync_fd());
     binlog_->Close();
+    // The disk tier's index, so that the next start need not read the jobs on disk.
+    if (cold_) binlog_->WriteCheckpoint(cold_->index());
     memory_->engine().set_log(nullptr);
   }
   if (redis_) {
@@ -211,10 +213,17 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
     ServeWhileRecovering();
     return !stopping_;
   };
+  // The disk tier exists before recovery: a checkpoint of its index restores jobs into it.
+  if (options_.hot_memory != 0) so.restore_cold = [this](const auto& e) { cold_->AddRestored(e); };
   auto binlog = std::make_unique<storage::Binlog>(so, clock_);
   if (!binlog->Lock(error)) {
     *exit_code = 10;
     return false;
+  }
+  if (options_.hot_memory != 0) {  // the disk tier (docs/DISK-TIER.md)
+    storage::ColdStoreOptions co;
+    co.budget = options_.hot_memory;
+    cold_ = std::make_unique<storage::ColdStore>(memory_->engine(), *binlog, co);
   }
   recovering_ = true;
   RecoveryReport report;
@@ -222,17 +231,13 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
   recovering_ = false;
   if (!recovered) {
     *exit_code = binlog->stopped() ? 0 : 1;
+    cold_.reset();
     return false;
   }
   report.Print(so.dir, binlog->restored(), binlog->skipped());
   binlog_ = std::move(binlog);
   memory_->engine().set_log(binlog_.get());
-  if (options_.hot_memory != 0) {  // the disk tier (docs/DISK-TIER.md)
-    storage::ColdStoreOptions co;
-    co.budget = options_.hot_memory;
-    cold_ = std::make_unique<storage::ColdStore>(memory_->engine(), *binlog_, co);
-    memory_->set_cold(cold_.get());
-  }
+  if (cold_) memory_->set_cold(cold_.get());
   // Recovery's temporary index of every record is gone: give its memory back to the OS.
   malloc_trim(0);
   if (binlog_->sync_fd() >= 0) {

@@ -15,6 +15,7 @@
 
 #include "base/check.h"
 #include "storage/binlog_internal.h"
+#include "storage/cold_checkpoint.h"
 #include "storage/file.h"
 #include "storage/record.h"
 
@@ -289,6 +290,7 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
 }
 
 void Binlog::NoteFull(uint64_t id, Segment* s, size_t size, uint32_t resv) {
+  max_id_ = std::max(max_id_, id);
   s->live++;
   s->ids.push_back(id);
   auto [m, fresh] =

@@ -15,12 +15,14 @@
 #include "engine/cold_hooks.h"
 #include "engine/engine.h"
 #include "engine/job_log.h"
+#include "storage/cold_index.h"
 #include "storage/record.h"
 #include "storage/syncer.h"
 
 namespace stalkd::storage {
 
 struct BeanstalkdReadResult;
+class CheckpointReader;
 
 struct BinlogOptions {
   std::string dir;                  // -b
@@ -40,6 +42,10 @@ struct BinlogOptions {
   // returns false (a signal asked the server to stop), Recover stops and returns false,
   // having changed nothing but a torn tail it cleared, and stopped() is true.
   std::function<bool()> progress;
+  // With disk_tier: Recover gives the jobs it restores from a checkpoint as kept on disk only
+  // (never read into memory) to this, for the disk tier's index. Without it, a checkpoint
+  // is not used.
+  std::function<void(const ColdIndex::Entry&)> restore_cold;
 };
 
 // The durable binlog (-b DIR): a write-ahead log of segments binlog.N in stalkd's format
@@ -150,6 +156,15 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // A write or sync has failed: nothing more is written and puts are refused.
   bool failed() const { return failed_; }
 
+  // binlog_checkpoint.cc (docs/DISK-TIER.md): at a clean shutdown, after Close, with the
+  // disk tier's index. Makes every live job in memory whole in its latest record (writing
+  // its kFull record again if a state record came after it), syncs, and writes
+  // DIR/checkpoint, so that the next start restores the jobs of `cold` without reading
+  // their records. false (logged) if it could not: the next start replays everything.
+  bool WriteCheckpoint(const ColdIndex& cold);
+  // Jobs Recover restored from a checkpoint without reading their records (0: none used).
+  size_t restored_cold() const { return restored_cold_; }
+
   // Number of jobs restored by Recover, and of damaged records it skipped.
   size_t restored() const { return restored_; }
   size_t skipped() const { return skipped_; }
@@ -252,6 +267,21 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   void ReserveRestoredRoom();
   void StartSyncer();
 
+  // binlog_checkpoint.cc: the checkpoint of the disk tier's index.
+  // Whether DIR/checkpoint covers the mapped segments as they are; if so, fills *replay with
+  // the jobs whose records must be read (parsed from the maps), each segment's end, the
+  // tube defaults and the highest id, and keeps the file open for RestoreCheckpointedCold.
+  // Removes the file (and a checkpoint.tmp) either way, before anything is written.
+  bool LoadCheckpoint(Replay* replay);
+  bool CheckpointedHot(Replay* replay, std::string* why);
+  // Restores the checkpoint's cold jobs: the log's entries, the tubes' references, the index.
+  bool RestoreCheckpointedCold(std::string* error);
+  void RemoveCheckpoint(const char* why);
+  // Writes the kFull record of every live job in memory whose latest record is not its
+  // kFull record. false: no room, or a job the log cannot describe (logged).
+  bool MakeJobsWhole(const ColdIndex& cold, const std::vector<uint64_t>& ids);
+  bool SegmentTail(const Segment& s, uint32_t* crc);
+
   // binlog_adopt.cc: adopting beanstalkd's binlog.
   bool AdoptBeanstalkd(const std::vector<uint32_t>& bseqs, std::vector<uint32_t>* stalkd_seqs,
                        bool* adopted, std::string* error);
@@ -305,7 +335,10 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   int64_t records_migrated_ = 0;
   int64_t dropped_updates_ = 0;
   size_t restored_ = 0;
+  size_t restored_cold_ = 0;
   size_t skipped_ = 0;
+  uint64_t max_id_ = 0;                           // the highest id of any record placed or replayed
+  std::unique_ptr<CheckpointReader> checkpoint_;  // between LoadCheckpoint and its use
   bool stopped_ = false;
 };
 

@@ -5,7 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -41,6 +44,9 @@ inline size_t FullSizeOf(const engine::Job& j) {
 
 // CLOCK_REALTIME in nanoseconds: the records' times are wall-clock times.
 int64_t WallNow();
+// A wall-clock time t on the engine's clock, whose Now() is `now` at wall-clock `wall`
+// (saturating: the times come from a file).
+Nanos FromWall(int64_t t, Nanos now, int64_t wall);
 
 // A job record as the engine restores it; times go from wall clock to the engine's clock.
 // (Reserved jobs come back ready.)
@@ -58,7 +64,41 @@ struct Mapped {
   bool Open(std::string* error);
 };
 
+// A live job as replayed from the segments (or found through a checkpoint).
+struct Replayed {
+  JobRecord rec;  // views into the mapped segments
+  uint32_t full_seq;
+  uint32_t last_seq;
+  uint32_t full_size;
+  int64_t full_off = 0;     // where the kFull record starts in its segment
+  bool full_latest = true;  // no state record after it
+};
+
+// A tube's default tries as its latest kTubeTries record says (not 0: a clear erases it).
+struct ReplayedTries {
+  uint32_t tries;
+  uint32_t seq;
+  uint32_t size;
+};
+
 }  // namespace binlog_internal
+
+// What RecoverStalkd has read of the segments so far (binlog_recovery.cc), or taken from a
+// checkpoint (binlog_checkpoint.cc).
+struct Binlog::Replay {
+  std::vector<std::unique_ptr<binlog_internal::Mapped>> maps;  // the segments, oldest first
+  std::vector<bool> has_data;                                  // whether each holds any record
+  std::vector<size_t> ends;                                    // where each one's records end
+  // The newest segment with any record: damage in it with nothing valid after is a torn
+  // tail, cut by a crash.
+  size_t tail = 0;
+  std::unordered_map<uint64_t, binlog_internal::Replayed> jobs;  // the live jobs
+  std::unordered_map<std::string, binlog_internal::ReplayedTries> tube_tries;
+  uint64_t max_id = 0;              // over every record, deletes included
+  std::deque<std::string> records;  // records read for a checkpoint's jobs (views point here)
+
+  void Apply(const Record& r, uint32_t seq, size_t size, size_t off);
+};
 
 struct Binlog::Segment {
   uint32_t seq = 0;

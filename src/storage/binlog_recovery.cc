@@ -27,11 +27,20 @@
 
 namespace stalkd::storage {
 
+using binlog_internal::FromWall;
 using binlog_internal::JobReserve;
 using binlog_internal::Mapped;
+using binlog_internal::Replayed;
 using binlog_internal::ToRestored;
 using binlog_internal::WallNow;
 using engine::JobState;
+
+Nanos binlog_internal::FromWall(int64_t t, Nanos now, int64_t wall) {
+  Nanos d = 0, out = 0;
+  if (__builtin_sub_overflow(t, wall, &d)) d = t < wall ? INT64_MIN : INT64_MAX;
+  if (__builtin_add_overflow(now, d, &out)) out = d < 0 ? INT64_MIN : INT64_MAX;
+  return out;
+}
 
 binlog_internal::Mapped::~Mapped() {
   if (data) munmap(const_cast<char*>(data), size);
@@ -59,14 +68,6 @@ bool binlog_internal::Mapped::Open(std::string* error) {
 }
 
 namespace {
-
-// A wall-clock time on the engine's clock (saturating: the times come from a file).
-Nanos FromWall(int64_t t, Nanos now, int64_t wall) {
-  Nanos d = 0, out = 0;
-  if (__builtin_sub_overflow(t, wall, &d)) d = t < wall ? INT64_MIN : INT64_MAX;
-  if (__builtin_add_overflow(now, d, &out)) out = d < 0 ? INT64_MIN : INT64_MAX;
-  return out;
-}
 
 void ToRestoredExtra(const ExtraRecord& x, Nanos now, int64_t wall, engine::RestoredJob* rj) {
   rj->has_extra = true;
@@ -103,22 +104,6 @@ engine::RestoredJob binlog_internal::ToRestored(const JobRecord& x, Nanos now, i
 }
 
 namespace {
-
-struct Replayed {
-  JobRecord rec;  // views into the mapped segments
-  uint32_t full_seq;
-  uint32_t last_seq;
-  uint32_t full_size;
-  int64_t full_off = 0;     // where the kFull record starts in its segment
-  bool full_latest = true;  // no state record after it
-};
-
-// A tube's default tries as its latest kTubeTries record says (not 0: a clear erases it).
-struct ReplayedTries {
-  uint32_t tries;
-  uint32_t seq;
-  uint32_t size;
-};
 
 // The sequence numbers of the binlog.N files in `dir`, in order, and the names of the
 // binlog.N.tmp files there (segments whose creation was cut short: CreateSegmentFile).
@@ -204,21 +189,6 @@ std::vector<const Replayed*> ById(const std::unordered_map<uint64_t, Replayed>& 
 
 }  // namespace
 
-// What RecoverStalkd has read of the segments so far.
-struct Binlog::Replay {
-  std::vector<std::unique_ptr<Mapped>> maps;  // the segments, oldest first
-  std::vector<bool> has_data;                 // whether each holds any record
-  std::vector<size_t> ends;                   // where each one's records end
-  // The newest segment with any record: damage in it with nothing valid after is a torn
-  // tail, cut by a crash.
-  size_t tail = 0;
-  std::unordered_map<uint64_t, Replayed> jobs;  // the live jobs
-  std::unordered_map<std::string, ReplayedTries> tube_tries;
-  uint64_t max_id = 0;  // over every record, deletes included
-
-  void Apply(const Record& r, uint32_t seq, size_t size, size_t off);
-};
-
 void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size, size_t off) {
   if (r.type != RecordType::kAdoptDone && r.type != RecordType::kTubeTries) {
     max_id = std::max(max_id, r.job.id);
@@ -272,6 +242,7 @@ bool Binlog::Recover(engine::Engine* engine, std::string* error) {
   if (!DropHeaderless(&seqs, error)) return false;
   if (!ClassifySegments(seqs, &stalkd_seqs, &beanstalkd_seqs, error)) return false;
   if (!beanstalkd_seqs.empty()) {
+    RemoveCheckpoint("a beanstalkd binlog is adopted");
     bool adopted = false;
     if (!AdoptBeanstalkd(beanstalkd_seqs, &stalkd_seqs, &adopted, error)) return false;
     if (adopted) return true;
@@ -327,12 +298,17 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   Replay replay;
   replay.jobs.reserve(1024);
   if (!MapSegments(seqs, &replay, error)) return false;
-  for (size_t i = 0; i < replay.maps.size(); i++) {
+  // A checkpoint that covers these segments as they are spares reading them (the cold jobs'
+  // records are not read at all); else every record is replayed.
+  const bool checkpointed = LoadCheckpoint(&replay);
+  for (size_t i = 0; !checkpointed && i < replay.maps.size(); i++) {
     if (!ReplaySegment(i, &replay, error) || !GoOn(error)) return false;
   }
   if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
   if (!RestoreReplayed(replay, error)) return false;
+  if (checkpointed && !RestoreCheckpointedCold(error)) return false;
   engine_->ReserveIdsThrough(replay.max_id);
+  max_id_ = std::max(max_id_, replay.max_id);
   const Segment* current = ReuseSegments(&replay);
   replay.maps.clear();  // unmaps
   DropEmptySegments(seqs, replay.has_data);

@@ -36,6 +36,8 @@ class ColdStore final : public engine::ColdTier {
   Stats stats() const override;
 
   const ColdIndex& index() const { return index_; }
+  // A job the binlog restored from its checkpoint as kept on disk only (never in memory).
+  void AddRestored(const ColdIndex::Entry& e) { index_.Add(e); }
 
  private:
   // Reads e's job back into the engine.

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "command/put_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
 #include "store/memory_store.h"
@@ -21,6 +22,7 @@ namespace {
 using command::Outcome;
 using command::Result;
 using testing_util::MakeTempDir;
+constexpr auto Put = command::testing_util::PutThrough;
 using testing_util::RemoveDir;
 
 struct Recorder final : command::Client {
@@ -72,14 +74,6 @@ struct Side {
     log->Flush();
   }
 };
-
-Result Put(command::Session& s, uint32_t pri, uint32_t delay, const std::string& body) {
-  command::PutSlot slot = s.BeginPut({pri, delay, 30, static_cast<uint32_t>(body.size())});
-  if (!slot.data) return Result::Of(slot.refusal);
-  std::memcpy(slot.data, body.data(), body.size());
-  std::memcpy(slot.data + body.size(), "\r\n", 2);
-  return s.CommitPut();
-}
 
 // The same reply, field by field, as far as the outcome defines fields.
 void ExpectSame(const Result& a, const Result& b, const std::string& what) {

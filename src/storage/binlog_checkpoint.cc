@@ -1,0 +1,292 @@
+// The disk tier's checkpoint (docs/DISK-TIER.md): written at a clean shutdown; the next
+// start uses it only if it covers the segments exactly as they are, and then restores the
+// jobs kept on disk without reading their records. Anything that does not match makes it
+// replay every record, as without a checkpoint: a checkpoint never stops a start.
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/tube.h"
+#include "storage/binlog.h"
+#include "storage/binlog_internal.h"
+#include "storage/cold_checkpoint.h"
+#include "storage/crc32c.h"
+#include "storage/file.h"
+#include "storage/record.h"
+
+namespace stalkd::storage {
+
+using binlog_internal::FromWall;
+using binlog_internal::FullSizeOf;
+using binlog_internal::Mapped;
+using binlog_internal::Replayed;
+using binlog_internal::WallNow;
+
+void Binlog::RemoveCheckpoint(const char* why) {
+  bool removed = false;
+  for (const char* name : {kCheckpointName, kCheckpointTmpName}) {
+    if (unlinkat(dir_fd_, name, 0) == 0) {
+      removed = true;
+      if (why) Log("removed %s/%s: %s", options_.dir.c_str(), name, why);
+    }
+  }
+  // Gone for good before anything is written: a later start never finds it again.
+  if (removed) file::SyncDir(dir_fd_);
+}
+
+bool Binlog::LoadCheckpoint(Replay* replay) {
+  const std::string path = options_.dir + "/" + kCheckpointName;
+  if (unlinkat(dir_fd_, kCheckpointTmpName, 0) == 0) {
+    Log("removing %s/%s: a checkpoint whose writing did not finish", options_.dir.c_str(),
+        kCheckpointTmpName);
+  }
+  checkpoint_ = std::make_unique<CheckpointReader>();
+  std::string why;
+  int err = 0;
+  bool ok = checkpoint_->Open(path, &why, &err);
+  if (!ok && err == ENOENT) {
+    checkpoint_.reset();
+    return false;
+  }
+  if (ok && (!options_.disk_tier || !options_.restore_cold)) {
+    ok = false;
+    why = "the disk tier is off: no --hot-memory";
+  }
+  if (ok) {
+    std::vector<SegmentView> views;
+    for (const auto& m : replay->maps) views.push_back({m->seq, m->data, m->size});
+    ok = MatchSegments(checkpoint_->meta(), views, &why);
+  }
+  for (size_t i = 0; ok && i < replay->maps.size(); i++) {
+    const bool data = checkpoint_->meta().segments[i].end > int64_t{kSegmentHeaderSize};
+    if (data != replay->has_data[i]) {
+      ok = false;
+      why = "binlog." + std::to_string(replay->maps[i]->seq) + ": its first record differs";
+    }
+  }
+  if (ok) ok = CheckpointedHot(replay, &why);
+  if (!ok) {
+    Log("%s: not used (%s); every record is read instead", path.c_str(), why.c_str());
+    replay->jobs.clear();
+    replay->tube_tries.clear();
+    checkpoint_.reset();
+    RemoveCheckpoint(nullptr);
+    return false;
+  }
+  const CheckpointMeta& meta = checkpoint_->meta();
+  for (size_t i = 0; i < meta.segments.size(); i++) {
+    replay->ends[i] = static_cast<size_t>(meta.segments[i].end);
+  }
+  replay->max_id = meta.max_id;
+  return true;
+}
+
+// The checkpoint's jobs in memory at its writing: their kFull records, parsed from the
+// mapped segments into replay->jobs. Every job's record must lie inside the segments, and
+// those read must be the job's. Then rewinds the checkpoint for the cold jobs.
+bool Binlog::CheckpointedHot(Replay* replay, std::string* why) {
+  const CheckpointMeta& meta = checkpoint_->meta();
+  std::unordered_map<uint32_t, size_t> at;  // segment index by sequence number
+  for (size_t i = 0; i < meta.segments.size(); i++) at[meta.segments[i].seq] = i;
+  for (const CheckpointTubeTries& t : meta.tube_tries) {
+    if (!at.count(t.seq) || t.tries == 0 || t.tube.empty()) {
+      *why = "tube default of '" + t.tube + "' is not in a segment";
+      return false;
+    }
+    replay->tube_tries[t.tube] = {t.tries, t.seq, t.size};
+  }
+  CheckpointJob j;
+  auto fail = [&](const std::string& what) {
+    *why = "job " + std::to_string(j.id) + ": " + what;
+    return false;
+  };
+  while (checkpoint_->Next(&j, why)) {
+    auto it = at.find(j.seq);
+    if (it == at.end() || j.off < kSegmentHeaderSize || j.size < kRecordHeaderSize ||
+        int64_t{j.off} + j.size > meta.segments[it->second].end) {
+      return fail("its record is not in the segments");
+    }
+    if (j.id > meta.max_id) return fail("above the highest id");
+    if (j.cold) {
+      if (j.resv < kDeleteRecordSize) return fail("no room kept for its delete");
+      continue;
+    }
+    // Read with pread, not from the map: the page cache holds the pages, not this process
+    // (scattered over every segment, they would count in its resident memory).
+    const Mapped& m = *replay->maps[it->second];
+    std::string& buf = replay->records.emplace_back(j.size, '\0');
+    ssize_t got = 0;
+    while (got >= 0 && static_cast<size_t>(got) < buf.size()) {
+      const ssize_t n = pread(m.fd, buf.data() + got, buf.size() - static_cast<size_t>(got),
+                              int64_t{j.off} + got);
+      if (n <= 0 && !(n < 0 && errno == EINTR))
+        return fail(std::string("read: ") + strerror(errno));
+      got += n > 0 ? n : 0;
+    }
+    Record r;
+    size_t size = 0;
+    std::string bad;
+    if (ParseRecord(buf.data(), buf.size(), &r, &size, &bad, m.version) != Parse::kOk ||
+        r.type != RecordType::kFull || r.job.id != j.id || size != j.size) {
+      return fail("binlog." + std::to_string(j.seq) + " offset " + std::to_string(j.off) +
+                  " is not its record" + (bad.empty() ? "" : " (" + bad + ")"));
+    }
+    replay->jobs[j.id] = Replayed{r.job, j.seq, j.seq, j.size, j.off, true};
+  }
+  return why->empty() && checkpoint_->Rewind(why);
+}
+
+bool Binlog::RestoreCheckpointedCold(std::string* error) {
+  const CheckpointMeta& meta = checkpoint_->meta();
+  const Nanos now = clock_.Now();
+  const int64_t wall = WallNow();
+  CheckpointJob j;
+  std::string why;
+  while (checkpoint_->Next(&j, &why)) {
+    if (!j.cold) continue;
+    const engine::Tube* t = engine_->RestoreCold(j.id, meta.tubes[j.tube]);
+    Segment* seg = FindSegment(j.seq);
+    if (!t || !seg || !jobs_.Emplace(j.id, JobMeta{j.seq, j.size, j.resv, j.seq, 0}).second) {
+      why = "cannot restore job " + std::to_string(j.id);
+      break;
+    }
+    seg->live++;
+    seg->ids.push_back(j.id);
+    full_offs_.Emplace(j.id, j.off);
+    reserved_ += j.resv;
+    live_bytes_ += j.size;
+    restored_++;
+    restored_cold_++;
+    options_.restore_cold(ColdIndex::Entry{j.id, FromWall(j.deadline_wall, now, wall),
+                                           FromWall(j.created_wall, now, wall), t});
+    // A stop here leaves the checkpoint in place: nothing has been written.
+    if (restored_cold_ % 16384 == 0 && !GoOn(error)) return false;
+  }
+  checkpoint_.reset();
+  RemoveCheckpoint(nullptr);  // before anything is written
+  if (!why.empty()) {         // its second reading failed (an I/O error): it is gone now
+    *error = options_.dir + "/" + kCheckpointName + ": " + why + "; start again to replay";
+    return false;
+  }
+  Log("%s: %zu jobs kept on disk restored from the checkpoint, their records not read",
+      options_.dir.c_str(), restored_cold_);
+  return true;
+}
+
+// CRC of the last bytes of s's records (cold_checkpoint.h), read from its file.
+bool Binlog::SegmentTail(const Segment& s, uint32_t* crc) {
+  const int64_t from = std::max<int64_t>(kSegmentHeaderSize, s.end - kCheckpointTailBytes);
+  const size_t want = static_cast<size_t>(std::max<int64_t>(0, s.end - from));
+  std::string bytes(want, '\0');
+  const std::string path = PathOf(s.seq);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  size_t got = 0;
+  while (fd >= 0 && got < want) {
+    ssize_t n = pread(fd, bytes.data() + got, want - got, from + static_cast<int64_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (fd >= 0) close(fd);
+  if (got != want) {
+    Log("checkpoint not written: cannot read %s", path.c_str());
+    return false;
+  }
+  *crc = want > 0 ? Crc32c(bytes.data(), want) : 0;  // SegmentTailCrc of the file's bytes
+  return true;
+}
+
+bool Binlog::MakeJobsWhole(const ColdIndex& cold, const std::vector<uint64_t>& ids) {
+  size_t rewritten = 0;
+  for (uint64_t id : ids) {
+    if (full_offs_.Find(id)) continue;
+    engine::Job* j = cold.Contains(id) ? nullptr : engine_->FindMutable(id);
+    if (!j) {
+      Log("checkpoint not written: job %" PRIu64 " is neither in memory nor whole in a record", id);
+      return false;
+    }
+    const size_t size = FullSizeOf(*j);
+    if (!RoomFor(size, 0)) {
+      Log("checkpoint not written: no space to write job %" PRIu64 " whole again", id);
+      return false;
+    }
+    const uint32_t old = jobs_.Find(id)->full_seq;
+    WriteFull(*j, 0);  // as compaction moves a job: in its current state
+    Unpin(old);
+    rewritten++;
+    if (!full_offs_.Find(id)) {
+      Log("checkpoint not written: job %" PRIu64 " lies beyond 4 GiB in its segment", id);
+      return false;
+    }
+  }
+  if (rewritten > 0 && options_.verbosity > 0) {
+    Log("checkpoint: %zu jobs changed since their put written whole again", rewritten);
+  }
+  return true;
+}
+
+bool Binlog::WriteCheckpoint(const ColdIndex& cold) {
+  if (!options_.disk_tier || failed_ || !engine_ || segs_.empty()) return false;
+  std::vector<uint64_t> ids;
+  ids.reserve(jobs_.size());
+  jobs_.ForEach([&](uint64_t id, JobMeta&) { ids.push_back(id); });
+  std::sort(ids.begin(), ids.end());
+  if (!MakeJobsWhole(cold, ids)) return false;
+  Close();  // every record written and synced before the checkpoint that covers it
+  if (failed_) return false;
+  CheckpointMeta meta;
+  meta.max_id = max_id_;
+  for (const auto& s : segs_) {
+    CheckpointSegment c{s->seq, s->size, s->end, 0};
+    if (!SegmentTail(*s, &c.tail_crc)) return false;
+    meta.segments.push_back(c);
+  }
+  for (const auto& [name, t] : tube_tries_)
+    meta.tube_tries.push_back({name, t.tries, t.seq, t.size});
+  std::unordered_map<const engine::Tube*, uint32_t> tube_of;
+  ColdIndex::Entry e;
+  for (uint64_t id : ids) {
+    if (cold.Get(id, &e) && tube_of.emplace(e.tube, meta.tubes.size()).second) {
+      meta.tubes.push_back(e.tube->name());
+    }
+  }
+  meta.jobs = ids.size();
+  const Nanos now = clock_.Now();
+  const int64_t wall = WallNow();
+  CheckpointWriter w;
+  std::string error;
+  bool ok = w.Begin(options_.dir, dir_fd_, meta, &error);
+  size_t cold_jobs = 0;
+  for (size_t i = 0; ok && i < ids.size(); i++) {
+    const JobMeta& m = *jobs_.Find(ids[i]);
+    CheckpointJob j{ids[i], m.full_seq, *full_offs_.Find(ids[i]), m.full_size};
+    if (cold.Get(ids[i], &e)) {
+      j.cold = true;
+      j.resv = m.resv;
+      j.tube = tube_of[e.tube];
+      j.deadline_wall = wall + (e.deadline - now);
+      j.created_wall = wall + (e.created - now);
+      cold_jobs++;
+    }
+    ok = w.Add(j, &error);
+  }
+  if (!ok || !w.Finish(&error)) {
+    Log("checkpoint not written: %s", error.c_str());
+    return false;
+  }
+  Log("%s/%s: %zu jobs, %zu of them kept on disk only (%" PRId64 " bytes)", options_.dir.c_str(),
+      kCheckpointName, ids.size(), cold_jobs, w.bytes());
+  return true;
+}
+
+}  // namespace stalkd::storage
