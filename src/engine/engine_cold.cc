@@ -1,13 +1,14 @@
-// The engine's side of the disk tier (docs/DISK-TIER.md): a delayed job leaves memory and
-// comes back, with nothing reported to the log (its record already holds it).
+// The engine's side of the disk tier (docs/DISK-TIER.md): a delayed or ready job leaves
+// memory and comes back, with nothing reported to the log (its record already holds it).
 
 #include "base/check.h"
+#include "engine/cold_hooks.h"
 #include "engine/engine.h"
 
 namespace stalkd::engine {
 
 bool Engine::Evictable(const Job& j) {
-  if (j.state() != JobState::kDelayed) return false;
+  if (j.state() != JobState::kDelayed && j.state() != JobState::kReady) return false;
   const JobExtra* x = j.extra();
   // A key is indexed by its tube and a TTL by the expiry heap: such jobs stay in memory.
   return !x || (x->key_len == 0 && !x->has_ttl() && !x->expire_pending);
@@ -30,7 +31,12 @@ bool Engine::Readmit(const RestoredJob& r) {
   j->tube->stat.total_jobs--;
   STALKD_CHECK(t == j->tube);  // the reference kept the tube alive
   Unref(j->tube);
+  if (j->state() == JobState::kReady) ProcessQueue();  // a session may wait for it
   return true;
+}
+
+void Engine::NextReadyFromDisk(Tube* t) {
+  if (cold_) cold_->PromoteReadyFirst(t, t->ready.top());
 }
 
 }  // namespace stalkd::engine

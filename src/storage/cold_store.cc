@@ -11,14 +11,17 @@ namespace stalkd::storage {
 ColdStore::ColdStore(engine::Engine& engine, engine::ColdReader& reader, ColdStoreOptions options)
     : engine_(engine), reader_(reader), options_(options) {}
 
+bool ColdStore::ReadBack(uint64_t id, engine::RestoredJob* r) {
+  if (reader_.Read(id, &buf_, r)) return true;
+  // The job stays in the binlog (a restart brings it back) but is lost to this run.
+  read_errors_++;
+  fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back\n", id);
+  return false;
+}
+
 void ColdStore::Bring(const ColdIndex::Entry& e) {
   engine::RestoredJob r;
-  if (!reader_.Read(e.id, &buf_, &r)) {
-    // The job stays in the binlog (a restart brings it back) but is lost to this run.
-    read_errors_++;
-    fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back\n", e.id);
-    return;
-  }
+  if (!ReadBack(e.id, &r)) return;
   // The record's times are wall-clock; the index kept the engine's own, exactly.
   r.state = engine::JobState::kDelayed;
   r.deadline = e.deadline;
@@ -29,9 +32,14 @@ void ColdStore::Bring(const ColdIndex::Entry& e) {
 
 void ColdStore::Promote(uint64_t id) {
   ColdIndex::Entry e;
-  if (!index_.Remove(id, &e)) return;
-  waited_reads_++;
-  Bring(e);
+  ColdReadyIndex::Entry r;
+  if (index_.Remove(id, &e)) {
+    waited_reads_++;
+    Bring(e);
+  } else if (ready_.Remove(id, &r)) {
+    waited_reads_++;
+    BringReady(r);
+  }
 }
 
 void ColdStore::PromoteEarliest(const engine::Tube* t, size_t n) {
@@ -53,6 +61,7 @@ Nanos ColdStore::Tick() {
   bool more = index_.NextDeadline() < now + options_.lead &&
               index_.TakeDue(now + options_.lead, options_.tick_budget, &scratch_);
   for (const ColdIndex::Entry& e : scratch_) Bring(e);
+  if (ready_.size() > 0 && RefillReady(options_.tick_budget)) more = true;
   if (Demote(now, options_.tick_budget)) more = true;
   if (more) return now;
   Nanos next = index_.NextDeadline();
@@ -60,8 +69,18 @@ Nanos ColdStore::Tick() {
 }
 
 bool ColdStore::Demote(Nanos now, uint32_t budget) {
-  const size_t goal = options_.budget - options_.budget / 16;  // some room before the next
   if (engine_.memory_used() <= options_.budget) return false;
+  const size_t goal = options_.budget - options_.budget / 16;  // some room before the next
+  // Delayed jobs due last first, then the ends of the ready queues.
+  uint32_t demoted = DemoteDelayed(now, budget, goal);
+  if (demoted < budget && engine_.memory_used() > goal) {
+    demoted += DemoteReady(budget - demoted, goal);
+  }
+  demotions_ += demoted;
+  return demoted > 0 && engine_.memory_used() > goal;
+}
+
+uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
   const Nanos horizon = now + 2 * options_.lead;
   const auto& tubes = engine_.tubes();
   uint32_t demoted = 0;
@@ -82,14 +101,13 @@ bool ColdStore::Demote(Nanos now, uint32_t budget) {
     }
     idle = demoted > before ? 0 : idle + 1;
   }
-  demotions_ += demoted;
-  return demoted > 0 && engine_.memory_used() > goal;
+  return demoted;
 }
 
 engine::ColdTier::Stats ColdStore::stats() const {
   Stats s;
-  s.cold = index_.size();
-  s.index_bytes = index_.bytes();
+  s.cold = index_.size() + ready_.size();
+  s.index_bytes = index_.bytes() + ready_.bytes();
   s.promotions = promotions_;
   s.demotions = demotions_;
   s.waited_reads = waited_reads_;
