@@ -80,28 +80,64 @@ bool ColdStore::Demote(Nanos now, uint32_t budget) {
   return demoted > 0 && engine_.memory_used() > goal;
 }
 
-uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
-  const Nanos horizon = now + 2 * options_.lead;
-  const auto& tubes = engine_.tubes();
+namespace {
+
+// Goes round the tubes from *cursor, looking at up to 8 jobs a visit from the end of each
+// tube's heap (leaves of a min-heap: mostly the jobs needed last) and never at its first
+// `keep_first` entries; take(t, j) demotes j if it may go. Stops once `budget` went, memory
+// is down to `goal`, or a whole round found nothing.
+template <typename HeapOf, typename Take>
+uint32_t DemoteRound(const engine::Engine& engine, size_t* cursor, uint32_t budget, size_t goal,
+                     size_t keep_first, HeapOf heap_of, Take take) {
+  const auto& tubes = engine.tubes();
   uint32_t demoted = 0;
   size_t idle = 0;  // tubes in a row with nothing to demote
-  while (demoted < budget && engine_.memory_used() > goal && idle < tubes.size()) {
-    engine::Tube* t = tubes[tube_cursor_++ % tubes.size()];
-    // The last jobs of a deadline heap are leaves: mostly the ones due last.
-    size_t looked = 0, before = demoted;
-    for (size_t k = t->delayed.size(); k > 0 && looked < 8 && demoted < budget; looked++) {
-      engine::Job* j = t->delayed.at(--k);
-      if (j->deadline() <= horizon || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
-        continue;
-      }
-      index_.Add({j->id, j->deadline(), j->created(), t});
-      engine_.Evict(j);
+  while (demoted < budget && engine.memory_used() > goal && idle < tubes.size()) {
+    engine::Tube* t = tubes[(*cursor)++ % tubes.size()];
+    auto& heap = heap_of(t);
+    size_t looked = 0;
+    const uint32_t before = demoted;
+    for (size_t k = heap.size(); k > keep_first && looked < 8 && demoted < budget; looked++) {
+      if (!take(t, heap.at(--k))) continue;
       demoted++;
-      k = std::min(k, t->delayed.size());
+      k = std::min(k, heap.size());
     }
     idle = demoted > before ? 0 : idle + 1;
   }
   return demoted;
+}
+
+}  // namespace
+
+uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
+  const Nanos horizon = now + 2 * options_.lead;
+  return DemoteRound(
+      engine_, &tube_cursor_, budget, goal, 0,
+      [](engine::Tube* t) -> engine::DeadlineHeap& { return t->delayed; },
+      [&](engine::Tube* t, engine::Job* j) {
+        if (j->deadline() <= horizon || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
+          return false;
+        }
+        index_.Add({j->id, j->deadline(), j->created(), t});
+        engine_.Evict(j);
+        return true;
+      });
+}
+
+uint32_t ColdStore::DemoteReady(uint32_t budget, size_t goal) {
+  // The first (the heap's top) always stays, and ready_hot with it.
+  const size_t keep = std::max<size_t>(1, options_.ready_hot);
+  return DemoteRound(
+      engine_, &ready_cursor_, budget, goal, 1,
+      [](engine::Tube* t) -> engine::ReadyHeap& { return t->ready; },
+      [&](engine::Tube* t, engine::Job* j) {
+        if (t->ready.size() <= keep || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
+          return false;
+        }
+        ready_.Add({j->id, j->pri, j->created(), t});
+        engine_.Evict(j);
+        return true;
+      });
 }
 
 engine::ColdTier::Stats ColdStore::stats() const {

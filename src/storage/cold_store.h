@@ -62,7 +62,7 @@ class ColdStore final : public engine::ColdTier {
   // Demotes up to `budget` jobs while over the budget; true if more are left to demote.
   bool Demote(Nanos now, uint32_t budget);
   uint32_t DemoteDelayed(Nanos now, uint32_t budget, size_t goal);
-  uint32_t DemoteReady(uint32_t budget, size_t goal);  // cold_store_ready.cc
+  uint32_t DemoteReady(uint32_t budget, size_t goal);
   // Tick's part for ready jobs: each tube's first, then refills (up to budget reads); true
   // if the budget ran out.
   bool RefillReady(uint32_t budget);

@@ -82,28 +82,4 @@ bool ColdStore::RefillReady(uint32_t budget) {
   return read >= budget;
 }
 
-uint32_t ColdStore::DemoteReady(uint32_t budget, size_t goal) {
-  const auto& tubes = engine_.tubes();
-  uint32_t demoted = 0;
-  size_t idle = 0;  // tubes in a row with nothing to demote
-  while (demoted < budget && engine_.memory_used() > goal && idle < tubes.size()) {
-    engine::Tube* t = tubes[ready_cursor_++ % tubes.size()];
-    // The last entries of the ready heap are leaves: mostly the jobs a reserve reaches last.
-    // The first (the heap's top) always stays, and ready_hot with it.
-    size_t looked = 0, before = demoted;
-    const size_t keep = std::max<size_t>(1, options_.ready_hot);
-    for (size_t k = t->ready.size();
-         k > 1 && t->ready.size() > keep && looked < 8 && demoted < budget; looked++) {
-      engine::Job* j = t->ready.at(--k);
-      if (!engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) continue;
-      ready_.Add({j->id, j->pri, j->created(), t});
-      engine_.Evict(j);
-      demoted++;
-      k = std::min(k, t->ready.size());
-    }
-    idle = demoted > before ? 0 : idle + 1;
-  }
-  return demoted;
-}
-
 }  // namespace stalkd::storage
