@@ -40,7 +40,23 @@ class ColdTier {
   // known to come before every job of t on disk.
   virtual bool MayPrecede(const Tube* t, const Job* hot_first) const = 0;
   virtual size_t Count(const Tube* t) const = 0;  // t's delayed jobs on disk
-  virtual size_t Count() const = 0;               // every job on disk
+  virtual size_t Count() const = 0;               // every delayed job on disk
+
+  // Ready jobs on disk. A tube's first ready job (priority, then id) is in memory whenever
+  // the engine or a command looks at it: demotion never takes it, and when jobs leave the
+  // tube's ready heap (a reservation, a delete) PromoteReadyFirst brings the next back if it
+  // is on disk: before a command looks at the tube's first ready job (reserve, peek-ready,
+  // pause-tube), after a reservation took one (the engine calls it), and in Tick.
+  struct ReadyCounts {
+    size_t ready = 0;
+    size_t urgent = 0;  // pri < 1024
+  };
+  virtual ReadyCounts ReadyOnDisk(const Tube* t) const = 0;  // nullptr: every tube
+  // Brings back t's first ready job on disk if it may come before hot_first (t's first in
+  // memory, nullptr if none), so that the engine's first ready job of t is t's first.
+  virtual void PromoteReadyFirst(const Tube* t, const Job* hot_first) = 0;
+  // Brings back every ready job of t on disk (purge, list-jobs of ready jobs).
+  virtual void PromoteReadyAll(const Tube* t) = 0;
   // Promotes jobs falling due soon and demotes jobs while memory is over the budget.
   // Returns when it next has work (kForever: none), Now() if it left work for later.
   virtual Nanos Tick() = 0;

@@ -350,6 +350,7 @@ Job* Engine::ReserveReady(Session* s, const ReserveOptions& opts) {
   if (!j) return nullptr;
   TakeOut(j);
   ReserveFor(s, j, opts);
+  NextReadyFromDisk(j->tube);
   return j;
 }
 
@@ -390,6 +391,8 @@ void Engine::StopWaiting(Session* s) {
 // Hands ready jobs to waiting sessions: always the best job (lowest pri, then lowest id)
 // among the tubes that have both, to the longest-waiting session of that tube.
 void Engine::ProcessQueue() {
+  if (in_queue_) return;  // the loop below goes on
+  in_queue_ = true;
   while (Tube* t = eligible_.top()) {
     Job* j = t->ready.top();
     Session* s = t->waiters.front()->session;
@@ -397,7 +400,9 @@ void Engine::ProcessQueue() {
     StopWaiting(s);
     ReserveFor(s, j, s->reserve_opts_);
     events_.push_back({Event::Kind::kReserved, s, j});
+    NextReadyFromDisk(t);
   }
+  in_queue_ = false;
 }
 
 namespace {

@@ -20,6 +20,8 @@
 
 namespace stalkd::engine {
 
+class ColdTier;
+
 // What the engine tells a session asynchronously: the outcome of a `reserve` that waited.
 struct Event {
   enum class Kind : uint8_t { kReserved, kTimedOut, kDeadlineSoon };
@@ -263,7 +265,7 @@ class Engine {
   }
   Job* FindMutable(uint64_t id) { return jobs_.Find(id); }
 
-  // The disk tier (engine_cold.cc, docs/DISK-TIER.md). Evict frees a delayed job without
+  // The disk tier (engine_cold.cc, docs/DISK-TIER.md). Evict frees a delayed or ready job without
   // a key or TTL that the log holds whole (ColdReader::Demotable), reporting nothing: the
   // job lives on in the log and keeps its tube alive (its reference stays). Readmit brings
   // it back from its record, taking over that reference; it counts as no new job.
@@ -274,6 +276,12 @@ class Engine {
   // counted and holding a reference to its tube (made if new), as an evicted job does.
   // Returns the tube, or nullptr if the id is 0 or in memory.
   const Tube* RestoreCold(uint64_t id, std::string_view tube);
+
+  // The disk tier's ready jobs (may be null): when a reservation takes a tube's first ready
+  // job, the tier may bring back the tube's next one (ColdTier::PromoteReadyFirst), so that
+  // several reservations in a row (waiting sessions served at once, a batch reserve) each
+  // get the tube's first ready job, in memory or not.
+  void set_cold(ColdTier* cold) { cold_ = cold; }
   // New ids will be above `id`: a store calls this with the highest id in any of its
   // records (deleted jobs included), so an id is never handed out twice across restarts.
   void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }
@@ -337,6 +345,7 @@ class Engine {
   void StartWaiting(Session* s, Nanos timeout);
   void StopWaiting(Session* s);
   void ProcessQueue();
+  void NextReadyFromDisk(Tube* t);  // engine_cold.cc
   void RefreshEligible(Tube* t);
   void RefreshDelayed(Tube* t);
   void RefreshAwaited(Tube* t);
@@ -360,6 +369,8 @@ class Engine {
   EngineOptions options_;
   JobLog* log_ = nullptr;
   Observer* observer_ = nullptr;
+  ColdTier* cold_ = nullptr;
+  bool in_queue_ = false;  // in ProcessQueue: a job brought back waits for its loop
   bool draining_ = false;
   uint64_t next_id_ = 1;
   size_t memory_used_ = 0;

@@ -1,15 +1,16 @@
-// The engine's side of the disk tier (docs/DISK-TIER.md): a delayed job leaves memory and
-// comes back, with nothing reported to the log (its record already holds it).
+// The engine's side of the disk tier (docs/DISK-TIER.md): a delayed or ready job leaves
+// memory and comes back, with nothing reported to the log (its record already holds it).
 
 #include <algorithm>
 
 #include "base/check.h"
+#include "engine/cold_hooks.h"
 #include "engine/engine.h"
 
 namespace stalkd::engine {
 
 bool Engine::Evictable(const Job& j) {
-  if (j.state() != JobState::kDelayed) return false;
+  if (j.state() != JobState::kDelayed && j.state() != JobState::kReady) return false;
   const JobExtra* x = j.extra();
   // A key is indexed by its tube and a TTL by the expiry heap: such jobs stay in memory.
   return !x || (x->key_len == 0 && !x->has_ttl() && !x->expire_pending);
@@ -32,6 +33,7 @@ bool Engine::Readmit(const RestoredJob& r) {
   j->tube->stat.total_jobs--;
   STALKD_CHECK(t == j->tube);  // the reference kept the tube alive
   Unref(j->tube);
+  if (j->state() == JobState::kReady) ProcessQueue();  // a session may wait for it
   return true;
 }
 
@@ -43,6 +45,10 @@ const Tube* Engine::RestoreCold(uint64_t id, std::string_view tube) {
   t->stat.total_jobs++;
   next_id_ = std::max(next_id_, id + 1);
   return t;
+}
+
+void Engine::NextReadyFromDisk(Tube* t) {
+  if (cold_) cold_->PromoteReadyFirst(t, t->ready.top());
 }
 
 }  // namespace stalkd::engine

@@ -174,6 +174,7 @@ Server::~Server() {
     if (http_) http_->Closed(c);
     delete c;
   }
+  if (cold_) memory_->set_cold(nullptr);  // nothing is read back from here on
   if (binlog_) {
     if (sync_handler_) loop_.Remove(binlog_->sync_fd());
     binlog_->Close();

@@ -11,14 +11,17 @@ namespace stalkd::storage {
 ColdStore::ColdStore(engine::Engine& engine, engine::ColdReader& reader, ColdStoreOptions options)
     : engine_(engine), reader_(reader), options_(options) {}
 
+bool ColdStore::ReadBack(uint64_t id, engine::RestoredJob* r) {
+  if (reader_.Read(id, &buf_, r)) return true;
+  // The job stays in the binlog (a restart brings it back) but is lost to this run.
+  read_errors_++;
+  fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back\n", id);
+  return false;
+}
+
 void ColdStore::Bring(const ColdIndex::Entry& e) {
   engine::RestoredJob r;
-  if (!reader_.Read(e.id, &buf_, &r)) {
-    // The job stays in the binlog (a restart brings it back) but is lost to this run.
-    read_errors_++;
-    fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back\n", e.id);
-    return;
-  }
+  if (!ReadBack(e.id, &r)) return;
   // The record's times are wall-clock; the index kept the engine's own, exactly.
   r.state = engine::JobState::kDelayed;
   r.deadline = e.deadline;
@@ -29,9 +32,14 @@ void ColdStore::Bring(const ColdIndex::Entry& e) {
 
 void ColdStore::Promote(uint64_t id) {
   ColdIndex::Entry e;
-  if (!index_.Remove(id, &e)) return;
-  waited_reads_++;
-  Bring(e);
+  ColdReadyIndex::Entry r;
+  if (index_.Remove(id, &e)) {
+    waited_reads_++;
+    Bring(e);
+  } else if (ready_.Remove(id, &r)) {
+    waited_reads_++;
+    BringReady(r);
+  }
 }
 
 void ColdStore::PromoteEarliest(const engine::Tube* t, size_t n) {
@@ -53,6 +61,7 @@ Nanos ColdStore::Tick() {
   bool more = index_.NextDeadline() < now + options_.lead &&
               index_.TakeDue(now + options_.lead, options_.tick_budget, &scratch_);
   for (const ColdIndex::Entry& e : scratch_) Bring(e);
+  if (ready_.size() > 0 && RefillReady(options_.tick_budget)) more = true;
   if (Demote(now, options_.tick_budget)) more = true;
   if (more) return now;
   Nanos next = index_.NextDeadline();
@@ -60,36 +69,81 @@ Nanos ColdStore::Tick() {
 }
 
 bool ColdStore::Demote(Nanos now, uint32_t budget) {
-  const size_t goal = options_.budget - options_.budget / 16;  // some room before the next
   if (engine_.memory_used() <= options_.budget) return false;
-  const Nanos horizon = now + 2 * options_.lead;
-  const auto& tubes = engine_.tubes();
-  uint32_t demoted = 0;
-  size_t idle = 0;  // tubes in a row with nothing to demote
-  while (demoted < budget && engine_.memory_used() > goal && idle < tubes.size()) {
-    engine::Tube* t = tubes[tube_cursor_++ % tubes.size()];
-    // The last jobs of a deadline heap are leaves: mostly the ones due last.
-    size_t looked = 0, before = demoted;
-    for (size_t k = t->delayed.size(); k > 0 && looked < 8 && demoted < budget; looked++) {
-      engine::Job* j = t->delayed.at(--k);
-      if (j->deadline() <= horizon || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
-        continue;
-      }
-      index_.Add({j->id, j->deadline(), j->created(), t});
-      engine_.Evict(j);
-      demoted++;
-      k = std::min(k, t->delayed.size());
-    }
-    idle = demoted > before ? 0 : idle + 1;
+  const size_t goal = options_.budget - options_.budget / 16;  // some room before the next
+  // Delayed jobs due last first, then the ends of the ready queues.
+  uint32_t demoted = DemoteDelayed(now, budget, goal);
+  if (demoted < budget && engine_.memory_used() > goal) {
+    demoted += DemoteReady(budget - demoted, goal);
   }
   demotions_ += demoted;
   return demoted > 0 && engine_.memory_used() > goal;
 }
 
+namespace {
+
+// Goes round the tubes from *cursor, looking at up to 8 jobs a visit from the end of each
+// tube's heap (leaves of a min-heap: mostly the jobs needed last) and never at its first
+// `keep_first` entries; take(t, j) demotes j if it may go. Stops once `budget` went, memory
+// is down to `goal`, or a whole round found nothing.
+template <typename HeapOf, typename Take>
+uint32_t DemoteRound(const engine::Engine& engine, size_t* cursor, uint32_t budget, size_t goal,
+                     size_t keep_first, HeapOf heap_of, Take take) {
+  const auto& tubes = engine.tubes();
+  uint32_t demoted = 0;
+  size_t idle = 0;  // tubes in a row with nothing to demote
+  while (demoted < budget && engine.memory_used() > goal && idle < tubes.size()) {
+    engine::Tube* t = tubes[(*cursor)++ % tubes.size()];
+    auto& heap = heap_of(t);
+    size_t looked = 0;
+    const uint32_t before = demoted;
+    for (size_t k = heap.size(); k > keep_first && looked < 8 && demoted < budget; looked++) {
+      if (!take(t, heap.at(--k))) continue;
+      demoted++;
+      k = std::min(k, heap.size());
+    }
+    idle = demoted > before ? 0 : idle + 1;
+  }
+  return demoted;
+}
+
+}  // namespace
+
+uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
+  const Nanos horizon = now + 2 * options_.lead;
+  return DemoteRound(
+      engine_, &tube_cursor_, budget, goal, 0,
+      [](engine::Tube* t) -> engine::DeadlineHeap& { return t->delayed; },
+      [&](engine::Tube* t, engine::Job* j) {
+        if (j->deadline() <= horizon || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
+          return false;
+        }
+        index_.Add({j->id, j->deadline(), j->created(), t});
+        engine_.Evict(j);
+        return true;
+      });
+}
+
+uint32_t ColdStore::DemoteReady(uint32_t budget, size_t goal) {
+  // The first (the heap's top) always stays, and ready_hot with it.
+  const size_t keep = std::max<size_t>(1, options_.ready_hot);
+  return DemoteRound(
+      engine_, &ready_cursor_, budget, goal, 1,
+      [](engine::Tube* t) -> engine::ReadyHeap& { return t->ready; },
+      [&](engine::Tube* t, engine::Job* j) {
+        if (t->ready.size() <= keep || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
+          return false;
+        }
+        ready_.Add({j->id, j->pri, j->created(), t});
+        engine_.Evict(j);
+        return true;
+      });
+}
+
 engine::ColdTier::Stats ColdStore::stats() const {
   Stats s;
-  s.cold = index_.size();
-  s.index_bytes = index_.bytes();
+  s.cold = index_.size() + ready_.size();
+  s.index_bytes = index_.bytes() + ready_.bytes();
   s.promotions = promotions_;
   s.demotions = demotions_;
   s.waited_reads = waited_reads_;

@@ -9,6 +9,7 @@
 #include "engine/cold_hooks.h"
 #include "engine/engine.h"
 #include "storage/cold_index.h"
+#include "storage/cold_ready_index.h"
 
 namespace stalkd::storage {
 
@@ -16,12 +17,20 @@ struct ColdStoreOptions {
   size_t budget = SIZE_MAX;     // memory for jobs (Engine::memory_used) to stay under
   Nanos lead = 2 * kSecond;     // a job on disk is read back this long before it is due
   uint32_t tick_budget = 1000;  // jobs moved either way per Tick
+  // Ready jobs: a tube keeps at least this many in memory (demotion stops there), and when
+  // it has fewer than half as many and more on disk, Tick reads its first ones back up to
+  // this many, so that reserves seldom wait for a read. 0: every ready job but the first
+  // may go, and they come back one at a time, when a reserve reaches them.
+  uint32_t ready_hot = 64;
 };
 
-// The disk tier (docs/DISK-TIER.md), first slice: while the engine's memory for jobs is over
-// the budget, delayed jobs not due within twice the lead time leave memory (the binlog
-// already holds their whole record) and are listed in a ColdIndex; they are read back,
-// synchronously, `lead` before they are due, and at once when a command needs them.
+// The disk tier (docs/DISK-TIER.md): while the engine's memory for jobs is over the budget,
+// delayed jobs not due within twice the lead time leave memory (the binlog already holds
+// their whole record) and are listed in a ColdIndex; they are read back, synchronously,
+// `lead` before they are due, and at once when a command needs them. Then ready jobs at the
+// end of their tube's order leave memory, listed in a ColdReadyIndex; a tube's first ready
+// job is always in memory when a command looks at it (PromoteReadyFirst), and Tick reads
+// the first ones back ahead when a tube runs low (ready_hot).
 class ColdStore final : public engine::ColdTier {
  public:
   // engine and reader must outlive the store.
@@ -32,23 +41,41 @@ class ColdStore final : public engine::ColdTier {
   bool MayPrecede(const engine::Tube* t, const engine::Job* hot_first) const override;
   size_t Count(const engine::Tube* t) const override { return index_.Count(t); }
   size_t Count() const override { return index_.size(); }
+  ReadyCounts ReadyOnDisk(const engine::Tube* t) const override;
+  void PromoteReadyFirst(const engine::Tube* t, const engine::Job* hot_first) override;
+  void PromoteReadyAll(const engine::Tube* t) override;
   Nanos Tick() override;
   Stats stats() const override;
 
   const ColdIndex& index() const { return index_; }
   // A job the binlog restored from its checkpoint as kept on disk only (never in memory).
   void AddRestored(const ColdIndex::Entry& e) { index_.Add(e); }
+  const ColdReadyIndex& ready_index() const { return ready_; }
 
  private:
+  // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails.
+  bool ReadBack(uint64_t id, engine::RestoredJob* r);
   // Reads e's job back into the engine.
   void Bring(const ColdIndex::Entry& e);
-  // Demotes up to `budget` jobs while over the budget; true if it demoted any.
+  bool BringReady(const ColdReadyIndex::Entry& e);  // false: a read error
+  // Brings back t's first ready job on disk while it precedes t's first in memory (at most
+  // one, but for read errors); returns how many it brought back.
+  uint32_t FixReadyFirst(const engine::Tube* t);
+  // Demotes up to `budget` jobs while over the budget; true if more are left to demote.
   bool Demote(Nanos now, uint32_t budget);
+  uint32_t DemoteDelayed(Nanos now, uint32_t budget, size_t goal);
+  uint32_t DemoteReady(uint32_t budget, size_t goal);
+  // Tick's part for ready jobs: each tube's first, then refills (up to budget reads); true
+  // if the budget ran out.
+  bool RefillReady(uint32_t budget);
 
   engine::Engine& engine_;
   engine::ColdReader& reader_;
   ColdStoreOptions options_;
   ColdIndex index_;
+  ColdReadyIndex ready_;
+  std::vector<const engine::Tube*> ready_tubes_;  // RefillReady's scratch
+  size_t ready_cursor_ = 0;                       // DemoteReady's round over the tubes
   std::vector<ColdIndex::Entry> scratch_;
   std::string buf_;
   size_t tube_cursor_ = 0;

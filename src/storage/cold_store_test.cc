@@ -1,9 +1,10 @@
 // The disk tier against the all-in-memory store: the same random commands on a store whose
-// memory budget sends every long-delayed job to disk and on one without a budget; every
-// reply must be the same.
+// memory budget sends every long-delayed job and every ready job it may to disk and on one
+// without a budget; every reply must be the same, those of waiting reserves included.
 #include "storage/cold_store.h"
 
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -25,9 +26,19 @@ using testing_util::MakeTempDir;
 constexpr auto Put = command::testing_util::PutThrough;
 using testing_util::RemoveDir;
 
+// The results that arrive later (a reserve that waited, a kick or purge in slices).
 struct Recorder final : command::Client {
-  void OnResult(const Result& r) override { late.push_back(r.outcome); }
-  std::vector<Outcome> late;
+  void OnResult(const Result& r) override {
+    late.push_back({r.outcome, r.outcome == Outcome::kReserved ? r.job.id : r.number,
+                    r.outcome == Outcome::kReserved ? std::string(r.job.body) : ""});
+  }
+  struct Late {
+    Outcome outcome;
+    uint64_t number;
+    std::string body;
+    bool operator==(const Late&) const = default;
+  };
+  std::vector<Late> late;
 };
 
 // A store with a binlog in a directory of its own, and a disk tier if `budget` is given.
@@ -40,7 +51,7 @@ struct Side {
   Recorder rec[kSessions];
   std::vector<std::unique_ptr<command::Session>> sessions;
 
-  Side(FakeClock& clock, size_t budget) {
+  Side(FakeClock& clock, size_t budget, uint32_t ready_hot = 0) {
     store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
     BinlogOptions o;
     o.dir = dir;
@@ -54,6 +65,7 @@ struct Side {
     if (budget != 0) {
       ColdStoreOptions co;
       co.budget = budget;
+      co.ready_hot = ready_hot;
       cold = std::make_unique<ColdStore>(store->engine(), *log, co);
       store->set_cold(cold.get());
     }
@@ -62,6 +74,7 @@ struct Side {
   ~Side() {
     sessions.clear();
     store->engine().CheckInvariants();
+    store->set_cold(nullptr);
     cold.reset();
     log->Close();
     store->engine().set_log(nullptr);
@@ -116,28 +129,47 @@ void ExpectSame(const Result& a, const Result& b, const std::string& what) {
     case Outcome::kStats: {
       const command::ServerStats &x = *a.stats, &y = *b.stats;
       EXPECT_EQ(x.ready, y.ready) << what;
+      EXPECT_EQ(x.urgent, y.urgent) << what;
       EXPECT_EQ(x.delayed, y.delayed) << what;
       EXPECT_EQ(x.buried, y.buried) << what;
       EXPECT_EQ(x.reserved, y.reserved) << what;
       EXPECT_EQ(x.total_jobs, y.total_jobs) << what;
       EXPECT_EQ(x.tubes, y.tubes) << what;
+      EXPECT_EQ(x.waiting, y.waiting) << what;
       break;
     }
+    case Outcome::kJobList:
+      EXPECT_EQ(*a.ids, *b.ids) << what;
+      break;
     default:
       break;
   }
 }
 
 TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
-  for (uint32_t seed = 1; seed <= 6; seed++) {
+  for (uint32_t seed = 1; seed <= 8; seed++) {
     FakeClock clock;
-    Side hot(clock, 0), cold(clock, 1);  // a budget of 1 byte: every job that may go, goes
+    // A budget of 1 byte: every job that may go, goes. Odd seeds keep only each tube's first
+    // ready job in memory (the rest come back one at a time, when a reserve reaches them);
+    // even ones keep 4 and refill below 2 (Tick reads ahead).
+    const uint32_t ready_hot = seed % 2 == 1 ? 0 : 4;
+    Side hot(clock, 0), cold(clock, 1, ready_hot);
     std::mt19937_64 rng(seed);
     auto rand = [&](uint64_t n) { return rng() % n; };
     const char* tubes[] = {"default", "a", "b"};
+    // Urgent and not, equal ones (so ids decide), the extremes.
+    const uint32_t pris[] = {0, 1, 7, 9, 1023, 1024, 1024, 5000, 0xFFFFFFFFu};
     uint64_t ids = 1;
-    for (int step = 0; step < 3000; step++) {
+    // A session whose reserve waits sends nothing until its answer arrives (as a client).
+    size_t answered[Side::kSessions] = {};
+    bool waiting[Side::kSessions] = {};
+    for (int step = 0; step < 4000; step++) {
       const int si = static_cast<int>(rand(Side::kSessions));
+      for (int i = 0; i < Side::kSessions; i++) {
+        ASSERT_EQ(hot.rec[i].late, cold.rec[i].late) << "seed " << seed << " step " << step;
+        if (hot.rec[i].late.size() > answered[i]) waiting[i] = false;
+        answered[i] = hot.rec[i].late.size();
+      }
       command::Session& h = *hot.sessions[si];
       command::Session& c = *cold.sessions[si];
       const uint64_t id = 1 + rand(ids + 1);
@@ -148,75 +180,160 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
         ExpectSame(a, b, what + " " + op);
         return a;
       };
-      switch (rand(16)) {
+      const uint64_t op = rand(20);
+      if (waiting[si] && op < 18) continue;  // its reserve still waits; time may pass
+      switch (op) {
         case 0:
         case 1:
-        case 2: {
-          const uint32_t pri = static_cast<uint32_t>(rand(4) * 100);
-          const uint32_t delay = rand(4) == 0 ? 0 : static_cast<uint32_t>(rand(200));
+        case 2:
+        case 3: {
+          const uint32_t pri = pris[rand(std::size(pris))];
+          const uint32_t delay = rand(3) != 0 ? 0 : static_cast<uint32_t>(rand(200));
           const std::string body = "job " + std::to_string(ids) + std::string(rand(40), 'x');
           Result r = both([&](command::Session& s) { return Put(s, pri, delay, body); }, "put");
           if (r.outcome == Outcome::kInserted) ids = r.number + 1;
           break;
         }
-        case 3: {
+        case 4: {
           const char* t = tubes[rand(3)];
           both([&](command::Session& s) { return s.Use(t); }, "use");
           both([&](command::Session& s) { return s.Watch(t); }, "watch");
+          if (rand(3) == 0) {
+            const char* u = tubes[rand(3)];
+            both([&](command::Session& s) { return s.Ignore(u); }, "ignore");
+          }
           break;
         }
-        case 4:
+        case 5:
+        case 6:
           both([&](command::Session& s) { return s.Reserve(0); }, "reserve");
           break;
-        case 5:
+        case 7: {  // a reserve that may wait: answered by a later put, kick, unpause or time
+          Result r = both([&](command::Session& s) { return s.Reserve(3 * kSecond); }, "reserve");
+          waiting[si] = r.outcome == Outcome::kPending;
+          break;
+        }
+        case 8:
           both([&](command::Session& s) { return s.Delete(id); }, "delete");
           break;
-        case 6:
+        case 9:
           both([&](command::Session& s) { return s.KickJob(id); }, "kick-job");
-          break;
-        case 7:
           both([&](command::Session& s) { return s.Peek(id); }, "peek");
           break;
-        case 8:
+        case 10:
           both([&](command::Session& s) { return s.StatsJob(id); }, "stats-job");
           break;
-        case 9:
+        case 11:
           both([&](command::Session& s) { return s.PeekDelayed(); }, "peek-delayed");
           both([&](command::Session& s) { return s.PeekReady(); }, "peek-ready");
+          both([&](command::Session& s) { return s.PeekBuried(); }, "peek-buried");
           break;
-        case 10: {
+        case 12: {
           const uint32_t n = static_cast<uint32_t>(1 + rand(4));
           both([&](command::Session& s) { return s.Kick(n); }, "kick");
           break;
         }
-        case 11: {
-          const uint32_t delay = static_cast<uint32_t>(rand(100));
-          both([&](command::Session& s) { return s.Release(id, 7, delay); }, "release");
+        case 13: {
+          const uint32_t delay = rand(2) == 0 ? 0 : static_cast<uint32_t>(rand(100));
+          const uint32_t pri = pris[rand(std::size(pris))];
+          both([&](command::Session& s) { return s.Release(id, pri, delay); }, "release");
           break;
         }
-        case 12:
+        case 14:
           both([&](command::Session& s) { return s.Bury(id, 9); }, "bury");
           both([&](command::Session& s) { return s.ReserveJob(id + 1); }, "reserve-job");
           break;
-        case 13: {
+        case 15: {
           const char* t = tubes[rand(3)];
           both([&](command::Session& s) { return s.StatsTube(t); }, "stats-tube");
           both([&](command::Session& s) { return s.Stats(); }, "stats");
+          both(
+              [&](command::Session& s) {
+                return s.ListJobs(t, command::StateFilter::kReady, 0, 1000);
+              },
+              "list-jobs");
           break;
         }
+        case 16: {
+          const char* t = tubes[rand(3)];
+          const uint32_t delay = static_cast<uint32_t>(rand(3));
+          both([&](command::Session& s) { return s.PauseTube(t, delay); }, "pause-tube");
+          break;
+        }
+        case 17:
+          if (rand(10) == 0) {  // now and then a purge of a tube's ready jobs
+            const char* t = tubes[rand(3)];
+            both([&](command::Session& s) { return s.Purge(t, command::StateFilter::kReady); },
+                 "purge");
+          } else {
+            const uint64_t many[] = {id, id + 1, id + 5};
+            both([&](command::Session& s) { return s.DeleteMany(many); }, "delete-many");
+          }
+          break;
         default:
-          clock.Advance(static_cast<Nanos>(rand(15 * kSecond)));
+          clock.Advance(static_cast<Nanos>(rand(4 * kSecond)));
           break;
       }
       if (HasFatalFailure()) return;
       hot.Tick();
       cold.Tick();
+      if (step % 500 == 0) cold.store->engine().CheckInvariants();
     }
-    EXPECT_EQ(hot.rec[0].late, cold.rec[0].late);
+    for (int i = 0; i < Side::kSessions; i++) EXPECT_EQ(hot.rec[i].late, cold.rec[i].late);
     const engine::ColdTier::Stats st = cold.cold->stats();
     EXPECT_GT(st.demotions, 100u) << "seed " << seed;  // the test did exercise the tier
     EXPECT_GT(st.promotions, 100u) << "seed " << seed;
     EXPECT_EQ(st.read_errors, 0u);
+  }
+}
+
+// A backlog of ready jobs (mixed priorities, equal ones among them, two tubes watched)
+// mostly on disk comes back in exactly beanstalkd's order, each with its body, and the
+// counts include the jobs on disk all along.
+TEST(ColdStoreTest, ReadyBacklogOnDiskIsReservedInOrder) {
+  for (uint32_t ready_hot : {0u, 16u}) {
+    FakeClock clock;
+    Side hot(clock, 0), cold(clock, 1, ready_hot);
+    std::mt19937_64 rng(ready_hot + 7);
+    for (Side* side : {&hot, &cold}) {
+      command::Session& s = *side->sessions[0];
+      ASSERT_EQ(s.Watch("other").outcome, Outcome::kWatching);
+    }
+    for (int i = 0; i < 3000; i++) {
+      const uint32_t pri = static_cast<uint32_t>(rng() % 4 == 0 ? 1000 + rng() % 50 : 2000);
+      const char* tube = rng() % 3 == 0 ? "other" : "default";
+      const std::string body = "backlog " + std::to_string(i);
+      for (Side* side : {&hot, &cold}) {
+        command::Session& s = *side->sessions[1];
+        ASSERT_EQ(s.Use(tube).outcome, Outcome::kUsing);
+        ASSERT_EQ(Put(s, pri, 0, body).outcome, Outcome::kInserted);
+      }
+      if (i % 100 == 0) {
+        hot.Tick();
+        cold.Tick();
+      }
+    }
+    for (int i = 0; i < 5; i++) cold.Tick();
+    const engine::ColdTier::ReadyCounts on_disk = cold.cold->ReadyOnDisk(nullptr);
+    EXPECT_GT(on_disk.ready, 2500u);
+    EXPECT_GT(on_disk.urgent, 0u);  // pri 1000..1049: some urgent ones went too
+    ExpectSame(hot.sessions[0]->Stats(), cold.sessions[0]->Stats(), "stats");
+    for (int i = 0; i < 3000; i++) {
+      Result a = hot.sessions[0]->Reserve(0);
+      Result b = cold.sessions[0]->Reserve(0);
+      ExpectSame(a, b, "reserve " + std::to_string(i));
+      ASSERT_EQ(b.outcome, Outcome::kReserved);
+      ASSERT_EQ(cold.sessions[0]->Delete(b.job.id).outcome, Outcome::kDeleted);
+      ASSERT_EQ(hot.sessions[0]->Delete(a.job.id).outcome, Outcome::kDeleted);
+      if (i % 50 == 0) {
+        ExpectSame(hot.sessions[0]->StatsTube("default"), cold.sessions[0]->StatsTube("default"),
+                   "stats-tube");
+        cold.Tick();
+      }
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_EQ(cold.sessions[0]->Reserve(0).outcome, Outcome::kTimedOut);
+    EXPECT_EQ(cold.cold->stats().read_errors, 0u);
   }
 }
 

@@ -60,6 +60,7 @@ Job* MemorySession::NewExtendedJob(const command::PutArgs& a) {
 
 Result MemorySession::ReserveExt(const command::ReserveArgs& a) {
   store_.Count(Verb::kReserveExt);
+  store_.WarmReady(s_);
   if (!store_.engine_.Reserve(s_, a.timeout, EngineOptions(a))) return All(Outcome::kDeadlineSoon);
   engine::Event ev;
   if (!store_.engine_.TakeOwnEvent(s_, &ev)) return Result::Of(Outcome::kPending);
@@ -115,6 +116,7 @@ Result MemorySession::ListJobs(std::string_view tube, command::StateFilter state
   const Tube* t = store_.engine_.FindTube(tube);
   if (!t) return NotFound();
   if (state == command::StateFilter::kDelayed) store_.WarmDelayed(t, SIZE_MAX);
+  if (state == command::StateFilter::kReady) store_.WarmReadyAll(t);
   store_.ids_.clear();
   uint64_t next = store_.engine_.ListJobs(t, JobStateOf(state), from, count, &store_.ids_);
   Result r = All(Outcome::kJobList, next);
@@ -143,6 +145,7 @@ bool MemoryStore::PurgeStep(Purge& p) {
   if (p.what == engine::PurgeWhat::kDelayed || p.what == engine::PurgeWhat::kAll) {
     WarmDelayed(t, SIZE_MAX);
   }
+  if (p.what == engine::PurgeWhat::kReady || p.what == engine::PurgeWhat::kAll) WarmReadyAll(t);
   uint32_t n = engine_.Purge(t, p.what, kPurgeSlice);
   p.purged += n;
   return n < kPurgeSlice;

@@ -16,8 +16,10 @@ int64_t Secs(Nanos d) { return d / kSecond; }
 const command::ServerStats& MemoryStore::FillStats() {
   const engine::GlobalCounters& c = engine_.counters();
   command::ServerStats& s = stats_;
-  s.urgent = c.urgent;
-  s.ready = c.ready;
+  const engine::ColdTier::ReadyCounts cold_ready =
+      cold_ ? cold_->ReadyOnDisk(nullptr) : engine::ColdTier::ReadyCounts{};
+  s.urgent = c.urgent + cold_ready.urgent;
+  s.ready = c.ready + cold_ready.ready;
   s.reserved = c.reserved;
   s.delayed = c.delayed + (cold_ ? cold_->Count() : 0);
   s.buried = c.buried;
@@ -51,8 +53,10 @@ const command::ServerStats& MemoryStore::FillStats() {
 const command::TubeStats& MemoryStore::FillTubeStats(const engine::Tube& t) {
   command::TubeStats& s = tube_stats_;
   s.name = t.name();
-  s.urgent = t.stat.urgent;
-  s.ready = t.ready.size();
+  const engine::ColdTier::ReadyCounts cold_ready =
+      cold_ ? cold_->ReadyOnDisk(&t) : engine::ColdTier::ReadyCounts{};
+  s.urgent = t.stat.urgent + cold_ready.urgent;
+  s.ready = t.ready.size() + cold_ready.ready;
   s.reserved = t.stat.reserved;
   s.delayed = t.delayed.size() + (cold_ ? cold_->Count(&t) : 0);
   s.buried = t.buried.size();

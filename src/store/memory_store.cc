@@ -68,6 +68,7 @@ void MemorySession::AbandonPut() {
 
 Result MemorySession::Reserve(Nanos timeout) {
   store_.Count(timeout == kForever ? Verb::kReserve : Verb::kReserveWithTimeout);
+  store_.WarmReady(s_);
   if (!store_.engine_.Reserve(s_, timeout)) return All(Outcome::kDeadlineSoon);
   // A reserve that completed at once is answered now; otherwise OnEngineEvent answers it.
   engine::Event ev;
@@ -110,6 +111,7 @@ Result MemorySession::Peek(uint64_t id) {
 
 Result MemorySession::PeekReady() {
   store_.Count(Verb::kPeekReady);
+  store_.WarmReadyFirst(s_->use());
   return Found(store_.engine_.PeekReady(s_->use()));
 }
 
@@ -232,6 +234,7 @@ Result MemorySession::PauseTube(std::string_view tube, uint32_t delay_s) {
   // beanstalkd counts a pause-tube before it checks the tube name.
   store_.Count(Verb::kPauseTube);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
+  if (const Tube* t = store_.engine_.FindTube(tube)) store_.WarmReadyFirst(t);  // may unpause
   bool ok = store_.engine_.PauseTube(tube, delay_s);
   store_.DeliverEvents();  // a tube that is no longer paused may serve waiting sessions
   return Done(ok, Outcome::kPaused);
@@ -289,11 +292,20 @@ std::unique_ptr<command::Session> MemoryStore::Open(command::Client& client) {
 }
 
 void MemoryStore::DeliverPendingEvents() {
+  // Delivering runs no command (a Client only takes the result), but a batch reserve's
+  // later jobs may bring ready jobs back from the disk tier, and one may go to another
+  // waiting session: a new event, delivered by the next round.
+  while (engine_.has_events()) {
+    events_.clear();
+    engine_.TakeEvents(&events_);
+    for (const engine::Event& ev : events_) ev.session->owner()->OnEngineEvent(ev);
+  }
   events_.clear();
-  engine_.TakeEvents(&events_);
-  // Delivering runs no command (a Client only takes the result), so no new events appear.
-  for (const engine::Event& ev : events_) ev.session->owner()->OnEngineEvent(ev);
-  events_.clear();
+}
+
+void MemoryStore::WarmWatched(const engine::Session* s) {
+  for (const Tube* t : s->watch()) cold_->PromoteReadyFirst(t, engine_.PeekReady(t));
+  DeliverEvents();
 }
 
 Result MemoryStore::Kick::Outcome() {

@@ -56,7 +56,10 @@ class MemoryStore final : public command::Store, private engine::Engine::Observe
   void set_max_job_size(size_t n) { max_job_size_ = n; }
   // The disk tier (docs/DISK-TIER.md), or nullptr (the default): every job in memory. Set
   // before the first command; it must outlive the store's use of it.
-  void set_cold(engine::ColdTier* cold) { cold_ = cold; }
+  void set_cold(engine::ColdTier* cold) {
+    cold_ = cold;
+    engine_.set_cold(cold);
+  }
   const engine::ColdTier* cold() const { return cold_; }
 
   // Jobs kicked (purged) per slice; a larger kick (purge) is spread over several Ticks.
@@ -110,6 +113,20 @@ class MemoryStore final : public command::Store, private engine::Engine::Observe
   // Before a command looks at t's first n delayed jobs (SIZE_MAX: all of them).
   void WarmDelayed(const engine::Tube* t, size_t n) {
     if (cold_) cold_->PromoteEarliest(t, n);
+  }
+  // Before a command looks at t's first ready job: it is in memory afterwards.
+  void WarmReadyFirst(const engine::Tube* t) {
+    if (cold_) cold_->PromoteReadyFirst(t, engine_.PeekReady(t));
+  }
+  // Before a reserve of s: the first ready job of every tube s watches is in memory, and
+  // sessions served meanwhile (a job read back goes to a waiting session) are told.
+  void WarmReady(const engine::Session* s) {
+    if (cold_) WarmWatched(s);
+  }
+  void WarmWatched(const engine::Session* s);
+  // Before a command looks at all of t's ready jobs (purge, list-jobs).
+  void WarmReadyAll(const engine::Tube* t) {
+    if (cold_) cold_->PromoteReadyAll(t);
   }
 
   const command::ServerStats& FillStats();

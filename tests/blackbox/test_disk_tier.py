@@ -4,7 +4,8 @@ A server with a memory budget of a few hundred KB holds far more delayed jobs th
 jobs due later than a few seconds leave memory and live in the binlog only; every command
 still sees them as before (peek, stats-job, peek-delayed, kick, kick-job, delete, stats
 counts), they come back when due, and a restart or a kill -9 during demotion and promotion
-loses no acknowledged job and brings back no deleted one. The tests wait for events (stats
+loses no acknowledged job and brings back no deleted one. A backlog of ready jobs beyond
+the budget goes to disk the same way and is reserved in exactly beanstalkd's order. The tests wait for events (stats
 values, replies), never for a fixed time; timeouts only bound a hang."""
 import os
 import random
@@ -143,11 +144,72 @@ class DiskTierTest(unittest.TestCase):
             self.assertEqual(got[ids[i]], None if i in (4000, 4001) else body(i))
 
 
+    def test_ready_backlog_beyond_the_budget_is_reserved_in_order(self):
+        s = self.start()
+        c = s.connect(timeout=HANG)
+        n = 8000
+        body = lambda i: b"ready-%06d-" % i + b"r" * 87  # 100 bytes
+        pris = [0, 1023, 1024, 2000, 2000, 2000, 7, 4294967295]  # equal ones: ids decide
+        jobs = []  # (pri, id, body)
+        for tube in ("t1", "t2"):
+            c.send(b"use %s\r\n" % tube.encode())
+            self.assertTrue(c.read_reply().startswith(b"USING"))
+            for i in range(0, n // 2, 500):
+                chunk = range(i, min(n // 2, i + 500))
+                c.send(b"".join(b"put %d 0 60 100\r\n%s\r\n" % (pris[(k * 7) % 8], body(k))
+                                for k in chunk))
+                for k in chunk:
+                    r = c.read_reply()
+                    self.assertTrue(r.startswith(b"INSERTED "), r)
+                    jobs.append((pris[(k * 7) % 8], int(r.split()[1]), body(k)))
+        urgent = sum(1 for p, _, _ in jobs if p < 1024)
+        st = wait_until(lambda: (lambda d: d if int(d["disk-tier-cold-jobs"]) > n // 2 and
+                                 int(d["memory-used"]) <= 300 * 1024 else None)(ext(c)),
+                        timeout=HANG)
+        self.assertIsNotNone(st, ext(c))
+        # The counts include the jobs on disk.
+        self.assertEqual(int(st["current-jobs-ready"]), n)
+        self.assertEqual(int(st["current-jobs-urgent"]), urgent)
+        self.assertEqual(int(st["current-jobs-delayed"]), 0)
+        t1 = stats_of(c, "stats-tube t1")
+        self.assertEqual(int(t1["current-jobs-ready"]), n // 2)
+        self.assertEqual(int(t1["current-jobs-urgent"]),
+                         sum(1 for p, j, _ in jobs[:n // 2] if p < 1024))
+        # peek-ready, peek and stats-job of a job that is most likely on disk (the last put).
+        self.assertEqual(c.cmd("use t2"), b"USING t2\r\n")
+        first_t2 = min(jobs[n // 2:])
+        r = c.cmd("peek-ready")
+        self.assertEqual(r.split(b"\r\n")[0].split()[1], b"%d" % first_t2[1], r)
+        last = jobs[-1]
+        self.assertEqual(peek_all(c, [last[1]])[last[1]], last[2])
+        job = stats_of(c, "stats-job %d" % last[1])
+        self.assertEqual((job["state"], job["pri"], job["tube"].strip('"')),
+                         ("ready", str(last[0]), "t2"))
+        # Reserved from both tubes in beanstalkd's order: priority, then id; memory stays
+        # bounded all along (jobs come back as they are reached).
+        self.assertEqual(c.cmd("watch t1"), b"WATCHING 2\r\n")
+        self.assertEqual(c.cmd("watch t2"), b"WATCHING 3\r\n")
+        self.assertEqual(c.cmd("ignore default"), b"WATCHING 2\r\n")
+        order = sorted(jobs)
+        for k, (pri, jid, b) in enumerate(order):
+            r = c.cmd("reserve-with-timeout 0")
+            self.assertEqual(r, b"RESERVED %d 100\r\n%s\r\n" % (jid, b), "job %d of %d" % (k, n))
+            self.assertEqual(c.cmd("delete %d" % jid), b"DELETED\r\n")
+            if k % 1000 == 0:
+                self.assertLessEqual(int(ext(c)["memory-used"]), 400 * 1024)
+        self.assertEqual(c.cmd("reserve-with-timeout 0"), b"TIMED_OUT\r\n")
+        st = ext(c)
+        self.assertEqual((st["current-jobs-ready"], st["disk-tier-cold-jobs"]), ("0", "0"))
+        self.assertGreater(int(st["disk-tier-promotions"]), n // 2)
+        self.assertEqual(st["disk-tier-read-errors"], "0")
+
+
 @unittest.skipIf(is_beanstalkd(), "stalkd's disk tier")
 @embedded_store_only("the disk tier is the embedded store's")
 class DiskTierKillTest(unittest.TestCase):
-    """kill -9 at random instants while jobs are demoted (puts of long delays past the
-    budget) and promoted (jobs due within seconds, peeks, deletes of cold jobs)."""
+    """kill -9 at random instants while jobs are demoted (puts of long delays and ready
+    jobs past the budget) and promoted (jobs due within seconds, peeks, deletes of cold
+    jobs, reserves of ready jobs from a backlog mostly on disk)."""
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="stalkd_disk_kill_")
@@ -187,8 +249,9 @@ class DiskTierKillTest(unittest.TestCase):
                     while not stop.is_set():
                         k += 1
                         body = b"r%d-%d-" % (rnd, k) + b"y" * 80
-                        delay = self.rng.choice([3600, 7200, 5, 6, 0])
-                        r = w.cmd(b"put 1 %d 60 %d\r\n%s" % (delay, len(body), body))
+                        delay = self.rng.choice([3600, 7200, 5, 6, 0, 0, 0])
+                        pri = self.rng.choice([1, 1, 1024, 5000])
+                        r = w.cmd(b"put %d %d 60 %d\r\n%s" % (pri, delay, len(body), body))
                         if not r.startswith(b"INSERTED "):
                             return
                         with lock:
@@ -203,6 +266,18 @@ class DiskTierKillTest(unittest.TestCase):
                                     deleted.add(jid)
                                 elif r != b"NOT_FOUND\r\n":
                                     present[jid] = b  # unknown outcome: not settled
+                        if k % 3 == 0:  # a consumer: the first ready job, maybe from disk
+                            r = w.cmd("reserve-with-timeout 0")
+                            if r.startswith(b"RESERVED "):
+                                jid = int(r.split()[1])
+                                with lock:
+                                    b = present.pop(jid, None)
+                                r = w.cmd("delete %d" % jid)
+                                with lock:
+                                    if r == b"DELETED\r\n":
+                                        deleted.add(jid)
+                                    elif b is not None:
+                                        present[jid] = b  # unknown outcome: not settled
                 except (OSError, EOFError):
                     pass
 

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/id_map.h"
+
+namespace stalkd::engine {
+class Tube;
+}
+
+namespace stalkd::storage {
+
+// The disk tier's index of the ready jobs kept only in the binlog (docs/DISK-TIER.md): per
+// tube, their (priority, id) keys in order, in sorted chunks of at most kChunk keys (12
+// bytes a key), so that the tube's first job on disk is found at once and a job is added or
+// removed with one binary search and a move within one chunk; and per job its tube,
+// priority and creation time (an IdMap entry), so that a job named by id is found.
+class ColdReadyIndex {
+ public:
+  struct Entry {
+    uint64_t id = 0;
+    uint32_t pri = 0;
+    Nanos created = 0;
+    const engine::Tube* tube = nullptr;
+    bool operator==(const Entry&) const = default;
+  };
+  // A job's place in its tube's ready order: priority, then id (beanstalkd's order).
+  struct Key {
+    uint32_t pri;
+    uint32_t id_hi;
+    uint32_t id_lo;
+    static Key Of(uint32_t pri, uint64_t id) {
+      return {pri, static_cast<uint32_t>(id >> 32), static_cast<uint32_t>(id)};
+    }
+    uint64_t id() const { return uint64_t{id_hi} << 32 | id_lo; }
+    bool operator<(const Key& o) const {
+      if (pri != o.pri) return pri < o.pri;
+      return id_hi != o.id_hi ? id_hi < o.id_hi : id_lo < o.id_lo;
+    }
+    bool operator==(const Key&) const = default;
+  };
+
+  // id must be absent.
+  void Add(const Entry& e);
+  // Removes id if present, with its entry in *out (may be null).
+  bool Remove(uint64_t id, Entry* out = nullptr);
+  bool Contains(uint64_t id) const { return live_.Find(id) != nullptr; }
+
+  size_t size() const { return live_.size(); }
+  size_t urgent() const { return urgent_; }  // jobs with pri < 1024 (current-jobs-urgent)
+  size_t Count(const engine::Tube* t) const;
+  size_t Urgent(const engine::Tube* t) const;
+  // t's first key here (priority, then id); false if t has none here.
+  bool First(const engine::Tube* t, Key* out) const;
+  // Removes t's first entry into *out; false if t has none here.
+  bool TakeFirst(const engine::Tube* t, Entry* out);
+  // Calls fn(tube) for every tube with jobs here; fn must not change the index.
+  template <typename Fn>
+  void ForEachTube(Fn fn) const {
+    for (const auto& [t, pt] : tubes_) fn(t);
+  }
+
+  // Memory held, estimated from the containers' sizes.
+  size_t bytes() const;
+
+  static constexpr size_t kChunk = 512;  // keys per chunk at most (split in two beyond)
+
+ private:
+  struct Meta {
+    Nanos created;
+    const engine::Tube* tube;
+    uint32_t pri;
+  };
+  struct PerTube {
+    std::vector<std::vector<Key>> chunks;  // sorted, each non-empty and sorted
+    size_t count = 0;
+    size_t urgent = 0;
+  };
+  // The chunk that holds (or would hold) k: the first whose last key is not below k, else
+  // the last one.
+  static size_t ChunkOf(const PerTube& pt, const Key& k);
+  void Dropped(PerTube* pt, const engine::Tube* t, uint32_t pri);
+
+  IdMap<Meta> live_;
+  std::unordered_map<const engine::Tube*, PerTube> tubes_;
+  size_t urgent_ = 0;
+};
+
+}  // namespace stalkd::storage

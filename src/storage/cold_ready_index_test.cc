@@ -1,0 +1,166 @@
+// The disk tier's index of ready jobs against a plain model (a sorted set per tube), under
+// random operations: adds in every order, removes by id, takes of each tube's first.
+#include "storage/cold_ready_index.h"
+
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace stalkd::storage {
+namespace {
+
+using Entry = ColdReadyIndex::Entry;
+using Key = ColdReadyIndex::Key;
+
+const engine::Tube* TubeNo(int i) { return reinterpret_cast<const engine::Tube*>(0x1000 + 16 * i); }
+
+struct Model {
+  std::map<uint64_t, Entry> by_id;
+  std::map<const engine::Tube*, std::set<std::pair<uint32_t, uint64_t>>> order;
+
+  void Add(const Entry& e) {
+    by_id[e.id] = e;
+    order[e.tube].insert({e.pri, e.id});
+  }
+  void Remove(uint64_t id) {
+    const Entry e = by_id.at(id);
+    by_id.erase(id);
+    order[e.tube].erase({e.pri, e.id});
+    if (order[e.tube].empty()) order.erase(e.tube);
+  }
+  size_t Urgent(const engine::Tube* t) const {
+    size_t n = 0;
+    for (const auto& [id, e] : by_id) n += (t == nullptr || e.tube == t) && e.pri < 1024;
+    return n;
+  }
+};
+
+TEST(ColdReadyIndexTest, KeyOrderIsPriorityThenId) {
+  EXPECT_LT(Key::Of(1, 99), Key::Of(2, 1));
+  EXPECT_LT(Key::Of(5, 1), Key::Of(5, 2));
+  EXPECT_LT(Key::Of(5, 0xFFFFFFFFu), Key::Of(5, 0x100000000u));  // the id's high half counts
+  EXPECT_EQ(Key::Of(7, 0x123456789ABull).id(), 0x123456789ABull);
+  EXPECT_EQ(sizeof(Key), 12u);
+}
+
+TEST(ColdReadyIndexTest, MatchesAModelUnderRandomOperations) {
+  for (uint32_t seed = 1; seed <= 4; seed++) {
+    std::mt19937_64 rng(seed);
+    auto rand = [&](uint64_t n) { return rng() % n; };
+    ColdReadyIndex index;
+    Model model;
+    uint64_t next_id = 1;
+    // Few priorities (equal ones, so ids decide), some urgent, some near the top.
+    const uint32_t pris[] = {0, 1, 1023, 1024, 1024, 5000, 0xFFFFFFFFu};
+    for (int step = 0; step < 5000; step++) {
+      const engine::Tube* t = TubeNo(static_cast<int>(rand(3)));
+      switch (rand(7)) {
+        case 0:
+        case 1:
+        case 2: {  // add a new job; sometimes a run of them (a demotion round)
+          const size_t n = rand(4) == 0 ? 1 + rand(1200) : 1;
+          for (size_t i = 0; i < n; i++) {
+            Entry e{next_id++, pris[rand(7)], static_cast<Nanos>(rand(1000000)), t};
+            index.Add(e);
+            model.Add(e);
+          }
+          break;
+        }
+        case 3: {  // remove an id, there or not (delete, peek of a job on disk)
+          const uint64_t id = 1 + rand(next_id);
+          Entry got;
+          const bool had = model.by_id.count(id) != 0;
+          ASSERT_EQ(index.Remove(id, &got), had);
+          if (had) {
+            EXPECT_EQ(got, model.by_id.at(id));
+            model.Remove(id);
+          }
+          break;
+        }
+        case 4: {  // re-add a removed id (a job demoted again)
+          if (next_id == 1) break;
+          const uint64_t id = 1 + rand(next_id - 1);
+          if (model.by_id.count(id)) break;
+          Entry e{id, pris[rand(7)], 5, t};
+          index.Add(e);
+          model.Add(e);
+          break;
+        }
+        case 5: {  // take a tube's first ones (reserves)
+          const size_t n = 1 + rand(700);
+          for (size_t i = 0; i < n; i++) {
+            Entry got;
+            auto it = model.order.find(t);
+            if (it == model.order.end()) {
+              ASSERT_FALSE(index.TakeFirst(t, &got));
+              break;
+            }
+            const uint64_t want = it->second.begin()->second;
+            ASSERT_TRUE(index.TakeFirst(t, &got));
+            ASSERT_EQ(got, model.by_id.at(want));
+            model.Remove(want);
+          }
+          break;
+        }
+        default:
+          break;
+      }
+      // Every step: sizes, counts, urgent counts and each tube's first.
+      ASSERT_EQ(index.size(), model.by_id.size());
+      for (int i = 0; i < 3; i++) {
+        const engine::Tube* u = TubeNo(i);
+        auto it = model.order.find(u);
+        Key first{};
+        ASSERT_EQ(index.First(u, &first), it != model.order.end());
+        ASSERT_EQ(index.Count(u), it == model.order.end() ? 0 : it->second.size());
+        if (it != model.order.end()) {
+          ASSERT_EQ(first.pri, it->second.begin()->first);
+          ASSERT_EQ(first.id(), it->second.begin()->second);
+        }
+        if (step % 97 == 0) {
+          ASSERT_EQ(index.Urgent(u), model.Urgent(u));
+        }
+      }
+      if (step % 97 == 0) {
+        ASSERT_EQ(index.urgent(), model.Urgent(nullptr));
+      }
+      if (step % 1000 == 0) {
+        for (const auto& [id, e] : model.by_id) ASSERT_TRUE(index.Contains(id));
+      }
+    }
+    // Drain: every tube's jobs come out in (pri, id) order.
+    for (int i = 0; i < 3; i++) {
+      const engine::Tube* u = TubeNo(i);
+      Entry got;
+      std::pair<uint32_t, uint64_t> last{0, 0};
+      while (index.TakeFirst(u, &got)) {
+        ASSERT_LE(last, std::make_pair(got.pri, got.id));
+        last = {got.pri, got.id};
+        model.Remove(got.id);
+      }
+    }
+    EXPECT_EQ(index.size(), 0u);
+    EXPECT_TRUE(model.by_id.empty());
+  }
+}
+
+// A large backlog costs a few dozen bytes a job, and a drained one gives its room back.
+TEST(ColdReadyIndexTest, BytesPerJobAreBoundedAndFreedWhenDrained) {
+  ColdReadyIndex index;
+  const engine::Tube* t = TubeNo(0);
+  const size_t n = 200000;
+  for (uint64_t id = 1; id <= n; id++) index.Add({id, static_cast<uint32_t>(id % 3), 0, t});
+  EXPECT_LE(index.bytes(), n * 48);
+  for (uint64_t id = 1; id <= n - 10; id++) {
+    Entry e;
+    ASSERT_TRUE(index.TakeFirst(t, &e));
+  }
+  EXPECT_LE(index.bytes(), 64u * 1024);
+}
+
+}  // namespace
+}  // namespace stalkd::storage

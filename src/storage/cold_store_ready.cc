@@ -1,0 +1,85 @@
+// The disk tier's ready jobs (docs/DISK-TIER.md): the ends of the ready queues leave memory
+// while it is over the budget; each tube's first ready job is in memory whenever a command
+// looks at it, and a tube running low is refilled from its first jobs on disk.
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "storage/cold_store.h"
+
+namespace stalkd::storage {
+
+namespace {
+
+using Key = ColdReadyIndex::Key;
+
+Key KeyOf(const engine::Job& j) { return Key::Of(j.pri, j.id); }
+
+}  // namespace
+
+engine::ColdTier::ReadyCounts ColdStore::ReadyOnDisk(const engine::Tube* t) const {
+  if (!t) return {ready_.size(), ready_.urgent()};
+  return {ready_.Count(t), ready_.Urgent(t)};
+}
+
+bool ColdStore::BringReady(const ColdReadyIndex::Entry& e) {
+  engine::RestoredJob r;
+  if (!ReadBack(e.id, &r)) return false;
+  // A job put delayed has its delay in its record; it is ready now. Its creation time is
+  // the engine's own, kept by the index.
+  STALKD_CHECK(r.pri == e.pri);
+  r.state = engine::JobState::kReady;
+  r.deadline = 0;
+  r.created = e.created;
+  STALKD_CHECK(engine_.Readmit(r));
+  promotions_++;
+  return true;
+}
+
+uint32_t ColdStore::FixReadyFirst(const engine::Tube* t) {
+  uint32_t n = 0;
+  Key first{};
+  while (ready_.First(t, &first)) {
+    const engine::Job* hot = t->ready.top();
+    if (hot && KeyOf(*hot) < first) break;  // the tube's first is in memory
+    ColdReadyIndex::Entry e;
+    STALKD_CHECK(ready_.TakeFirst(t, &e));
+    n++;
+    if (BringReady(e)) break;  // now the first in memory; every other one on disk is later
+  }
+  return n;
+}
+
+void ColdStore::PromoteReadyFirst(const engine::Tube* t, const engine::Job* hot_first) {
+  STALKD_DCHECK(hot_first == t->ready.top());
+  (void)hot_first;
+  waited_reads_ += FixReadyFirst(t);
+}
+
+void ColdStore::PromoteReadyAll(const engine::Tube* t) {
+  ColdReadyIndex::Entry e;
+  while (ready_.TakeFirst(t, &e)) {
+    waited_reads_++;
+    BringReady(e);
+  }
+}
+
+bool ColdStore::RefillReady(uint32_t budget) {
+  ready_tubes_.clear();
+  ready_.ForEachTube([this](const engine::Tube* t) { ready_tubes_.push_back(t); });
+  uint32_t read = 0;
+  for (const engine::Tube* t : ready_tubes_) {
+    // Unconditionally (one read at most): a tube about to be unpaused serves its waiting
+    // sessions from memory within this same Tick.
+    read += FixReadyFirst(t);
+    if (t->ready.size() >= std::max<size_t>(1, options_.ready_hot / 2)) continue;
+    ColdReadyIndex::Entry e;
+    while (read < budget && t->ready.size() < options_.ready_hot && ready_.TakeFirst(t, &e)) {
+      BringReady(e);
+      read++;
+    }
+  }
+  return read >= budget;
+}
+
+}  // namespace stalkd::storage
