@@ -167,10 +167,15 @@ class TestFairness(FairnessCase):
     def test_mass_of_delayed_jobs_falling_due(self):
         def scenario():
             b, probe = self.bulk(), self.client()
-            self.put_n(b, delay=1)
-            self.assertEqual(parse_yaml(probe.cmd("stats"))["current-jobs-delayed"],
-                             str(self.n))
-            self.stop_until(time.monotonic() + 1.3)
+            # A delay the puts fit in on a busy machine too; should they take longer, the
+            # first jobs are ready before the stop, and the rest still fall due at once.
+            delay = 5
+            self.put_n(b, delay=delay)
+            put_done = time.monotonic()
+            st = parse_yaml(probe.cmd("stats"))
+            self.assertEqual(int(st["current-jobs-delayed"]) + int(st["current-jobs-ready"]),
+                             self.n)
+            self.stop_until(put_done + delay + 0.3)
             samples, took = self.measure(
                 probe, lambda st: st["current-jobs-ready"] == str(self.n))
             st = parse_yaml(probe.cmd("stats"))
