@@ -318,6 +318,13 @@ TEST(ColdStoreTest, ReadyBacklogOnDiskIsReservedInOrder) {
     EXPECT_GT(on_disk.ready, 2500u);
     EXPECT_GT(on_disk.urgent, 0u);  // pri 1000..1049: some urgent ones went too
     ExpectSame(hot.sessions[0]->Stats(), cold.sessions[0]->Stats(), "stats");
+    // A job's tube, as a namespace check asks it before a command naming the job: found on
+    // disk too.
+    for (uint64_t id = 1; id <= 3000; id += 7) {
+      Result a = hot.sessions[0]->JobTube(id), b = cold.sessions[0]->JobTube(id);
+      ASSERT_EQ(b.outcome, Outcome::kFound) << "job-tube " << id;
+      EXPECT_EQ(a.name, b.name) << "job-tube " << id;
+    }
     for (int i = 0; i < 3000; i++) {
       Result a = hot.sessions[0]->Reserve(0);
       Result b = cold.sessions[0]->Reserve(0);

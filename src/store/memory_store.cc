@@ -262,6 +262,7 @@ Result MemorySession::StatsJob(uint64_t id) {
 }
 
 Result MemorySession::JobTube(uint64_t id) {
+  store_.Warm(id);  // a job on disk has its tube too (the command that asks goes on to it)
   const Job* j = store_.engine_.Find(id);  // counts nothing, shows nothing: no mark
   if (!j) return Result::Of(Outcome::kNotFound);
   Result r = Result::Of(Outcome::kFound);
