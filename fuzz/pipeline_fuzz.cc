@@ -130,16 +130,20 @@ class Side {
   // woke) comes after all of its chunk on both sides, whichever of its commands waited.
   void Settle(int first) {
     for (int pass = first < 0 ? 1 : 0; pass < 2; pass++) {
+      auto may_run = [&](int k) {
+        return (pass == 1 || k == first) && clients_[k].conv->runnable();
+      };
       for (int round = 0; round < 100000; round++) {
         bool busy = false;
         for (int k = 0; k < kClients; k++) {
-          Client& c = clients_[k];
-          if ((pass == 1 || k == first) && c.conv->runnable()) {
-            c.conv->Run(64);
+          if (may_run(k)) {
+            clients_[k].conv->Run(64);
             busy = true;
           }
         }
         store_->Tick();
+        // The tick may have answered a conversation that waited (it can run again).
+        for (int k = 0; k < kClients; k++) busy = busy || may_run(k);
         if (!busy && !store_->Busy()) break;
       }
     }
