@@ -1,0 +1,170 @@
+// Review findings on the disk tier's ready jobs (docs/DISK-TIER.md), each a failing test:
+// a case where the tier answers other than the all-in-memory store, or does not keep the
+// jobs' memory near its budget.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "command/put_test_util.h"
+#include "storage/binlog.h"
+#include "storage/binlog_test_util.h"
+#include "storage/cold_store.h"
+#include "store/memory_store.h"
+
+namespace stalkd::storage {
+namespace {
+
+using command::Outcome;
+using command::Result;
+using testing_util::MakeTempDir;
+using testing_util::RemoveDir;
+constexpr auto Put = command::testing_util::PutThrough;
+
+struct Late final : command::Client {
+  void OnResult(const Result& r) override {
+    outcomes.push_back(r.outcome);
+    ids.push_back(r.outcome == Outcome::kReserved ? r.job.id : 0);
+  }
+  std::vector<Outcome> outcomes;
+  std::vector<uint64_t> ids;
+};
+
+// A store with a binlog and, with a budget, the disk tier.
+struct Store {
+  std::string dir = MakeTempDir();
+  std::unique_ptr<store::MemoryStore> store;
+  std::unique_ptr<Binlog> log;
+  std::unique_ptr<ColdStore> cold;
+  Late late[2];
+  std::unique_ptr<command::Session> producer, consumer;
+
+  Store(FakeClock& clock, size_t budget, uint32_t ready_hot) {
+    store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
+    BinlogOptions o;
+    o.dir = dir;
+    o.fsync_never = true;
+    o.disk_tier = budget != 0;
+    log = std::make_unique<Binlog>(o, clock);
+    std::string error;
+    EXPECT_TRUE(log->Lock(&error) && log->Recover(&store->engine(), &error)) << error;
+    store->engine().set_log(log.get());
+    if (budget != 0) {
+      ColdStoreOptions co;
+      co.budget = budget;
+      co.ready_hot = ready_hot;
+      cold = std::make_unique<ColdStore>(store->engine(), *log, co);
+      store->set_cold(cold.get());
+    }
+    producer = store->Open(late[0]);
+    consumer = store->Open(late[1]);
+  }
+  ~Store() {
+    producer.reset();
+    consumer.reset();
+    store->set_cold(nullptr);
+    cold.reset();
+    log->Close();
+    store->engine().set_log(nullptr);
+    log.reset();
+    store.reset();
+    RemoveDir(dir);
+  }
+  void Tick() {
+    store->Tick();
+    log->Flush();
+  }
+};
+
+// put-ext with a TTL: such a job stays in memory (the expiry heap indexes it).
+Result PutWithTtl(command::Session& s, uint32_t pri, uint32_t ttl_s, const std::string& body) {
+  command::PutOptions opts;
+  opts.ttl_s = ttl_s;
+  command::PutArgs a{pri, 0, 30, static_cast<uint32_t>(body.size())};
+  a.verb = command::Verb::kPutExt;
+  a.options = &opts;
+  command::PutSlot slot = s.BeginPut(a);
+  if (!slot.data) return Result::Of(slot.refusal);
+  std::memcpy(slot.data, body.data(), body.size());
+  std::memcpy(slot.data + body.size(), "\r\n", 2);
+  return s.CommitPut();
+}
+
+// A tube's first ready job expires (TTL) in the same Tick as the tube's pause ends, with a
+// session waiting on it. ColdStore::Tick checks each tube's first before the engine's Tick,
+// but the engine's Tick expires the first (ExpireDue) and only then unpauses the tube and
+// hands its heap's top (ProcessQueue) to the waiting session: a job that comes after the
+// tube's first job on disk. All in memory, the session gets the tube's true first.
+TEST(ColdReviewTest, PauseEndingAsTheFirstJobExpiresServesTheTrueFirst) {
+  FakeClock clock;
+  Store hot(clock, 0, 0), cold(clock, 1, 0);
+  for (Store* side : {&hot, &cold}) {
+    command::Session& p = *side->producer;
+    command::Session& c = *side->consumer;
+    ASSERT_EQ(p.Use("t").outcome, Outcome::kUsing);
+    ASSERT_EQ(c.Watch("t").outcome, Outcome::kWatching);
+    ASSERT_EQ(c.Ignore("default").outcome, Outcome::kWatching);
+    ASSERT_EQ(PutWithTtl(p, 0, 5, "first, expires in 5 s").outcome, Outcome::kInserted);  // 1
+    ASSERT_EQ(PutWithTtl(p, 100, 1000, "pri 100, stays").outcome, Outcome::kInserted);    // 2
+    for (int i = 0; i < 20; i++) {                                                        // 3..
+      ASSERT_EQ(Put(p, 50, 0, "pri 50 #" + std::to_string(i)).outcome, Outcome::kInserted);
+    }
+    for (int i = 0; i < 4; i++) side->Tick();
+  }
+  ASSERT_GE(cold.cold->ReadyOnDisk(nullptr).ready, 10u);  // the pri-50 jobs went to disk
+  for (Store* side : {&hot, &cold}) {
+    ASSERT_EQ(side->producer->PauseTube("t", 5).outcome, Outcome::kPaused);
+    ASSERT_EQ(side->consumer->Reserve(100 * kSecond).outcome, Outcome::kPending);
+  }
+  clock.Advance(5 * kSecond);  // the pause ends as job 1's TTL does
+  hot.Tick();
+  cold.Tick();
+  ASSERT_EQ(hot.late[1].ids.size(), 1u);
+  EXPECT_EQ(hot.late[1].ids[0], 3u);  // the first pri-50 job
+  ASSERT_EQ(cold.late[1].ids.size(), 1u);
+  EXPECT_EQ(cold.late[1].ids[0], hot.late[1].ids[0])
+      << "the waiting reserve got a job behind the tube's first on disk";
+}
+
+// Demotion looks only at the last 8 entries of each tube's heap (DemoteRound): 8 jobs that
+// may not leave memory there (released with a lower priority, so they sit at the heap's
+// end and have a state record; or with a TTL) stop every other job of the tube from leaving,
+// and memory stays over --hot-memory however many ready jobs could go. Each Tick (twice per
+// loop iteration) then goes round every tube for nothing.
+TEST(ColdReviewTest, EightJobsThatMustStayDoNotPinTheRestOfTheBacklogInMemory) {
+  FakeClock clock;
+  Store cold(clock, 64 * 1024, 64);
+  command::Session& p = *cold.producer;
+  command::Session& c = *cold.consumer;
+  // A backlog put while memory was under the budget (no demotion needed yet: one burst),
+  // in "default" and, as a control, the same in "u".
+  for (const char* tube : {"u", "default"}) {
+    ASSERT_EQ(p.Use(tube).outcome, Outcome::kUsing);
+    for (int i = 0; i < 2000; i++) {
+      ASSERT_EQ(Put(p, 100, 0, std::string(200, 'x')).outcome, Outcome::kInserted);
+    }
+  }
+  // A worker takes 8 and puts them back at the end of the queue (release with the lowest
+  // priority): each gets a state record, so stays in memory, and sits at the heap's end.
+  std::vector<uint64_t> taken;
+  for (int i = 0; i < 8; i++) {
+    Result r = c.Reserve(0);
+    ASSERT_EQ(r.outcome, Outcome::kReserved);
+    taken.push_back(r.job.id);
+  }
+  for (uint64_t id : taken) {
+    ASSERT_EQ(c.Release(id, 0xFFFFFFFFu, 0).outcome, Outcome::kReleased);
+  }
+  for (int i = 0; i < 10; i++) cold.Tick();
+  const size_t used = cold.store->engine().memory_used();
+  // 2000 jobs of ~300 bytes a tube against a 64 KiB budget: all but 64 (+8) could be on
+  // disk. The control tube's are; none of "default"'s go.
+  EXPECT_GT(cold.cold->ReadyOnDisk(cold.store->engine().FindTube("u")).ready, 1900u);
+  EXPECT_GT(cold.cold->ReadyOnDisk(cold.store->engine().FindTube("default")).ready, 1800u);
+  EXPECT_LE(used, size_t{64 * 1024} * 2) << "memory-used stays at " << used;
+}
+
+}  // namespace
+}  // namespace stalkd::storage
