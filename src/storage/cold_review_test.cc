@@ -41,7 +41,13 @@ struct Store {
   Late late[2];
   std::unique_ptr<command::Session> producer, consumer;
 
-  Store(FakeClock& clock, size_t budget, uint32_t ready_hot) {
+  bool keep_dir = false;
+
+  Store(FakeClock& clock, size_t budget, uint32_t ready_hot, const std::string& in = "") {
+    if (!in.empty()) {
+      RemoveDir(dir);
+      dir = in;
+    }
     store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
     BinlogOptions o;
     o.dir = dir;
@@ -70,7 +76,7 @@ struct Store {
     store->engine().set_log(nullptr);
     log.reset();
     store.reset();
-    RemoveDir(dir);
+    if (!keep_dir) RemoveDir(dir);
   }
   void Tick() {
     store->Tick();
@@ -164,6 +170,35 @@ TEST(ColdReviewTest, EightJobsThatMustStayDoNotPinTheRestOfTheBacklogInMemory) {
   EXPECT_GT(cold.cold->ReadyOnDisk(cold.store->engine().FindTube("u")).ready, 1900u);
   EXPECT_GT(cold.cold->ReadyOnDisk(cold.store->engine().FindTube("default")).ready, 1800u);
   EXPECT_LE(used, size_t{64 * 1024} * 2) << "memory-used stays at " << used;
+}
+
+// The same after a crash: the restart replays every record into memory, and the tier is to
+// demote the jobs again (docs/DISK-TIER.md, "Crashes"). Jobs released to the back of their
+// queue (a retry policy) have state records, so must stay; restored in id order, they sink
+// to the end of the heap, and the backlog of puts behind them never leaves memory.
+TEST(ColdReviewTest, AfterACrashReleasedJobsAtTheHeapsEndPinTheBacklogInMemory) {
+  FakeClock clock;
+  std::string dir;
+  {
+    Store before(clock, 0, 64);
+    before.keep_dir = true;
+    dir = before.dir;
+    command::Session& p = *before.producer;
+    command::Session& c = *before.consumer;
+    for (int i = 0; i < 3000; i++) {
+      ASSERT_EQ(Put(p, 100, 0, std::string(200, 'x')).outcome, Outcome::kInserted);
+      if (i % 3 != 0) continue;  // a third of them failed once: to the back of the queue
+      Result r = c.Reserve(0);
+      ASSERT_EQ(r.outcome, Outcome::kReserved);
+      ASSERT_EQ(c.Release(r.job.id, 0xFFFFFFFFu, 0).outcome, Outcome::kReleased);
+      before.Tick();
+    }
+  }  // a crash: no checkpoint
+  Store after(clock, 64 * 1024, 64, dir);
+  for (int i = 0; i < 20; i++) after.Tick();
+  const size_t used = after.store->engine().memory_used();
+  // 2000 jobs are whole in their put's record and may go (all but 64 of the tube's).
+  EXPECT_GT(after.cold->ReadyOnDisk(nullptr).ready, 1800u) << "memory-used " << used;
 }
 
 }  // namespace
