@@ -395,6 +395,12 @@ void Engine::ProcessQueue() {
   in_queue_ = true;
   while (Tube* t = eligible_.top()) {
     Job* j = t->ready.top();
+    if (cold_) {
+      // The tube's first may have left the heap since the tier last looked (a TTL expiry in
+      // the Tick that ends its pause): a job on disk that comes before j is read back first.
+      NextReadyFromDisk(t);
+      if (eligible_.top() != t || t->ready.top() != j) continue;
+    }
     Session* s = t->waiters.front()->session;
     TakeOut(j);
     StopWaiting(s);
