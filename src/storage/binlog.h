@@ -272,8 +272,8 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // the jobs whose records must be read (parsed from the maps), each segment's end, the
   // tube defaults and the highest id, and keeps the file open for RestoreCheckpointedCold.
   // Removes the file (and a checkpoint.tmp) either way, before anything is written.
-  bool LoadCheckpoint(Replay* replay);
-  bool CheckpointedHot(Replay* replay, std::string* why);
+  bool LoadCheckpoint(Replay* replay, std::string* error);
+  bool CheckpointedHot(Replay* replay, std::string* why, std::string* error);
   // Restores the checkpoint's cold jobs: the log's entries, the tubes' references, the index.
   bool RestoreCheckpointedCold(std::string* error);
   void RemoveCheckpoint(const char* why);

@@ -44,7 +44,7 @@ void Binlog::RemoveCheckpoint(const char* why) {
   if (removed) file::SyncDir(dir_fd_);
 }
 
-bool Binlog::LoadCheckpoint(Replay* replay) {
+bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
   const std::string path = options_.dir + "/" + kCheckpointName;
   if (unlinkat(dir_fd_, kCheckpointTmpName, 0) == 0) {
     Log("removing %s/%s: a checkpoint whose writing did not finish", options_.dir.c_str(),
@@ -74,7 +74,15 @@ bool Binlog::LoadCheckpoint(Replay* replay) {
       why = "binlog." + std::to_string(replay->maps[i]->seq) + ": its first record differs";
     }
   }
-  if (ok) ok = CheckpointedHot(replay, &why);
+  if (ok) ok = CheckpointedHot(replay, &why, error);
+  if (!ok && stopped_) {
+    // Asked to stop while reading: nothing was written, so the checkpoint stays for the
+    // next start.
+    replay->jobs.clear();
+    replay->records.clear();
+    checkpoint_.reset();
+    return false;
+  }
   if (!ok) {
     Log("%s: not used (%s); every record is read instead", path.c_str(), why.c_str());
     replay->jobs.clear();
@@ -93,8 +101,10 @@ bool Binlog::LoadCheckpoint(Replay* replay) {
 
 // The checkpoint's jobs in memory at its writing: their kFull records, parsed from the
 // mapped segments into replay->jobs. Every job's record must lie inside the segments, and
-// those read must be the job's. Then rewinds the checkpoint for the cold jobs.
-bool Binlog::CheckpointedHot(Replay* replay, std::string* why) {
+// those read must be the job's. Then rewinds the checkpoint for the cold jobs. Every 16,384
+// records read it lets the loop turn (GoOn), as a replay does; false with stopped_ set and
+// *error if the server was asked to stop meanwhile.
+bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* error) {
   const CheckpointMeta& meta = checkpoint_->meta();
   std::unordered_map<uint32_t, size_t> at;  // segment index by sequence number
   for (size_t i = 0; i < meta.segments.size(); i++) at[meta.segments[i].seq] = i;
@@ -106,6 +116,7 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why) {
     replay->tube_tries[t.tube] = {t.tries, t.seq, t.size};
   }
   CheckpointJob j;
+  size_t read = 0;
   auto fail = [&](const std::string& what) {
     *why = "job " + std::to_string(j.id) + ": " + what;
     return false;
@@ -121,6 +132,7 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why) {
       if (j.resv < kDeleteRecordSize) return fail("no room kept for its delete");
       continue;
     }
+    if (++read % 16384 == 0 && !GoOn(error)) return false;
     // Read with pread, not from the map: the page cache holds the pages, not this process
     // (scattered over every segment, they would count in its resident memory).
     const Mapped& m = *replay->maps[it->second];

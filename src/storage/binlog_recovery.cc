@@ -300,7 +300,8 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   if (!MapSegments(seqs, &replay, error)) return false;
   // A checkpoint that covers these segments as they are spares reading them (the cold jobs'
   // records are not read at all); else every record is replayed.
-  const bool checkpointed = LoadCheckpoint(&replay);
+  const bool checkpointed = LoadCheckpoint(&replay, error);
+  if (stopped_) return false;  // asked to stop while reading the checkpoint's records
   for (size_t i = 0; !checkpointed && i < replay.maps.size(); i++) {
     if (!ReplaySegment(i, &replay, error) || !GoOn(error)) return false;
   }
