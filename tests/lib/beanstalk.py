@@ -214,6 +214,47 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _listening_inodes(port):
+    inodes = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f[9])
+    return inodes
+
+
+def listener_owned(pid, port):
+    """Whether a TCP socket listens on `port`, and whether process `pid` holds it: (listening,
+    ours). A port picked by free_port() can be taken by another test's server before ours
+    binds it (tests run in parallel); that server then answers our connects, so readiness
+    must check whose listener it is."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return False, False
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return True, False
+    for fd in fds:
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True, True
+    return True, False
+
+
+class PortTaken(RuntimeError):
+    """Another process listens on the port a server was started with."""
+
+
 class Server:
     """A server process on 127.0.0.1:<free port> (or a unix socket via args=['-l', 'unix:...'])."""
 
@@ -223,24 +264,33 @@ class Server:
         lower RLIMIT_NOFILE in the child). log: a file path that gets the server's stdout and
         stderr (appended) instead of pipes, for servers that log much or outlive a read."""
         self.binary = binary or STALKD_BIN
-        self.port = port or free_port()
         self.unix_path = unix_path
-        if unix_path:
-            argv = [self.binary, "-l", "unix:" + unix_path] + list(args)
-        else:
-            argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + list(args)
-        tail, self.store_prefix = store_args(self.binary, list(args))
-        self.argv = argv = argv + tail
         self.log = log
-        sink = open(log, "ab") if log else None
-        try:
-            self.proc = subprocess.Popen(argv, stdout=sink or subprocess.PIPE,
-                                         stderr=subprocess.STDOUT if sink else subprocess.PIPE,
-                                         env=env, **(popen_kwargs or {}))
-        finally:
-            if sink:
-                sink.close()
-        self._wait_ready()
+        self.store_prefix = None
+        # A port of our choosing that another test's server took first: again on another.
+        for attempt in range(5):
+            self.port = port or free_port()
+            if unix_path:
+                argv = [self.binary, "-l", "unix:" + unix_path] + list(args)
+            else:
+                argv = [self.binary, "-l", "127.0.0.1", "-p", str(self.port)] + list(args)
+            if self.store_prefix is None:
+                tail, self.store_prefix = store_args(self.binary, list(args))
+            self.argv = argv = argv + tail
+            sink = open(log, "ab") if log else None
+            try:
+                self.proc = subprocess.Popen(argv, stdout=sink or subprocess.PIPE,
+                                             stderr=subprocess.STDOUT if sink else subprocess.PIPE,
+                                             env=env, **(popen_kwargs or {}))
+            finally:
+                if sink:
+                    sink.close()
+            try:
+                self._wait_ready()
+                return
+            except PortTaken:
+                if port or attempt == 4:
+                    raise
 
     def _wait_ready(self, timeout=60.0):
         deadline = time.monotonic() + timeout
@@ -250,7 +300,13 @@ class Server:
                 if self.log:
                     with open(self.log, "rb") as f:
                         out = f.read()[-2000:]
+                if not self.unix_path and listener_owned(self.proc.pid, self.port)[0]:
+                    raise PortTaken("port %d was taken by another process; server exited with "
+                                    "%s: %s %s" % (self.port, self.proc.returncode, out, err))
                 raise RuntimeError("server exited with %s: %s %s" % (self.proc.returncode, out, err))
+            if not self.unix_path and not listener_owned(self.proc.pid, self.port)[1]:
+                time.sleep(0.02)  # not listening yet, or another process's listener
+                continue
             try:
                 c = self.connect()
                 c.close()

@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 
-from beanstalk import free_port, wait_until
+from beanstalk import free_port, listener_owned, wait_until
 
 REDIS_SERVER = os.environ.get("REDIS_SERVER_BIN", "/usr/bin/redis-server")
 REDIS_SENTINEL = os.environ.get("REDIS_SENTINEL_BIN", "/usr/bin/redis-sentinel")
@@ -327,11 +327,14 @@ class _Process:
                 raise RuntimeError("%s :%d exited with %s:\n%s"
                                    % (self.name, self.port, self.proc.returncode,
                                       _tail(self.log)))
-            try:
-                if self.call("PING", timeout=1.0) == "PONG":
-                    return
-            except (OSError, EOFError, RespError):  # ssl.SSLError is an OSError
-                pass
+            # Only our process's listener: a port picked by free_port() may have been taken
+            # by another test's server first, which would answer the PING (ours then exits).
+            if listener_owned(self.proc.pid, self.port)[1]:
+                try:
+                    if self.call("PING", timeout=1.0) == "PONG":
+                        return
+                except (OSError, EOFError, RespError):  # ssl.SSLError is an OSError
+                    pass
             if time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError("%s :%d not ready after %.0fs:\n%s"
