@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "base/id_map.h"
+#include "base/sparse_id_map.h"
+#include "storage/cold_tubes.h"
 
 namespace stalkd::engine {
 class Tube;
@@ -17,8 +18,9 @@ namespace stalkd::storage {
 // The disk tier's index of the ready jobs kept only in the binlog (docs/DISK-TIER.md): per
 // tube, their (priority, id) keys in order, in sorted chunks of at most kChunk keys (12
 // bytes a key), so that the tube's first job on disk is found at once and a job is added or
-// removed with one binary search and a move within one chunk; and per job its tube,
-// priority and creation time (an IdMap entry), so that a job named by id is found.
+// removed with one binary search and a move within one chunk; and per job its tube (a
+// two-byte number, cold_tubes.h), priority and creation time (16 bytes in a SparseIdMap), so
+// that a job named by id is found.
 class ColdReadyIndex {
  public:
   struct Entry {
@@ -64,30 +66,43 @@ class ColdReadyIndex {
     for (const auto& [t, pt] : tubes_) fn(t);
   }
 
-  // Memory held, estimated from the containers' sizes.
+  // Memory held, estimated from the containers' sizes (kept as they change: O(1)).
   size_t bytes() const;
+  // The same, summed over every chunk: O(chunks), for tests of bytes().
+  size_t BytesByWalk() const;
 
   static constexpr size_t kChunk = 512;  // keys per chunk at most (split in two beyond)
 
  private:
   struct Meta {
     Nanos created;
-    const engine::Tube* tube;
     uint32_t pri;
+    uint16_t tube;  // its number; TubeNumbers::kNone: in wide_tubes_
   };
+  static_assert(sizeof(Meta) == 16);
   struct PerTube {
     std::vector<std::vector<Key>> chunks;  // sorted, each non-empty and sorted
     size_t count = 0;
     size_t urgent = 0;
+    uint16_t number = TubeNumbers::kNone;
   };
+  const engine::Tube* TubeOf(uint64_t id, const Meta& m) const {
+    return m.tube == TubeNumbers::kNone ? wide_tubes_.at(id) : numbers_.TubeOf(m.tube);
+  }
+  static size_t TubeBytes(const PerTube& pt);
+  static constexpr size_t kHashNode = 48;   // an unordered_map node (small value)
+  static constexpr size_t kTubeNode = 112;  // a tubes_ node: a PerTube and its header
   // The chunk that holds (or would hold) k: the first whose last key is not below k, else
   // the last one.
   static size_t ChunkOf(const PerTube& pt, const Key& k);
   void Dropped(PerTube* pt, const engine::Tube* t, uint32_t pri);
 
-  IdMap<Meta> live_;
+  SparseIdMap<Meta> live_;
   std::unordered_map<const engine::Tube*, PerTube> tubes_;
+  std::unordered_map<uint64_t, const engine::Tube*> wide_tubes_;  // jobs of tubes with no number
+  TubeNumbers numbers_;
   size_t urgent_ = 0;
+  size_t tube_bytes_ = 0;  // TubeBytes of every tube
 };
 
 }  // namespace stalkd::storage
