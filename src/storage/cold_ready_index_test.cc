@@ -2,6 +2,7 @@
 // random operations: adds in every order, removes by id, takes of each tube's first.
 #include "storage/cold_ready_index.h"
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -169,6 +170,46 @@ TEST(ColdReadyIndexTest, BytesPerJobAreBoundedAndFreedWhenDrained) {
   }
   EXPECT_LE(index.bytes(), 64u * 1024);
   EXPECT_EQ(index.bytes(), index.BytesByWalk());
+}
+
+// A chunk's keys share the high half of their ids: keys whose ids differ there, between
+// others (priorities interleaving ids below and above 2^32, added in random order), cut
+// chunks in two and get chunks of their own; the order, removals and memory stay right.
+TEST(ColdReadyIndexTest, KeysAcrossTheHighHalfOfIds) {
+  for (uint32_t seed = 1; seed <= 3; seed++) {
+    std::mt19937_64 rng(seed);
+    ColdReadyIndex index;
+    std::set<std::pair<uint32_t, uint64_t>> model;
+    std::vector<Entry> all;
+    for (uint64_t i = 0; i < 3000; i++) {
+      const uint64_t hi = rng() % 3;  // 0, 2^32, 2^33
+      all.push_back({(hi << 32) + 1 + i, static_cast<uint32_t>(rng() % 40), 0, TubeNo(0)});
+    }
+    std::shuffle(all.begin(), all.end(), rng);
+    for (size_t i = 0; i < all.size(); i++) {
+      index.Add(all[i]);
+      model.insert({all[i].pri, all[i].id});
+      if (i % 7 == 0) {  // and some go again
+        const Entry& gone = all[rng() % (i + 1)];
+        if (model.erase({gone.pri, gone.id})) {
+          ASSERT_TRUE(index.Remove(gone.id));
+        }
+      }
+      Key first{};
+      ASSERT_EQ(index.First(TubeNo(0), &first), !model.empty());
+      if (!model.empty()) {
+        ASSERT_EQ(std::make_pair(first.pri, first.id()), *model.begin());
+      }
+      ASSERT_EQ(index.bytes(), index.BytesByWalk());
+    }
+    for (const auto& [pri, id] : model) {
+      Entry e;
+      ASSERT_TRUE(index.TakeFirst(TubeNo(0), &e));
+      ASSERT_EQ(std::make_pair(e.pri, e.id), std::make_pair(pri, id));
+    }
+    EXPECT_EQ(index.size(), 0u);
+    EXPECT_EQ(index.bytes(), index.BytesByWalk());
+  }
 }
 
 // Tubes get two-byte numbers, given back with their last job and reused; past 65,535 tubes
