@@ -283,6 +283,35 @@ TEST(ColdIndexTest, TubeNumbersAreReusedAndOverflowKeepsTubes) {
   }
 }
 
+// As after a start from the checkpoint: entries added before the loop ever asked (no
+// horizon) sit in the coarsest bucket; TakeDue moves them to finer ones a bounded number per
+// call (asking to be called again meanwhile, taking nothing before the split reaches what
+// is due), then hands them out in order.
+TEST(ColdIndexTest, SplitWorkIsBoundedPerCall) {
+  ColdIndex index(1000);
+  std::mt19937_64 rng(5);
+  const Nanos now = 50 * kSecond;
+  std::vector<Entry> all;
+  for (uint64_t id = 1; id <= 50000; id++) {
+    const Nanos d = now + static_cast<Nanos>(rng() % (7 * 86400)) * kSecond;
+    all.push_back({id, d, d - 10 * kSecond, TubeNo(static_cast<int>(id % 3))});
+    index.Add(all.back());
+  }
+  std::vector<Entry> out;
+  size_t calls = 1;
+  while (index.TakeDue(now, 100, &out)) calls++;
+  EXPECT_GE(calls, 50u);  // 50,000 ids at most 1,000 a call
+  EXPECT_TRUE(out.empty());
+  EXPECT_LE(index.NextDeadline(), std::min_element(all.begin(), all.end(), Earlier)->deadline);
+  EXPECT_EQ(index.bytes(), index.BytesByWalk());
+  std::sort(all.begin(), all.end(), Earlier);
+  for (Nanos until = now; index.size() > 0; until += 3600 * kSecond) {
+    while (index.TakeDue(until, 100, &out)) {
+    }
+  }
+  EXPECT_EQ(out, all);
+}
+
 // A delayed job on disk costs about 20 bytes here, with deadlines spread over 30 days
 // (with one bucket a second, the buckets alone cost more than that).
 TEST(ColdIndexTest, BytesPerJobWithDeadlinesOverAMonth) {
