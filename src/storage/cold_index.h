@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -7,7 +8,8 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "base/id_map.h"
+#include "base/sparse_id_map.h"
+#include "storage/cold_tubes.h"
 
 namespace stalkd::engine {
 class Tube;
@@ -16,9 +18,17 @@ class Tube;
 namespace stalkd::storage {
 
 // The disk tier's index of the delayed jobs kept only in the binlog (docs/DISK-TIER.md):
-// for each, its id, tube and times, and time buckets (about a second wide) of ids, so
-// that the jobs falling due soon are found without looking at the others. Where a job's
-// record is, the binlog knows (its per-job entry, which every live job has anyway).
+// for each, its id, tube and times (16 bytes in a SparseIdMap), and time buckets of ids (4
+// bytes an id), so that the jobs falling due soon are found without looking at the others. Where
+// a job's record is, the binlog knows (its per-job entry, which every live job has anyway).
+//
+// Buckets come in levels: a level-L bucket holds the deadlines of a window of 2^(30+6L) ns
+// (level 0: about 1.07 s; 1: 69 s; 2: 73 min; 3: 3.3 days; 4: 208 days; 5: 36 years). A job
+// goes into the coarsest window that starts more than its own width after the horizon (the
+// latest `until` of TakeDue), so that far deadlines share a few large buckets; a bucket is
+// split into finer ones once the horizon comes within its width (a bounded number of ids per
+// TakeDue), and level-0 buckets are sorted by deadline when they fall due. So there are a
+// few hundred buckets, not one a second of deadlines.
 //
 // A removed id stays in its bucket until the bucket is next visited (then it is dropped),
 // so a remove costs no search; the stale ids are bounded by a rebuild when they outnumber
@@ -33,6 +43,9 @@ class ColdIndex {
     bool operator==(const Entry&) const = default;
   };
 
+  // split_work: ids moved to finer buckets per TakeDue at most (tests make it small).
+  explicit ColdIndex(size_t split_work = 16384) : split_work_(split_work) {}
+
   // id must be absent.
   void Add(const Entry& e);
   // Removes id if present, with its entry in *out (may be null).
@@ -41,7 +54,7 @@ class ColdIndex {
   // id's entry into *out, if present (the checkpoint, docs/DISK-TIER.md).
   bool Get(uint64_t id, Entry* out) const {
     const Meta* m = live_.Find(id);
-    if (m) *out = Entry{id, m->deadline, m->created, m->tube};
+    if (m) *out = Decode(id, *m);
     return m != nullptr;
   }
 
@@ -49,12 +62,14 @@ class ColdIndex {
   size_t Count(const engine::Tube* t) const;
   // A deadline no later than t's earliest (kForever if t has none here).
   Nanos Floor(const engine::Tube* t) const;
-  // A time no later than the earliest deadline here (kForever if empty): the earliest
-  // deadline itself once TakeDue has looked at its bucket, else that bucket's start.
+  // When TakeDue next has work (kForever if empty): no later than the earliest deadline here
+  // (exact once TakeDue has sorted its bucket), and no later than when a bucket is to be
+  // split.
   Nanos NextDeadline() const;
 
-  // Removes up to max entries with deadlines before `until` and appends them to *out (in
-  // no particular order). Returns whether some such entries are left.
+  // Removes up to max entries with deadlines before `until`, in (deadline, id) order, and
+  // appends them to *out; splits the buckets the horizon has come near. Returns whether it
+  // stopped with work left (entries due before `until`, or ids to move): call it again.
   bool TakeDue(Nanos until, size_t max, std::vector<Entry>* out);
   // Removes t's n earliest entries by (deadline, id) and appends them to *out in that order.
   void TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>* out);
@@ -63,39 +78,82 @@ class ColdIndex {
   size_t bytes() const;
   // The same, summed over every bucket: O(buckets), for tests of bytes().
   size_t BytesByWalk() const;
+  // Entries whose creation time or tube did not fit in their 16 bytes (kept aside, in full).
+  size_t wide() const { return wide_.size(); }
 
-  static constexpr int kBucketShift = 30;  // 2^30 ns: buckets of about 1.07 s
+  static constexpr int kLevels = 6;
+  static constexpr int Shift(int level) { return 30 + 6 * level; }
 
  private:
+  // 16 bytes: the deadline, and in `packed` the tube's number (high 16 bits) and the
+  // creation time as (deadline - created) in whole seconds (24 bits) and nanoseconds below
+  // them (24 bits, up to 16.7 ms): a job put with a delay has its creation time read from the
+  // clock just before its deadline's (created + delay + the few µs between them). Anything
+  // else (kNone as the number) is kept in wide_.
   struct Meta {
     Nanos deadline;
+    uint64_t packed;
+  };
+  static_assert(sizeof(Meta) == 16);
+  struct Wide {
     Nanos created;
     const engine::Tube* tube;
   };
   struct PerTube {
     size_t count = 0;
     Nanos floor = kForever;
+    uint16_t number = TubeNumbers::kNone;
   };
-  static int64_t BucketOf(Nanos deadline) { return deadline >> kBucketShift; }
-  // Whether `id`, found in bucket b, is the live entry it stands for.
-  const Meta* LiveIn(uint64_t id, int64_t b) const;
+  // A bucket's ids, grouped by their high 32 bits (nearly always one group).
+  struct Group {
+    uint32_t hi;
+    std::vector<uint32_t> lo;
+  };
+  struct Bucket {
+    std::vector<Group> groups;  // by hi
+    bool splitting = false;     // its ids are being moved to finer buckets
+    bool empty() const { return groups.empty(); }
+  };
+  using Level = std::map<Nanos, Bucket>;  // by window start
+
+  Entry Decode(uint64_t id, const Meta& m) const;
+  const engine::Tube* TubeOf(uint64_t id, const Meta& m) const;
+  static Nanos Start(Nanos deadline, int level) {
+    return (deadline >> Shift(level)) << Shift(level);
+  }
+  // Whether id's live entry has its deadline in the window (level, start).
+  const Meta* LiveIn(uint64_t id, int level, Nanos start) const;
+  void Place(uint64_t id, Nanos deadline);
+  void Push(Bucket* b, uint64_t id);
+  void EraseBucket(int level, Level::iterator it);
+  bool SplitFirst(int level, size_t* work);
+  void SortFirst();
+  void Unsort();
   void Forget(uint64_t id, const Meta& m);
   void Rebuild();
-  void SortBucket(int64_t b, std::vector<uint64_t>* ids);
-  static constexpr int64_t kNoBucket = INT64_MIN;
-  static constexpr size_t kBucketNode = 64;  // a map node, with its vector's header
-  static size_t BucketBytes(const std::vector<uint64_t>& ids) {
-    return ids.capacity() * sizeof(uint64_t) + kBucketNode;
-  }
+  static size_t BucketBytes(const Bucket& b);
+  static constexpr Nanos kNoBucket = INT64_MIN;
+  static constexpr size_t kBucketNode = 80;  // a map node with its Bucket, and its header
+  static constexpr size_t kHashNode = 48;    // an unordered_map node (small value)
 
-  IdMap<Meta> live_;
-  std::map<int64_t, std::vector<uint64_t>> buckets_;
+  SparseIdMap<Meta> live_;
+  std::unordered_map<uint64_t, Wide> wide_;
+  std::array<Level, kLevels> levels_;
   std::unordered_map<const engine::Tube*, PerTube> tubes_;
-  size_t slots_ = 0;         // ids in buckets, stale ones included
-  size_t bucket_bytes_ = 0;  // BucketBytes of every bucket
-  // The bucket TakeDue has sorted by deadline, and how far into it it has taken.
-  int64_t sorted_bucket_ = kNoBucket;
+  TubeNumbers numbers_;
+  const size_t split_work_;
+  Nanos horizon_ = INT64_MIN;  // the latest `until` of TakeDue
+  size_t slots_ = 0;           // ids in buckets and sorted_, stale ones included
+  size_t bucket_bytes_ = 0;    // BucketBytes of every bucket
+  // The level-0 bucket TakeDue has sorted by deadline (its ids moved here), and how far
+  // into it it has taken.
+  Nanos sorted_start_ = kNoBucket;
+  std::vector<uint64_t> sorted_;
   size_t sorted_pos_ = 0;
+  // The bucket Place last pushed to (cleared when a bucket goes or starts splitting).
+  Bucket* last_ = nullptr;
+  int last_level_ = 0;
+  Nanos last_start_ = 0;
 };
 
 }  // namespace stalkd::storage

@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "base/id_map.h"
+#include "base/sparse_id_map.h"
+#include "storage/cold_tubes.h"
 
 namespace stalkd::engine {
 class Tube;
@@ -15,10 +16,11 @@ class Tube;
 namespace stalkd::storage {
 
 // The disk tier's index of the ready jobs kept only in the binlog (docs/DISK-TIER.md): per
-// tube, their (priority, id) keys in order, in sorted chunks of at most kChunk keys (12
-// bytes a key), so that the tube's first job on disk is found at once and a job is added or
-// removed with one binary search and a move within one chunk; and per job its tube,
-// priority and creation time (an IdMap entry), so that a job named by id is found.
+// tube, their (priority, id) keys in order, in sorted chunks of at most kChunk keys (8 bytes
+// a key: a chunk's keys share the high half of their ids), so that the tube's first job on
+// disk is found at once and a job is added or removed with one binary search and a move
+// within one chunk; and per job its tube (a two-byte number, cold_tubes.h), priority and
+// creation time (16 bytes in a SparseIdMap), so that a job named by id is found.
 class ColdReadyIndex {
  public:
   struct Entry {
@@ -64,30 +66,61 @@ class ColdReadyIndex {
     for (const auto& [t, pt] : tubes_) fn(t);
   }
 
-  // Memory held, estimated from the containers' sizes.
+  // Memory held, estimated from the containers' sizes (kept as they change: O(1)).
   size_t bytes() const;
+  // The same, summed over every chunk: O(chunks), for tests of bytes().
+  size_t BytesByWalk() const;
 
   static constexpr size_t kChunk = 512;  // keys per chunk at most (split in two beyond)
 
  private:
   struct Meta {
     Nanos created;
-    const engine::Tube* tube;
     uint32_t pri;
+    uint16_t tube;  // its number; TubeNumbers::kNone: in wide_tubes_
+  };
+  static_assert(sizeof(Meta) == 16);
+  // A key in a chunk: its priority and the low half of its id.
+  struct Slot {
+    uint32_t pri;
+    uint32_t lo;
+  };
+  // Consecutive keys of a tube whose ids have the same high half (a tube's keys are cut into
+  // more chunks only where that changes, once in 2^32 ids).
+  struct Chunk {
+    uint32_t hi;
+    std::vector<Slot> keys;  // sorted, never empty
+    Key At(size_t i) const { return Key{keys[i].pri, hi, keys[i].lo}; }
+    Key Last() const { return At(keys.size() - 1); }
+    size_t UpperBound(const Key& k) const;
+    size_t LowerBound(const Key& k) const;
   };
   struct PerTube {
-    std::vector<std::vector<Key>> chunks;  // sorted, each non-empty and sorted
+    std::vector<Chunk> chunks;  // sorted
     size_t count = 0;
     size_t urgent = 0;
+    uint16_t number = TubeNumbers::kNone;
   };
+  const engine::Tube* TubeOf(uint64_t id, const Meta& m) const {
+    return m.tube == TubeNumbers::kNone ? wide_tubes_.at(id) : numbers_.TubeOf(m.tube);
+  }
+  static size_t TubeBytes(const PerTube& pt);
+  static constexpr size_t kHashNode = 48;                    // an unordered_map node (small value)
+  static constexpr size_t kTubeNode = sizeof(PerTube) + 32;  // a tubes_ node and its header
   // The chunk that holds (or would hold) k: the first whose last key is not below k, else
   // the last one.
   static size_t ChunkOf(const PerTube& pt, const Key& k);
   void Dropped(PerTube* pt, const engine::Tube* t, uint32_t pri);
+  void Insert(PerTube* pt, size_t c, size_t at, Slot s);
+  Chunk Cut(Chunk* ch, size_t at);
+  void InsertChunk(PerTube* pt, size_t c, Chunk ch);
 
-  IdMap<Meta> live_;
+  SparseIdMap<Meta> live_;
   std::unordered_map<const engine::Tube*, PerTube> tubes_;
+  std::unordered_map<uint64_t, const engine::Tube*> wide_tubes_;  // jobs of tubes with no number
+  TubeNumbers numbers_;
   size_t urgent_ = 0;
+  size_t tube_bytes_ = 0;  // TubeBytes of every tube
 };
 
 }  // namespace stalkd::storage
