@@ -105,9 +105,9 @@ class ChangedJobsTest(unittest.TestCase):
         return "%s (STALKD_TEST_SEED=%d; logs in %s)" % (
             super()._formatMessage(msg, standard_msg), SEED, self.tmp)
 
-    def start(self, budget, env=None, segment="65536"):
+    def start(self, budget, env=None, segment="65536", extra=()):
         self.log = os.path.join(self.tmp, "stalkd.%d.log" % len(self.servers))
-        s = Server(args=["-b", self.dir, "-s", segment, "--hot-memory", budget],
+        s = Server(args=["-b", self.dir, "-s", segment, "--hot-memory", budget] + list(extra),
                    log=self.log, env=env)
         self.servers.append(s)
         return s
@@ -134,10 +134,12 @@ class ChangedJobsTest(unittest.TestCase):
             self.assertLessEqual(abs(g[1] - w[1]), 2.5, "%s: job %d time-left" % (what, jid))
 
     def test_retries_go_to_disk_and_survive_a_kill(self):
-        # Round 0 is killed at a random instant of the rewrites, round 1 once they are done.
-        for rnd in range(2):
+        # Round 0 is killed at a random instant of the rewrites, rounds 1 and 2 once they are
+        # done; rounds 0 and 2 sync before every reply (-f 0: the rewrites wait in memory while
+        # a sync runs, and go out with the write before the next).
+        for rnd in range(3):
             shutil.rmtree(self.dir, ignore_errors=True)
-            s = self.start("300K")
+            s = self.start("300K", extra=[] if rnd == 1 else ["-f", "0"])
             c = s.connect(timeout=HANG)
             n = 6000
             ids = churn(c, n)
@@ -154,8 +156,9 @@ class ChangedJobsTest(unittest.TestCase):
                 st = wait_until(lambda: (lambda d: d if int(d["memory-used"]) <= 300 * 1024
                                          else None)(ext(c)), timeout=HANG)
                 self.assertIsNotNone(st, ext(c))
-                self.assertGreater(int(st["disk-tier-rewrites"]), n * 9 // 10)
-                self.assertGreater(int(st["disk-tier-cold-jobs"]), n * 9 // 10)
+                # (Memory gets there with about 1,000 of them left in memory.)
+                self.assertGreater(int(st["disk-tier-cold-jobs"]), n * 3 // 4)
+                self.assertGreater(int(st["disk-tier-rewrites"]), n * 3 // 4)
                 self.assertEqual(st["disk-tier-read-errors"], "0")
             self.kill9(s, c)
             s = self.start("300K")
