@@ -170,6 +170,7 @@ struct ServerStats {
     uint64_t demotions = 0;
     uint64_t waited_reads = 0;  // promotions a command waited for
     uint64_t read_errors = 0;
+    uint64_t rewrites = 0;  // kFull records written again so that changed jobs could go
   } disk;
   HostStats host;
 };

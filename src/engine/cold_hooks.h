@@ -26,6 +26,17 @@ class ColdReader {
   // Reads job id's record into *buf and fills *out with views into *buf. false: the log
   // does not hold it as Demotable promised, or the read failed (logged).
   virtual bool Read(uint64_t id, std::string* buf, RestoredJob* out) = 0;
+  // For a job not Demotable because it changed since its put (a state record followed its
+  // kFull record): writes its kFull record again in its current state, as compaction moves a
+  // job, from free space only (no job's reservation), so that it is Demotable once the log
+  // has written that record to its file (its next write). kNo: nothing to do or nothing the
+  // log can do (Demotable already, rewritten and not yet written, the log failed, or the
+  // record would lie where its place cannot be kept); kNoRoom: no free space. Either way
+  // nothing is written.
+  enum class Rewrite { kDone, kNo, kNoRoom };
+  virtual Rewrite RewriteWhole(const Job& j) = 0;
+  // Rewrites done and not yet written to their files (bounds what waits in the log's buffer).
+  virtual size_t RewritesUnwritten() const = 0;
 };
 
 class ColdTier {
@@ -68,6 +79,7 @@ class ColdTier {
     uint64_t demotions = 0;     // jobs that left memory
     uint64_t waited_reads = 0;  // promotions a command waited for (read in its turn)
     uint64_t read_errors = 0;   // records that could not be read back (logged)
+    uint64_t rewrites = 0;      // kFull records written again so that a job could leave memory
     size_t budget = 0;          // the memory budget for jobs
   };
   virtual Stats stats() const = 0;

@@ -502,6 +502,9 @@ size_t MetricsWriter::WriteServer(std::string* out) const {
            d.waited_reads);
     scalar("disk_tier_read_errors_total", kCounter, "Cold jobs that could not be read back.",
            d.read_errors);
+    scalar("disk_tier_rewrites_total", kCounter,
+           "Records of changed jobs written whole again so that they could leave memory.",
+           d.rewrites);
   }
   // cmd-* in the order and with the keys of `stats`: beanstalkd's, then the extensions'.
   for (size_t i = 0; i < command::kEndExtensionVerb; i++) {

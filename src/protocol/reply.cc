@@ -303,9 +303,9 @@ std::string FormatStats(const command::ServerStats& c, bool extended) {
             "\ndisk-tier-index-bytes: %" PRIu64 "\ndisk-tier-index-bytes-per-cold-job: %" PRIu64
             "\ndisk-tier-budget: %" PRIu64 "\ndisk-tier-promotions: %" PRIu64
             "\ndisk-tier-demotions: %" PRIu64 "\ndisk-tier-waited-reads: %" PRIu64
-            "\ndisk-tier-read-errors: %" PRIu64 "\n",
+            "\ndisk-tier-read-errors: %" PRIu64 "\ndisk-tier-rewrites: %" PRIu64 "\n",
             d.hot_jobs, d.cold_jobs, d.index_bytes, d.cold_jobs ? d.index_bytes / d.cold_jobs : 0,
-            d.budget, d.promotions, d.demotions, d.waited_reads, d.read_errors);
+            d.budget, d.promotions, d.demotions, d.waited_reads, d.read_errors, d.rewrites);
   }
   return s;
 }

@@ -136,6 +136,10 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // engine::ColdReader (binlog_cold.cc): the disk tier's reads of kFull records.
   bool Demotable(const engine::Job& j) const override;
   bool Read(uint64_t id, std::string* buf, engine::RestoredJob* out) override;
+  Rewrite RewriteWhole(const engine::Job& j) override;
+  size_t RewritesUnwritten() const override {
+    return written_mark_ >= rewrite_mark_ ? 0 : rewrites_unwritten_;
+  }
 
   struct Stats {
     uint32_t oldest_index = 0;
@@ -241,6 +245,11 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // binlog_cold.cc: moves a job that is only on disk by copying its kFull record.
   bool MigrateCold(uint64_t id, size_t size);
   bool ReadFullBytes(const JobMeta& m, uint32_t off, std::string* buf);
+  // Writes j's kFull record again in its current state, as compaction moves a job: from free
+  // space only (its reservation stays as it is), the segment of its previous kFull record
+  // unpinned (removable once the new one is durable). false: no room, nothing written.
+  // The checkpoint's MakeJobsWhole and the disk tier's RewriteWhole.
+  bool WriteWholeAgain(const engine::Job& j);
   void MigrateTubeTries(Segment* head, int budget);
   void CollectGarbage();
 
@@ -340,6 +349,9 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   uint64_t max_id_ = 0;                           // the highest id of any record placed or replayed
   std::unique_ptr<CheckpointReader> checkpoint_;  // between LoadCheckpoint and its use
   bool stopped_ = false;
+  // RewriteWhole's records not yet written: their count, and placed_ after the latest one.
+  size_t rewrites_unwritten_ = 0;
+  int64_t rewrite_mark_ = 0;
 };
 
 }  // namespace stalkd::storage

@@ -27,7 +27,6 @@
 namespace stalkd::storage {
 
 using binlog_internal::FromWall;
-using binlog_internal::FullSizeOf;
 using binlog_internal::Mapped;
 using binlog_internal::Replayed;
 using binlog_internal::WallNow;
@@ -227,14 +226,10 @@ bool Binlog::MakeJobsWhole(const ColdIndex& cold, const std::vector<uint64_t>& i
       Log("checkpoint not written: job %" PRIu64 " is neither in memory nor whole in a record", id);
       return false;
     }
-    const size_t size = FullSizeOf(*j);
-    if (!RoomFor(size, 0)) {
+    if (!WriteWholeAgain(*j)) {  // as compaction moves a job: in its current state
       Log("checkpoint not written: no space to write job %" PRIu64 " whole again", id);
       return false;
     }
-    const uint32_t old = jobs_.Find(id)->full_seq;
-    WriteFull(*j, 0);  // as compaction moves a job: in its current state
-    Unpin(old);
     rewritten++;
     if (!full_offs_.Find(id)) {
       Log("checkpoint not written: job %" PRIu64 " lies beyond 4 GiB in its segment", id);

@@ -1,6 +1,7 @@
 // The disk tier's reads of the binlog (docs/DISK-TIER.md): a job whose latest record is its
 // kFull record can leave memory; it is read back from that record, and compaction moves it
-// by copying the record's bytes.
+// by copying the record's bytes. A job changed since its put gets its kFull record written
+// again, in its current state, so that it can leave memory too.
 
 #include <fcntl.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 namespace stalkd::storage {
 
+using binlog_internal::FullSizeOf;
 using binlog_internal::ToRestored;
 using binlog_internal::WallNow;
 
@@ -85,6 +87,29 @@ bool Binlog::Read(uint64_t id, std::string* buf, engine::RestoredJob* out) {
   }
   *out = ToRestored(r.job, clock_.Now(), WallNow());
   return true;
+}
+
+bool Binlog::WriteWholeAgain(const engine::Job& j) {
+  if (!RoomFor(FullSizeOf(j), 0)) return false;
+  const uint32_t old = jobs_.Find(j.id)->full_seq;
+  WriteFull(j, 0);  // a job the log holds: its reservation is kept, its mark stays
+  Unpin(old);
+  return true;
+}
+
+engine::ColdReader::Rewrite Binlog::RewriteWhole(const engine::Job& j) {
+  if (failed_ || !options_.disk_tier || !jobs_.Find(j.id) || full_offs_.Find(j.id)) {
+    return Rewrite::kNo;
+  }
+  // Its place must fit the 4-byte offsets, or it would be rewritten again and again.
+  if (Current()->end + static_cast<int64_t>(FullSizeOf(j)) > int64_t{UINT32_MAX}) {
+    return Rewrite::kNo;
+  }
+  if (!WriteWholeAgain(j)) return Rewrite::kNoRoom;
+  if (written_mark_ >= rewrite_mark_) rewrites_unwritten_ = 0;  // the earlier ones are written
+  rewrites_unwritten_++;
+  rewrite_mark_ = placed_;
+  return Rewrite::kDone;
 }
 
 bool Binlog::MigrateCold(uint64_t id, size_t size) {

@@ -71,40 +71,90 @@ Nanos ColdStore::Tick() {
 bool ColdStore::Demote(Nanos now, uint32_t budget) {
   if (engine_.memory_used() <= options_.budget) return false;
   const size_t goal = options_.budget - options_.budget / 16;  // some room before the next
+  // Rewrites count in the budget, and so do those still waiting in the log's buffer; after
+  // a lack of space they wait a second. The jobs rewritten count as gone for the goal until
+  // their records are written (they then go first: they are at the ends of the heaps).
+  const size_t unwritten = reader_.RewritesUnwritten();
+  if (unwritten == 0) rewritten_bytes_ = 0;
+  rewrites_left_ = now < rewrite_retry_at_ || unwritten >= budget
+                       ? 0
+                       : budget - static_cast<uint32_t>(unwritten);
+  rewrite_goal_ = goal;
   // Delayed jobs due last first, then the ends of the ready queues.
-  uint32_t demoted = DemoteDelayed(now, budget, goal);
-  if (demoted < budget && engine_.memory_used() > goal) {
-    demoted += DemoteReady(budget - demoted, goal);
+  uint32_t work = DemoteDelayed(now, budget, goal);
+  if (work < budget && engine_.memory_used() > goal) {
+    work += DemoteReady(now, budget - work, goal);
   }
-  demotions_ += demoted;
-  return demoted > 0 && engine_.memory_used() > goal;
+  return work > 0 && engine_.memory_used() > goal;
+}
+
+bool ColdStore::Rewrite(const engine::Job& j, Nanos now) {
+  // No more than would take memory down to the goal once they go.
+  if (rewrites_left_ == 0 || engine_.memory_used() <= rewrite_goal_ + rewritten_bytes_) {
+    return false;
+  }
+  switch (reader_.RewriteWhole(j)) {
+    case engine::ColdReader::Rewrite::kDone:
+      rewrites_++;
+      rewrites_left_--;
+      rewritten_bytes_ += j.footprint();
+      if (no_room_) {
+        no_room_ = false;
+        fprintf(stderr, "stalkd: disk tier: space again to write changed jobs whole\n");
+      }
+      return true;
+    case engine::ColdReader::Rewrite::kNoRoom:
+      rewrites_left_ = 0;  // none more in this Tick
+      rewrite_retry_at_ = now + kSecond;
+      if (!no_room_) {  // once, not per job
+        no_room_ = true;
+        no_room_episodes_++;
+        fprintf(stderr,
+                "stalkd: disk tier: no free space in the binlog to write changed jobs whole "
+                "again; jobs released or timed out since their put stay in memory until there "
+                "is\n");
+      }
+      return false;
+    case engine::ColdReader::Rewrite::kNo:
+      break;
+  }
+  return false;
 }
 
 namespace {
 
+// What a look at a job did: nothing, took it out of memory, or had its record written
+// whole again (it stays until that is written, and the look goes on further).
+enum class Took { kNo, kYes, kRewrote };
+
 // Goes round the tubes from *cursor, looking at up to 8 jobs a visit from the end of each
 // tube's heap (leaves of a min-heap: mostly the jobs needed last) and never at its first
-// `keep_first` entries; take(t, j) demotes j if it may go. Stops once `budget` went, memory
-// is down to `goal`, or a whole round found nothing.
+// `keep_first` entries; take(t, j, k) demotes j (at k in the heap) if it may go, or has its
+// record rewritten.
+// Stops once `budget` (demotions and rewrites) is used, memory is down to `goal`, or a whole
+// round found nothing. Returns the budget used.
 template <typename HeapOf, typename Take>
 uint32_t DemoteRound(const engine::Engine& engine, size_t* cursor, uint32_t budget, size_t goal,
                      size_t keep_first, HeapOf heap_of, Take take) {
   const auto& tubes = engine.tubes();
-  uint32_t demoted = 0;
+  uint32_t work = 0;
   size_t idle = 0;  // tubes in a row with nothing to demote
-  while (demoted < budget && engine.memory_used() > goal && idle < tubes.size()) {
+  while (work < budget && engine.memory_used() > goal && idle < tubes.size()) {
     engine::Tube* t = tubes[(*cursor)++ % tubes.size()];
     auto& heap = heap_of(t);
     size_t looked = 0;
-    const uint32_t before = demoted;
-    for (size_t k = heap.size(); k > keep_first && looked < 8 && demoted < budget; looked++) {
-      if (!take(t, heap.at(--k))) continue;
-      demoted++;
+    const uint32_t before = work;
+    for (size_t k = heap.size(); k > keep_first && looked < 8 && work < budget;) {
+      --k;
+      const Took took = take(t, heap.at(k), k);
+      if (took != Took::kRewrote) looked++;
+      if (took == Took::kNo) continue;
+      work++;
       k = std::min(k, heap.size());
     }
-    idle = demoted > before ? 0 : idle + 1;
+    idle = work > before ? 0 : idle + 1;
   }
-  return demoted;
+  return work;
 }
 
 }  // namespace
@@ -114,29 +164,32 @@ uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
   return DemoteRound(
       engine_, &tube_cursor_, budget, goal, 0,
       [](engine::Tube* t) -> engine::DeadlineHeap& { return t->delayed; },
-      [&](engine::Tube* t, engine::Job* j) {
-        if (j->deadline() <= horizon || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
-          return false;
-        }
+      [&](engine::Tube* t, engine::Job* j, size_t) {
+        if (j->deadline() <= horizon || !engine::Engine::Evictable(*j)) return Took::kNo;
+        if (!reader_.Demotable(*j)) return Rewrite(*j, now) ? Took::kRewrote : Took::kNo;
         index_.Add({j->id, j->deadline(), j->created(), t});
         engine_.Evict(j);
-        return true;
+        demotions_++;
+        return Took::kYes;
       });
 }
 
-uint32_t ColdStore::DemoteReady(uint32_t budget, size_t goal) {
+uint32_t ColdStore::DemoteReady(Nanos now, uint32_t budget, size_t goal) {
   // The first (the heap's top) always stays, and ready_hot with it.
   const size_t keep = std::max<size_t>(1, options_.ready_hot);
   return DemoteRound(
       engine_, &ready_cursor_, budget, goal, 1,
       [](engine::Tube* t) -> engine::ReadyHeap& { return t->ready; },
-      [&](engine::Tube* t, engine::Job* j) {
-        if (t->ready.size() <= keep || !engine::Engine::Evictable(*j) || !reader_.Demotable(*j)) {
-          return false;
+      [&](engine::Tube* t, engine::Job* j, size_t k) {
+        if (t->ready.size() <= keep || !engine::Engine::Evictable(*j)) return Took::kNo;
+        // The first `keep` places of the heap are those that stay: no rewrite for them.
+        if (!reader_.Demotable(*j)) {
+          return k >= keep && Rewrite(*j, now) ? Took::kRewrote : Took::kNo;
         }
         ready_.Add({j->id, j->pri, j->created(), t});
         engine_.Evict(j);
-        return true;
+        demotions_++;
+        return Took::kYes;
       });
 }
 
@@ -148,6 +201,7 @@ engine::ColdTier::Stats ColdStore::stats() const {
   s.demotions = demotions_;
   s.waited_reads = waited_reads_;
   s.read_errors = read_errors_;
+  s.rewrites = rewrites_;
   s.budget = options_.budget;
   return s;
 }

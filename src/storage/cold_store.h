@@ -30,7 +30,9 @@ struct ColdStoreOptions {
 // `lead` before they are due, and at once when a command needs them. Then ready jobs at the
 // end of their tube's order leave memory, listed in a ColdReadyIndex; a tube's first ready
 // job is always in memory when a command looks at it (PromoteReadyFirst), and Tick reads
-// the first ones back ahead when a tube runs low (ready_hot).
+// the first ones back ahead when a tube runs low (ready_hot). A job changed since its put
+// (released, timed out) first has the log write its record whole again
+// (ColdReader::RewriteWhole), and goes once that is written.
 class ColdStore final : public engine::ColdTier {
  public:
   // engine and reader must outlive the store.
@@ -51,6 +53,8 @@ class ColdStore final : public engine::ColdTier {
   // A job the binlog restored from its checkpoint as kept on disk only (never in memory).
   void AddRestored(const ColdIndex::Entry& e) { index_.Add(e); }
   const ColdReadyIndex& ready_index() const { return ready_; }
+  // Times the rewrites of changed jobs stopped for lack of space in the binlog (logged).
+  uint64_t no_room_episodes() const { return no_room_episodes_; }
 
  private:
   // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails.
@@ -64,7 +68,12 @@ class ColdStore final : public engine::ColdTier {
   // Demotes up to `budget` jobs while over the budget; true if more are left to demote.
   bool Demote(Nanos now, uint32_t budget);
   uint32_t DemoteDelayed(Nanos now, uint32_t budget, size_t goal);
-  uint32_t DemoteReady(uint32_t budget, size_t goal);
+  uint32_t DemoteReady(Nanos now, uint32_t budget, size_t goal);
+  // A job that may go but changed since its put (not Demotable): has the log write its kFull
+  // record again (it goes once that is written, in a later Tick), within rewrites_left_ and
+  // as long as the jobs rewritten and not yet gone would not take memory below the goal.
+  // true if it did. On a lack of space, stops the rewrites for a second, logged once.
+  bool Rewrite(const engine::Job& j, Nanos now);
   // Tick's part for ready jobs: each tube's first, then refills (up to budget reads); true
   // if the budget ran out.
   bool RefillReady(uint32_t budget);
@@ -83,6 +92,13 @@ class ColdStore final : public engine::ColdTier {
   uint64_t demotions_ = 0;
   uint64_t waited_reads_ = 0;
   uint64_t read_errors_ = 0;
+  uint64_t rewrites_ = 0;
+  uint32_t rewrites_left_ = 0;  // in this Tick's Demote
+  size_t rewrite_goal_ = 0;     // this Tick's goal for memory_used
+  size_t rewritten_bytes_ = 0;  // footprint of the jobs rewritten, until their records are written
+  Nanos rewrite_retry_at_ = 0;  // after a lack of space
+  bool no_room_ = false;        // the last rewrite found no space (logged once)
+  uint64_t no_room_episodes_ = 0;
 };
 
 }  // namespace stalkd::storage

@@ -1,13 +1,17 @@
 // The disk tier against the all-in-memory store: the same random commands on a store whose
-// memory budget sends every long-delayed job and every ready job it may to disk and on one
-// without a budget; every reply must be the same, those of waiting reserves included.
+// memory budget sends every long-delayed job and every ready job it may to disk (released,
+// released with a delay and timed-out ones too, written whole again) and on one without a
+// budget; every reply must be the same, those of waiting reserves included.
 #include "storage/cold_store.h"
 
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -22,18 +26,17 @@ namespace {
 
 using command::Outcome;
 using command::Result;
-using testing_util::MakeTempDir;
 constexpr auto Put = command::testing_util::PutThrough;
-using testing_util::RemoveDir;
 
 // The results that arrive later (a reserve that waited, a kick or purge in slices).
 struct Recorder final : command::Client {
-  void OnResult(const Result& r) override {
-    late.push_back({r.outcome, r.outcome == Outcome::kReserved ? r.job.id : r.number,
-                    r.outcome == Outcome::kReserved ? std::string(r.job.body) : ""});
+  void OnResult(const command::Result& r) override {
+    const bool reserved = r.outcome == command::Outcome::kReserved;
+    late.push_back(
+        {r.outcome, reserved ? r.job.id : r.number, reserved ? std::string(r.job.body) : ""});
   }
   struct Late {
-    Outcome outcome;
+    command::Outcome outcome;
     uint64_t number;
     std::string body;
     bool operator==(const Late&) const = default;
@@ -41,21 +44,27 @@ struct Recorder final : command::Client {
   std::vector<Late> late;
 };
 
-// A store with a binlog in a directory of its own, and a disk tier if `budget` is given.
+// A store with a binlog in a directory (its own, removed at the end, unless `dir` is given),
+// and a disk tier if `budget` is given.
 struct Side {
   static constexpr int kSessions = 3;
-  std::string dir = MakeTempDir();
+  std::string dir;
+  bool own_dir;
   std::unique_ptr<store::MemoryStore> store;
   std::unique_ptr<Binlog> log;
   std::unique_ptr<ColdStore> cold;
   Recorder rec[kSessions];
   std::vector<std::unique_ptr<command::Session>> sessions;
+  bool crashed = false;
 
-  Side(FakeClock& clock, size_t budget, uint32_t ready_hot = 0) {
+  // Segments of 8 KiB by default: rotation and compaction happen, cold jobs move.
+  Side(FakeClock& clock, size_t budget, uint32_t ready_hot = 0, const std::string& at = "",
+       uint32_t tick_budget = 1000, int64_t segment_size = 8192)
+      : dir(at.empty() ? testing_util::MakeTempDir() : at), own_dir(at.empty()) {
     store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
     BinlogOptions o;
     o.dir = dir;
-    o.segment_size = 8192;  // small: rotation and compaction happen, cold jobs move
+    o.segment_size = segment_size;
     o.fsync_never = true;
     o.disk_tier = budget != 0;
     log = std::make_unique<Binlog>(o, clock);
@@ -63,33 +72,47 @@ struct Side {
     EXPECT_TRUE(log->Lock(&error) && log->Recover(&store->engine(), &error)) << error;
     store->engine().set_log(log.get());
     if (budget != 0) {
-      ColdStoreOptions co;
-      co.budget = budget;
-      co.ready_hot = ready_hot;
+      const ColdStoreOptions co{budget, 2 * kSecond, tick_budget, ready_hot};
       cold = std::make_unique<ColdStore>(store->engine(), *log, co);
       store->set_cold(cold.get());
     }
     for (Recorder& r : rec) sessions.push_back(store->Open(r));
   }
   ~Side() {
+    if (!crashed) {
+      sessions.clear();
+      store->engine().CheckInvariants();
+      store->set_cold(nullptr);
+      cold.reset();
+      log->Close();
+      store->engine().set_log(nullptr);
+    }
     sessions.clear();
-    store->engine().CheckInvariants();
-    store->set_cold(nullptr);
-    cold.reset();
-    log->Close();
-    store->engine().set_log(nullptr);
     log.reset();
     store.reset();
-    RemoveDir(dir);
+    if (own_dir) testing_util::RemoveDir(dir);
   }
   void Tick() {
     store->Tick();
     log->Flush();
   }
+  // A kill -9: what the log wrote to its files stays, what it still buffered is lost, and
+  // nothing more is written (a session closed later writes nothing).
+  void Crash() {
+    crashed = true;
+    store->engine().set_log(nullptr);
+    store->set_cold(nullptr);
+    cold.reset();
+    log.reset();  // without Close
+  }
 };
 
-// The same reply, field by field, as far as the outcome defines fields.
-void ExpectSame(const Result& a, const Result& b, const std::string& what) {
+// The same reply, field by field, as far as the outcome defines fields. stats-job's `file`
+// too, unless !same_file (a disk tier writing changed jobs whole again writes records the
+// other store does not, so its segments differ).
+inline void ExpectSame(const command::Result& a, const command::Result& b, const std::string& what,
+                       bool same_file = true) {
+  using command::Outcome;
   ASSERT_EQ(a.outcome, b.outcome) << what;
   EXPECT_EQ(a.number, b.number) << what;
   switch (a.outcome) {
@@ -108,7 +131,9 @@ void ExpectSame(const Result& a, const Result& b, const std::string& what) {
       EXPECT_EQ(x.delay_s, y.delay_s) << what;
       EXPECT_EQ(x.ttr_s, y.ttr_s) << what;
       EXPECT_EQ(x.time_left_s, y.time_left_s) << what;
-      EXPECT_EQ(x.file, y.file) << what;
+      if (same_file) {
+        EXPECT_EQ(x.file, y.file) << what;
+      }
       EXPECT_EQ(x.reserves, y.reserves) << what;
       EXPECT_EQ(x.releases, y.releases) << what;
       EXPECT_EQ(x.buries, y.buries) << what;
@@ -177,7 +202,13 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
       auto both = [&](auto fn, const std::string& op) {
         Result a = fn(h);
         Result b = fn(c);
-        ExpectSame(a, b, what + " " + op);
+        // The tier writes changed jobs whole again: its segments are not the other's.
+        ExpectSame(a, b, what + " " + op, false);
+        if (b.outcome == Outcome::kJobStats) {
+          const Binlog::Stats ls = cold.log->stats();
+          EXPECT_GE(b.job_stats->file, ls.oldest_index) << what;
+          EXPECT_LE(b.job_stats->file, ls.current_index) << what;
+        }
         return a;
       };
       const uint64_t op = rand(20);
@@ -205,9 +236,15 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
           break;
         }
         case 5:
-        case 6:
-          both([&](command::Session& s) { return s.Reserve(0); }, "reserve");
+        case 6: {
+          Result r = both([&](command::Session& s) { return s.Reserve(0); }, "reserve");
+          if (r.outcome == Outcome::kReserved && rand(2) == 0) {  // a retry, maybe backed off
+            const uint32_t delay = rand(2) == 0 ? 0 : static_cast<uint32_t>(5 + rand(200));
+            const uint32_t pri = pris[rand(std::size(pris))];
+            both([&](command::Session& s) { return s.Release(r.job.id, pri, delay); }, "release");
+          }
           break;
+        }
         case 7: {  // a reserve that may wait: answered by a later put, kick, unpause or time
           Result r = both([&](command::Session& s) { return s.Reserve(3 * kSecond); }, "reserve");
           waiting[si] = r.outcome == Outcome::kPending;
@@ -283,6 +320,7 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
     const engine::ColdTier::Stats st = cold.cold->stats();
     EXPECT_GT(st.demotions, 100u) << "seed " << seed;  // the test did exercise the tier
     EXPECT_GT(st.promotions, 100u) << "seed " << seed;
+    EXPECT_GT(st.rewrites, 10u) << "seed " << seed;  // released and timed-out jobs went too
     EXPECT_EQ(st.read_errors, 0u);
   }
 }
@@ -379,6 +417,281 @@ TEST(ColdStoreTest, ColdJobsSurviveCompactionAndComeBackOnTime) {
     EXPECT_EQ(r.job.body, "long " + std::to_string(i));
     ASSERT_EQ(s.Delete(r.job.id).outcome, Outcome::kDeleted);
   }
+}
+
+// ---- Jobs changed since their put (docs/DISK-TIER.md, "Which jobs go"): written whole
+// again, then sent to disk; back as in memory, on time, and after a kill -9 at any step.
+
+// What becomes of the i-th job: released at once with another priority, released with a delay
+// (beyond the tier's horizon), or left reserved until its TTR (30 s) ends.
+enum class Fate { kReleased, kReleasedDelayed, kTimedOut };
+Fate FateOf(size_t i) { return static_cast<Fate>(i % 3); }
+uint32_t DelayOf(size_t i) { return static_cast<uint32_t>(60 + i % 120); }
+const char* TubeOf(size_t i) {
+  if (FateOf(i) == Fate::kTimedOut) return "t";
+  return i % 4 == 0 ? "b" : "default";
+}
+
+// Puts n jobs on every side in three tubes; session 2 (watching `t`) reserves those whose
+// TTR is to end, and it ends; then session 1 (watching `default` and `b`) reserves the
+// others and releases them, at once or with a delay. Only the log is flushed (the tier does
+// nothing yet). Session 1 then watches `t` too. Returns the ids.
+std::vector<uint64_t> Churn(FakeClock& clock, const std::vector<Side*>& sides, size_t n) {
+  std::vector<uint64_t> ids;
+  for (Side* side : sides) {
+    EXPECT_EQ(side->sessions[1]->Watch("b").outcome, Outcome::kWatching);
+    EXPECT_EQ(side->sessions[2]->Watch("t").outcome, Outcome::kWatching);
+    EXPECT_EQ(side->sessions[2]->Ignore("default").outcome, Outcome::kWatching);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const std::string body = "job " + std::to_string(i) + std::string(i % 50, 'x');
+    for (Side* side : sides) {
+      command::Session& s = *side->sessions[0];
+      EXPECT_EQ(s.Use(TubeOf(i)).outcome, Outcome::kUsing);
+      Result r = Put(s, static_cast<uint32_t>(100 + i % 7), 0, body);
+      EXPECT_EQ(r.outcome, Outcome::kInserted);
+      if (side == sides[0]) ids.push_back(r.number);
+    }
+  }
+  // Each session reserves as many as its tubes hold, the same ones on every side.
+  auto reserve = [&](int session, size_t count, auto then) {
+    for (size_t i = 0; i < count; i++) {
+      std::vector<Result> got;
+      for (Side* side : sides) got.push_back(side->sessions[session]->Reserve(0));
+      for (size_t x = 0; x < sides.size(); x++) {
+        ExpectSame(got[0], got[x], "reserve " + std::to_string(i));
+        if (got[x].outcome == Outcome::kReserved) then(*sides[x], got[x].job.id);
+      }
+    }
+  };
+  reserve(2, n / 3, [](Side&, uint64_t) {});
+  for (Side* side : sides) side->log->Flush();
+  clock.Advance(31 * kSecond);  // their TTR ends
+  for (Side* side : sides) side->store->engine().Tick();
+  reserve(1, n - n / 3, [&](Side& side, uint64_t id) {
+    const size_t k = static_cast<size_t>(id - ids[0]);  // the k-th put
+    const uint32_t pri = static_cast<uint32_t>(5000 - k % 11);
+    const uint32_t delay = FateOf(k) == Fate::kReleased ? 0 : DelayOf(k);
+    EXPECT_EQ(side.sessions[1]->Release(id, pri, delay).outcome, Outcome::kReleased);
+  });
+  for (Side* side : sides) {
+    side->log->Flush();
+    EXPECT_EQ(side->sessions[1]->Watch("t").outcome, Outcome::kWatching);
+  }
+  return ids;
+}
+
+// A job as stats-job and peek show it: state, pri, delay, reserves, releases, timeouts,
+// buries, kicks, body; and apart, time-left (at a restart it goes through the wall clock).
+using Seen = std::tuple<std::string, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t,
+                        uint32_t, std::string>;
+
+std::map<uint64_t, std::pair<Seen, int64_t>> SeeAll(Side& side, const std::vector<uint64_t>& ids) {
+  std::map<uint64_t, std::pair<Seen, int64_t>> out;
+  for (uint64_t id : ids) {
+    Result p = side.sessions[2]->Peek(id);
+    EXPECT_EQ(p.outcome, Outcome::kFound) << "job " << id;
+    const std::string body(p.job.body);
+    Result r = side.sessions[2]->StatsJob(id);
+    if (r.outcome != Outcome::kJobStats) continue;
+    const command::JobStats& x = *r.job_stats;
+    out[id] = {Seen{std::string(x.state), x.pri, x.delay_s, x.reserves, x.releases, x.timeouts,
+                    x.buries, x.kicks, body},
+               x.time_left_s};
+  }
+  return out;
+}
+
+TEST(ColdStoreChangedTest, ReleasedAndTimedOutJobsGoToDiskAndComeBackAsInMemory) {
+  FakeClock clock;
+  // Segments of 1 MiB: no compaction moves a job (which would write it whole too).
+  Side hot(clock, 0, 0, "", 1000, 1 << 20), cold(clock, 1, 16, "", 1000, 1 << 20);
+  const size_t n = 900;
+  const std::vector<uint64_t> ids = Churn(clock, {&hot, &cold}, n);
+  const int64_t live = cold.log->stats().live_bytes;
+  for (int i = 0; i < 20; i++) {
+    hot.Tick();
+    cold.Tick();
+  }
+  const engine::ColdTier::Stats st = cold.cold->stats();
+  // Every delayed one (due beyond the horizon) and every ready one but the 16 kept per
+  // tube (three tubes) went, each written whole again first.
+  EXPECT_EQ(cold.cold->Count(), n / 3);
+  EXPECT_EQ(cold.cold->ReadyOnDisk(nullptr).ready, 2 * n / 3 - 3 * 16);
+  EXPECT_EQ(st.rewrites, n - 3 * 16);
+  EXPECT_EQ(st.demotions, n - 3 * 16);
+  EXPECT_EQ(cold.log->RewritesUnwritten(), 0u);
+  // Each rewrite took its job's place in the live data (the same size: plain jobs).
+  EXPECT_EQ(cold.log->stats().live_bytes, live);
+  // (What stays is mostly the containers' capacity, which memory_used counts too.)
+  EXPECT_LT(cold.store->engine().memory_used(), hot.store->engine().memory_used() / 3);
+  ExpectSame(hot.sessions[0]->Stats(), cold.sessions[0]->Stats(), "stats");
+  for (const char* t : {"default", "b"}) {
+    ExpectSame(hot.sessions[0]->StatsTube(t), cold.sessions[0]->StatsTube(t), "stats-tube");
+  }
+  // Half of them named while on disk: read back with their state, priority, delay, time
+  // left, counters (and body).
+  for (size_t i = 0; i < n; i += 2) {
+    const std::string what = "job " + std::to_string(ids[i]);
+    ExpectSame(hot.sessions[2]->StatsJob(ids[i]), cold.sessions[2]->StatsJob(ids[i]), what, false);
+    ExpectSame(hot.sessions[2]->Peek(ids[i]), cold.sessions[2]->Peek(ids[i]), what);
+  }
+  // On time and in order: every second, both give out the same jobs (the ready backlog
+  // at once, then each delayed job when due), each with its counters.
+  size_t got = 0;
+  for (int second = 0; second <= 200 && got < n; second++) {
+    for (;;) {
+      Result a = hot.sessions[1]->Reserve(0);
+      Result b = cold.sessions[1]->Reserve(0);
+      ExpectSame(a, b, "second " + std::to_string(second));
+      if (a.outcome != Outcome::kReserved || HasFatalFailure()) break;
+      ExpectSame(hot.sessions[1]->StatsJob(a.job.id), cold.sessions[1]->StatsJob(b.job.id),
+                 "reserved", false);
+      EXPECT_EQ(hot.sessions[1]->Delete(a.job.id).outcome, Outcome::kDeleted);
+      EXPECT_EQ(cold.sessions[1]->Delete(b.job.id).outcome, Outcome::kDeleted);
+      got++;
+    }
+    if (HasFatalFailure()) return;
+    clock.Advance(kSecond);
+    hot.Tick();
+    cold.Tick();
+  }
+  EXPECT_EQ(got, n);
+  EXPECT_EQ(cold.cold->stats().read_errors, 0u);
+}
+
+// The same after a kill -9 at each step: with the rewrites placed and not yet written, just
+// written (the jobs still in memory), and once the jobs went to disk. Every job comes back
+// once, in the state the all-in-memory store shows, with its counters and body.
+TEST(ColdStoreChangedTest, AKillAtAnyStepOfTheRewritesLosesNothing) {
+  for (int stage = 0; stage < 3; stage++) {
+    const std::string dir = testing_util::MakeTempDir();
+    FakeClock clock;
+    const size_t n = 300;
+    std::map<uint64_t, std::pair<Seen, int64_t>> want, got;
+    std::vector<uint64_t> ids;
+    {
+      Side hot(clock, 0);
+      Side cold(clock, 1, 0, dir);
+      ids = Churn(clock, {&hot, &cold}, n);
+      cold.store->Tick();  // rewrites the released ones (the timed-out ones too)
+      ASSERT_GT(cold.log->RewritesUnwritten(), 0u);
+      if (stage >= 1) cold.log->Flush();
+      if (stage == 1) {
+        EXPECT_EQ(cold.log->RewritesUnwritten(), 0u);
+        EXPECT_EQ(cold.cold->stats().demotions, 0u);  // written, not gone yet
+      }
+      if (stage == 2) {
+        for (int i = 0; i < 10; i++) cold.Tick();
+        EXPECT_EQ(cold.cold->stats().demotions, n - 3);  // all but each tube's first ready
+      }
+      EXPECT_GT(cold.cold->stats().rewrites, 0u);
+      want = SeeAll(hot, ids);
+      cold.Crash();
+    }
+    size_t jobs = 0;
+    {
+      Side back(clock, 0, 0, dir);  // every record replayed into memory
+      got = SeeAll(back, ids);
+      Result s = back.sessions[0]->Stats();
+      jobs = s.stats->ready + s.stats->delayed + s.stats->reserved + s.stats->buried;
+    }
+    EXPECT_EQ(jobs, n) << "stage " << stage;  // each once: no more jobs than these
+    ASSERT_EQ(got.size(), want.size()) << "stage " << stage;
+    for (uint64_t id : ids) {
+      const std::string what = "stage " + std::to_string(stage) + " job " + std::to_string(id);
+      EXPECT_EQ(got[id].first, want[id].first) << what;
+      EXPECT_NEAR(got[id].second, want[id].second, 1) << what;
+    }
+    testing_util::RemoveDir(dir);
+  }
+}
+
+// Rewrites count in the tier's budget per Tick, and those not yet written count against the
+// next Tick's: the log's buffer holds at most one budget of them.
+TEST(ColdStoreChangedTest, RewritesAreBoundedPerTick) {
+  FakeClock clock;
+  Side cold(clock, 1, 0, "", 50, 1 << 20);  // segments of 1 MiB: no compaction
+  const std::vector<uint64_t> ids = Churn(clock, {&cold}, 600);
+  cold.store->Tick();
+  EXPECT_EQ(cold.cold->stats().rewrites, 50u);
+  EXPECT_EQ(cold.log->RewritesUnwritten(), 50u);
+  cold.store->Tick();  // not written yet: nothing more, and none of them goes
+  EXPECT_EQ(cold.cold->stats().rewrites, 50u);
+  EXPECT_EQ(cold.cold->stats().demotions, 0u);
+  engine::ColdTier::Stats last = cold.cold->stats();
+  for (int i = 0; i < 60; i++) {
+    cold.log->Flush();
+    cold.store->Tick();
+    const engine::ColdTier::Stats st = cold.cold->stats();
+    EXPECT_LE(st.rewrites - last.rewrites + st.demotions - last.demotions, 50u) << "tick " << i;
+    EXPECT_LE(cold.log->RewritesUnwritten(), 50u);
+    last = st;
+  }
+  EXPECT_EQ(last.demotions, ids.size() - 3);  // each tube keeps its first
+  EXPECT_EQ(last.rewrites, ids.size() - 3);
+}
+
+// The log as the tier reads it, but with no free space for rewrites while `full`.
+struct FullDiskReader final : engine::ColdReader {
+  Binlog& log;
+  bool full = true;
+  int refused = 0;
+  explicit FullDiskReader(Binlog& l) : log(l) {}
+  bool Demotable(const engine::Job& j) const override { return log.Demotable(j); }
+  bool Read(uint64_t id, std::string* buf, engine::RestoredJob* out) override {
+    return log.Read(id, buf, out);
+  }
+  Rewrite RewriteWhole(const engine::Job& j) override {
+    if (!full) return log.RewriteWhole(j);
+    refused++;
+    return Rewrite::kNoRoom;
+  }
+  size_t RewritesUnwritten() const override { return log.RewritesUnwritten(); }
+};
+
+// No room to rewrite: the changed jobs stay in memory (the others go), nothing fails, the
+// lack is noted once (not per job, nor per Tick), tried again a second later, and once there
+// is room they go.
+TEST(ColdStoreChangedTest, WithoutRoomToRewriteChangedJobsStayInMemory) {
+  FakeClock clock;
+  std::unique_ptr<FullDiskReader> full;  // outlives the tier that reads through it
+  Side hot(clock, 0, 0, "", 1000, 1 << 20), cold(clock, 1, 0, "", 1000, 1 << 20);
+  full = std::make_unique<FullDiskReader>(*cold.log);
+  FullDiskReader& reader = *full;
+  cold.store->set_cold(nullptr);  // the tier reads through `reader` (budget 1, ready_hot 0)
+  cold.cold = std::make_unique<ColdStore>(cold.store->engine(), reader,
+                                          ColdStoreOptions{1, 2 * kSecond, 1000, 0});
+  cold.store->set_cold(cold.cold.get());
+  const size_t n = 300;
+  Churn(clock, {&hot, &cold}, n);
+  for (Side* side : {&hot, &cold}) {  // and jobs never changed, which may go
+    ASSERT_EQ(side->sessions[0]->Use("u").outcome, Outcome::kUsing);
+    for (int i = 0; i < 100; i++) {
+      ASSERT_EQ(Put(*side->sessions[0], 7, 3600, "unchanged").outcome, Outcome::kInserted);
+    }
+  }
+  for (int i = 0; i < 30; i++) {
+    cold.Tick();
+    clock.Advance(kSecond / 10);
+  }
+  engine::ColdTier::Stats st = cold.cold->stats();
+  EXPECT_EQ(st.rewrites, 0u);
+  EXPECT_EQ(st.demotions, 100u);  // the unchanged ones
+  EXPECT_EQ(cold.cold->no_room_episodes(), 1u);
+  EXPECT_GE(reader.refused, 2);  // tried again after a second...
+  EXPECT_LE(reader.refused, 4);  // ...not at every Tick, nor for every job
+  ExpectSame(hot.sessions[0]->Stats(), cold.sessions[0]->Stats(), "stats");
+  reader.full = false;
+  for (int i = 0; i < 30; i++) {
+    cold.Tick();
+    clock.Advance(kSecond / 10);
+  }
+  st = cold.cold->stats();
+  EXPECT_EQ(st.rewrites, n - 3);
+  EXPECT_EQ(st.demotions, 100u + n - 3);
+  EXPECT_EQ(cold.cold->no_room_episodes(), 1u);
+  ExpectSame(hot.sessions[0]->Stats(), cold.sessions[0]->Stats(), "stats");
 }
 
 }  // namespace

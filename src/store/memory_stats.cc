@@ -40,11 +40,11 @@ const command::ServerStats& MemoryStore::FillStats() {
   s.tries_exhausted = c.tries_exhausted;
   if (cold_) {
     const engine::ColdTier::Stats t = cold_->stats();
-    s.disk = {true,         c.ready + c.reserved + c.delayed + c.buried,
-              t.cold,       t.index_bytes,
-              t.budget,     t.promotions,
-              t.demotions,  t.waited_reads,
-              t.read_errors};
+    s.disk = {true,          c.ready + c.reserved + c.delayed + c.buried,
+              t.cold,        t.index_bytes,
+              t.budget,      t.promotions,
+              t.demotions,   t.waited_reads,
+              t.read_errors, t.rewrites};
   }
   s.host = host_ ? host_->CurrentStats() : command::HostStats{};
   return s;
