@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +72,10 @@ class ColdIndex {
   // appends them to *out; splits the buckets the horizon has come near. Returns whether it
   // stopped with work left (entries due before `until`, or ids to move): call it again.
   bool TakeDue(Nanos until, size_t max, std::vector<Entry>* out);
+  // Tells the index that TakeDue will be asked for jobs due before `until` from now on, so
+  // that jobs added next go straight into buckets of their width (a start from a
+  // checkpoint adds them all before the first TakeDue).
+  void SetHorizon(Nanos until) { horizon_ = std::max(horizon_, until); }
   // Removes t's n earliest entries by (deadline, id) and appends them to *out in that order.
   void TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>* out);
 

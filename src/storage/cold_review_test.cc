@@ -159,7 +159,7 @@ TEST(ColdReviewTest, PauseEndingAsTheFirstJobExpiresServesTheTrueFirst) {
 // end and have a state record; or with a TTL) stop every other job of the tube from leaving,
 // and memory stays over --hot-memory however many ready jobs could go. Each Tick (twice per
 // loop iteration) then goes round every tube for nothing.
-TEST(ColdReviewTest, DISABLED_EightJobsThatMustStayDoNotPinTheRestOfTheBacklogInMemory) {
+TEST(ColdReviewTest, EightJobsThatMustStayDoNotPinTheRestOfTheBacklogInMemory) {
   FakeClock clock;
   Store cold(clock, 64 * 1024, 64);
   command::Session& p = *cold.producer;
@@ -196,7 +196,7 @@ TEST(ColdReviewTest, DISABLED_EightJobsThatMustStayDoNotPinTheRestOfTheBacklogIn
 // demote the jobs again (docs/DISK-TIER.md, "Crashes"). Jobs released to the back of their
 // queue (a retry policy) have state records, so must stay; restored in id order, they sink
 // to the end of the heap, and the backlog of puts behind them never leaves memory.
-TEST(ColdReviewTest, DISABLED_AfterACrashReleasedJobsAtTheHeapsEndPinTheBacklogInMemory) {
+TEST(ColdReviewTest, AfterACrashReleasedJobsAtTheHeapsEndPinTheBacklogInMemory) {
   FakeClock clock;
   std::string dir;
   {

@@ -130,27 +130,50 @@ enum class Took { kNo, kYes, kRewrote };
 // Goes round the tubes from *cursor, looking at up to 8 jobs a visit from the end of each
 // tube's heap (leaves of a min-heap: mostly the jobs needed last) and never at its first
 // `keep_first` entries; take(t, j, k) demotes j (at k in the heap) if it may go, or has its
-// record rewritten.
-// Stops once `budget` (demotions and rewrites) is used, memory is down to `goal`, or a whole
-// round found nothing. Returns the budget used.
+// record rewritten. A visit goes on where the tube's last one stopped (*depth: jobs from
+// the end that had to stay), so jobs that must stay at the end of a heap (a key, a TTL, a
+// record being rewritten) do not hide the rest of it; after the first entries it starts
+// from the end again. Stops once `budget` (demotions and rewrites) is used, memory is down
+// to `goal`, a whole round found nothing, or kMaxVisits tubes were visited (so a Tick's cost
+// does not grow with the number of tubes; the next call goes on from *cursor). Returns the
+// budget used.
+constexpr size_t kMaxVisits = 4096;
+
 template <typename HeapOf, typename Take>
-uint32_t DemoteRound(const engine::Engine& engine, size_t* cursor, uint32_t budget, size_t goal,
-                     size_t keep_first, HeapOf heap_of, Take take) {
+uint32_t DemoteRound(const engine::Engine& engine, size_t* cursor, ColdStore::Depths* depth,
+                     uint32_t budget, size_t goal, size_t keep_first, HeapOf heap_of, Take take) {
   const auto& tubes = engine.tubes();
+  // Entries of tubes gone since: their addresses are only keys, never followed.
+  if (depth->size() > 2 * tubes.size() + 64) depth->clear();
   uint32_t work = 0;
   size_t idle = 0;  // tubes in a row with nothing to demote
-  while (work < budget && engine.memory_used() > goal && idle < tubes.size()) {
+  for (size_t visits = 0;
+       work < budget && engine.memory_used() > goal && idle < tubes.size() && visits < kMaxVisits;
+       visits++) {
     engine::Tube* t = tubes[(*cursor)++ % tubes.size()];
     auto& heap = heap_of(t);
+    if (heap.size() <= keep_first) {
+      idle++;
+      continue;
+    }
+    auto it = depth->find(t);
+    size_t d = it == depth->end() ? 0 : it->second;
+    if (d >= heap.size() - keep_first) d = 0;  // looked at them all: from the end again
     size_t looked = 0;
     const uint32_t before = work;
-    for (size_t k = heap.size(); k > keep_first && looked < 8 && work < budget;) {
+    for (size_t k = heap.size() - d; k > keep_first && looked < 8 && work < budget;) {
       --k;
       const Took took = take(t, heap.at(k), k);
       if (took != Took::kRewrote) looked++;
+      if (took != Took::kYes) d++;  // it stays (for now): the next visit goes past it
       if (took == Took::kNo) continue;
       work++;
       k = std::min(k, heap.size());
+    }
+    if (d == 0) {
+      if (it != depth->end()) depth->erase(it);
+    } else {
+      (*depth)[t] = d;
     }
     idle = work > before ? 0 : idle + 1;
   }
@@ -162,7 +185,7 @@ uint32_t DemoteRound(const engine::Engine& engine, size_t* cursor, uint32_t budg
 uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
   const Nanos horizon = now + 2 * options_.lead;
   return DemoteRound(
-      engine_, &tube_cursor_, budget, goal, 0,
+      engine_, &tube_cursor_, &delayed_depth_, budget, goal, 0,
       [](engine::Tube* t) -> engine::DeadlineHeap& { return t->delayed; },
       [&](engine::Tube* t, engine::Job* j, size_t) {
         if (j->deadline() <= horizon || !engine::Engine::Evictable(*j)) return Took::kNo;
@@ -178,7 +201,7 @@ uint32_t ColdStore::DemoteReady(Nanos now, uint32_t budget, size_t goal) {
   // The first (the heap's top) always stays, and ready_hot with it.
   const size_t keep = std::max<size_t>(1, options_.ready_hot);
   return DemoteRound(
-      engine_, &ready_cursor_, budget, goal, 1,
+      engine_, &ready_cursor_, &ready_depth_, budget, goal, 1,
       [](engine::Tube* t) -> engine::ReadyHeap& { return t->ready; },
       [&](engine::Tube* t, engine::Job* j, size_t k) {
         if (t->ready.size() <= keep || !engine::Engine::Evictable(*j)) return Took::kNo;

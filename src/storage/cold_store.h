@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/clock.h"
@@ -35,6 +36,9 @@ struct ColdStoreOptions {
 // (ColdReader::RewriteWhole), and goes once that is written.
 class ColdStore final : public engine::ColdTier {
  public:
+  // Per tube, how many entries from its heap's end the last demotion visit had to leave.
+  using Depths = std::unordered_map<const engine::Tube*, size_t>;
+
   // engine and reader must outlive the store.
   ColdStore(engine::Engine& engine, engine::ColdReader& reader, ColdStoreOptions options);
 
@@ -51,7 +55,10 @@ class ColdStore final : public engine::ColdTier {
 
   const ColdIndex& index() const { return index_; }
   // A job the binlog restored from its checkpoint as kept on disk only (never in memory).
-  void AddRestored(const ColdIndex::Entry& e) { index_.Add(e); }
+  void AddRestored(const ColdIndex::Entry& e) {
+    index_.SetHorizon(engine_.clock().Now() + options_.lead);
+    index_.Add(e);
+  }
   const ColdReadyIndex& ready_index() const { return ready_; }
   // Times the rewrites of changed jobs stopped for lack of space in the binlog (logged).
   uint64_t no_room_episodes() const { return no_room_episodes_; }
@@ -85,6 +92,8 @@ class ColdStore final : public engine::ColdTier {
   ColdReadyIndex ready_;
   std::vector<const engine::Tube*> ready_tubes_;  // RefillReady's scratch
   size_t ready_cursor_ = 0;                       // DemoteReady's round over the tubes
+  Depths ready_depth_;    // per tube: entries from its heap's end that had to stay
+  Depths delayed_depth_;  // the same for DemoteDelayed
   std::vector<ColdIndex::Entry> scratch_;
   std::string buf_;
   size_t tube_cursor_ = 0;
