@@ -1,6 +1,7 @@
-// Review findings on the disk tier's ready jobs (docs/DISK-TIER.md), each a failing test:
-// a case where the tier answers other than the all-in-memory store, or does not keep the
-// jobs' memory near its budget.
+// Edge cases of the disk tier (docs/DISK-TIER.md) that a review found, each a test that failed
+// then: a tube's first ready job on disk when a pause and a TTL end in the same Tick, jobs
+// that must stay at the end of a heap hiding the rest from demotion (also after a crash), and
+// a start from the checkpoint that read every record before the loop's first turn.
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -123,7 +124,7 @@ Result PutWithTtl(command::Session& s, uint32_t pri, uint32_t ttl_s, const std::
 // but the engine's Tick expires the first (ExpireDue) and only then unpauses the tube and
 // hands its heap's top (ProcessQueue) to the waiting session: a job that comes after the
 // tube's first job on disk. All in memory, the session gets the tube's true first.
-TEST(ColdReviewTest, PauseEndingAsTheFirstJobExpiresServesTheTrueFirst) {
+TEST(ColdStoreEdgesTest, PauseEndingAsTheFirstJobExpiresServesTheTrueFirst) {
   FakeClock clock;
   Store hot(clock, 0, 0), cold(clock, 1, 0);
   for (Store* side : {&hot, &cold}) {
@@ -159,7 +160,7 @@ TEST(ColdReviewTest, PauseEndingAsTheFirstJobExpiresServesTheTrueFirst) {
 // end and have a state record; or with a TTL) stop every other job of the tube from leaving,
 // and memory stays over --hot-memory however many ready jobs could go. Each Tick (twice per
 // loop iteration) then goes round every tube for nothing.
-TEST(ColdReviewTest, EightJobsThatMustStayDoNotPinTheRestOfTheBacklogInMemory) {
+TEST(ColdStoreEdgesTest, EightJobsThatMustStayDoNotPinTheRestOfTheBacklogInMemory) {
   FakeClock clock;
   Store cold(clock, 64 * 1024, 64);
   command::Session& p = *cold.producer;
@@ -196,7 +197,7 @@ TEST(ColdReviewTest, EightJobsThatMustStayDoNotPinTheRestOfTheBacklogInMemory) {
 // demote the jobs again (docs/DISK-TIER.md, "Crashes"). Jobs released to the back of their
 // queue (a retry policy) have state records, so must stay; restored in id order, they sink
 // to the end of the heap, and the backlog of puts behind them never leaves memory.
-TEST(ColdReviewTest, AfterACrashReleasedJobsAtTheHeapsEndPinTheBacklogInMemory) {
+TEST(ColdStoreEdgesTest, AfterACrashReleasedJobsAtTheHeapsEndPinTheBacklogInMemory) {
   FakeClock clock;
   std::string dir;
   {
@@ -238,7 +239,7 @@ uint64_t ReadCalls() {
 // CheckpointedHot: one pread each, ready jobs on disk included) without running the loop:
 // with 40,000 such jobs, more than 40,000 reads come before the loop's first turn. (A
 // backlog of millions of ready jobs: tens of seconds without a SIGTERM or a probe taken.)
-TEST(ColdReviewTest, AStartFromACheckpointRunsTheLoopWhileItReadsTheJobsRecords) {
+TEST(ColdStoreEdgesTest, AStartFromACheckpointRunsTheLoopWhileItReadsTheJobsRecords) {
   FakeClock clock;
   std::string dir;
   {
