@@ -1,8 +1,12 @@
 // Review of the disk tier's rewrites of changed jobs (docs/DISK-TIER.md, "Which jobs go"):
 // a tier slightly over its budget should write again only about as many changed jobs as
 // must leave memory, and those should go as soon as their records are written.
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -34,13 +38,21 @@ struct Store {
   Quiet quiet;
   std::unique_ptr<command::Session> s;
 
-  Store(FakeClock& clock, size_t budget, uint32_t tick_budget) {
+  bool crashed = false;
+
+  Store(FakeClock& clock, size_t budget, uint32_t tick_budget, const std::string& in = "",
+        int64_t segment_size = 1 << 22) {
+    if (!in.empty()) {
+      RemoveDir(dir);
+      dir = in;
+    }
     store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
     BinlogOptions o;
     o.dir = dir;
     o.fsync_never = true;
-    o.segment_size = 1 << 22;  // no compaction (it writes jobs whole too)
+    o.segment_size = segment_size;  // by default no compaction (it writes jobs whole too)
     o.disk_tier = budget != 0;
+    if (budget != 0) o.restore_cold = [this](const ColdIndex::Entry& e) { cold->AddRestored(e); };
     log = std::make_unique<Binlog>(o, clock);
     if (budget != 0) {
       ColdStoreOptions co;
@@ -57,6 +69,7 @@ struct Store {
   }
   ~Store() {
     s.reset();
+    if (crashed) return;
     store->set_cold(nullptr);
     log->Close();
     store->engine().set_log(nullptr);
@@ -64,6 +77,25 @@ struct Store {
     log.reset();
     store.reset();
     RemoveDir(dir);
+  }
+  // A clean stop, as the server's, with the checkpoint written.
+  void Shutdown() {
+    crashed = true;
+    s.reset();
+    store->set_cold(nullptr);
+    log->Close();
+    EXPECT_TRUE(log->WriteCheckpoint(cold->index()));
+    store->engine().set_log(nullptr);
+    log.reset();
+  }
+  // A kill -9: what is buffered is lost.
+  void Crash() {
+    crashed = true;
+    s.reset();
+    store->engine().set_log(nullptr);
+    store->set_cold(nullptr);
+    cold.reset();
+    log.reset();
   }
   void Tick() {
     store->Tick();
@@ -118,6 +150,100 @@ void RewritesNoMoreThanMustGo(uint32_t delay) {
 TEST(ColdReview3Test, ReleasedJobsRewriteNoMoreThanMustGo) { RewritesNoMoreThanMustGo(0); }
 TEST(ColdReview3Test, ReleasedDelayedJobsRewriteNoMoreThanMustGo) {
   RewritesNoMoreThanMustGo(3600);
+}
+
+// The clock stands still (a restart reads times through the wall clock, which a FakeClock
+// does not move): no TTR ends, no delay ends.
+// Random puts, reserves, releases (other priority, delay) and deletes on an
+// all-in-memory store and on one with a small budget (compaction on: 8 KiB segments), the
+// tier's Tick between them, sometimes without the log written; then a kill -9 of the
+// second (its last Tick's rewrites buffered or not) and a start of it all in memory: every
+// job as the first shows it.
+using Seen = std::tuple<std::string, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, std::string>;
+std::pair<Seen, int64_t> See(command::Session& s, uint64_t id) {
+  Result p = s.Peek(id);
+  if (p.outcome != Outcome::kFound) return {Seen{"absent", 0, 0, 0, 0, 0, ""}, 0};
+  const std::string body(p.job.body);
+  Result r = s.StatsJob(id);
+  const command::JobStats& x = *r.job_stats;
+  return {Seen{std::string(x.state), x.pri, x.delay_s, x.reserves, x.releases, x.timeouts, body},
+          x.time_left_s};
+}
+
+TEST(ColdReview3Test, RandomChurnAndAKillLoseNothing) {
+  for (uint32_t seed = 1; seed <= 30; seed++) {
+    std::mt19937 rng(seed);
+    auto rnd = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+    const std::string dir = MakeTempDir();
+    FakeClock clock;
+    std::vector<uint64_t> ids;
+    std::map<uint64_t, std::pair<Seen, int64_t>> want;
+    std::vector<uint64_t> order;  // the ready jobs as reserves give them out
+    {
+      Store hot(clock, 0, 0);
+      Store cold(clock, 20000, 30, dir, 8192);
+      for (int step = 0; step < 3000 && !HasFatalFailure(); step++) {
+        const uint32_t op = rnd(100);
+        if (op < 35) {
+          const uint32_t pri = rnd(5), delay = rnd(3) == 0 ? 20 + rnd(200) : 0;
+          const std::string body(10 + rnd(200), static_cast<char>('a' + rnd(26)));
+          Result a = Put(*hot.s, pri, delay, body), b = Put(*cold.s, pri, delay, body);
+          ASSERT_EQ(a.number, b.number);
+          ids.push_back(a.number);
+        } else if (op < 75) {
+          Result a = hot.s->Reserve(0), b = cold.s->Reserve(0);
+          ASSERT_EQ(a.outcome, b.outcome) << "seed " << seed << " step " << step;
+          if (a.outcome != Outcome::kReserved) continue;
+          ASSERT_EQ(a.job.id, b.job.id) << "seed " << seed << " step " << step;
+          const uint32_t fate = rnd(10);
+          if (fate < 6) {
+            const uint32_t pri = rnd(5), delay = rnd(2) == 0 ? rnd(300) : 0;
+            ASSERT_EQ(hot.s->Release(a.job.id, pri, delay).outcome, Outcome::kReleased);
+            ASSERT_EQ(cold.s->Release(a.job.id, pri, delay).outcome, Outcome::kReleased);
+          } else {
+            ASSERT_EQ(hot.s->Delete(a.job.id).outcome, Outcome::kDeleted);
+            ASSERT_EQ(cold.s->Delete(a.job.id).outcome, Outcome::kDeleted);
+          }
+        } else if (op < 90) {
+          hot.Tick();
+          cold.Tick();
+        } else {
+          cold.log->Flush();
+          cold.store->Tick();  // rewrites placed, not written
+        }
+      }
+      hot.Tick();
+      cold.log->Flush();
+      cold.store->Tick();
+      if (seed % 2 == 0) cold.log->Flush();
+      for (uint64_t id : ids) want[id] = See(*hot.s, id);
+      for (Result r = hot.s->Reserve(0); r.outcome == Outcome::kReserved; r = hot.s->Reserve(0)) {
+        order.push_back(r.job.id);
+      }
+      ASSERT_GT(cold.cold->stats().rewrites, 0u);
+      if (seed % 3 == 2) {
+        cold.Shutdown();
+      } else {
+        cold.Crash();
+      }
+    }
+    {
+      // Back all in memory, or (every third seed) with the tier again, demoting meanwhile.
+      Store back(clock, seed % 3 == 0 ? 0 : 20000, 30, dir, 8192);
+      for (int i = 0; i < 10; i++) back.Tick();
+      for (uint64_t id : ids) {
+        const auto got = See(*back.s, id);
+        EXPECT_EQ(got.first, want[id].first) << "seed " << seed << " job " << id;
+        EXPECT_NEAR(got.second, want[id].second, 1) << "seed " << seed << " job " << id;
+      }
+      std::vector<uint64_t> got;
+      for (Result r = back.s->Reserve(0); r.outcome == Outcome::kReserved; r = back.s->Reserve(0)) {
+        got.push_back(r.job.id);
+      }
+      EXPECT_EQ(got, order) << "seed " << seed;
+    }
+    if (HasFailure()) return;
+  }
 }
 
 }  // namespace
