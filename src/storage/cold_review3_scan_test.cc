@@ -38,3 +38,29 @@ TEST(ColdReview3Scan, TakeEarliestOfATubeWithOneJobInACoarseBucket) {
 
 }  // namespace
 }  // namespace stalkd::storage
+
+namespace stalkd::storage {
+namespace {
+
+// Jobs released with a delay: created at their put, their deadline at the release plus the
+// delay, so (deadline - created) has any nanoseconds: how many fit in 16 bytes?
+TEST(ColdReview3Scan, BytesPerJobReleasedWithADelay) {
+  ColdIndex index;
+  std::vector<ColdIndex::Entry> out;
+  index.TakeDue(0, 1, &out);
+  const size_t n = 200000;
+  uint64_t x = 12345;
+  for (size_t i = 0; i < n; i++) {
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    const Nanos put = static_cast<Nanos>(i) * 50000;                        // 20,000 puts a second
+    const Nanos release = put + 5 * kSecond + static_cast<Nanos>(x >> 34);  // 0-1 s later
+    const Nanos deadline = release + 3600 * kSecond;
+    index.Add({i + 1, deadline, put, TubeNo(0)});
+  }
+  printf("released with a delay: %zu of %zu kept wide, %.1f bytes a job\n", index.wide(), n,
+         static_cast<double>(index.bytes()) / static_cast<double>(n));
+  EXPECT_LT(index.wide(), n / 10);
+}
+
+}  // namespace
+}  // namespace stalkd::storage
