@@ -35,6 +35,9 @@ class ColdReader {
   // nothing is written.
   enum class Rewrite { kDone, kNo, kNoRoom };
   virtual Rewrite RewriteWhole(const Job& j) = 0;
+  // Whether j was rewritten by RewriteWhole and that record is not yet written to its file
+  // (j is Demotable once it is).
+  virtual bool RewritePending(const Job& j) const = 0;
   // Rewrites done and not yet written to their files (bounds what waits in the log's buffer).
   virtual size_t RewritesUnwritten() const = 0;
 };

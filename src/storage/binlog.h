@@ -137,6 +137,9 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   bool Demotable(const engine::Job& j) const override;
   bool Read(uint64_t id, std::string* buf, engine::RestoredJob* out) override;
   Rewrite RewriteWhole(const engine::Job& j) override;
+  bool RewritePending(const engine::Job& j) const override {
+    return !failed_ && full_offs_.Find(j.id) && !Demotable(j);
+  }
   size_t RewritesUnwritten() const override {
     return written_mark_ >= rewrite_mark_ ? 0 : rewrites_unwritten_;
   }

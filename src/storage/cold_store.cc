@@ -123,17 +123,21 @@ bool ColdStore::Rewrite(const engine::Job& j, Nanos now) {
 
 namespace {
 
-// What a look at a job did: nothing, took it out of memory, or had its record written
+// What a look at a job did: nothing (it must stay: the next visit goes past it), nothing
+// yet (its record may be written whole again in a later Tick: the next visit looks at it
+// again), nothing while its rewritten record waits to be written (not counted as a look: at
+// most the log's unwritten rewrites), took it out of memory, or had its record written
 // whole again (it stays until that is written, and the look goes on further).
-enum class Took { kNo, kYes, kRewrote };
+enum class Took { kNo, kLater, kPending, kYes, kRewrote };
 
 // Goes round the tubes from *cursor, looking at up to 8 jobs a visit from the end of each
 // tube's heap (leaves of a min-heap: mostly the jobs needed last) and never at its first
 // `keep_first` entries; take(t, j, k) demotes j (at k in the heap) if it may go, or has its
 // record rewritten. A visit goes on where the tube's last one stopped (*depth: jobs from
-// the end that had to stay), so jobs that must stay at the end of a heap (a key, a TTL, a
-// record being rewritten) do not hide the rest of it; after the first entries it starts
-// from the end again. Stops once `budget` (demotions and rewrites) is used, memory is down
+// the end that had to stay), so jobs that must stay at the end of a heap (a key, a TTL, due
+// soon) do not hide the rest of it; after the first entries it starts from the end again.
+// Jobs that wait for their record to be written whole again are not passed: they go first
+// once it is. Stops once `budget` (demotions and rewrites) is used, memory is down
 // to `goal`, a whole round found nothing, or kMaxVisits tubes were visited (so a Tick's cost
 // does not grow with the number of tubes; the next call goes on from *cursor). Returns the
 // budget used.
@@ -164,9 +168,9 @@ uint32_t DemoteRound(const engine::Engine& engine, size_t* cursor, ColdStore::De
     for (size_t k = heap.size() - d; k > keep_first && looked < 8 && work < budget;) {
       --k;
       const Took took = take(t, heap.at(k), k);
-      if (took != Took::kRewrote) looked++;
-      if (took != Took::kYes) d++;  // it stays (for now): the next visit goes past it
-      if (took == Took::kNo) continue;
+      if (took != Took::kRewrote && took != Took::kPending) looked++;
+      if (took == Took::kNo) d++;  // it stays: the next visit goes past it
+      if (took == Took::kNo || took == Took::kLater || took == Took::kPending) continue;
       work++;
       k = std::min(k, heap.size());
     }
@@ -189,7 +193,10 @@ uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
       [](engine::Tube* t) -> engine::DeadlineHeap& { return t->delayed; },
       [&](engine::Tube* t, engine::Job* j, size_t) {
         if (j->deadline() <= horizon || !engine::Engine::Evictable(*j)) return Took::kNo;
-        if (!reader_.Demotable(*j)) return Rewrite(*j, now) ? Took::kRewrote : Took::kNo;
+        if (!reader_.Demotable(*j)) {
+          if (reader_.RewritePending(*j)) return Took::kPending;
+          return Rewrite(*j, now) ? Took::kRewrote : Took::kLater;
+        }
         index_.Add({j->id, j->deadline(), j->created(), t});
         engine_.Evict(j);
         demotions_++;
@@ -207,7 +214,9 @@ uint32_t ColdStore::DemoteReady(Nanos now, uint32_t budget, size_t goal) {
         if (t->ready.size() <= keep || !engine::Engine::Evictable(*j)) return Took::kNo;
         // The first `keep` places of the heap are those that stay: no rewrite for them.
         if (!reader_.Demotable(*j)) {
-          return k >= keep && Rewrite(*j, now) ? Took::kRewrote : Took::kNo;
+          if (k < keep) return Took::kNo;
+          if (reader_.RewritePending(*j)) return Took::kPending;
+          return Rewrite(*j, now) ? Took::kRewrote : Took::kLater;
         }
         ready_.Add({j->id, j->pri, j->created(), t});
         engine_.Evict(j);

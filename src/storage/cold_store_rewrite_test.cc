@@ -147,8 +147,8 @@ void RewritesNoMoreThanMustGo(uint32_t delay) {
       << " demotions, " << ticks << " ticks to get under the budget";
 }
 
-TEST(ColdReview3Test, ReleasedJobsRewriteNoMoreThanMustGo) { RewritesNoMoreThanMustGo(0); }
-TEST(ColdReview3Test, ReleasedDelayedJobsRewriteNoMoreThanMustGo) {
+TEST(ColdStoreRewriteTest, ReleasedJobsRewriteNoMoreThanMustGo) { RewritesNoMoreThanMustGo(0); }
+TEST(ColdStoreRewriteTest, ReleasedDelayedJobsRewriteNoMoreThanMustGo) {
   RewritesNoMoreThanMustGo(3600);
 }
 
@@ -170,7 +170,7 @@ std::pair<Seen, int64_t> See(command::Session& s, uint64_t id) {
           x.time_left_s};
 }
 
-TEST(ColdReview3Test, RandomChurnAndAKillLoseNothing) {
+TEST(ColdStoreRewriteTest, RandomChurnAndAKillLoseNothing) {
   for (uint32_t seed = 1; seed <= 30; seed++) {
     std::mt19937 rng(seed);
     auto rnd = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
