@@ -52,9 +52,21 @@ struct Dir {
   std::string File() const { return path + "/" + stalkd::storage::kCheckpointName; }
 };
 
+Dir* the_dir = nullptr;
+
+// Removes the directory and what is in it, at exit.
+void RemoveDir() {
+  unlinkat(the_dir->fd, stalkd::storage::kCheckpointName, 0);
+  unlinkat(the_dir->fd, stalkd::storage::kCheckpointTmpName, 0);
+  rmdir(the_dir->path.c_str());
+}
+
 const Dir& TheDir() {
-  static Dir* d = new Dir;
-  return *d;
+  if (!the_dir) {
+    the_dir = new Dir;
+    atexit(RemoveDir);
+  }
+  return *the_dir;
 }
 
 void WriteFile(const std::string& path, const std::string& bytes) {
