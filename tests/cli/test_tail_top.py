@@ -107,7 +107,7 @@ class TailTop:
         c.put("elsewhere", tube="x")
         c.put("two", tube="tl", delay=100, pri=3)
         c.put(b"three\x00\xff", tube="tl")
-        out, err = p.communicate(timeout=20)
+        out, err = p.communicate(timeout=120)
         self.assertEqual(p.returncode, 0, err)
         jobs = [json.loads(l) for l in out.splitlines()]
         self.assertEqual([body_of(j) for j in jobs], [b"one", b"two", b"three\x00\xff"])
@@ -123,7 +123,7 @@ class TailTop:
         c.put("already there", tube="te")
         p = self.start_tail("te", "--existing", "-n", "2")
         c.put("new", tube="te")
-        out, err = p.communicate(timeout=20)
+        out, err = p.communicate(timeout=120)
         self.assertEqual(p.returncode, 0, err)
         self.assertRegex(out.decode(), r"^id 1  tube te  state ready  pri 0  ttr 60  13 bytes\n"
                                        r"already there\nid \d+  tube te  state ready  pri 0  "
@@ -141,7 +141,7 @@ class TailTop:
         c.put("new", tube="tk")
         c.put("other tube", tube="x")
         c.put("later", tube="tk", delay=1)
-        out, err = p.communicate(timeout=30)
+        out, err = p.communicate(timeout=120)
         self.assertEqual(p.returncode, 0, err)
         jobs = [json.loads(l) for l in out.splitlines()]
         self.assertEqual([body_of(j) for j in jobs], [b"old", b"new", b"later"])
@@ -162,7 +162,7 @@ class TailTop:
     def test_tail_of_a_tube_that_does_not_exist_yet(self):
         p = self.start_tail("--json", "later", "-n", "1")
         self.client().put("first", tube="later")
-        out, err = p.communicate(timeout=20)
+        out, err = p.communicate(timeout=120)
         self.assertEqual(body_of(json.loads(out)), b"first", err)
 
     def test_tail_on_a_server_past_many_ids(self):
@@ -179,7 +179,7 @@ class TailTop:
         c.put("new 1", tube="far")
         time.sleep(0.3)  # a few polls in between
         c.put("new 2", tube="far", delay=50)
-        out, err = p.communicate(timeout=20)
+        out, err = p.communicate(timeout=120)
         self.assertEqual([body_of(json.loads(l)) for l in out.splitlines()],
                          [b"new 1", b"new 2"], err)
         if not self.on_beanstalkd():  # each poll is a few list-jobs, not a scan of every id
@@ -188,7 +188,7 @@ class TailTop:
             time.sleep(1)
             polls = int(stats_of(c, "stats-ext")["cmd-list-jobs"]) - before
             c.put("last", tube="far")
-            p.communicate(timeout=20)
+            p.communicate(timeout=120)
             # one call per state and poll: at most 1 s / 0.05 s polls, and a few more
             self.assertLessEqual(polls, 4 * 23, polls)
 

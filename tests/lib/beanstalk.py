@@ -278,6 +278,7 @@ class Server:
                 tail, self.store_prefix = store_args(self.binary, list(args))
             self.argv = argv = argv + tail
             sink = open(log, "ab") if log else None
+            self.spawned = time.monotonic()  # the process starts after this, before `ready`
             try:
                 self.proc = subprocess.Popen(argv, stdout=sink or subprocess.PIPE,
                                              stderr=subprocess.STDOUT if sink else subprocess.PIPE,
@@ -287,6 +288,7 @@ class Server:
                     sink.close()
             try:
                 self._wait_ready()
+                self.ready = time.monotonic()
                 return
             except PortTaken:
                 if port or attempt == 4:
