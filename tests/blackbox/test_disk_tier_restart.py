@@ -116,8 +116,9 @@ class DiskTierRestartTest(unittest.TestCase):
         st = ext(c)  # answered once the start is over (its listener is open before)
         self.assertIn(USED, self.read(log))
         # The jobs on disk never came into memory: none was demoted again, memory stayed
-        # within the budget from the start.
-        self.assertEqual(int(st["disk-tier-cold-jobs"]), cold)
+        # within the budget from the start. Those in memory at the stop that may be on disk
+        # start there too; each tube's first ready ones (64) are read ahead at once.
+        self.assertGreaterEqual(int(st["disk-tier-cold-jobs"]), cold - 2 * 64)
         self.assertEqual(int(st["disk-tier-demotions"]), 0)
         self.assertLessEqual(int(st["memory-used"]), 300 * 1024)
         after = stats_of(c, "stats")

@@ -1,0 +1,162 @@
+// Start-up, after the segments are read (or a checkpoint says what they hold): the live jobs
+// go into the engine, or, with the disk tier, those it could keep on disk go straight into
+// its index without entering memory (docs/DISK-TIER.md, "Restarts").
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/binlog.h"
+#include "storage/binlog_internal.h"
+#include "storage/record.h"
+
+namespace stalkd::storage {
+
+using binlog_internal::FromWall;
+using binlog_internal::JobReserve;
+using binlog_internal::Mapped;
+using binlog_internal::Replayed;
+using binlog_internal::ToRestored;
+using binlog_internal::WallNow;
+
+namespace {
+
+// How many jobs are restored between two DropPages: the pages of their records are held
+// meanwhile (a few MB).
+constexpr size_t kDropEvery = 1 << 16;
+
+// Whether a job that x describes, whose latest record is its kFull record, may start on
+// disk: as the tier's demotion would take it (Engine::Evictable: delayed or ready, no key,
+// no TTL). Reserved jobs come back ready, but are few: they start in memory, as buried ones.
+bool MayStartOnDisk(const JobRecord& x) {
+  if (x.state != DiskState::kDelayed && x.state != DiskState::kReady) return false;
+  return !x.extra.present || (x.extra.key_len == 0 && !x.extra.has_ttl);
+}
+
+}  // namespace
+
+const Mapped* Binlog::Replay::MapOf(uint32_t seq) const {
+  auto it = std::lower_bound(maps.begin(), maps.end(), seq,
+                             [](const auto& m, uint32_t s) { return m->seq < s; });
+  return it != maps.end() && (*it)->seq == seq ? it->get() : nullptr;
+}
+
+bool Binlog::Replay::Job(uint64_t id, const Replayed& r, JobRecord* out, std::string* why) const {
+  auto parse = [&](uint32_t seq, int64_t off, RecordType type, Record* rec) {
+    const Mapped* m = MapOf(seq);
+    size_t size = 0;
+    if (!m || off < 0 || static_cast<size_t>(off) >= m->size) {
+      *why = "its record is not in binlog." + std::to_string(seq);
+      return false;
+    }
+    const auto at = static_cast<size_t>(off);
+    if (ParseRecord(m->data + at, m->size - at, rec, &size, why, m->version) != Parse::kOk ||
+        rec->type != type || rec->job.id != id) {
+      *why = "binlog." + std::to_string(seq) + " offset " + std::to_string(off) +
+             " is not its record" + (why->empty() ? "" : " (" + *why + ")");
+      return false;
+    }
+    return true;
+  };
+  Record full;
+  if (!parse(r.full_seq, r.full_off, RecordType::kFull, &full)) return false;
+  *out = full.job;
+  if (r.full_latest) return true;
+  Record state;
+  if (!parse(r.last_seq, r.state_off, RecordType::kState, &state)) return false;
+  // The key and attributes are in the kFull record only.
+  *out = state.job;
+  out->tube = full.job.tube;
+  out->body = full.job.body;
+  out->extra.key_len = full.job.extra.key_len;
+  out->extra.attr_count = full.job.extra.attr_count;
+  out->extra.blob = full.job.extra.blob;
+  return true;
+}
+
+void Binlog::Replay::DropPages() const {
+  for (const auto& m : maps) m->DropPages();
+}
+
+// Restores the replayed jobs in id order, so buried jobs keep their order. With the disk
+// tier (both restore_cold callbacks given), every job it could keep on disk whose latest
+// record is its kFull record goes straight into its index instead of memory: its record
+// is parsed for its tube, priority and times, its body never copied. The tier's loop then
+// reads back what is needed, as after a demotion: delayed jobs a lead time before they are
+// due, each tube's first ready ones (docs/DISK-TIER.md).
+bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
+  std::unordered_map<uint32_t, Segment*> by_seq = AddReplayedSegments(replay);
+  const bool to_disk = options_.disk_tier && options_.restore_cold && options_.restore_cold_ready;
+  Nanos now = clock_.Now();
+  int64_t wall = WallNow();
+  jobs_.Reserve(replay.jobs.size());
+  std::string why;
+  bool ok = true;
+  size_t done = 0;
+  replay.jobs.ForEachInOrder([&](uint64_t id, const Replayed& r) {
+    if (!ok) return;
+    JobRecord x;
+    if (!replay.Job(id, r, &x, &why)) {
+      *error = "cannot restore job " + std::to_string(id) + ": " + why;
+      ok = false;
+      return;
+    }
+    if (jobs_.Find(id)) return;  // adopted already (cannot happen: ids differ)
+    const bool whole = options_.disk_tier && r.full_latest && r.full_off <= int64_t{UINT32_MAX};
+    if (to_disk && whole && MayStartOnDisk(x)) {
+      const engine::Tube* t = engine_->RestoreCold(id, x.tube);
+      if (!t) {
+        *error = "cannot restore job " + std::to_string(id);
+        ok = false;
+        return;
+      }
+      const Nanos created = FromWall(x.created_wall, now, wall);
+      if (x.state == DiskState::kDelayed) {
+        options_.restore_cold({id, FromWall(x.deadline_wall, now, wall), created, t});
+      } else {
+        options_.restore_cold_ready({id, x.pri, created, t});
+      }
+      replayed_cold_++;
+    } else if (!engine_->Restore(ToRestored(x, now, wall))) {
+      *error = "cannot restore job " + std::to_string(id);
+      ok = false;
+      return;
+    }
+    Segment* seg = by_seq[r.full_seq];
+    seg->live++;
+    seg->ids.push_back(id);
+    const uint32_t resv = JobReserve(x.extra.present);
+    jobs_.Emplace(id, JobMeta{r.full_seq, r.full_size, resv, r.last_seq, 0});
+    if (whole) full_offs_.Emplace(id, static_cast<uint32_t>(r.full_off));
+    reserved_ += resv;
+    live_bytes_ += r.full_size;
+    restored_++;
+    if (++done % kDropEvery == 0) replay.DropPages();
+    if (restored_ % 16384 == 0 && !GoOn(error)) ok = false;
+  });
+  replay.DropPages();
+  if (!ok) return false;
+  if (replayed_cold_ > 0) {
+    Log("%s: %zu jobs kept on disk from the start (the disk tier), %zu in memory",
+        options_.dir.c_str(), replayed_cold_, restored_ - replayed_cold_);
+  }
+  RestoreTubeTries(replay, by_seq);
+  return true;
+}
+
+// Gives the engine the tubes' default tries; their records keep their segments.
+void Binlog::RestoreTubeTries(const Replay& replay,
+                              const std::unordered_map<uint32_t, Segment*>& by_seq) {
+  for (const auto& [name, t] : replay.tube_tries) {
+    engine_->RestoreTubeTries(name, t.tries);
+    by_seq.at(t.seq)->live++;
+    tube_tries_[name] = TubeTriesMeta{t.seq, t.tries, t.size};
+    live_bytes_ += t.size;
+  }
+}
+
+}  // namespace stalkd::storage
