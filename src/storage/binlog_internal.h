@@ -107,9 +107,12 @@ struct Binlog::Replay {
   // r's job as its records say (views into the maps): its kFull record, and the fields of
   // its latest state record if one came after it. false if they do not parse (*why).
   bool Job(uint64_t id, const binlog_internal::Replayed& r, JobRecord* out, std::string* why) const;
-  // Gives the mapped segments' pages back (they are read again from the page cache if
-  // needed): a replay touches every page once, and must not keep them all resident.
-  void DropPages() const;
+  // Gives the pages of the mapped segments Job() read since the last call back (they are
+  // read again from the page cache if needed): a restore must not keep every segment
+  // resident. Job() notes the segments it read (touched) and about how many pages.
+  void DropTouched() const;
+  mutable std::vector<bool> touched;  // by index into maps
+  mutable size_t touched_pages = 0;
 };
 
 struct Binlog::Segment {

@@ -25,9 +25,9 @@ using binlog_internal::WallNow;
 
 namespace {
 
-// How many jobs are restored between two DropPages: the pages of their records are held
-// meanwhile (a few MB).
-constexpr size_t kDropEvery = 1 << 16;
+// How many pages of the maps the restore may have touched before it gives them back: 16 MiB
+// (a restore from a checkpoint reads records scattered over every segment, a page each).
+constexpr size_t kDropAfterPages = 4096;
 
 // Whether a job that x describes, whose latest record is its kFull record, may start on
 // disk: as the tier's demotion would take it (Engine::Evictable: delayed or ready, no key,
@@ -42,7 +42,10 @@ bool MayStartOnDisk(const JobRecord& x) {
 const Mapped* Binlog::Replay::MapOf(uint32_t seq) const {
   auto it = std::lower_bound(maps.begin(), maps.end(), seq,
                              [](const auto& m, uint32_t s) { return m->seq < s; });
-  return it != maps.end() && (*it)->seq == seq ? it->get() : nullptr;
+  if (it == maps.end() || (*it)->seq != seq) return nullptr;
+  touched.resize(maps.size());
+  touched[static_cast<size_t>(it - maps.begin())] = true;
+  return it->get();
 }
 
 bool Binlog::Replay::Job(uint64_t id, const Replayed& r, JobRecord* out, std::string* why) const {
@@ -54,6 +57,7 @@ bool Binlog::Replay::Job(uint64_t id, const Replayed& r, JobRecord* out, std::st
       return false;
     }
     const auto at = static_cast<size_t>(off);
+    touched_pages += 2;  // a record of a few hundred bytes: its page, maybe the next
     if (ParseRecord(m->data + at, m->size - at, rec, &size, why, m->version) != Parse::kOk ||
         rec->type != type || rec->job.id != id) {
       *why = "binlog." + std::to_string(seq) + " offset " + std::to_string(off) +
@@ -64,6 +68,7 @@ bool Binlog::Replay::Job(uint64_t id, const Replayed& r, JobRecord* out, std::st
   };
   Record full;
   if (!parse(r.full_seq, r.full_off, RecordType::kFull, &full)) return false;
+  touched_pages += full.job.body.size() / 4096;  // a large body: its pages
   *out = full.job;
   if (r.full_latest) return true;
   Record state;
@@ -78,8 +83,12 @@ bool Binlog::Replay::Job(uint64_t id, const Replayed& r, JobRecord* out, std::st
   return true;
 }
 
-void Binlog::Replay::DropPages() const {
-  for (const auto& m : maps) m->DropPages();
+void Binlog::Replay::DropTouched() const {
+  for (size_t i = 0; i < touched.size(); i++) {
+    if (touched[i]) maps[i]->DropPages();
+  }
+  touched.assign(touched.size(), false);
+  touched_pages = 0;
 }
 
 // Restores the replayed jobs in id order, so buried jobs keep their order. With the disk
@@ -96,7 +105,6 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
   jobs_.Reserve(replay.jobs.size());
   std::string why;
   bool ok = true;
-  size_t done = 0;
   replay.jobs.ForEachInOrder([&](uint64_t id, const Replayed& r) {
     if (!ok) return;
     JobRecord x;
@@ -135,10 +143,10 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
     reserved_ += resv;
     live_bytes_ += r.full_size;
     restored_++;
-    if (++done % kDropEvery == 0) replay.DropPages();
+    if (replay.touched_pages >= kDropAfterPages) replay.DropTouched();
     if (restored_ % 16384 == 0 && !GoOn(error)) ok = false;
   });
-  replay.DropPages();
+  replay.DropTouched();
   if (!ok) return false;
   if (replayed_cold_ > 0) {
     Log("%s: %zu jobs kept on disk from the start (the disk tier), %zu in memory",
