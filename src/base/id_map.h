@@ -1,12 +1,10 @@
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <utility>
-#include <vector>
 
 namespace stalkd {
 
@@ -69,26 +67,6 @@ class IdMap {
         if (p->Has(s)) fn((page << kPageBits) | s, p->slots[s]);
       }
     }
-  }
-
-  // fn(id, T&) for every entry, in increasing id order (sorts the pages: one key a page).
-  template <typename Fn>
-  void ForEachInOrder(Fn fn) {
-    std::vector<uint64_t> order;
-    order.reserve(pages_.size());
-    for (const auto& kv : pages_) order.push_back(kv.first);
-    std::sort(order.begin(), order.end());
-    for (uint64_t page : order) {
-      Page& p = *pages_.at(page);
-      for (uint64_t s = 0; s < kSlots; s++) {
-        if (p.Has(s)) fn((page << kPageBits) | s, p.slots[s]);
-      }
-    }
-  }
-
-  void Clear() {
-    pages_.clear();
-    size_ = 0;
   }
 
  private:

@@ -77,13 +77,13 @@ bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
   if (!ok && stopped_) {
     // Asked to stop while reading: nothing was written, so the checkpoint stays for the
     // next start.
-    replay->jobs.Clear();
+    replay->ForgetJobs();
     checkpoint_.reset();
     return false;
   }
   if (!ok) {
     Log("%s: not used (%s); every record is read instead", path.c_str(), why.c_str());
-    replay->jobs.Clear();
+    replay->ForgetJobs();
     replay->tube_tries.clear();
     checkpoint_.reset();
     RemoveCheckpoint(nullptr);

@@ -14,7 +14,7 @@
 
 #include "base/check.h"
 #include "base/clock.h"
-#include "base/id_map.h"
+#include "base/sparse_id_map.h"
 #include "engine/engine.h"
 #include "storage/binlog.h"
 #include "storage/record.h"
@@ -97,11 +97,17 @@ struct Binlog::Replay {
   // The newest segment with any record: damage in it with nothing valid after is a torn
   // tail, cut by a crash.
   size_t tail = 0;
-  IdMap<binlog_internal::Replayed> jobs;  // the live jobs
+  // The live jobs: 32 bytes each however sparse their ids (an IdMap's page would cost
+  // 256 entries for one id that outlived its neighbours).
+  SparseIdMap<binlog_internal::Replayed> jobs;
   std::unordered_map<std::string, binlog_internal::ReplayedTries> tube_tries;
   uint64_t max_id = 0;  // over every record, deletes included
 
   void Apply(const Record& r, uint32_t seq, size_t size, size_t off);
+  void ForgetJobs() {  // a checkpoint not used after all: its jobs go
+    std::destroy_at(&jobs);
+    std::construct_at(&jobs);
+  }
   // The mapped segment `seq`, or nullptr.
   const binlog_internal::Mapped* MapOf(uint32_t seq) const;
   // r's job as its records say (views into the maps): its kFull record, and the fields of

@@ -103,24 +103,25 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
   Nanos now = clock_.Now();
   int64_t wall = WallNow();
   jobs_.Reserve(replay.jobs.size());
+  std::vector<uint64_t> ids;  // in id order
+  ids.reserve(replay.jobs.size());
+  replay.jobs.ForEach([&](uint64_t id, const Replayed&) { ids.push_back(id); });
+  std::sort(ids.begin(), ids.end());
   std::string why;
-  bool ok = true;
-  replay.jobs.ForEachInOrder([&](uint64_t id, const Replayed& r) {
-    if (!ok) return;
+  for (uint64_t id : ids) {
+    const Replayed& r = *replay.jobs.Find(id);
     JobRecord x;
     if (!replay.Job(id, r, &x, &why)) {
       *error = "cannot restore job " + std::to_string(id) + ": " + why;
-      ok = false;
-      return;
+      return false;
     }
-    if (jobs_.Find(id)) return;  // adopted already (cannot happen: ids differ)
+    if (jobs_.Find(id)) continue;  // adopted already (cannot happen: ids differ)
     const bool whole = options_.disk_tier && r.full_latest && r.full_off <= int64_t{UINT32_MAX};
     if (to_disk && whole && MayStartOnDisk(x)) {
       const engine::Tube* t = engine_->RestoreCold(id, x.tube);
       if (!t) {
         *error = "cannot restore job " + std::to_string(id);
-        ok = false;
-        return;
+        return false;
       }
       const Nanos created = FromWall(x.created_wall, now, wall);
       if (x.state == DiskState::kDelayed) {
@@ -131,8 +132,7 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
       replayed_cold_++;
     } else if (!engine_->Restore(ToRestored(x, now, wall))) {
       *error = "cannot restore job " + std::to_string(id);
-      ok = false;
-      return;
+      return false;
     }
     Segment* seg = by_seq[r.full_seq];
     seg->live++;
@@ -144,10 +144,9 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
     live_bytes_ += r.full_size;
     restored_++;
     if (replay.touched_pages >= kDropAfterPages) replay.DropTouched();
-    if (restored_ % 16384 == 0 && !GoOn(error)) ok = false;
-  });
+    if (restored_ % 16384 == 0 && !GoOn(error)) return false;
+  }
   replay.DropTouched();
-  if (!ok) return false;
   if (replayed_cold_ > 0) {
     Log("%s: %zu jobs kept on disk from the start (the disk tier), %zu in memory",
         options_.dir.c_str(), replayed_cold_, restored_ - replayed_cold_);
