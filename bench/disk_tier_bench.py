@@ -14,7 +14,9 @@ Parts (--part, comma-separated; default all, in this order):
   restart   the servers of `capacity` (or a fill of N as there): SIGTERM, then exec → the
             first `stats` reply, the time until the tier has demoted again, the start-up's
             peak RSS (VmHWM); twice, the second time with the binlog's pages evicted from the
-            page cache first (as after a reboot). Linear extrapolation to --target-jobs.
+            page cache first (as after a reboot); then a third time after a kill -9 (a replay
+            of the binlog), and with --compare-binary a fourth, after another kill -9, with
+            that binary. Linear extrapolation to --target-jobs.
             --tier-only leaves out the all-in-memory server here and in capacity.
   hotpath   M [--hotpath-jobs] delayed jobs (1 hour to 30 days) in both servers, the tier's
             budget set from the all-in-memory server's `memory-used` so that a fraction
@@ -782,13 +784,25 @@ def part_restart(ctx):
         before = srv.ext()
         o = out[key] = {"rss_before": srv.rss(), "jobs_before": before["current-jobs-ready"] +
                         before["current-jobs-delayed"]}
-        for cache in ("warm", "evicted"):  # the binlog in the page cache, then not
-            srv.stop(signal.SIGTERM)
+        # The binlog in the page cache, then not (both after a clean stop: from the tier's
+        # checkpoint), then after a kill -9 (a replay), and, with --compare-binary, after
+        # another kill -9 with that binary (say, the build before a change) on the same files.
+        starts = [("warm", signal.SIGTERM, None), ("evicted", signal.SIGTERM, None),
+                  ("killed", signal.SIGKILL, None)]
+        if a.compare_binary:
+            starts.append(("killed_compare", signal.SIGKILL, a.compare_binary))
+        for cache, sig, binary in starts:
+            srv.stop(sig)
             if cache == "evicted":
                 segs = srv.segments()
                 evict(segs)
                 o["resident_at_start"] = resident_bytes(segs)
-            accept_s, reply_s = srv.start()
+            own = srv.binary
+            srv.binary = binary or own
+            try:
+                accept_s, reply_s = srv.start()
+            finally:
+                srv.binary = own
             t_up = now()
             if key == "tier":
                 want = before["disk-tier-cold-jobs"]
@@ -809,8 +823,14 @@ def part_restart(ctx):
     ctx.out["restart"] = out
     r, t = out["ram"], out["tier"]
     rows = [("jobs back (twice) / before", g(r, "jobs"), t["jobs"], "all")]
-    for cache, what in (("warm", "the binlog in the page cache"),
-                        ("evicted", "the binlog evicted from the page cache first")):
+    whats = [("warm", "the binlog in the page cache"),
+             ("evicted", "the binlog evicted from the page cache first"),
+             ("killed", "after kill -9 (a replay, the binlog in the page cache)")]
+    if a.compare_binary:
+        whats.append(("killed_compare", f"after kill -9 with {a.compare_binary}"))
+    for cache, what in whats:
+        if f"reply_s_{cache}" not in t:
+            continue
         rows += [
             (f"{what}: exec → first accepted connection s", g(r, f"accept_s_{cache}"),
              t[f"accept_s_{cache}"], ""),
@@ -935,6 +955,9 @@ def main():
                     "--target-budget × N / --target-jobs")
     ap.add_argument("--target-jobs", type=int, default=200_000_000)
     ap.add_argument("--target-budget", default="2G")
+    ap.add_argument("--compare-binary", default=None,
+                    help="restart: after the kill -9 start, one more kill -9 and a start of the "
+                         "same files with this stalkd (say, the build before a change)")
     ap.add_argument("--tier-only", action="store_true",
                     help="capacity, restart: no all-in-memory server (at a scale it cannot hold)")
     ap.add_argument("--hotpath-jobs", type=int, default=None, help="hotpath: M (default N)")

@@ -3,8 +3,9 @@
 
 Layers: every folder src/<layer>/ is a layer; its .h and .cc files may include (as
 "layer/file.h") their own layer and the layers RULES lists for it, nothing else. Files named
-*_test.cc are exempt: the unit tests link everything. A folder of src/ that RULES does not
-list is an error too, so a new layer has to be placed in the table before it can hold code.
+*_test.cc, and their helpers *_test_util.h, are exempt: the unit tests link everything. A
+folder of src/ that RULES does not list is an error too, so a new layer has to be placed in
+the table before it can hold code.
 
 Size: no file of src/ (of any kind, unit tests too) has more than MAX_LINES lines, unless
 its first comment says why it must be one piece: a line of that comment holds "one piece:"
@@ -48,7 +49,7 @@ ONE_PIECE = re.compile(r"one piece:\s*(\S+\s+){2,}\S")
 AWAITING_SPLIT = []
 
 EXTENSIONS = (".h", ".cc")
-EXEMPT_SUFFIX = "_test.cc"
+EXEMPT_SUFFIX = ("_test.cc", "_test_util.h")  # the unit tests and their helpers
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/[^"]*"')
 
 

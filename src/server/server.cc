@@ -215,7 +215,11 @@ bool Server::OpenBinlog(std::string* error, int* exit_code) {
     return !stopping_;
   };
   // The disk tier exists before recovery: a checkpoint of its index restores jobs into it.
-  if (options_.hot_memory != 0) so.restore_cold = [this](const auto& e) { cold_->AddRestored(e); };
+  if (options_.hot_memory != 0) {
+    so.restore_cold = [this](const auto& e) { cold_->AddRestored(e); };
+    // A replay after a crash restores the jobs that can be on disk straight to it.
+    so.restore_cold_ready = [this](const auto& e) { cold_->AddRestoredReady(e); };
+  }
   auto binlog = std::make_unique<storage::Binlog>(so, clock_);
   if (!binlog->Lock(error)) {
     *exit_code = 10;

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/job_log.h"
 #include "storage/cold_index.h"
+#include "storage/cold_ready_index.h"
 #include "storage/record.h"
 #include "storage/syncer.h"
 
@@ -46,6 +47,11 @@ struct BinlogOptions {
   // (never read into memory) to this, for the disk tier's index. Without it, a checkpoint
   // is not used.
   std::function<void(const ColdIndex::Entry&)> restore_cold;
+  // With disk_tier and restore_cold: a replay (a start after a crash) gives the jobs the
+  // tier could keep on disk, whole in their kFull record, to these instead of the engine:
+  // delayed ones to restore_cold, ready ones to this. Without it, a replay restores every
+  // job into memory.
+  std::function<void(const ColdReadyIndex::Entry&)> restore_cold_ready;
 };
 
 // The durable binlog (-b DIR): a write-ahead log of segments binlog.N in stalkd's format
@@ -171,6 +177,8 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   bool WriteCheckpoint(const ColdIndex& cold);
   // Jobs Recover restored from a checkpoint without reading their records (0: none used).
   size_t restored_cold() const { return restored_cold_; }
+  // Jobs a replay restored straight to the disk tier's index (restore_cold_ready).
+  size_t replayed_cold() const { return replayed_cold_; }
 
   // Number of jobs restored by Recover, and of damaged records it skipped.
   size_t restored() const { return restored_; }
@@ -269,7 +277,8 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   bool PassDamaged(const Replay& replay, size_t i, const std::string& why, size_t* off, bool* torn,
                    std::string* error);
   std::unordered_map<uint32_t, Segment*> AddReplayedSegments(const Replay& replay);
-  bool RestoreReplayed(const Replay& replay, std::string* error);
+  // binlog_restore.cc: the replayed jobs into the engine or the disk tier's index.
+  bool RestoreReplayed(Replay& replay, std::string* error);
   void RestoreTubeTries(const Replay& replay, const std::unordered_map<uint32_t, Segment*>& by_seq);
   void DropEmptySegments(const std::vector<uint32_t>& seqs, const std::vector<bool>& has_data);
   Segment* ReuseSegments(Replay* replay);
@@ -348,6 +357,7 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   int64_t dropped_updates_ = 0;
   size_t restored_ = 0;
   size_t restored_cold_ = 0;
+  size_t replayed_cold_ = 0;
   size_t skipped_ = 0;
   uint64_t max_id_ = 0;                           // the highest id of any record placed or replayed
   std::unique_ptr<CheckpointReader> checkpoint_;  // between LoadCheckpoint and its use

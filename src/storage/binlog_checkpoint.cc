@@ -77,14 +77,13 @@ bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
   if (!ok && stopped_) {
     // Asked to stop while reading: nothing was written, so the checkpoint stays for the
     // next start.
-    replay->jobs.clear();
-    replay->records.clear();
+    replay->ForgetJobs();
     checkpoint_.reset();
     return false;
   }
   if (!ok) {
     Log("%s: not used (%s); every record is read instead", path.c_str(), why.c_str());
-    replay->jobs.clear();
+    replay->ForgetJobs();
     replay->tube_tries.clear();
     checkpoint_.reset();
     RemoveCheckpoint(nullptr);
@@ -98,8 +97,8 @@ bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
   return true;
 }
 
-// The checkpoint's jobs in memory at its writing: their kFull records, parsed from the
-// mapped segments into replay->jobs. Every job's record must lie inside the segments, and
+// The checkpoint's jobs in memory at its writing: their kFull records, read and checked,
+// their places noted in replay->jobs. Every job's record must lie inside the segments, and
 // those read must be the job's. Then rewinds the checkpoint for the cold jobs. Every 16,384
 // records read it lets the loop turn (GoOn), as a replay does; false with stopped_ set and
 // *error if the server was asked to stop meanwhile.
@@ -116,6 +115,7 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
   }
   CheckpointJob j;
   size_t read = 0;
+  std::string buf;
   auto fail = [&](const std::string& what) {
     *why = "job " + std::to_string(j.id) + ": " + what;
     return false;
@@ -133,9 +133,10 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
     }
     if (++read % 16384 == 0 && !GoOn(error)) return false;
     // Read with pread, not from the map: the page cache holds the pages, not this process
-    // (scattered over every segment, they would count in its resident memory).
+    // (scattered over every segment, they would count in its resident memory). Only checked
+    // here, not kept: the restore parses it again (RestoreReplayed, a few pages at a time).
     const Mapped& m = *replay->maps[it->second];
-    std::string& buf = replay->records.emplace_back(j.size, '\0');
+    buf.assign(j.size, '\0');
     ssize_t got = 0;
     while (got >= 0 && static_cast<size_t>(got) < buf.size()) {
       const ssize_t n = pread(m.fd, buf.data() + got, buf.size() - static_cast<size_t>(got),
@@ -152,7 +153,7 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
       return fail("binlog." + std::to_string(j.seq) + " offset " + std::to_string(j.off) +
                   " is not its record" + (bad.empty() ? "" : " (" + bad + ")"));
     }
-    replay->jobs[j.id] = Replayed{r.job, j.seq, j.seq, j.size, j.off, true};
+    replay->jobs.Emplace(j.id, Replayed{int64_t{j.off}, 0, j.seq, j.seq, j.size, true});
   }
   return why->empty() && checkpoint_->Rewind(why);
 }

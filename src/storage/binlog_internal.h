@@ -14,6 +14,7 @@
 
 #include "base/check.h"
 #include "base/clock.h"
+#include "base/sparse_id_map.h"
 #include "engine/engine.h"
 #include "storage/binlog.h"
 #include "storage/record.h"
@@ -62,16 +63,20 @@ struct Mapped {
   size_t size = 0;
   ~Mapped();
   bool Open(std::string* error);
+  void DropPages() const;  // MADV_DONTNEED: the process no longer holds its pages
 };
 
-// A live job as replayed from the segments (or found through a checkpoint).
+// A live job as replayed from the segments (or found through a checkpoint): where its
+// records are, not what they hold (32 bytes a job, so that a replay of millions of jobs
+// does not hold them all: their records are parsed again from the mapped segments when
+// the job is restored, ReplayedJob).
 struct Replayed {
-  JobRecord rec;  // views into the mapped segments
-  uint32_t full_seq;
-  uint32_t last_seq;
-  uint32_t full_size;
-  int64_t full_off = 0;     // where the kFull record starts in its segment
-  bool full_latest = true;  // no state record after it
+  int64_t full_off = 0;   // where the kFull record starts in its segment
+  int64_t state_off = 0;  // where the latest state record starts (in last_seq), if any
+  uint32_t full_seq = 0;
+  uint32_t last_seq = 0;  // segment of the latest record
+  uint32_t full_size = 0;
+  bool full_latest = true;  // no state record after the kFull record
 };
 
 // A tube's default tries as its latest kTubeTries record says (not 0: a clear erases it).
@@ -92,12 +97,28 @@ struct Binlog::Replay {
   // The newest segment with any record: damage in it with nothing valid after is a torn
   // tail, cut by a crash.
   size_t tail = 0;
-  std::unordered_map<uint64_t, binlog_internal::Replayed> jobs;  // the live jobs
+  // The live jobs: 32 bytes each however sparse their ids (an IdMap's page would cost
+  // 256 entries for one id that outlived its neighbours).
+  SparseIdMap<binlog_internal::Replayed> jobs;
   std::unordered_map<std::string, binlog_internal::ReplayedTries> tube_tries;
-  uint64_t max_id = 0;              // over every record, deletes included
-  std::deque<std::string> records;  // records read for a checkpoint's jobs (views point here)
+  uint64_t max_id = 0;  // over every record, deletes included
 
   void Apply(const Record& r, uint32_t seq, size_t size, size_t off);
+  void ForgetJobs() {  // a checkpoint not used after all: its jobs go
+    std::destroy_at(&jobs);
+    std::construct_at(&jobs);
+  }
+  // The mapped segment `seq`, or nullptr.
+  const binlog_internal::Mapped* MapOf(uint32_t seq) const;
+  // r's job as its records say (views into the maps): its kFull record, and the fields of
+  // its latest state record if one came after it. false if they do not parse (*why).
+  bool Job(uint64_t id, const binlog_internal::Replayed& r, JobRecord* out, std::string* why) const;
+  // Gives the pages of the mapped segments Job() read since the last call back (they are
+  // read again from the page cache if needed): a restore must not keep every segment
+  // resident. Job() notes the segments it read (touched) and about how many pages.
+  void DropTouched() const;
+  mutable std::vector<bool> touched;  // by index into maps
+  mutable size_t touched_pages = 0;
 };
 
 struct Binlog::Segment {

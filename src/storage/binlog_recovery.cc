@@ -28,7 +28,6 @@
 namespace stalkd::storage {
 
 using binlog_internal::FromWall;
-using binlog_internal::JobReserve;
 using binlog_internal::Mapped;
 using binlog_internal::Replayed;
 using binlog_internal::ToRestored;
@@ -45,6 +44,10 @@ Nanos binlog_internal::FromWall(int64_t t, Nanos now, int64_t wall) {
 binlog_internal::Mapped::~Mapped() {
   if (data) munmap(const_cast<char*>(data), size);
   if (fd >= 0) close(fd);
+}
+
+void binlog_internal::Mapped::DropPages() const {
+  if (data) madvise(const_cast<char*>(data), size, MADV_DONTNEED);
 }
 
 bool binlog_internal::Mapped::Open(std::string* error) {
@@ -177,16 +180,6 @@ bool NeverGotHeader(const std::string& path, bool* never, std::string* error) {
   return n >= 0;
 }
 
-// The replayed jobs in id order.
-std::vector<const Replayed*> ById(const std::unordered_map<uint64_t, Replayed>& jobs) {
-  std::vector<const Replayed*> order;
-  order.reserve(jobs.size());
-  for (const auto& [id, r] : jobs) order.push_back(&r);
-  std::sort(order.begin(), order.end(),
-            [](const Replayed* a, const Replayed* b) { return a->rec.id < b->rec.id; });
-  return order;
-}
-
 }  // namespace
 
 void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size, size_t off) {
@@ -194,28 +187,22 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size, size_t of
     max_id = std::max(max_id, r.job.id);
   }
   switch (r.type) {
-    case RecordType::kFull:
-      jobs[r.job.id] =
-          Replayed{r.job, seq, seq, static_cast<uint32_t>(size), static_cast<int64_t>(off), true};
+    case RecordType::kFull: {
+      const Replayed x{static_cast<int64_t>(off), 0, seq, seq, static_cast<uint32_t>(size), true};
+      auto [at, added] = jobs.Emplace(r.job.id, x);
+      if (!added) *at = x;  // written whole again (a compaction move, a rewrite)
       break;
+    }
     case RecordType::kState: {
-      auto it = jobs.find(r.job.id);
-      if (it == jobs.end()) break;  // its kFull record was in a removed segment: gone
-      JobRecord& x = it->second.rec;
-      std::string_view tube = x.tube, body = x.body;
-      ExtraRecord put = x.extra;  // the key and attributes are in the kFull record only
-      x = r.job;
-      x.tube = tube;
-      x.body = body;
-      x.extra.key_len = put.key_len;
-      x.extra.attr_count = put.attr_count;
-      x.extra.blob = put.blob;
-      it->second.last_seq = seq;
-      it->second.full_latest = false;
+      Replayed* x = jobs.Find(r.job.id);
+      if (!x) break;  // its kFull record was in a removed segment: gone
+      x->last_seq = seq;
+      x->state_off = static_cast<int64_t>(off);
+      x->full_latest = false;
       break;
     }
     case RecordType::kDelete:
-      jobs.erase(r.job.id);
+      jobs.Erase(r.job.id);
       break;
     case RecordType::kAdoptDone:
       break;
@@ -296,7 +283,6 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   for (const auto& s : segs_) max_seq = std::max(max_seq, s->seq);  // adopted segments
   for (uint32_t seq : seqs) max_seq = std::max(max_seq, seq);
   Replay replay;
-  replay.jobs.reserve(1024);
   if (!MapSegments(seqs, &replay, error)) return false;
   // A checkpoint that covers these segments as they are spares reading them (the cold jobs'
   // records are not read at all); else every record is replayed.
@@ -420,6 +406,7 @@ bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
     off += size;
   }
   replay->ends[i] = std::min(off, m.size);
+  m.DropPages();  // read once: the restore reads again only the records of its jobs
   return true;
 }
 
@@ -473,49 +460,6 @@ std::unordered_map<uint32_t, Binlog::Segment*> Binlog::AddReplayedSegments(const
   std::sort(segs_.begin(), segs_.end(),
             [](const auto& a, const auto& b) { return a->seq < b->seq; });
   return by_seq;
-}
-
-// Restores the replayed jobs in id order, so buried jobs keep their order.
-bool Binlog::RestoreReplayed(const Replay& replay, std::string* error) {
-  std::vector<const Replayed*> order = ById(replay.jobs);
-  std::unordered_map<uint32_t, Segment*> by_seq = AddReplayedSegments(replay);
-  Nanos now = clock_.Now();
-  int64_t wall = WallNow();
-  jobs_.Reserve(order.size());
-  for (const Replayed* r : order) {
-    const JobRecord& x = r->rec;
-    engine::RestoredJob rj = ToRestored(x, now, wall);
-    if (jobs_.Find(x.id)) continue;  // adopted already (cannot happen: ids differ)
-    if (!engine_->Restore(rj)) {
-      *error = "cannot restore job " + std::to_string(x.id);
-      return false;
-    }
-    Segment* seg = by_seq[r->full_seq];
-    seg->live++;
-    seg->ids.push_back(x.id);
-    const uint32_t resv = JobReserve(x.extra.present);
-    jobs_.Emplace(x.id, JobMeta{r->full_seq, r->full_size, resv, r->last_seq, 0});
-    if (options_.disk_tier && r->full_latest && r->full_off <= int64_t{UINT32_MAX}) {
-      full_offs_.Emplace(x.id, static_cast<uint32_t>(r->full_off));
-    }
-    reserved_ += resv;
-    live_bytes_ += r->full_size;
-    restored_++;
-    if (restored_ % 16384 == 0 && !GoOn(error)) return false;
-  }
-  RestoreTubeTries(replay, by_seq);
-  return true;
-}
-
-// Gives the engine the tubes' default tries; their records keep their segments.
-void Binlog::RestoreTubeTries(const Replay& replay,
-                              const std::unordered_map<uint32_t, Segment*>& by_seq) {
-  for (const auto& [name, t] : replay.tube_tries) {
-    engine_->RestoreTubeTries(name, t.tries);
-    by_seq.at(t.seq)->live++;
-    tube_tries_[name] = TubeTriesMeta{t.seq, t.tries, t.size};
-    live_bytes_ += t.size;
-  }
 }
 
 // Segments without any record (preallocated ones of the last run) are no longer needed,

@@ -27,6 +27,7 @@
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
 #include "storage/cold_store.h"
+#include "storage/cold_tier_test_util.h"
 #include "storage/record.h"
 #include "store/memory_store.h"
 
@@ -35,99 +36,16 @@ namespace {
 
 using command::Outcome;
 using command::Result;
+using testing_util::Exists;
+using testing_util::ExpectSameAnswers;
+using testing_util::Files;
+using testing_util::MakeHistory;
 using testing_util::MakeTempDir;
 constexpr auto Put = command::testing_util::PutThrough;
 using testing_util::ReadFile;
 using testing_util::RemoveDir;
+using testing_util::Tier;
 using testing_util::WriteFile;
-
-std::vector<std::string> Files(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] != '.') out.push_back(e->d_name);
-    }
-    closedir(d);
-  }
-  return out;
-}
-
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
-struct Recorder final : command::Client {
-  void OnResult(const Result&) override {}
-};
-
-// A store with a binlog on `dir` and, with a budget, the disk tier, restored as the server
-// does it (the tier exists before recovery and takes the checkpoint's cold jobs).
-struct Tier {
-  std::unique_ptr<store::MemoryStore> store;
-  std::unique_ptr<Binlog> log;
-  std::unique_ptr<ColdStore> cold;
-  Recorder rec;
-  std::unique_ptr<command::Session> session;
-  std::string error;
-  bool ok = false;
-
-  Tier(FakeClock& clock, const std::string& dir, size_t budget,
-       std::function<bool()> progress = {}) {
-    store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
-    BinlogOptions o;
-    o.dir = dir;
-    o.segment_size = 8192;  // small: many segments, rotation and compaction
-    o.fsync_ms = 0;
-    o.disk_tier = budget != 0;
-    o.progress = std::move(progress);
-    if (budget != 0) o.restore_cold = [this](const ColdIndex::Entry& e) { cold->AddRestored(e); };
-    log = std::make_unique<Binlog>(o, clock);
-    if (budget != 0) {
-      ColdStoreOptions co;
-      co.budget = budget;
-      cold = std::make_unique<ColdStore>(store->engine(), *log, co);
-    }
-    ok = log->Lock(&error) && log->Recover(&store->engine(), &error);
-    EXPECT_TRUE(ok || log->stopped()) << error;
-    store->engine().set_log(log.get());
-    if (cold) store->set_cold(cold.get());
-    session = store->Open(rec);
-  }
-  ~Tier() {
-    session.reset();
-    if (ok) store->engine().CheckInvariants();
-    if (log) {
-      log->Close();
-      store->engine().set_log(nullptr);
-    }
-    store->set_cold(nullptr);
-    cold.reset();
-    log.reset();
-  }
-  void Tick() {
-    store->Tick();
-    log->Flush();
-  }
-  // A clean shutdown as the server's: sessions closed, the log closed, the checkpoint.
-  bool Shutdown() {
-    session.reset();
-    log->Close();
-    bool written = cold && log->WriteCheckpoint(cold->index());
-    store->engine().set_log(nullptr);
-    log.reset();
-    return written;
-  }
-  // A crash: what was written stays, nothing else happens.
-  void Crash() {
-    session.reset();
-    log->Close();
-    store->engine().set_log(nullptr);
-    log.reset();
-  }
-  size_t Jobs() {
-    Result r = session->Stats();
-    const command::ServerStats& s = *r.stats;
-    return s.ready + s.delayed + s.buried + s.reserved;
-  }
-};
 
 class CheckpointTest : public ::testing::Test {
  protected:
@@ -141,48 +59,8 @@ class CheckpointTest : public ::testing::Test {
   // after the put; then a clean shutdown that writes the checkpoint. Returns the jobs.
   size_t Fill(uint32_t seed, int puts) {
     Tier t(clock_, dir_, 1);  // a budget of 1 byte: every job that may go, goes
-    std::mt19937_64 rng(seed);
-    auto rand = [&](uint64_t n) { return rng() % n; };
+    MakeHistory(t, seed, puts, false);
     command::Session& s = *t.session;
-    EXPECT_EQ(s.TubeTries("a", 3).outcome, Outcome::kTubeTries);
-    const char* tubes[] = {"default", "a", "b"};
-    std::vector<uint64_t> ids;
-    for (int i = 0; i < puts; i++) {
-      s.Use(tubes[rand(3)]);
-      const uint32_t delay = rand(5) == 0 ? 0 : static_cast<uint32_t>(100 + rand(100000));
-      Result r = Put(s, static_cast<uint32_t>(rand(3)), delay,
-                     "job " + std::to_string(i) + std::string(rand(60), 'x'));
-      EXPECT_EQ(r.outcome, Outcome::kInserted);
-      ids.push_back(r.number);
-      if (i % 7 == 0) t.Tick();
-    }
-    for (int i = 0; i < 5; i++) t.Tick();
-    for (const char* tube : tubes) s.Watch(tube);
-    for (int i = 0; i < puts / 4; i++) {
-      const uint64_t id = ids[rand(ids.size())];
-      switch (rand(5)) {
-        case 0:
-          s.Delete(id);
-          break;
-        case 1:
-          s.KickJob(id);  // from disk: a state record after its put
-          break;
-        case 2: {
-          Result r = s.Reserve(0);
-          if (r.outcome == Outcome::kReserved) s.Release(r.job.id, 7, 5000);
-          break;
-        }
-        case 3: {
-          Result r = s.Reserve(0);
-          if (r.outcome == Outcome::kReserved) s.Bury(r.job.id, 9);
-          break;
-        }
-        default:
-          s.Peek(id);  // read back into memory, whole in its record
-          break;
-      }
-      t.Tick();
-    }
     s.Reserve(0);  // reserved at the shutdown
     clock_.Advance(kSecond);
     for (int i = 0; i < 5; i++) t.Tick();
@@ -366,6 +244,7 @@ TEST_F(CheckpointTest, RestartFromItEqualsAFullReplay) {
     }
     Tier a(clock_, dir_, 1), b(clock_, copy, 1);
     ASSERT_TRUE(a.ok && b.ok);
+    // The fake clock advanced 1 s in Fill, the wall one by the test's run time.
     const double drift_s =
         std::chrono::duration<double>(std::chrono::system_clock::now() - wall0).count() + 1 + 1;
     EXPECT_EQ(a.log->restored_cold(), cold_before_);
@@ -375,41 +254,7 @@ TEST_F(CheckpointTest, RestartFromItEqualsAFullReplay) {
     EXPECT_EQ(a.log->restored(), b.log->restored());
     EXPECT_EQ(a.Jobs(), jobs);
     EXPECT_EQ(b.Jobs(), jobs);
-    const command::ServerStats sa = *a.session->Stats().stats, sb = *b.session->Stats().stats;
-    EXPECT_EQ(sa.ready, sb.ready);
-    EXPECT_EQ(sa.delayed, sb.delayed);
-    EXPECT_EQ(sa.buried, sb.buried);
-    EXPECT_EQ(sa.total_jobs, sb.total_jobs);
-    EXPECT_EQ(sa.tubes, sb.tubes);
-    for (const char* tube : {"default", "a", "b"}) {
-      const command::TubeStats ta = *a.session->StatsTube(tube).tube_stats;
-      const command::TubeStats tb = *b.session->StatsTube(tube).tube_stats;
-      EXPECT_EQ(ta.delayed, tb.delayed) << tube;
-      EXPECT_EQ(ta.ready, tb.ready) << tube;
-      EXPECT_EQ(ta.buried, tb.buried) << tube;
-    }
-    for (uint64_t id = 1; id <= 600; id++) {
-      Result x = a.session->StatsJob(id), y = b.session->StatsJob(id);
-      ASSERT_EQ(x.outcome, y.outcome) << id;
-      if (x.outcome != Outcome::kJobStats) continue;
-      const command::JobStats &p = *x.job_stats, &q = *y.job_stats;
-      EXPECT_EQ(p.tube, q.tube) << id;
-      EXPECT_EQ(p.state, q.state) << id;
-      EXPECT_EQ(p.pri, q.pri) << id;
-      EXPECT_EQ(p.delay_s, q.delay_s) << id;
-      EXPECT_EQ(p.file, q.file) << id;
-      EXPECT_EQ(p.reserves, q.reserves) << id;
-      EXPECT_EQ(p.releases, q.releases) << id;
-      EXPECT_EQ(p.buries, q.buries) << id;
-      EXPECT_EQ(p.kicks, q.kicks) << id;
-      // Equal but for the clocks' drift (the fake one advanced 1 s in Fill, the wall one
-      // by the test's run time), and a second's rounding.
-      EXPECT_NEAR(static_cast<double>(p.time_left_s), static_cast<double>(q.time_left_s), drift_s)
-          << id;
-      EXPECT_NEAR(static_cast<double>(p.age_ms), static_cast<double>(q.age_ms), 1000 * drift_s)
-          << id;
-      EXPECT_EQ(a.session->Peek(id).job.body, b.session->Peek(id).job.body) << id;
-    }
+    ExpectSameAnswers(a, b, 600, drift_s);
     EXPECT_EQ(a.cold->stats().read_errors, 0u);
   }
 }

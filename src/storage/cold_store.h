@@ -59,6 +59,8 @@ class ColdStore final : public engine::ColdTier {
     index_.SetHorizon(engine_.clock().Now() + options_.lead);
     index_.Add(e);
   }
+  // A ready job a replay restored as kept on disk only (never in memory).
+  void AddRestoredReady(const ColdReadyIndex::Entry& e) { ready_.Add(e); }
   const ColdReadyIndex& ready_index() const { return ready_; }
   // Times the rewrites of changed jobs stopped for lack of space in the binlog (logged).
   uint64_t no_room_episodes() const { return no_room_episodes_; }

@@ -1,0 +1,233 @@
+#pragma once
+
+// The disk tier's restart tests' fixture (cold_checkpoint_test.cc, cold_replay_test.cc): a
+// store with a binlog and the tier, restored as the server does it.
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "storage/binlog.h"
+#include "storage/binlog_test_util.h"
+#include "storage/cold_store.h"
+#include "store/memory_store.h"
+
+namespace stalkd::storage::testing_util {
+
+inline std::vector<std::string> Files(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') out.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+inline bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+struct TierRecorder final : command::Client {
+  void OnResult(const command::Result&) override {}
+};
+
+// A store with a binlog on `dir` and, with a budget, the disk tier, restored as the server
+// does it (the tier exists before recovery and takes the checkpoint's cold jobs, and the
+// jobs a replay starts on disk).
+struct Tier {
+  std::unique_ptr<store::MemoryStore> store;
+  std::unique_ptr<Binlog> log;
+  std::unique_ptr<ColdStore> cold;
+  TierRecorder rec;
+  std::unique_ptr<command::Session> session;
+  std::string error;
+  bool ok = false;
+
+  Tier(FakeClock& clock, const std::string& dir, size_t budget,
+       std::function<bool()> progress = {}) {
+    store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
+    BinlogOptions o;
+    o.dir = dir;
+    o.segment_size = 8192;  // small: many segments, rotation and compaction
+    o.fsync_ms = 0;
+    o.disk_tier = budget != 0;
+    o.progress = std::move(progress);
+    if (budget != 0) {
+      o.restore_cold = [this](const ColdIndex::Entry& e) { cold->AddRestored(e); };
+      o.restore_cold_ready = [this](const ColdReadyIndex::Entry& e) { cold->AddRestoredReady(e); };
+    }
+    log = std::make_unique<Binlog>(o, clock);
+    if (budget != 0) {
+      ColdStoreOptions co;
+      co.budget = budget;
+      cold = std::make_unique<ColdStore>(store->engine(), *log, co);
+    }
+    ok = log->Lock(&error) && log->Recover(&store->engine(), &error);
+    EXPECT_TRUE(ok || log->stopped()) << error;
+    store->engine().set_log(log.get());
+    if (cold) store->set_cold(cold.get());
+    session = store->Open(rec);
+  }
+  ~Tier() {
+    session.reset();
+    if (ok) store->engine().CheckInvariants();
+    if (log) {
+      log->Close();
+      store->engine().set_log(nullptr);
+    }
+    store->set_cold(nullptr);
+    cold.reset();
+    log.reset();
+  }
+  void Tick() {
+    store->Tick();
+    log->Flush();
+  }
+  // A clean shutdown as the server's: sessions closed, the log closed, the checkpoint.
+  bool Shutdown() {
+    session.reset();
+    log->Close();
+    bool written = cold && log->WriteCheckpoint(cold->index());
+    store->engine().set_log(nullptr);
+    log.reset();
+    return written;
+  }
+  // A crash: what was written stays, nothing else happens.
+  void Crash() {
+    session.reset();
+    log->Close();
+    store->engine().set_log(nullptr);
+    log.reset();
+  }
+  size_t Jobs() {
+    command::Result r = session->Stats();
+    const command::ServerStats& s = *r.stats;
+    return s.ready + s.delayed + s.buried + s.reserved;
+  }
+};
+
+// A history of `puts` jobs under t's tier (a budget of 1 byte sends every job that may go
+// to disk): tubes "default", "a" (a default of 3 tries) and "b", most jobs long-delayed,
+// some ready; with `extensions`, one in 20 with a key or a TTL (they stay in memory). Then
+// changes after the puts: deletes, kicks (from disk: a state record after the put),
+// releases with and without a delay, buries, peeks (read back, whole in its record). The
+// session watches the three tubes afterwards.
+inline void MakeHistory(Tier& t, uint32_t seed, int puts, bool extensions) {
+  using command::Outcome;
+  using command::Result;
+  std::mt19937_64 rng(seed);
+  auto rand = [&](uint64_t n) { return rng() % n; };
+  command::Session& s = *t.session;
+  EXPECT_EQ(s.TubeTries("a", 3).outcome, Outcome::kTubeTries);
+  const char* tubes[] = {"default", "a", "b"};
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < puts; i++) {
+    s.Use(tubes[rand(3)]);
+    const std::string body = "job " + std::to_string(i) + std::string(rand(60), 'x');
+    const uint32_t delay = rand(5) == 0 ? 0 : static_cast<uint32_t>(100 + rand(100000));
+    command::PutOptions o;
+    const std::string key = "k" + std::to_string(i);
+    command::PutArgs a{static_cast<uint32_t>(rand(3)), delay, 30,
+                       static_cast<uint32_t>(body.size())};
+    if (extensions && rand(20) == 0) {
+      if (rand(2) == 0) o.key = key;
+      o.ttl_s = rand(2) == 0 ? 0 : 900000;
+      a.options = &o;
+    }
+    command::PutSlot slot = s.BeginPut(a);
+    ASSERT_NE(slot.data, nullptr);
+    std::memcpy(slot.data, body.data(), body.size());
+    std::memcpy(slot.data + body.size(), "\r\n", 2);
+    Result r = s.CommitPut();
+    EXPECT_EQ(r.outcome, Outcome::kInserted);
+    ids.push_back(r.number);
+    if (i % 7 == 0) t.Tick();
+  }
+  for (int i = 0; i < 5; i++) t.Tick();
+  for (const char* tube : tubes) s.Watch(tube);
+  for (int i = 0; i < puts / 4; i++) {
+    const uint64_t id = ids[rand(ids.size())];
+    switch (rand(5)) {
+      case 0:
+        s.Delete(id);
+        break;
+      case 1:
+        s.KickJob(id);
+        break;
+      case 2: {
+        Result r = s.Reserve(0);
+        if (r.outcome == Outcome::kReserved) s.Release(r.job.id, 7, rand(2) * 5000);
+        break;
+      }
+      case 3: {
+        Result r = s.Reserve(0);
+        if (r.outcome == Outcome::kReserved) s.Bury(r.job.id, 9);
+        break;
+      }
+      default:
+        s.Peek(id);
+        break;
+    }
+    t.Tick();
+  }
+}
+
+// a and b answer alike: stats, stats-tube of the tubes "default", "a" and "b", and stats-job
+// and peek of ids 1..max_id. Times are equal but for `drift_s`: the two were restored from
+// wall-clock times a moment apart (or a fake clock and the wall clock drifted apart).
+inline void ExpectSameAnswers(Tier& a, Tier& b, uint64_t max_id, double drift_s) {
+  using command::Outcome;
+  const command::ServerStats sa = *a.session->Stats().stats, sb = *b.session->Stats().stats;
+  EXPECT_EQ(sa.ready, sb.ready);
+  EXPECT_EQ(sa.urgent, sb.urgent);
+  EXPECT_EQ(sa.delayed, sb.delayed);
+  EXPECT_EQ(sa.buried, sb.buried);
+  EXPECT_EQ(sa.total_jobs, sb.total_jobs);
+  EXPECT_EQ(sa.tubes, sb.tubes);
+  for (const char* tube : {"default", "a", "b"}) {
+    const command::TubeStats ta = *a.session->StatsTube(tube).tube_stats;
+    const command::TubeStats tb = *b.session->StatsTube(tube).tube_stats;
+    EXPECT_EQ(ta.delayed, tb.delayed) << tube;
+    EXPECT_EQ(ta.ready, tb.ready) << tube;
+    EXPECT_EQ(ta.urgent, tb.urgent) << tube;
+    EXPECT_EQ(ta.buried, tb.buried) << tube;
+    EXPECT_EQ(ta.total_jobs, tb.total_jobs) << tube;
+  }
+  for (uint64_t id = 1; id <= max_id; id++) {
+    command::Result x = a.session->StatsJob(id), y = b.session->StatsJob(id);
+    ASSERT_EQ(x.outcome, y.outcome) << id;
+    if (x.outcome != Outcome::kJobStats) continue;
+    const command::JobStats &p = *x.job_stats, &q = *y.job_stats;
+    EXPECT_EQ(p.tube, q.tube) << id;
+    EXPECT_EQ(p.state, q.state) << id;
+    EXPECT_EQ(p.pri, q.pri) << id;
+    EXPECT_EQ(p.delay_s, q.delay_s) << id;
+    EXPECT_EQ(p.file, q.file) << id;
+    EXPECT_EQ(p.reserves, q.reserves) << id;
+    EXPECT_EQ(p.releases, q.releases) << id;
+    EXPECT_EQ(p.buries, q.buries) << id;
+    EXPECT_EQ(p.kicks, q.kicks) << id;
+    ASSERT_EQ(p.extension != nullptr, q.extension != nullptr) << id;
+    if (p.extension) {
+      EXPECT_EQ(p.extension->tries_left, q.extension->tries_left) << id;
+      EXPECT_EQ(p.extension->has_ttl, q.extension->has_ttl) << id;
+      EXPECT_EQ(p.extension->key, q.extension->key) << id;
+    }
+    // A second's rounding besides.
+    EXPECT_NEAR(static_cast<double>(p.time_left_s), static_cast<double>(q.time_left_s), drift_s)
+        << id;
+    EXPECT_NEAR(static_cast<double>(p.age_ms), static_cast<double>(q.age_ms), 1000 * drift_s) << id;
+    EXPECT_EQ(a.session->Peek(id).job.body, b.session->Peek(id).job.body) << id;
+  }
+}
+
+}  // namespace stalkd::storage::testing_util
