@@ -12,9 +12,40 @@ namespace {
 
 constexpr int kCodeBits = 48;  // of Meta::packed: the creation time's code; above: the tube
 constexpr uint64_t kCodeMask = (uint64_t{1} << kCodeBits) - 1;
-constexpr int kSubBits = 24;  // of the code: nanoseconds below the whole seconds
+// The code's top bit says which of two forms it has; the 47 bits below it hold the age
+// (deadline - created):
+// - 0: in units of 16 ns, for a creation time that is a multiple of 16 ns (a Job keeps it
+//   so: engine::Job::created, 4 flag bits below it): the age's low 4 bits are then the
+//   deadline's, so it is exact; up to 2^51 ns (26 days). Jobs released with a delay.
+// - 1: whole seconds (24 bits, 194 days) and nanoseconds below them (23 bits, 8.4 ms), for
+//   any creation time: a put with a delay (created + delay + the µs between them).
+constexpr uint64_t kFormBit = uint64_t{1} << (kCodeBits - 1);
+constexpr int kGrainBits = 4;
+constexpr uint64_t kGrainMask = (uint64_t{1} << kGrainBits) - 1;
+constexpr uint64_t kMaxGrains = kFormBit;
+constexpr int kSubBits = 23;  // of the second form: nanoseconds below the whole seconds
 constexpr uint64_t kSubMask = (uint64_t{1} << kSubBits) - 1;
-constexpr uint64_t kMaxSeconds = uint64_t{1} << (kCodeBits - kSubBits);
+constexpr uint64_t kMaxSeconds = uint64_t{1} << (kCodeBits - 1 - kSubBits);
+
+// The code of an age (deadline - created), or false if it fits neither form.
+bool Encode(Nanos created, uint64_t age, uint64_t* code) {
+  if ((static_cast<uint64_t>(created) & kGrainMask) == 0 && (age >> kGrainBits) < kMaxGrains) {
+    *code = age >> kGrainBits;
+    return true;
+  }
+  if (age / kSecond < kMaxSeconds && age % kSecond <= kSubMask) {
+    *code = kFormBit | (age / kSecond) << kSubBits | age % kSecond;
+    return true;
+  }
+  return false;
+}
+
+uint64_t AgeOf(Nanos deadline, uint64_t code) {
+  if (code & kFormBit) {
+    return ((code & ~kFormBit) >> kSubBits) * kSecond + (code & kSubMask);
+  }
+  return code << kGrainBits | (static_cast<uint64_t>(deadline) & kGrainMask);
+}
 
 // How far a lies after b (0 if it does not), without overflow.
 uint64_t After(Nanos a, Nanos b) {
@@ -35,10 +66,9 @@ ColdIndex::Entry ColdIndex::Decode(uint64_t id, const Meta& m) const {
     const Wide& w = wide_.at(id);
     return Entry{id, m.deadline, w.created, w.tube};
   }
-  const uint64_t code = m.packed & kCodeMask;
-  const Nanos age =
-      static_cast<Nanos>(code >> kSubBits) * kSecond + static_cast<Nanos>(code & kSubMask);
-  return Entry{id, m.deadline, m.deadline - age, numbers_.TubeOf(number)};
+  const uint64_t age = AgeOf(m.deadline, m.packed & kCodeMask);
+  const auto created = static_cast<Nanos>(static_cast<uint64_t>(m.deadline) - age);
+  return Entry{id, m.deadline, created, numbers_.TubeOf(number)};
 }
 
 const engine::Tube* ColdIndex::TubeOf(uint64_t id, const Meta& m) const {
@@ -55,8 +85,9 @@ void ColdIndex::Add(const Entry& e) {
   t.floor = std::min(t.floor, e.deadline);
   const uint64_t age = e.deadline >= e.created ? After(e.deadline, e.created) : UINT64_MAX;
   uint64_t packed = uint64_t{TubeNumbers::kNone} << kCodeBits;
-  if (t.number != TubeNumbers::kNone && age / kSecond < kMaxSeconds && age % kSecond <= kSubMask) {
-    packed = uint64_t{t.number} << kCodeBits | (age / kSecond) << kSubBits | age % kSecond;
+  uint64_t code = 0;
+  if (t.number != TubeNumbers::kNone && age != UINT64_MAX && Encode(e.created, age, &code)) {
+    packed = uint64_t{t.number} << kCodeBits | code;
   } else {
     STALKD_CHECK(wide_.emplace(e.id, Wide{e.created, e.tube}).second);
   }

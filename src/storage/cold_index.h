@@ -91,10 +91,12 @@ class ColdIndex {
 
  private:
   // 16 bytes: the deadline, and in `packed` the tube's number (high 16 bits) and the
-  // creation time as (deadline - created) in whole seconds (24 bits) and nanoseconds below
-  // them (24 bits, up to 16.7 ms): a job put with a delay has its creation time read from the
-  // clock just before its deadline's (created + delay + the few µs between them). Anything
-  // else (kNone as the number) is kept in wide_.
+  // creation time as its age (deadline - created) in 48 bits, in one of two forms (exact
+  // both; cold_index.cc): in units of 16 ns up to 26 days, for a creation time that is a
+  // multiple of 16 ns as a Job's is (a job released with a delay: its deadline is at any
+  // nanosecond), or whole seconds up to 194 days with nanoseconds below them up to 8.4 ms (a
+  // job put with a delay: created + delay + the few µs between them). Anything else (kNone
+  // as the number) is kept in wide_.
   struct Meta {
     Nanos deadline;
     uint64_t packed;
