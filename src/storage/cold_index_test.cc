@@ -203,6 +203,18 @@ TEST(ColdIndexTest, MatchesAModelUnderRandomOperations) {
   for (uint32_t seed = 1; seed <= 20; seed++) RunModel(seed, Shape{});
 }
 
+// Many tubes sharing buckets: each bucket's groups of tubes partly ordered, partly as they
+// came (merged in as they grow), a tube's earliest found among its own.
+TEST(ColdIndexTest, MatchesAModelWithManyTubes) {
+  for (uint32_t seed = 1; seed <= 8; seed++) {
+    Shape shape;
+    shape.tubes = 200;
+    shape.spread = 3 * 86400 * kSecond;
+    shape.odd_created = seed % 2 == 0;
+    RunModel(seed, shape);
+  }
+}
+
 // Deadlines up to 40 days apart (buckets of every level, split while time passes), a few
 // ids moved per TakeDue (splits left half done), ids across 2^32 and far apart, creation
 // times kept wide, many tubes.
@@ -342,6 +354,8 @@ TEST(ColdIndexTest, BytesPerJobWithDeadlinesOverAMonth) {
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(index.wide(), 0u);
   EXPECT_EQ(index.bytes(), index.BytesByWalk());
+  printf("bytes per job put with a delay of 1 h to 30 days, 10 tubes: %.1f\n",
+         static_cast<double>(index.bytes()) / static_cast<double>(n));
   EXPECT_LE(index.bytes(), n * 22);
 }
 
@@ -366,6 +380,34 @@ TEST(ColdIndexTest, BytesPerJobReleasedWithADelay) {
   printf("bytes per job released with a delay of 1 h: %.1f\n",
          static_cast<double>(index.bytes()) / static_cast<double>(n));
   EXPECT_LE(index.bytes(), n * 23);
+}
+
+// A tube's earliest jobs are found among its own ids: with 1,000,000 ids of one tube and
+// one of another in the same coarse bucket (entries added with no horizon, as from the
+// checkpoint), taking the other's looks at its id alone, not at the bucket's million.
+TEST(ColdIndexTest, TakeEarliestLooksOnlyAtItsTubesIds) {
+  ColdIndex index;
+  const Nanos base = 10 * 86400 * kSecond;
+  const uint64_t n = 1000000;
+  for (uint64_t id = 1; id <= n; id++) {
+    index.Add({id, base + static_cast<Nanos>(id) * 1000, base - kSecond, TubeNo(0)});
+  }
+  const Entry b{n + 1, base + 7 * 1000, base - kSecond, TubeNo(1)};
+  index.Add(b);
+  EXPECT_EQ(index.Floor(TubeNo(1)), b.deadline);
+  std::vector<Entry> out;
+  const uint64_t before = index.looked();
+  index.TakeEarliest(TubeNo(1), 1, &out);
+  ASSERT_EQ(out, std::vector<Entry>{b});
+  EXPECT_LE(index.looked() - before, 4u);
+  // And the other tube's: its first ones in order, looking at its own ids.
+  out.clear();
+  index.TakeEarliest(TubeNo(0), 3, &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].id, 1u);
+  EXPECT_EQ(out[2].id, 3u);
+  EXPECT_EQ(index.Count(TubeNo(1)), 0u);
+  EXPECT_EQ(index.bytes(), index.BytesByWalk());
 }
 
 // Removed ids leave stale slots behind; the index rebuilds before they outgrow the live.
