@@ -24,10 +24,10 @@
 #include <gtest/gtest.h>
 
 #include "command/put_test_util.h"
+#include "server/cold_store_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
 #include "storage/cold_store.h"
-#include "storage/cold_store_test_util.h"
 #include "storage/record.h"
 #include "store/memory_store.h"
 

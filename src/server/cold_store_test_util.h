@@ -1,5 +1,6 @@
 // The disk tier's tests' store: a MemoryStore with a binlog and, with a budget, the disk
-// tier, built as the server builds them. Tests derive their fixture from it (their sessions,
+// tier, built as the server builds them (so it lives with the server, the layer that may
+// wire store/ and storage/ together). Tests derive their fixture from it (their sessions,
 // their clients, what a crash means to them).
 #pragma once
 
