@@ -12,9 +12,40 @@ namespace {
 
 constexpr int kCodeBits = 48;  // of Meta::packed: the creation time's code; above: the tube
 constexpr uint64_t kCodeMask = (uint64_t{1} << kCodeBits) - 1;
-constexpr int kSubBits = 24;  // of the code: nanoseconds below the whole seconds
+// The code's top bit says which of two forms it has; the 47 bits below it hold the age
+// (deadline - created):
+// - 0: in units of 16 ns, for a creation time that is a multiple of 16 ns (a Job keeps it
+//   so: engine::Job::created, 4 flag bits below it): the age's low 4 bits are then the
+//   deadline's, so it is exact; up to 2^51 ns (26 days). Jobs released with a delay.
+// - 1: whole seconds (24 bits, 194 days) and nanoseconds below them (23 bits, 8.4 ms), for
+//   any creation time: a put with a delay (created + delay + the µs between them).
+constexpr uint64_t kFormBit = uint64_t{1} << (kCodeBits - 1);
+constexpr int kGrainBits = 4;
+constexpr uint64_t kGrainMask = (uint64_t{1} << kGrainBits) - 1;
+constexpr uint64_t kMaxGrains = kFormBit;
+constexpr int kSubBits = 23;  // of the second form: nanoseconds below the whole seconds
 constexpr uint64_t kSubMask = (uint64_t{1} << kSubBits) - 1;
-constexpr uint64_t kMaxSeconds = uint64_t{1} << (kCodeBits - kSubBits);
+constexpr uint64_t kMaxSeconds = uint64_t{1} << (kCodeBits - 1 - kSubBits);
+
+// The code of an age (deadline - created), or false if it fits neither form.
+bool Encode(Nanos created, uint64_t age, uint64_t* code) {
+  if ((static_cast<uint64_t>(created) & kGrainMask) == 0 && (age >> kGrainBits) < kMaxGrains) {
+    *code = age >> kGrainBits;
+    return true;
+  }
+  if (age / kSecond < kMaxSeconds && age % kSecond <= kSubMask) {
+    *code = kFormBit | (age / kSecond) << kSubBits | age % kSecond;
+    return true;
+  }
+  return false;
+}
+
+uint64_t AgeOf(Nanos deadline, uint64_t code) {
+  if (code & kFormBit) {
+    return ((code & ~kFormBit) >> kSubBits) * kSecond + (code & kSubMask);
+  }
+  return code << kGrainBits | (static_cast<uint64_t>(deadline) & kGrainMask);
+}
 
 // How far a lies after b (0 if it does not), without overflow.
 uint64_t After(Nanos a, Nanos b) {
@@ -29,20 +60,21 @@ bool Earlier(const ColdIndex::Entry& a, const ColdIndex::Entry& b) {
 
 }  // namespace
 
+uint16_t ColdIndex::NumberOf(const Meta& m) { return static_cast<uint16_t>(m.packed >> kCodeBits); }
+
 ColdIndex::Entry ColdIndex::Decode(uint64_t id, const Meta& m) const {
-  const auto number = static_cast<uint16_t>(m.packed >> kCodeBits);
+  const auto number = NumberOf(m);
   if (number == TubeNumbers::kNone) {
     const Wide& w = wide_.at(id);
     return Entry{id, m.deadline, w.created, w.tube};
   }
-  const uint64_t code = m.packed & kCodeMask;
-  const Nanos age =
-      static_cast<Nanos>(code >> kSubBits) * kSecond + static_cast<Nanos>(code & kSubMask);
-  return Entry{id, m.deadline, m.deadline - age, numbers_.TubeOf(number)};
+  const uint64_t age = AgeOf(m.deadline, m.packed & kCodeMask);
+  const auto created = static_cast<Nanos>(static_cast<uint64_t>(m.deadline) - age);
+  return Entry{id, m.deadline, created, numbers_.TubeOf(number)};
 }
 
 const engine::Tube* ColdIndex::TubeOf(uint64_t id, const Meta& m) const {
-  const auto number = static_cast<uint16_t>(m.packed >> kCodeBits);
+  const auto number = NumberOf(m);
   return number == TubeNumbers::kNone ? wide_.at(id).tube : numbers_.TubeOf(number);
 }
 
@@ -55,22 +87,23 @@ void ColdIndex::Add(const Entry& e) {
   t.floor = std::min(t.floor, e.deadline);
   const uint64_t age = e.deadline >= e.created ? After(e.deadline, e.created) : UINT64_MAX;
   uint64_t packed = uint64_t{TubeNumbers::kNone} << kCodeBits;
-  if (t.number != TubeNumbers::kNone && age / kSecond < kMaxSeconds && age % kSecond <= kSubMask) {
-    packed = uint64_t{t.number} << kCodeBits | (age / kSecond) << kSubBits | age % kSecond;
+  uint64_t code = 0;
+  if (t.number != TubeNumbers::kNone && age != UINT64_MAX && Encode(e.created, age, &code)) {
+    packed = uint64_t{t.number} << kCodeBits | code;
   } else {
     STALKD_CHECK(wide_.emplace(e.id, Wide{e.created, e.tube}).second);
   }
   live_.Emplace(e.id, Meta{e.deadline, packed});
-  Place(e.id, e.deadline);
+  Place(e.id, e.deadline, NumberOf(Meta{e.deadline, packed}));
   slots_++;
 }
 
 // Into the bucket of the window that holds the deadline: the existing one (at most one that
 // is not being split holds it), else a new one, as coarse as its distance from the horizon
 // allows.
-void ColdIndex::Place(uint64_t id, Nanos deadline) {
+void ColdIndex::Place(uint64_t id, Nanos deadline, uint16_t number) {
   if (last_ && Start(deadline, last_level_) == last_start_) {
-    Push(last_, id);
+    Push(last_, id, number);
     return;
   }
   for (int level = kLevels - 1; level >= 0; level--) {
@@ -84,7 +117,7 @@ void ColdIndex::Place(uint64_t id, Nanos deadline) {
     } else if (it->second.splitting) {
       continue;
     }
-    Push(&it->second, id);
+    Push(&it->second, id, number);
     last_ = &it->second;
     last_level_ = level;
     last_start_ = start;
@@ -92,19 +125,38 @@ void ColdIndex::Place(uint64_t id, Nanos deadline) {
   }
 }
 
-void ColdIndex::Push(Bucket* b, uint64_t id) {
+namespace {
+
+uint64_t KeyOf(uint16_t number, uint32_t hi) { return uint64_t{number} << 32 | hi; }
+
+template <typename G>
+bool Before(const G& x, const G& y) {
+  return KeyOf(x.number, x.hi) < KeyOf(y.number, y.hi);
+}
+
+}  // namespace
+
+void ColdIndex::Push(Bucket* b, uint64_t id, uint16_t number) {
   const auto hi = static_cast<uint32_t>(id >> 32);
   std::vector<Group>& groups = b->groups;
   Group* g = nullptr;
-  if (!groups.empty() && groups.back().hi == hi) {
+  if (!groups.empty() && groups.back().number == number && groups.back().hi == hi) {
     g = &groups.back();
   } else {
-    auto at = std::lower_bound(groups.begin(), groups.end(), hi,
-                               [](const Group& x, uint32_t h) { return x.hi < h; });
-    if (at == groups.end() || at->hi != hi) {
+    const uint64_t key = KeyOf(number, hi);
+    auto end = groups.begin() + b->ordered;
+    auto at = std::lower_bound(groups.begin(), end, key, [](const Group& x, uint64_t k) {
+      return KeyOf(x.number, x.hi) < k;
+    });
+    if (at == end || KeyOf(at->number, at->hi) != key) {
+      at = std::find_if(end, groups.end(),
+                        [&](const Group& x) { return x.number == number && x.hi == hi; });
+    }
+    if (at == groups.end()) {
       const size_t capacity = groups.capacity();
-      at = groups.insert(at, Group{hi, {}});
+      groups.push_back(Group{hi, number, {}});
       bucket_bytes_ += (groups.capacity() - capacity) * sizeof(Group);
+      at = groups.end() - 1;
     }
     g = &*at;
   }
@@ -115,6 +167,25 @@ void ColdIndex::Push(Bucket* b, uint64_t id) {
     bucket_bytes_ += (lo.capacity() - capacity) * sizeof(uint32_t);
   }
   lo.push_back(static_cast<uint32_t>(id));
+  const size_t tail = groups.size() - b->ordered;
+  if (tail > 8 && tail * tail > b->ordered) {
+    auto mid = groups.begin() + b->ordered;
+    std::sort(mid, groups.end(), Before<Group>);
+    std::inplace_merge(groups.begin(), mid, groups.end(), Before<Group>);
+    b->ordered = static_cast<uint32_t>(groups.size());
+  }
+}
+
+template <typename F>
+void ColdIndex::ForGroups(const Bucket& b, uint16_t number, F f) {
+  const std::vector<Group>& groups = b.groups;
+  auto end = groups.begin() + b.ordered;
+  auto g = std::lower_bound(groups.begin(), end, KeyOf(number, 0),
+                            [](const Group& x, uint64_t k) { return KeyOf(x.number, x.hi) < k; });
+  for (; g != end && g->number == number; ++g) f(*g);
+  for (g = end; g != groups.end(); ++g) {
+    if (g->number == number) f(*g);
+  }
 }
 
 size_t ColdIndex::BucketBytes(const Bucket& b) {
@@ -142,7 +213,7 @@ bool ColdIndex::Remove(uint64_t id, Entry* out) {
 void ColdIndex::Forget(uint64_t id, const Meta& m) {
   auto it = tubes_.find(TubeOf(id, m));
   STALKD_CHECK(it != tubes_.end());
-  if (static_cast<uint16_t>(m.packed >> kCodeBits) == TubeNumbers::kNone) {
+  if (NumberOf(m) == TubeNumbers::kNone) {
     wide_.erase(id);
     if (wide_.bucket_count() > 1024 && wide_.size() < wide_.bucket_count() / 8) wide_.rehash(0);
   }
@@ -214,12 +285,13 @@ bool ColdIndex::SplitFirst(int level, size_t* work) {
       (*work)--;
       slots_--;
       if (const Meta* m = LiveIn(id, level, start)) {
-        Place(id, m->deadline);
+        Place(id, m->deadline, NumberOf(*m));
         slots_++;
       }
     }
     bucket_bytes_ -= g.lo.capacity() * sizeof(uint32_t);
     b.groups.pop_back();
+    b.ordered = std::min(b.ordered, static_cast<uint32_t>(b.groups.size()));
   }
   EraseBucket(level, it);
   return true;
@@ -277,8 +349,10 @@ void ColdIndex::Unsort() {
   STALKD_CHECK(it != levels_[0].end());
   slots_ -= sorted_.size();
   for (size_t i = sorted_pos_; i < sorted_.size(); i++) {
-    Push(&it->second, sorted_[i]);
-    slots_++;
+    if (const Meta* m = LiveIn(sorted_[i], 0, sorted_start_)) {  // else stale: dropped
+      Push(&it->second, sorted_[i], NumberOf(*m));
+      slots_++;
+    }
   }
   std::vector<uint64_t>().swap(sorted_);
   sorted_start_ = kNoBucket;
@@ -305,6 +379,7 @@ void ColdIndex::SortFirst() {
   }
   bucket_bytes_ -= BucketBytes(b) - kBucketNode;
   std::vector<Group>().swap(b.groups);
+  b.ordered = 0;
   std::sort(keyed.begin(), keyed.end());
   keyed.erase(std::unique(keyed.begin(), keyed.end()), keyed.end());
   slots_ -= sorted_pos_ + before - keyed.size();  // sorted_'s taken part, and the stale
@@ -334,9 +409,10 @@ void ColdIndex::TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>
     }
   };
   auto look = [&](uint64_t id, int level, Nanos start) {
+    looked_++;
     const Meta* m = LiveIn(id, level, start);
     if (!m) return;
-    const auto num = static_cast<uint16_t>(m->packed >> kCodeBits);
+    const auto num = NumberOf(*m);
     // Kept wide (kNone): by its tube aside; else by number (t's is not kNone then).
     if (num == TubeNumbers::kNone ? wide_.at(id).tube != t : num != number) return;
     found.push(Decode(id, *m));
@@ -353,9 +429,12 @@ void ColdIndex::TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>
     const Nanos start = at[next]->first;
     take_before(start, false);
     if (left == 0) break;
-    for (const Group& g : at[next]->second.groups) {
+    // t's groups only, and those of the entries kept wide (listed under kNone).
+    auto look_all = [&](const Group& g) {
       for (uint32_t lo : g.lo) look(uint64_t{g.hi} << 32 | lo, next, start);
-    }
+    };
+    ForGroups(at[next]->second, number, look_all);
+    if (number != TubeNumbers::kNone) ForGroups(at[next]->second, TubeNumbers::kNone, look_all);
     if (next == 0 && start == sorted_start_) {
       for (size_t i = sorted_pos_; i < sorted_.size(); i++) look(sorted_[i], 0, start);
     }
@@ -376,14 +455,17 @@ void ColdIndex::Rebuild() {
       for (Group& g : groups) {
         std::sort(g.lo.begin(), g.lo.end());
         g.lo.erase(std::unique(g.lo.begin(), g.lo.end()), g.lo.end());
-        std::erase_if(g.lo, [&](uint32_t lo) {
-          return !LiveIn(uint64_t{g.hi} << 32 | lo, level, it->first);
+        std::erase_if(g.lo, [&](uint32_t lo) {  // stale, or listed under another tube now
+          const Meta* m = LiveIn(uint64_t{g.hi} << 32 | lo, level, it->first);
+          return !m || NumberOf(*m) != g.number;
         });
         g.lo.shrink_to_fit();
         slots_ += g.lo.size();
       }
       std::erase_if(groups, [](const Group& g) { return g.lo.empty(); });
       groups.shrink_to_fit();
+      std::sort(groups.begin(), groups.end(), Before<Group>);
+      it->second.ordered = static_cast<uint32_t>(groups.size());
       if (groups.empty()) {
         it = lv.erase(it);
         continue;

@@ -77,12 +77,16 @@ class ColdIndex {
   // checkpoint adds them all before the first TakeDue).
   void SetHorizon(Nanos until) { horizon_ = std::max(horizon_, until); }
   // Removes t's n earliest entries by (deadline, id) and appends them to *out in that order.
+  // Looks at t's ids in the buckets it goes through (and at those kept wide, and at the ids
+  // of the level-0 bucket TakeDue is taking from), not at other tubes'.
   void TakeEarliest(const engine::Tube* t, size_t n, std::vector<Entry>* out);
 
   // Memory held, estimated from the containers' sizes (kept as they change: O(1)).
   size_t bytes() const;
   // The same, summed over every bucket: O(buckets), for tests of bytes().
   size_t BytesByWalk() const;
+  // Ids TakeEarliest has looked at, in all (for tests of its bound).
+  uint64_t looked() const { return looked_; }
   // Entries whose creation time or tube did not fit in their 16 bytes (kept aside, in full).
   size_t wide() const { return wide_.size(); }
 
@@ -91,10 +95,12 @@ class ColdIndex {
 
  private:
   // 16 bytes: the deadline, and in `packed` the tube's number (high 16 bits) and the
-  // creation time as (deadline - created) in whole seconds (24 bits) and nanoseconds below
-  // them (24 bits, up to 16.7 ms): a job put with a delay has its creation time read from the
-  // clock just before its deadline's (created + delay + the few µs between them). Anything
-  // else (kNone as the number) is kept in wide_.
+  // creation time as its age (deadline - created) in 48 bits, in one of two forms (exact
+  // both; cold_index.cc): in units of 16 ns up to 26 days, for a creation time that is a
+  // multiple of 16 ns as a Job's is (a job released with a delay: its deadline is at any
+  // nanosecond), or whole seconds up to 194 days with nanoseconds below them up to 8.4 ms (a
+  // job put with a delay: created + delay + the few µs between them). Anything else (kNone
+  // as the number) is kept in wide_.
   struct Meta {
     Nanos deadline;
     uint64_t packed;
@@ -109,14 +115,21 @@ class ColdIndex {
     Nanos floor = kForever;
     uint16_t number = TubeNumbers::kNone;
   };
-  // A bucket's ids, grouped by their high 32 bits (nearly always one group).
+  // A bucket's ids, grouped by their tube's number and their high 32 bits (nearly always
+  // one group a tube), so that a tube's earliest are found among its own ids.
   struct Group {
     uint32_t hi;
+    uint16_t number;  // in the padding: a Group is 32 bytes either way
     std::vector<uint32_t> lo;
   };
+  static_assert(sizeof(Group) == 32);
+  // Its groups: the first `ordered` by (number, hi), the rest (fewer than about the square
+  // root of those) as they came, merged in past that, so that adding a group costs
+  // O(sqrt(groups)) however many tubes share the bucket.
   struct Bucket {
-    std::vector<Group> groups;  // by hi
-    bool splitting = false;     // its ids are being moved to finer buckets
+    std::vector<Group> groups;
+    uint32_t ordered = 0;
+    bool splitting = false;  // its ids are being moved to finer buckets
     bool empty() const { return groups.empty(); }
   };
   using Level = std::map<Nanos, Bucket>;  // by window start
@@ -128,8 +141,12 @@ class ColdIndex {
   }
   // Whether id's live entry has its deadline in the window (level, start).
   const Meta* LiveIn(uint64_t id, int level, Nanos start) const;
-  void Place(uint64_t id, Nanos deadline);
-  void Push(Bucket* b, uint64_t id);
+  static uint16_t NumberOf(const Meta& m);  // its tube's number (kNone: kept wide)
+  void Place(uint64_t id, Nanos deadline, uint16_t number);
+  void Push(Bucket* b, uint64_t id, uint16_t number);
+  // Calls f(group) for each of b's groups of tube number `number`.
+  template <typename F>
+  static void ForGroups(const Bucket& b, uint16_t number, F f);
   void EraseBucket(int level, Level::iterator it);
   bool SplitFirst(int level, size_t* work);
   void SortFirst();
@@ -155,6 +172,7 @@ class ColdIndex {
   Nanos sorted_start_ = kNoBucket;
   std::vector<uint64_t> sorted_;
   size_t sorted_pos_ = 0;
+  uint64_t looked_ = 0;
   // The bucket Place last pushed to (cleared when a bucket goes or starts splitting).
   Bucket* last_ = nullptr;
   int last_level_ = 0;

@@ -2,6 +2,7 @@
 #include "storage/cold_index.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <vector>
@@ -65,6 +66,9 @@ void RunModel(uint32_t seed, const Shape& shape) {
     }
   };
   auto created = [&](Nanos d) {
+    if (rand(2) == 0) {  // a Job's (a multiple of 16 ns), as a release: any age to 30 days
+      return (d - static_cast<Nanos>(rand(30 * 86400 * kSecond))) & ~Nanos{15};
+    }
     if (!shape.odd_created || rand(4) != 0) {  // as a put: delay in seconds, plus a few µs
       return d - static_cast<Nanos>(rand(40 * 86400)) * kSecond - static_cast<Nanos>(rand(5000));
     }
@@ -199,6 +203,18 @@ TEST(ColdIndexTest, MatchesAModelUnderRandomOperations) {
   for (uint32_t seed = 1; seed <= 20; seed++) RunModel(seed, Shape{});
 }
 
+// Many tubes sharing buckets: each bucket's groups of tubes partly ordered, partly as they
+// came (merged in as they grow), a tube's earliest found among its own.
+TEST(ColdIndexTest, MatchesAModelWithManyTubes) {
+  for (uint32_t seed = 1; seed <= 4; seed++) {
+    Shape shape;
+    shape.tubes = 100;
+    shape.spread = 3 * 86400 * kSecond;
+    shape.odd_created = seed % 2 == 0;
+    RunModel(seed, shape);
+  }
+}
+
 // Deadlines up to 40 days apart (buckets of every level, split while time passes), a few
 // ids moved per TakeDue (splits left half done), ids across 2^32 and far apart, creation
 // times kept wide, many tubes.
@@ -224,21 +240,30 @@ TEST(ColdIndexTest, MatchesAModelWithLargeDeadlines) {
   }
 }
 
-// Creation times: those of a put with a delay fit in the entry; anything else is kept
-// aside, exactly.
+// Creation times: a Job's (a multiple of 16 ns) up to 26 days before the deadline, and
+// those of a put with a delay (whole seconds and up to 8.4 ms) up to 194 days, fit in the
+// entry; anything else is kept aside, exactly.
 TEST(ColdIndexTest, CreationTimesAreExact) {
   ColdIndex index;
   const Nanos d = 1000 * 86400 * kSecond + 123456789;
+  const Nanos job = 999 * 86400 * kSecond + 16 * 12345;  // a Job's: a multiple of 16 ns
+  const Nanos max_grains = Nanos{1} << 51;               // the first form's reach, in ns
   const Nanos created[] = {
-      d - 3600 * kSecond - 850,                // a put with a delay: fits
-      d - 193 * 86400 * kSecond - 16'000'000,  // fits (up to 194 days, 16.7 ms)
-      d - 195 * 86400 * kSecond,               // too far back
-      d - 3600 * kSecond - 17'000'000,         // too many nanoseconds
-      d,                                       // fits
-      d + 1,                                   // after the deadline
-      INT64_MIN,                               // any value
+      d - 3600 * kSecond - 850,                            // a put with a delay: fits
+      d - 193 * 86400 * kSecond - 8'000'000,               // fits (up to 194 days, 8.4 ms)
+      d - 195 * 86400 * kSecond,                           // too far back
+      d - 3600 * kSecond - 9'000'000,                      // too many nanoseconds, not a Job's
+      d,                                                   // fits
+      d + 1,                                               // after the deadline
+      INT64_MIN,                                           // any value
+      job,                                                 // a release: fits at any nanosecond
+      (d & ~Nanos{15}) - 25 * 86400 * kSecond - 16 * 777,  // a Job's, 25 days back
+      ((d - max_grains) & ~Nanos{15}) + 16,                // the last that fits
+      ((d - max_grains) & ~Nanos{15}) - 16 * 1000 - 3600,  // just beyond: not whole s
+      (d - 3600 * kSecond - 9'000'000) & ~Nanos{15},       // a Job's: fits at any nanosecond
   };
-  const size_t wide[] = {0, 0, 1, 2, 2, 3, 4};
+  const size_t wide[] = {0, 0, 1, 2, 2, 3, 4, 4, 4, 4, 5, 5};
+  static_assert(std::size(wide) == std::size(created));
   for (size_t i = 0; i < std::size(created); i++) {
     index.Add({i + 1, d, created[i], TubeNo(1)});
     EXPECT_EQ(index.wide(), wide[i]) << i;
@@ -246,7 +271,7 @@ TEST(ColdIndexTest, CreationTimesAreExact) {
   for (size_t i = 0; i < std::size(created); i++) {
     Entry e;
     ASSERT_TRUE(index.Get(i + 1, &e));
-    EXPECT_EQ(e, (Entry{i + 1, d, created[i], TubeNo(1)}));
+    EXPECT_EQ(e, (Entry{i + 1, d, created[i], TubeNo(1)})) << i;
   }
   std::vector<Entry> out;
   EXPECT_FALSE(index.TakeDue(kForever, 100, &out));
@@ -329,7 +354,60 @@ TEST(ColdIndexTest, BytesPerJobWithDeadlinesOverAMonth) {
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(index.wide(), 0u);
   EXPECT_EQ(index.bytes(), index.BytesByWalk());
+  printf("bytes per job put with a delay of 1 h to 30 days, 10 tubes: %.1f\n",
+         static_cast<double>(index.bytes()) / static_cast<double>(n));
   EXPECT_LE(index.bytes(), n * 22);
+}
+
+// Jobs released with a delay of an hour: their deadlines at any nanosecond, their creation
+// times (a Job's: multiples of 16 ns) from minutes to days before; each fits in its 16
+// bytes, as a put's does (none kept aside).
+TEST(ColdIndexTest, BytesPerJobReleasedWithADelay) {
+  ColdIndex index;
+  std::mt19937_64 rng(4);
+  Nanos now = 100 * kSecond + 123;
+  std::vector<Entry> out;
+  const uint64_t n = 200000;
+  for (uint64_t id = 1; id <= n; id++) {
+    const Nanos put = now - static_cast<Nanos>(rng() % (20 * 86400 * kSecond));
+    index.Add({id, now + 3600 * kSecond, put & ~Nanos{15}, TubeNo(static_cast<int>(id % 10))});
+    now += static_cast<Nanos>(rng() % (kSecond / 500));
+    if (id % 1000 == 0) index.TakeDue(now + 2 * kSecond, 1000, &out);
+  }
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(index.wide(), 0u);
+  EXPECT_EQ(index.bytes(), index.BytesByWalk());
+  printf("bytes per job released with a delay of 1 h: %.1f\n",
+         static_cast<double>(index.bytes()) / static_cast<double>(n));
+  EXPECT_LE(index.bytes(), n * 23);
+}
+
+// A tube's earliest jobs are found among its own ids: with 1,000,000 ids of one tube and
+// one of another in the same coarse bucket (entries added with no horizon, as from the
+// checkpoint), taking the other's looks at its id alone, not at the bucket's million.
+TEST(ColdIndexTest, TakeEarliestLooksOnlyAtItsTubesIds) {
+  ColdIndex index;
+  const Nanos base = 10 * 86400 * kSecond;
+  const uint64_t n = 1000000;
+  for (uint64_t id = 1; id <= n; id++) {
+    index.Add({id, base + static_cast<Nanos>(id) * 1000, base - kSecond, TubeNo(0)});
+  }
+  const Entry b{n + 1, base + 7 * 1000, base - kSecond, TubeNo(1)};
+  index.Add(b);
+  EXPECT_EQ(index.Floor(TubeNo(1)), b.deadline);
+  std::vector<Entry> out;
+  const uint64_t before = index.looked();
+  index.TakeEarliest(TubeNo(1), 1, &out);
+  ASSERT_EQ(out, std::vector<Entry>{b});
+  EXPECT_LE(index.looked() - before, 4u);
+  // And the other tube's: its first ones in order, looking at its own ids.
+  out.clear();
+  index.TakeEarliest(TubeNo(0), 3, &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].id, 1u);
+  EXPECT_EQ(out[2].id, 3u);
+  EXPECT_EQ(index.Count(TubeNo(1)), 0u);
+  EXPECT_EQ(index.bytes(), index.BytesByWalk());
 }
 
 // Removed ids leave stale slots behind; the index rebuilds before they outgrow the live.

@@ -121,14 +121,14 @@ bool ColdStore::Rewrite(const engine::Job& j, Nanos now) {
   return false;
 }
 
+ColdStore::Took ColdStore::Changed(const engine::Job& j, Nanos now) {
+  if (reader_.RewritePending(j)) return Took::kPending;
+  return Rewrite(j, now) ? Took::kRewrote : Took::kLater;
+}
+
 namespace {
 
-// What a look at a job did: nothing (it must stay: the next visit goes past it), nothing
-// yet (its record may be written whole again in a later Tick: the next visit looks at it
-// again), nothing while its rewritten record waits to be written (not counted as a look: at
-// most the log's unwritten rewrites), took it out of memory, or had its record written
-// whole again (it stays until that is written, and the look goes on further).
-enum class Took { kNo, kLater, kPending, kYes, kRewrote };
+using Took = ColdStore::Took;
 
 // Goes round the tubes from *cursor, looking at up to 8 jobs a visit from the end of each
 // tube's heap (leaves of a min-heap: mostly the jobs needed last) and never at its first
@@ -193,10 +193,7 @@ uint32_t ColdStore::DemoteDelayed(Nanos now, uint32_t budget, size_t goal) {
       [](engine::Tube* t) -> engine::DeadlineHeap& { return t->delayed; },
       [&](engine::Tube* t, engine::Job* j, size_t) {
         if (j->deadline() <= horizon || !engine::Engine::Evictable(*j)) return Took::kNo;
-        if (!reader_.Demotable(*j)) {
-          if (reader_.RewritePending(*j)) return Took::kPending;
-          return Rewrite(*j, now) ? Took::kRewrote : Took::kLater;
-        }
+        if (!reader_.Demotable(*j)) return Changed(*j, now);
         index_.Add({j->id, j->deadline(), j->created(), t});
         engine_.Evict(j);
         demotions_++;
@@ -215,8 +212,7 @@ uint32_t ColdStore::DemoteReady(Nanos now, uint32_t budget, size_t goal) {
         // The first `keep` places of the heap are those that stay: no rewrite for them.
         if (!reader_.Demotable(*j)) {
           if (k < keep) return Took::kNo;
-          if (reader_.RewritePending(*j)) return Took::kPending;
-          return Rewrite(*j, now) ? Took::kRewrote : Took::kLater;
+          return Changed(*j, now);
         }
         ready_.Add({j->id, j->pri, j->created(), t});
         engine_.Evict(j);

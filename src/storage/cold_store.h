@@ -36,6 +36,12 @@ struct ColdStoreOptions {
 // (ColdReader::RewriteWhole), and goes once that is written.
 class ColdStore final : public engine::ColdTier {
  public:
+  // What a look at a job did: nothing (it must stay: the next visit goes past it), nothing
+  // yet (its record may be written whole again in a later Tick: the next visit looks at it
+  // again), nothing while its rewritten record waits to be written (not counted as a look: at
+  // most the log's unwritten rewrites), took it out of memory, or had its record written
+  // whole again (it stays until that is written, and the look goes on further).
+  enum class Took { kNo, kLater, kPending, kYes, kRewrote };
   // Per tube, how many entries from its heap's end the last demotion visit had to leave.
   using Depths = std::unordered_map<const engine::Tube*, size_t>;
 
@@ -83,6 +89,9 @@ class ColdStore final : public engine::ColdTier {
   // as long as the jobs rewritten and not yet gone would not take memory below the goal.
   // true if it did. On a lack of space, stops the rewrites for a second, logged once.
   bool Rewrite(const engine::Job& j, Nanos now);
+  // A job that may go but changed since its put: kPending while its rewritten record waits
+  // to be written, else kRewrote if Rewrite did it, kLater if not.
+  Took Changed(const engine::Job& j, Nanos now);
   // Tick's part for ready jobs: each tube's first, then refills (up to budget reads); true
   // if the budget ran out.
   bool RefillReady(uint32_t budget);

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "command/put_test_util.h"
+#include "server/cold_store_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
 #include "storage/cold_store.h"
@@ -35,73 +36,46 @@ struct Late final : command::Client {
   std::vector<uint64_t> ids;
 };
 
-// A store with a binlog and, with a budget, the disk tier.
-struct Store {
-  std::string dir = MakeTempDir();
-  std::unique_ptr<store::MemoryStore> store;
-  std::unique_ptr<Binlog> log;
-  std::unique_ptr<ColdStore> cold;
+// A store with a binlog and, with a budget, the disk tier; a producer and a consumer.
+struct Store : testing_util::TierParts {
   Late late[2];
   std::unique_ptr<command::Session> producer, consumer;
 
   bool keep_dir = false;
 
   Store(FakeClock& clock, size_t budget, uint32_t ready_hot, const std::string& in = "",
-        std::function<bool()> progress = {}) {
-    if (!in.empty()) {
-      RemoveDir(dir);
-      dir = in;
-    }
-    store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
-    BinlogOptions o;
-    o.dir = dir;
-    o.fsync_never = true;
-    o.disk_tier = budget != 0;
-    o.progress = std::move(progress);
-    // As the server: the tier exists before recovery and takes a checkpoint's cold jobs.
-    if (budget != 0) o.restore_cold = [this](const ColdIndex::Entry& e) { cold->AddRestored(e); };
-    log = std::make_unique<Binlog>(o, clock);
-    if (budget != 0) {
-      ColdStoreOptions co;
-      co.budget = budget;
-      co.ready_hot = ready_hot;
-      cold = std::make_unique<ColdStore>(store->engine(), *log, co);
-    }
-    std::string error;
-    EXPECT_TRUE(log->Lock(&error) && log->Recover(&store->engine(), &error)) << error;
-    store->engine().set_log(log.get());
-    if (cold) store->set_cold(cold.get());
+        std::function<bool()> progress = {})
+      : TierParts(clock, LogOptions(in, std::move(progress)), TierOptions(budget, ready_hot)) {
+    EXPECT_TRUE(ok) << error;
     producer = store->Open(late[0]);
     consumer = store->Open(late[1]);
+  }
+  static BinlogOptions LogOptions(const std::string& in, std::function<bool()> progress) {
+    BinlogOptions o;
+    o.dir = in.empty() ? MakeTempDir() : in;
+    o.fsync_never = true;
+    o.progress = std::move(progress);
+    return o;
+  }
+  static ColdStoreOptions TierOptions(size_t budget, uint32_t ready_hot) {
+    ColdStoreOptions co;
+    co.budget = budget;
+    co.ready_hot = ready_hot;
+    return co;
   }
   // A clean stop as the server's: sessions closed, the log closed, the checkpoint written.
   bool Shutdown() {
     producer.reset();
     consumer.reset();
-    store->set_cold(nullptr);
-    log->Close();
-    const bool written = cold && log->WriteCheckpoint(cold->index());
-    store->engine().set_log(nullptr);
-    log.reset();
     keep_dir = true;
-    return written;
+    return TierParts::Shutdown();
   }
   ~Store() {
     producer.reset();
     consumer.reset();
-    store->set_cold(nullptr);
-    if (log) {
-      log->Close();
-      store->engine().set_log(nullptr);
-    }
-    cold.reset();
-    log.reset();
+    Close();
     store.reset();
     if (!keep_dir) RemoveDir(dir);
-  }
-  void Tick() {
-    store->Tick();
-    log->Flush();
   }
 };
 

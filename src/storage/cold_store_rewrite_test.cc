@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "command/put_test_util.h"
+#include "server/cold_store_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
 #include "storage/cold_store.h"
@@ -31,51 +32,36 @@ struct Quiet final : command::Client {
   void OnResult(const Result&) override {}
 };
 
-struct Store {
-  std::string dir = MakeTempDir();
-  std::unique_ptr<store::MemoryStore> store;
-  std::unique_ptr<Binlog> log;
-  std::unique_ptr<ColdStore> cold;
+struct Store : testing_util::TierParts {
   Quiet quiet;
   std::unique_ptr<command::Session> s;
 
   bool crashed = false;
 
   Store(FakeClock& clock, size_t budget, uint32_t tick_budget, const std::string& in = "",
-        int64_t segment_size = 1 << 22) {
-    if (!in.empty()) {
-      RemoveDir(dir);
-      dir = in;
-    }
-    store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
+        int64_t segment_size = 1 << 22)
+      : TierParts(clock, LogOptions(in, segment_size), TierOptions(budget, tick_budget)) {
+    EXPECT_TRUE(ok) << error;
+    s = store->Open(quiet);
+  }
+  static BinlogOptions LogOptions(const std::string& in, int64_t segment_size) {
     BinlogOptions o;
-    o.dir = dir;
+    o.dir = in.empty() ? MakeTempDir() : in;
     o.fsync_never = true;
     o.segment_size = segment_size;  // by default no compaction (it writes jobs whole too)
-    o.disk_tier = budget != 0;
-    if (budget != 0) o.restore_cold = [this](const ColdIndex::Entry& e) { cold->AddRestored(e); };
-    log = std::make_unique<Binlog>(o, clock);
-    if (budget != 0) {
-      ColdStoreOptions co;
-      co.budget = budget;
-      co.ready_hot = 0;
-      co.tick_budget = tick_budget;
-      cold = std::make_unique<ColdStore>(store->engine(), *log, co);
-    }
-    std::string error;
-    EXPECT_TRUE(log->Lock(&error) && log->Recover(&store->engine(), &error)) << error;
-    store->engine().set_log(log.get());
-    if (cold) store->set_cold(cold.get());
-    s = store->Open(quiet);
+    return o;
+  }
+  static ColdStoreOptions TierOptions(size_t budget, uint32_t tick_budget) {
+    ColdStoreOptions co;
+    co.budget = budget;
+    co.ready_hot = 0;
+    co.tick_budget = tick_budget;
+    return co;
   }
   ~Store() {
     s.reset();
     if (crashed) return;
-    store->set_cold(nullptr);
-    log->Close();
-    store->engine().set_log(nullptr);
-    cold.reset();
-    log.reset();
+    Close();
     store.reset();
     RemoveDir(dir);
   }
@@ -83,11 +69,7 @@ struct Store {
   void Shutdown() {
     crashed = true;
     s.reset();
-    store->set_cold(nullptr);
-    log->Close();
-    EXPECT_TRUE(log->WriteCheckpoint(cold->index()));
-    store->engine().set_log(nullptr);
-    log.reset();
+    EXPECT_TRUE(TierParts::Shutdown());
   }
   // A kill -9: what is buffered is lost.
   void Crash() {
@@ -97,10 +79,6 @@ struct Store {
     store->set_cold(nullptr);
     cold.reset();
     log.reset();
-  }
-  void Tick() {
-    store->Tick();
-    log->Flush();
   }
   // n jobs put in one tube, all reserved, then all released (with `delay`): every one has
   // changed since its put.

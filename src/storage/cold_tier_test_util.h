@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "server/cold_store_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
 #include "storage/cold_store.h"
@@ -40,66 +41,39 @@ struct TierRecorder final : command::Client {
   void OnResult(const command::Result&) override {}
 };
 
-// A store with a binlog on `dir` and, with a budget, the disk tier, restored as the server
-// does it (the tier exists before recovery and takes the checkpoint's cold jobs, and the
-// jobs a replay starts on disk).
-struct Tier {
-  std::unique_ptr<store::MemoryStore> store;
-  std::unique_ptr<Binlog> log;
-  std::unique_ptr<ColdStore> cold;
+// A store with a binlog on `dir` (small segments: many, rotation and compaction) and, with a
+// budget, the disk tier (TierParts, as the server builds them), with a session.
+struct Tier : TierParts {
   TierRecorder rec;
   std::unique_ptr<command::Session> session;
-  std::string error;
-  bool ok = false;
 
-  Tier(FakeClock& clock, const std::string& dir, size_t budget,
-       std::function<bool()> progress = {}) {
-    store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
-    BinlogOptions o;
-    o.dir = dir;
-    o.segment_size = 8192;  // small: many segments, rotation and compaction
-    o.fsync_ms = 0;
-    o.disk_tier = budget != 0;
-    o.progress = std::move(progress);
-    if (budget != 0) {
-      o.restore_cold = [this](const ColdIndex::Entry& e) { cold->AddRestored(e); };
-      o.restore_cold_ready = [this](const ColdReadyIndex::Entry& e) { cold->AddRestoredReady(e); };
-    }
-    log = std::make_unique<Binlog>(o, clock);
-    if (budget != 0) {
-      ColdStoreOptions co;
-      co.budget = budget;
-      cold = std::make_unique<ColdStore>(store->engine(), *log, co);
-    }
-    ok = log->Lock(&error) && log->Recover(&store->engine(), &error);
+  Tier(FakeClock& clock, const std::string& in, size_t budget, std::function<bool()> progress = {})
+      : TierParts(clock, LogOptions(in, std::move(progress)), TierOptions(budget)) {
     EXPECT_TRUE(ok || log->stopped()) << error;
-    store->engine().set_log(log.get());
-    if (cold) store->set_cold(cold.get());
     session = store->Open(rec);
+  }
+  static BinlogOptions LogOptions(const std::string& in, std::function<bool()> progress) {
+    BinlogOptions o;
+    o.dir = in;
+    o.segment_size = 8192;
+    o.fsync_ms = 0;
+    o.progress = std::move(progress);
+    return o;
+  }
+  static ColdStoreOptions TierOptions(size_t budget) {
+    ColdStoreOptions co;
+    co.budget = budget;
+    return co;
   }
   ~Tier() {
     session.reset();
     if (ok) store->engine().CheckInvariants();
-    if (log) {
-      log->Close();
-      store->engine().set_log(nullptr);
-    }
-    store->set_cold(nullptr);
-    cold.reset();
-    log.reset();
-  }
-  void Tick() {
-    store->Tick();
-    log->Flush();
+    Close();
   }
   // A clean shutdown as the server's: sessions closed, the log closed, the checkpoint.
   bool Shutdown() {
     session.reset();
-    log->Close();
-    bool written = cold && log->WriteCheckpoint(cold->index());
-    store->engine().set_log(nullptr);
-    log.reset();
-    return written;
+    return TierParts::Shutdown();
   }
   // A crash: what was written stays, nothing else happens.
   void Crash() {
