@@ -155,8 +155,9 @@ class DiskTierRestartTest(unittest.TestCase):
     def test_tubes_come_back_in_the_order_of_a_replay(self):
         """list-tubes after a start from the checkpoint: "default", then the tubes in the
         order of their lowest live job id, as after a replay (a kill -9, or a start without
-        the tier) and as beanstalkd's after a restart; the tube whose jobs are all on disk
-        is not put after those whose jobs are in memory."""
+        the tier); the tube whose jobs are all on disk is not put after those whose jobs are
+        in memory (the order beanstalkd gives too), and a tube whose first job was deleted
+        comes by its next one."""
         s, log = self.start(budget="1K")
         c = s.connect(timeout=HANG)
         first = put_many(c, [b"x0"], lambda k: 0, tube="x")
