@@ -295,8 +295,12 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // Removes the file (and a checkpoint.tmp) either way, before anything is written.
   bool LoadCheckpoint(Replay* replay, std::string* error);
   bool CheckpointedHot(Replay* replay, std::string* why, std::string* error);
-  // Restores the checkpoint's cold jobs: the log's entries, the tubes' references, the index.
-  bool RestoreCheckpointedCold(std::string* error);
+  // Restores the checkpoint's cold jobs with ids below `below` (the log's entries, the tubes'
+  // references, the index), in id order: RestoreReplayed calls it before each job it
+  // restores, so that tubes are made in the order of their lowest live id, as in a replay.
+  bool RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, std::string* error);
+  // After the last of them: removes the checkpoint (before anything is written).
+  void FinishCheckpointedCold();
   void RemoveCheckpoint(const char* why);
   // Writes the kFull record of every live job in memory whose latest record is not its
   // kFull record. false: no room, or a job the log cannot describe (logged).

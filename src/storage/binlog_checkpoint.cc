@@ -158,13 +158,12 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
   return why->empty() && checkpoint_->Rewind(why);
 }
 
-bool Binlog::RestoreCheckpointedCold(std::string* error) {
+bool Binlog::RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, std::string* error) {
+  if (!checkpoint_) return true;
   const CheckpointMeta& meta = checkpoint_->meta();
-  const Nanos now = clock_.Now();
-  const int64_t wall = WallNow();
   CheckpointJob j;
   std::string why;
-  while (checkpoint_->Next(&j, &why)) {
+  while (checkpoint_->NextBelow(below, &j, &why)) {
     if (!j.cold) continue;
     const engine::Tube* t = engine_->RestoreCold(j.id, meta.tubes[j.tube]);
     Segment* seg = FindSegment(j.seq);
@@ -184,15 +183,19 @@ bool Binlog::RestoreCheckpointedCold(std::string* error) {
     // A stop here leaves the checkpoint in place: nothing has been written.
     if (restored_cold_ % 16384 == 0 && !GoOn(error)) return false;
   }
+  if (why.empty()) return true;
+  // Its second reading failed (an I/O error): it is removed before anything is written.
+  checkpoint_.reset();
+  RemoveCheckpoint(nullptr);
+  *error = options_.dir + "/" + kCheckpointName + ": " + why + "; start again to replay";
+  return false;
+}
+
+void Binlog::FinishCheckpointedCold() {
   checkpoint_.reset();
   RemoveCheckpoint(nullptr);  // before anything is written
-  if (!why.empty()) {         // its second reading failed (an I/O error): it is gone now
-    *error = options_.dir + "/" + kCheckpointName + ": " + why + "; start again to replay";
-    return false;
-  }
   Log("%s: %zu jobs kept on disk restored from the checkpoint, their records not read",
       options_.dir.c_str(), restored_cold_);
-  return true;
 }
 
 // CRC of the last bytes of s's records (cold_checkpoint.h), read from its file.

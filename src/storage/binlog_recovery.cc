@@ -293,7 +293,7 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   }
   if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
   if (!RestoreReplayed(replay, error)) return false;
-  if (checkpointed && !RestoreCheckpointedCold(error)) return false;
+  if (checkpointed) FinishCheckpointedCold();
   engine_->ReserveIdsThrough(replay.max_id);
   max_id_ = std::max(max_id_, replay.max_id);
   const Segment* current = ReuseSegments(&replay);

@@ -91,12 +91,14 @@ void Binlog::Replay::DropTouched() const {
   touched_pages = 0;
 }
 
-// Restores the replayed jobs in id order, so buried jobs keep their order. With the disk
-// tier (both restore_cold callbacks given), every job it could keep on disk whose latest
-// record is its kFull record goes straight into its index instead of memory: its record
-// is parsed for its tube, priority and times, its body never copied. The tier's loop then
-// reads back what is needed, as after a demotion: delayed jobs a lead time before they are
-// due, each tube's first ready ones (docs/DISK-TIER.md).
+// Restores the replayed jobs in id order, so buried jobs keep their order and tubes are made
+// in the order of their lowest live id (a start from the checkpoint merges its cold jobs
+// in, RestoreCheckpointedCold). With the disk tier (both restore_cold callbacks given),
+// every job it could keep on disk whose latest record is its kFull record goes straight
+// into its index instead of memory: its record is parsed for its tube, priority and times,
+// its body never copied. The tier's loop then reads back what is needed, as after a
+// demotion: delayed jobs a lead time before they are due, each tube's first ready ones
+// (docs/DISK-TIER.md).
 bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
   std::unordered_map<uint32_t, Segment*> by_seq = AddReplayedSegments(replay);
   const bool to_disk = options_.disk_tier && options_.restore_cold && options_.restore_cold_ready;
@@ -109,6 +111,8 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
   std::sort(ids.begin(), ids.end());
   std::string why;
   for (uint64_t id : ids) {
+    // A start from the checkpoint: its cold jobs below this one first (id order).
+    if (!RestoreCheckpointedCold(id, now, wall, error)) return false;
     const Replayed& r = *replay.jobs.Find(id);
     JobRecord x;
     if (!replay.Job(id, r, &x, &why)) {
@@ -146,6 +150,7 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
     if (replay.touched_pages >= kDropAfterPages) replay.DropTouched();
     if (restored_ % 16384 == 0 && !GoOn(error)) return false;
   }
+  if (!RestoreCheckpointedCold(UINT64_MAX, now, wall, error)) return false;
   replay.DropTouched();
   if (replayed_cold_ > 0) {
     Log("%s: %zu jobs kept on disk from the start (the disk tier), %zu in memory",

@@ -377,7 +377,17 @@ bool CheckpointReader::Next(CheckpointJob* j, std::string* why) {
   return true;
 }
 
+bool CheckpointReader::NextBelow(uint64_t below, CheckpointJob* j, std::string* why) {
+  if (!holding_ && !Next(&held_, why)) return false;
+  holding_ = true;
+  if (held_.id >= below) return false;
+  *j = held_;
+  holding_ = false;
+  return true;
+}
+
 bool CheckpointReader::Rewind(std::string* why) {
+  holding_ = false;
   buf_.clear();
   pos_ = 0;
   file_pos_ = jobs_at_;

@@ -129,6 +129,9 @@ class CheckpointReader {
   const CheckpointMeta& meta() const { return meta_; }
   // The next job (false at the end or on damage: *why is then set).
   bool Next(CheckpointJob* j, std::string* why);
+  // As Next, but only a job whose id is below `below`: a later one is held for the next call
+  // (false with *why empty), so the jobs can be merged in id order with others.
+  bool NextBelow(uint64_t below, CheckpointJob* j, std::string* why);
   bool Rewind(std::string* why);
 
  private:
@@ -144,6 +147,8 @@ class CheckpointReader {
   int64_t jobs_at_ = 0;     // file offset of the first job
   uint64_t jobs_left_ = 0;  // jobs not yet given by Next
   uint64_t last_id_ = 0;
+  CheckpointJob held_;  // read by NextBelow, not yet given
+  bool holding_ = false;
   CheckpointMeta meta_;
 };
 

@@ -81,6 +81,16 @@ class CheckpointTest : public ::testing::Test {
     for (const std::string& f : Files(dir_)) unlink((dir_ + "/" + f).c_str());
     for (const auto& [f, bytes] : snap_) WriteFile(dir_ + "/" + f, bytes);
   }
+  // A copy of the directory but for the checkpoint (removed when the test ends): its start
+  // replays every record.
+  std::string CopyWithoutCheckpoint() {
+    const std::string copy = MakeTempDir();
+    more_.push_back(copy);
+    for (const std::string& f : Files(dir_)) {
+      if (f != kCheckpointName) WriteFile(copy + "/" + f, ReadFile(dir_ + "/" + f));
+    }
+    return copy;
+  }
   // A restart with the tier: whether it used the checkpoint; every job must be back.
   bool Restart(size_t jobs) {
     Tier t(clock_, dir_, 1);
@@ -237,11 +247,7 @@ TEST_F(CheckpointTest, RestartFromItEqualsAFullReplay) {
     // the checkpoint's conversions differ by as much as the two clocks drifted apart.
     const auto wall0 = std::chrono::system_clock::now();
     const size_t jobs = Fill(seed, 600);
-    const std::string copy = MakeTempDir();
-    more_.push_back(copy);
-    for (const std::string& f : Files(dir_)) {
-      if (f != kCheckpointName) WriteFile(copy + "/" + f, ReadFile(dir_ + "/" + f));
-    }
+    const std::string copy = CopyWithoutCheckpoint();
     Tier a(clock_, dir_, 1), b(clock_, copy, 1);
     ASSERT_TRUE(a.ok && b.ok);
     // The fake clock advanced 1 s in Fill, the wall one by the test's run time.
@@ -256,6 +262,67 @@ TEST_F(CheckpointTest, RestartFromItEqualsAFullReplay) {
     EXPECT_EQ(b.Jobs(), jobs);
     ExpectSameAnswers(a, b, 600, drift_s);
     EXPECT_EQ(a.cold->stats().read_errors, 0u);
+  }
+}
+
+// Tubes come back in the order a replay (as beanstalkd's) makes them: of their lowest live
+// job id, "default" first. A start from the checkpoint merges the cold jobs it restores
+// from it with those whose records it reads, in id order. Random histories over many tubes
+// (long-delayed and ready jobs, on disk; buried ones, in memory; deletes; a tube default
+// alone makes no tube): list-tubes after a start from the checkpoint equals that after a
+// replay of a copy of the directory, and that order.
+TEST_F(CheckpointTest, TubesComeBackInTheOrderOfAReplay) {
+  for (uint32_t seed = 1; seed <= 8; seed++) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RemoveDir(dir_);
+    dir_ = MakeTempDir();
+    std::mt19937_64 rng(seed);
+    auto rand = [&](uint64_t n) { return rng() % n; };
+    std::map<uint64_t, std::string> live;  // id: tube
+    {
+      Tier t(clock_, dir_, 1);  // a budget of 1 byte: every job that may go, goes
+      command::Session& s = *t.session;
+      const uint64_t tubes = 3 + rand(30);
+      for (uint64_t k = 0; k < tubes; k++) s.Watch("t" + std::to_string(k));
+      EXPECT_EQ(s.TubeTries("t-tries-only", 3).outcome, Outcome::kTubeTries);
+      for (int i = 0; i < 400; i++) {
+        const std::string tube = rand(8) == 0 ? "default" : "t" + std::to_string(rand(tubes));
+        s.Use(tube);
+        const uint64_t kind = rand(4);  // 0: buried; 1: ready; else delayed
+        Result r =
+            Put(s, kind == 0 ? 0 : 1 + static_cast<uint32_t>(rand(5)),
+                kind < 2 ? 0 : static_cast<uint32_t>(3600 + rand(7200)), "j" + std::to_string(i));
+        ASSERT_EQ(r.outcome, Outcome::kInserted);
+        live[r.number] = tube;
+        if (kind == 0) {  // the only job of priority 0 ready: reserved at once
+          Result got = s.Reserve(0);
+          ASSERT_EQ(got.outcome, Outcome::kReserved);
+          ASSERT_EQ(s.Bury(got.job.id, 0).outcome, Outcome::kBuried);
+        }
+        if (rand(4) == 0) {  // a delete of a random live job: tubes' lowest ids change
+          auto it = live.lower_bound(1 + rand(r.number));
+          ASSERT_EQ(s.Delete(it->first).outcome, Outcome::kDeleted);
+          live.erase(it);
+        }
+        if (i % 7 == 0) t.Tick();
+      }
+      for (int i = 0; i < 5; i++) t.Tick();
+      EXPECT_GT(t.cold->Count(), live.size() / 3);
+      EXPECT_TRUE(t.Shutdown());
+    }
+    ASSERT_TRUE(Exists(Path(kCheckpointName)));
+    std::vector<std::string> order = {"default"};  // then by lowest live id
+    for (const auto& [id, tube] : live) {
+      if (std::find(order.begin(), order.end(), tube) == order.end()) order.push_back(tube);
+    }
+    const std::string copy = CopyWithoutCheckpoint();
+    Tier a(clock_, dir_, 1), b(clock_, copy, 1);
+    ASSERT_TRUE(a.ok && b.ok);
+    EXPECT_GT(a.log->restored_cold(), 0u);  // from the checkpoint
+    EXPECT_EQ(b.log->restored_cold(), 0u);  // a replay
+    EXPECT_EQ(a.Jobs(), live.size());
+    EXPECT_EQ(testing_util::TubeList(a), order);
+    EXPECT_EQ(testing_util::TubeList(b), order);
   }
 }
 

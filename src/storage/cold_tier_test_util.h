@@ -155,9 +155,18 @@ inline void MakeHistory(Tier& t, uint32_t seed, int puts, bool extensions) {
   }
 }
 
-// a and b answer alike: stats, stats-tube of the tubes "default", "a" and "b", and stats-job
-// and peek of ids 1..max_id. Times are equal but for `drift_s`: the two were restored from
-// wall-clock times a moment apart (or a fake clock and the wall clock drifted apart).
+// list-tubes of t's session, in its order.
+inline std::vector<std::string> TubeList(Tier& t) {
+  command::Result r = t.session->ListTubes();
+  EXPECT_EQ(r.outcome, command::Outcome::kTubeList);
+  if (r.outcome != command::Outcome::kTubeList) return {};
+  return std::vector<std::string>(r.tubes->begin(), r.tubes->end());
+}
+
+// a and b answer alike: stats, list-tubes (the same tubes in the same order: a start makes
+// them in the order of their lowest live id), stats-tube of the tubes "default", "a" and
+// "b", and stats-job and peek of ids 1..max_id. Times are equal but for `drift_s`: the two were
+// restored from wall-clock times a moment apart (or a fake clock and the wall clock drifted apart).
 inline void ExpectSameAnswers(Tier& a, Tier& b, uint64_t max_id, double drift_s) {
   using command::Outcome;
   const command::ServerStats sa = *a.session->Stats().stats, sb = *b.session->Stats().stats;
@@ -167,6 +176,7 @@ inline void ExpectSameAnswers(Tier& a, Tier& b, uint64_t max_id, double drift_s)
   EXPECT_EQ(sa.buried, sb.buried);
   EXPECT_EQ(sa.total_jobs, sb.total_jobs);
   EXPECT_EQ(sa.tubes, sb.tubes);
+  EXPECT_EQ(TubeList(a), TubeList(b));
   for (const char* tube : {"default", "a", "b"}) {
     const command::TubeStats ta = *a.session->StatsTube(tube).tube_stats;
     const command::TubeStats tb = *b.session->StatsTube(tube).tube_stats;

@@ -17,7 +17,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from beanstalk import Server, embedded_store_only, is_beanstalkd, stats_of, wait_until  # noqa: E402
+from beanstalk import (Server, embedded_store_only, is_beanstalkd, parse_yaml, stats_of,  # noqa: E402
+                       wait_until)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_binlog_kill import peek_all  # noqa: E402
@@ -150,6 +151,46 @@ class DiskTierRestartTest(unittest.TestCase):
         self.assertNotIn(USED, self.read(log))
         for i in range(n):
             self.assertEqual(got[ids[i]], None if i == 77 else bodies[i], i)
+
+    def test_tubes_come_back_in_the_order_of_a_replay(self):
+        """list-tubes after a start from the checkpoint: "default", then the tubes in the
+        order of their lowest live job id, as after a replay (a kill -9, or a start without
+        the tier); the tube whose jobs are all on disk is not put after those whose jobs are
+        in memory (the order beanstalkd gives too), and a tube whose first job was deleted
+        comes by its next one."""
+        s, log = self.start(budget="1K")
+        c = s.connect(timeout=HANG)
+        first = put_many(c, [b"x0"], lambda k: 0, tube="x")
+        put_many(c, [b"a" * 100] * 300, lambda k: 3600, tube="a")
+        put_many(c, [b"b" * 10] * 3, lambda k: 0, tube="b")
+        put_many(c, [b"x1"], lambda k: 7200, tube="x")
+        self.assertEqual(c.cmd("delete %d" % first[0]), b"DELETED\r\n")
+        wait_until(lambda: int(ext(c)["disk-tier-cold-jobs"]) >= 250, timeout=HANG)
+        want = ["default", "a", "b", "x"]
+
+        def tubes():
+            c = self.server.connect(timeout=HANG)
+            got = parse_yaml(c.cmd("list-tubes"))
+            c.close()
+            return got
+
+        self.assertEqual(tubes()[:2], ["default", "x"])  # x made first, before its delete
+        c.close()
+        self.stop()
+        self.assertIn(WRITTEN, self.read(log))
+        s, log = self.start(budget="1K")
+        self.assertEqual(tubes(), want)
+        self.assertIn(USED, self.read(log))
+        self.server.proc.send_signal(signal.SIGKILL)  # the next start replays
+        self.server.proc.wait()
+        s, log = self.start(budget="1K")
+        self.assertEqual(tubes(), want)
+        self.assertNotIn(USED, self.read(log))
+        self.stop()
+        log = os.path.join(self.tmp, "plain.log")  # without the tier: a replay into memory
+        self.server = Server(args=["-b", self.dir, "-s", "65536"], log=log)
+        self.started.append((self.server, log))
+        self.assertEqual(tubes(), want)
 
     def test_off_without_the_tier(self):
         s, log = self.start()
