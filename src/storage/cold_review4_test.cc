@@ -251,5 +251,42 @@ TEST_F(ColdReview4Test, FirstCommandsAfterAReplayedColdStartNeedNoTick) {
   EXPECT_EQ(Drain(a, false), Drain(b, false));
 }
 
+// Jobs released with a delay, then kept on disk (their records written whole again): a
+// Job's creation time is a multiple of 16 ns, so the index keeps them in its 16 bytes. A
+// start after a crash (the replay to disk) and one from a checkpoint bring them back into
+// the index from their records' wall-clock times: they should fit as well, not be kept
+// wide (a hash node each), since the job's creation time is a multiple of 16 ns again once
+// it is back in memory.
+TEST_F(ColdReview4Test, DISABLED_ReleasedJobsFitTheIndexAfterARestart) {
+  const int n = 200;
+  {
+    Tier t(clock_, dir_, 1);
+    for (int i = 0; i < n; i++) Put(t, "default", 5, 0, "r" + std::to_string(i));
+    for (int i = 0; i < n; i++) {
+      Result r = t.session->Reserve(0);
+      ASSERT_EQ(r.outcome, Outcome::kReserved);
+      clock_.Advance(kSecond / 20 + 12345);  // deadlines at any ns past 8.4 ms
+      ASSERT_EQ(t.session->Release(r.job.id, 5, 1000).outcome, Outcome::kReleased);
+    }
+    for (int i = 0; i < 50 && t.cold->Count() < size_t(n); i++) t.Tick();
+    ASSERT_EQ(t.cold->Count(), size_t(n));
+    EXPECT_EQ(t.cold->index().wide(), 0u);
+    t.Crash();
+  }
+  {
+    Tier a(clock_, dir_, 1);  // a replay: straight to the index
+    ASSERT_TRUE(a.ok);
+    EXPECT_EQ(a.log->replayed_cold(), size_t(n));
+    EXPECT_EQ(a.cold->Count(), size_t(n));
+    EXPECT_EQ(a.cold->index().wide(), 0u);
+    EXPECT_TRUE(a.Shutdown());
+  }
+  Tier b(clock_, dir_, 1);  // from the checkpoint
+  ASSERT_TRUE(b.ok);
+  EXPECT_EQ(b.log->restored_cold(), size_t(n));
+  EXPECT_EQ(b.cold->Count(), size_t(n));
+  EXPECT_EQ(b.cold->index().wide(), 0u);
+}
+
 }  // namespace
 }  // namespace stalkd::storage
