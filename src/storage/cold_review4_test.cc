@@ -257,7 +257,7 @@ TEST_F(ColdReview4Test, FirstCommandsAfterAReplayedColdStartNeedNoTick) {
 // the index from their records' wall-clock times: they should fit as well, not be kept
 // wide (a hash node each), since the job's creation time is a multiple of 16 ns again once
 // it is back in memory.
-TEST_F(ColdReview4Test, DISABLED_ReleasedJobsFitTheIndexAfterARestart) {
+TEST_F(ColdReview4Test, ReleasedJobsFitTheIndexAfterARestart) {
   const int n = 200;
   {
     Tier t(clock_, dir_, 1);
