@@ -61,8 +61,12 @@ class ColdStore final : public engine::ColdTier {
 
   const ColdIndex& index() const { return index_; }
   // A job the binlog restored from its checkpoint as kept on disk only (never in memory).
-  void AddRestored(const ColdIndex::Entry& e) {
+  // Its creation time, from the record's wall clock, is cut to 16 ns as a Job keeps it
+  // (engine::Job::created; nothing else changes once the job is back in memory), so that
+  // it fits the index's 16 bytes as the job's did before the restart.
+  void AddRestored(ColdIndex::Entry e) {
     index_.SetHorizon(engine_.clock().Now() + options_.lead);
+    e.created = static_cast<Nanos>(static_cast<uint64_t>(e.created) & ~uint64_t{15});
     index_.Add(e);
   }
   // A ready job a replay restored as kept on disk only (never in memory).
