@@ -31,7 +31,8 @@ constexpr size_t kDropAfterPages = 4096;
 
 // Whether a job that x describes, whose latest record is its kFull record, may start on
 // disk: as the tier's demotion would take it (Engine::Evictable: delayed or ready, no key,
-// no TTL). Reserved jobs come back ready, but are few: they start in memory, as buried ones.
+// no TTL). A reserve is not logged, so a job reserved at the crash whose latest record is its
+// put is ready here and may start on disk; a buried one (its state record) starts in memory.
 bool MayStartOnDisk(const JobRecord& x) {
   if (x.state != DiskState::kDelayed && x.state != DiskState::kReady) return false;
   return !x.extra.present || (x.extra.key_len == 0 && !x.extra.has_ttl);
