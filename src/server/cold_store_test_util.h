@@ -16,6 +16,12 @@
 namespace stalkd::storage {
 namespace testing_util {
 
+// A client of the tests' sessions whose asynchronous results (a waiting reserve's) are not
+// looked at.
+struct IgnoredClient final : command::Client {
+  void OnResult(const command::Result&) override {}
+};
+
 struct TierParts {
   std::string dir;
   std::unique_ptr<store::MemoryStore> store;

@@ -28,12 +28,8 @@ using testing_util::MakeTempDir;
 using testing_util::RemoveDir;
 constexpr auto Put = command::testing_util::PutThrough;
 
-struct Quiet final : command::Client {
-  void OnResult(const Result&) override {}
-};
-
 struct Store : testing_util::TierParts {
-  Quiet quiet;
+  testing_util::IgnoredClient quiet;
   std::unique_ptr<command::Session> s;
 
   bool crashed = false;

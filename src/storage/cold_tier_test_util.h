@@ -37,14 +37,10 @@ inline std::vector<std::string> Files(const std::string& dir) {
 
 inline bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
-struct TierRecorder final : command::Client {
-  void OnResult(const command::Result&) override {}
-};
-
 // A store with a binlog on `dir` (small segments: many, rotation and compaction) and, with a
 // budget, the disk tier (TierParts, as the server builds them), with a session.
 struct Tier : TierParts {
-  TierRecorder rec;
+  IgnoredClient rec;
   std::unique_ptr<command::Session> session;
 
   Tier(FakeClock& clock, const std::string& in, size_t budget, std::function<bool()> progress = {})
