@@ -29,7 +29,8 @@
 // - A head whose body is still arriving is screened (Service::Screen, the real services'
 //   route, name, token and account checks): a refusal is a 4xx answered at once with
 //   Connection: close, an admission is followed by that request's Handle or by a 503 of the
-//   bodies' budget (a BodyBudget of 64 or 4096 bytes, by the header byte); a front end
+//   bodies' budget (a BodyBudget of 64 or 4096 bytes, by the header byte), at once for a
+//   Content-Length, or when a chunk of a chunked body does not fit; a front end
 //   lingers (reads a refused body away) only while closing and for at most kLingerBytes;
 //   when every connection is gone the budget holds nothing.
 // - The rate limiter gives back no more than it counted; nothing is answered 500; the
@@ -679,9 +680,17 @@ void World::Drain(Conn& c) {
       FUZZ_CHECK(a.close == close, "answered with close %d, wrote close %d", a.close, close);
       head_request = a.head;
     } else {
-      // A refusal of a request the service never saw: malformed, too large, too slow.
-      FUZZ_CHECK(h.status == 400 || h.status == 408 || h.status == 413 || h.status == 431,
+      // A refusal of a request the service never saw: malformed, too large, too slow; or of
+      // an admitted head whose chunked body ran past the bodies' budget as it arrived (the
+      // parser refuses it 503, as a Content-Length past the budget is refused at admission).
+      bool chunks_over_budget = h.status == 503 && c.screening;
+      FUZZ_CHECK(h.status == 400 || h.status == 408 || h.status == 413 || h.status == 431 ||
+                     chunks_over_budget,
                  "a response to no request: %d", h.status);
+      if (chunks_over_budget) {
+        c.screening = false;
+        c.budget_refusals++;
+      }
       FUZZ_CHECK(close, "a refusal without Connection: close");
       FUZZ_CHECK(c.fe().closing(), "a refusal, and the connection stays open");
     }
