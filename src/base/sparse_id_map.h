@@ -84,6 +84,23 @@ class SparseIdMap {
     return n;
   }
 
+  // fn(id, const T&) for every entry with from <= id < below, in id order: one page lookup
+  // per kSlots ids of the range, present or not.
+  template <typename Fn>
+  void ForRange(uint64_t from, uint64_t below, Fn fn) const {
+    if (from >= below) return;
+    for (uint64_t page = from >> kPageBits; page <= (below - 1) >> kPageBits; page++) {
+      auto it = pages_.find(page);
+      if (it == pages_.end()) continue;
+      const Page& p = it->second;
+      const uint64_t first = page == from >> kPageBits ? (from & kMask) : 0;
+      const uint64_t last = page == (below - 1) >> kPageBits ? ((below - 1) & kMask) : kMask;
+      size_t i = p.Rank(first);
+      for (uint64_t s = first; s <= last; s++) {
+        if (p.Has(s)) fn((page << kPageBits) | s, p.entries[i++]);
+      }
+    }
+  }
   // fn(id, T&) for every entry, in no particular order.
   template <typename Fn>
   void ForEach(Fn fn) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -45,6 +46,19 @@ TEST(SparseIdMapTest, MatchesAMapUnderRandomOperations) {
             ASSERT_EQ(got->a, it->second.a);
           }
         }
+        // A range, within a page, across pages or empty: the model's ids in it, in order.
+        const uint64_t from = base + rng() % span;
+        const uint64_t below = from + rng() % (step % 2 ? 40 : 3000);
+        std::vector<uint64_t> ids;
+        m.ForRange(from, below, [&](uint64_t at, const Meta& v) {
+          ASSERT_EQ(model.at(at).a, v.a);
+          ids.push_back(at);
+        });
+        std::vector<uint64_t> want;
+        for (auto it = model.lower_bound(from); it != model.end() && it->first < below; ++it) {
+          want.push_back(it->first);
+        }
+        ASSERT_EQ(ids, want);
       }
     }
     size_t seen = 0;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "engine/job.h"
@@ -69,8 +70,13 @@ class ColdTier {
   // Brings back t's first ready job on disk if it may come before hot_first (t's first in
   // memory, nullptr if none), so that the engine's first ready job of t is t's first.
   virtual void PromoteReadyFirst(const Tube* t, const Job* hot_first) = 0;
-  // Brings back every ready job of t on disk (purge, list-jobs of ready jobs).
-  virtual void PromoteReadyAll(const Tube* t) = 0;
+  // Brings back t's first n ready jobs on disk (a purge, a slice at a time).
+  virtual void PromoteReady(const Tube* t, size_t n) = 0;
+  // Appends to *out the ids of t's jobs on disk in `state` (delayed or ready; none in the
+  // others) with from <= id < below, in id order, without reading them (list-jobs). Looks
+  // at each id of the range: bound it.
+  virtual void ListIds(const Tube* t, JobState state, uint64_t from, uint64_t below,
+                       std::vector<uint64_t>* out) const = 0;
   // Promotes jobs falling due soon and demotes jobs while memory is over the budget.
   // Returns when it next has work (kForever: none), Now() if it left work for later.
   virtual Nanos Tick() = 0;

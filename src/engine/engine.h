@@ -285,6 +285,8 @@ class Engine {
   // New ids will be above `id`: a store calls this with the highest id in any of its
   // records (deleted jobs included), so an id is never handed out twice across restarts.
   void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }
+  // The id the next job gets: every job's id, in memory or on disk, is below it.
+  uint64_t next_id() const { return next_id_; }
 
   // --- stats ---
   // The job log's file holding j's latest record (stats-job "file"); 0 without a log.

@@ -61,6 +61,14 @@ class ColdIndex {
 
   size_t size() const { return live_.size(); }
   size_t Count(const engine::Tube* t) const;
+  // Appends the ids of t's entries with from <= id < below to *out, in id order (list-jobs):
+  // looks at each id of the range, not at t's other entries.
+  void ListIds(const engine::Tube* t, uint64_t from, uint64_t below,
+               std::vector<uint64_t>* out) const {
+    live_.ForRange(from, below, [&](uint64_t id, const Meta& m) {
+      if (TubeOf(id, m) == t) out->push_back(id);
+    });
+  }
   // A deadline no later than t's earliest (kForever if t has none here).
   Nanos Floor(const engine::Tube* t) const;
   // When TakeDue next has work (kForever if empty): no later than the earliest deadline here

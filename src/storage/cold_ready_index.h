@@ -54,6 +54,14 @@ class ColdReadyIndex {
 
   size_t size() const { return live_.size(); }
   size_t urgent() const { return urgent_; }  // jobs with pri < 1024 (current-jobs-urgent)
+  // Appends the ids of t's entries with from <= id < below to *out, in id order (list-jobs):
+  // looks at each id of the range, not at t's other entries.
+  void ListIds(const engine::Tube* t, uint64_t from, uint64_t below,
+               std::vector<uint64_t>* out) const {
+    live_.ForRange(from, below, [&](uint64_t id, const Meta& m) {
+      if (TubeOf(id, m) == t) out->push_back(id);
+    });
+  }
   size_t Count(const engine::Tube* t) const;
   size_t Urgent(const engine::Tube* t) const;
   // t's first key here (priority, then id); false if t has none here.

@@ -50,6 +50,15 @@ void ColdStore::PromoteEarliest(const engine::Tube* t, size_t n) {
   for (const ColdIndex::Entry& e : scratch_) Bring(e);
 }
 
+void ColdStore::ListIds(const engine::Tube* t, engine::JobState state, uint64_t from,
+                        uint64_t below, std::vector<uint64_t>* out) const {
+  if (state == engine::JobState::kDelayed && index_.Count(t) > 0) {
+    index_.ListIds(t, from, below, out);
+  } else if (state == engine::JobState::kReady && ready_.Count(t) > 0) {
+    ready_.ListIds(t, from, below, out);
+  }
+}
+
 bool ColdStore::MayPrecede(const engine::Tube* t, const engine::Job* hot_first) const {
   if (index_.Count(t) == 0) return false;
   return !hot_first || hot_first->deadline() >= index_.Floor(t);

@@ -55,7 +55,9 @@ class ColdStore final : public engine::ColdTier {
   size_t Count() const override { return index_.size(); }
   ReadyCounts ReadyOnDisk(const engine::Tube* t) const override;
   void PromoteReadyFirst(const engine::Tube* t, const engine::Job* hot_first) override;
-  void PromoteReadyAll(const engine::Tube* t) override;
+  void PromoteReady(const engine::Tube* t, size_t n) override;
+  void ListIds(const engine::Tube* t, engine::JobState state, uint64_t from, uint64_t below,
+               std::vector<uint64_t>* out) const override;
   Nanos Tick() override;
   Stats stats() const override;
 

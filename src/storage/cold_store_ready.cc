@@ -56,9 +56,9 @@ void ColdStore::PromoteReadyFirst(const engine::Tube* t, const engine::Job* hot_
   waited_reads_ += FixReadyFirst(t);
 }
 
-void ColdStore::PromoteReadyAll(const engine::Tube* t) {
+void ColdStore::PromoteReady(const engine::Tube* t, size_t n) {
   ColdReadyIndex::Entry e;
-  while (ready_.TakeFirst(t, &e)) {
+  for (size_t i = 0; i < n && ready_.TakeFirst(t, &e); i++) {
     waited_reads_++;
     BringReady(e);
   }

@@ -26,6 +26,7 @@ namespace {
 
 using command::Outcome;
 using command::Result;
+using command::StateFilter;
 constexpr auto Put = command::testing_util::PutThrough;
 
 // The results that arrive later (a reserve that waited, a kick or purge in slices).
@@ -184,6 +185,7 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
     const char* tubes[] = {"default", "a", "b"};
     // Urgent and not, equal ones (so ids decide), the extremes.
     const uint32_t pris[] = {0, 1, 7, 9, 1023, 1024, 1024, 5000, 0xFFFFFFFFu};
+    const StateFilter purges[] = {StateFilter::kReady, StateFilter::kDelayed, StateFilter::kAll};
     uint64_t ids = 1;
     // A session whose reserve waits sends nothing until its answer arrives (as a client).
     size_t answered[Side::kSessions] = {};
@@ -284,11 +286,10 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
           const char* t = tubes[rand(3)];
           both([&](command::Session& s) { return s.StatsTube(t); }, "stats-tube");
           both([&](command::Session& s) { return s.Stats(); }, "stats");
-          both(
-              [&](command::Session& s) {
-                return s.ListJobs(t, command::StateFilter::kReady, 0, 1000);
-              },
-              "list-jobs");
+          const auto st = rand(2) ? StateFilter::kReady : StateFilter::kDelayed;  // from 0 or an id
+          const uint64_t from = rand(2) ? 0 : rand(ids + 1);
+          const auto n = static_cast<uint32_t>(rand(2) ? 1000 : 1 + rand(3));
+          both([&](command::Session& s) { return s.ListJobs(t, st, from, n); }, "list-jobs");
           break;
         }
         case 16: {
@@ -298,10 +299,10 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
           break;
         }
         case 17:
-          if (rand(10) == 0) {  // now and then a purge of a tube's ready jobs
+          if (rand(10) == 0) {  // now and then a purge (ready, delayed or all)
             const char* t = tubes[rand(3)];
-            both([&](command::Session& s) { return s.Purge(t, command::StateFilter::kReady); },
-                 "purge");
+            const StateFilter st = purges[rand(3)];
+            both([&](command::Session& s) { return s.Purge(t, st); }, "purge");
           } else {
             const uint64_t many[] = {id, id + 1, id + 5};
             both([&](command::Session& s) { return s.DeleteMany(many); }, "delete-many");
@@ -356,8 +357,7 @@ TEST(ColdStoreTest, ReadyBacklogOnDiskIsReservedInOrder) {
     EXPECT_GT(on_disk.ready, 2500u);
     EXPECT_GT(on_disk.urgent, 0u);  // pri 1000..1049: some urgent ones went too
     ExpectSame(hot.sessions[0]->Stats(), cold.sessions[0]->Stats(), "stats");
-    // A job's tube, as a namespace check asks it before a command naming the job: found on
-    // disk too.
+    // A job's tube (a namespace check asks it before a command naming the job): on disk too.
     for (uint64_t id = 1; id <= 3000; id += 7) {
       Result a = hot.sessions[0]->JobTube(id), b = cold.sessions[0]->JobTube(id);
       ASSERT_EQ(b.outcome, Outcome::kFound) << "job-tube " << id;

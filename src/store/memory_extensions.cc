@@ -115,10 +115,8 @@ Result MemorySession::ListJobs(std::string_view tube, command::StateFilter state
   }
   const Tube* t = store_.engine_.FindTube(tube);
   if (!t) return NotFound();
-  if (state == command::StateFilter::kDelayed) store_.WarmDelayed(t, SIZE_MAX);
-  if (state == command::StateFilter::kReady) store_.WarmReadyAll(t);
   store_.ids_.clear();
-  uint64_t next = store_.engine_.ListJobs(t, JobStateOf(state), from, count, &store_.ids_);
+  uint64_t next = store_.ListWithCold(t, JobStateOf(state), from, count);
   Result r = All(Outcome::kJobList, next);
   r.ids = &store_.ids_;
   return r;
@@ -139,16 +137,68 @@ Result MemorySession::Respawn(std::string_view tube, uint32_t count, uint32_t tt
   return All(Outcome::kKicked, t ? store_.engine_.Respawn(t, count, ttl_s) : 0);
 }
 
+uint64_t MemoryStore::ListWithCold(const engine::Tube* t, engine::JobState state, uint64_t from,
+                                   size_t count) {
+  const bool on_disk =
+      cold_ && (state == engine::JobState::kDelayed
+                    ? cold_->Count(t) > 0
+                    : state == engine::JobState::kReady && cold_->ReadyOnDisk(t).ready > 0);
+  uint64_t next = engine_.ListJobs(t, state, from, count, &ids_);
+  if (!on_disk) return next;
+  // The ids on disk of the same window (kListScan ids from `from`), read from the tier's
+  // index without reading the jobs; the answer covers up to the end of the shorter of the
+  // two windows, in id order, at most `count` ids.
+  from = std::max<uint64_t>(from, 1);
+  uint64_t end = from + std::min<uint64_t>(engine::Engine::kListScan, UINT64_MAX - from);
+  if (next != 0) end = std::min(end, next);
+  while (!ids_.empty() && ids_.back() >= end) ids_.pop_back();
+  const size_t hot = ids_.size();
+  cold_->ListIds(t, state, from, end, &ids_);
+  std::inplace_merge(ids_.begin(), ids_.begin() + static_cast<ptrdiff_t>(hot), ids_.end());
+  uint64_t next_from = end < engine_.next_id() ? end : 0;
+  if (count > 0 && ids_.size() >= count) {  // as the engine's scan: the id after the last
+    ids_.resize(count);
+    next_from = ids_.back() + 1;
+  }
+  if (ids_.capacity() > 4096) ids_.shrink_to_fit();  // after a window full of ids
+  return next_from;
+}
+
+size_t MemoryStore::WarmForPurge(const engine::Tube* t, engine::PurgeWhat what, size_t n) {
+  if (!cold_) return 0;
+  const bool all = what == engine::PurgeWhat::kAll;
+  size_t warmed = 0;
+  if (all || what == engine::PurgeWhat::kDelayed) {
+    const size_t before = cold_->Count(t);
+    cold_->PromoteEarliest(t, n);
+    warmed += before - cold_->Count(t);
+  }
+  if ((all || what == engine::PurgeWhat::kReady) && warmed < n) {
+    const size_t before = cold_->ReadyOnDisk(t).ready;
+    cold_->PromoteReady(t, n - warmed);
+    warmed += before - cold_->ReadyOnDisk(t).ready;
+  }
+  return warmed;
+}
+
 bool MemoryStore::PurgeStep(Purge& p) {
   engine::Tube* t = engine_.FindTube(p.tube);
   if (!t) return true;  // its last job went, and nobody uses or watches it
-  if (p.what == engine::PurgeWhat::kDelayed || p.what == engine::PurgeWhat::kAll) {
-    WarmDelayed(t, SIZE_MAX);
-  }
-  if (p.what == engine::PurgeWhat::kReady || p.what == engine::PurgeWhat::kAll) WarmReadyAll(t);
+  // The jobs in memory first; then as many of those on disk as the slice has room for are
+  // read back and purged, so that a slice reads at most kPurgeSlice jobs.
   uint32_t n = engine_.Purge(t, p.what, kPurgeSlice);
   p.purged += n;
-  return n < kPurgeSlice;
+  if (n == kPurgeSlice) return false;
+  const size_t room = kPurgeSlice - n;
+  t = engine_.FindTube(p.tube);
+  if (!t) return true;  // a tube with jobs on disk stays: they hold it
+  const size_t warmed = WarmForPurge(t, p.what, room);
+  if (warmed == 0) return true;
+  DeliverEvents();  // a ready job read back may have gone to a waiting session
+  t = engine_.FindTube(p.tube);
+  uint32_t m = t ? engine_.Purge(t, p.what, static_cast<uint32_t>(room)) : 0;
+  p.purged += m;
+  return warmed < room && m < room;
 }
 
 bool MemoryStore::PurgeSlices() {

@@ -21,6 +21,7 @@ from beanstalk import Server, embedded_store_only, is_beanstalkd, stats_of, wait
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_binlog_kill import peek_all  # noqa: E402
+from test_extensions import parse_list  # noqa: E402
 
 SEED = int(os.environ.get("STALKD_TEST_SEED") or random.randrange(1 << 32))
 BUDGET = "300K"
@@ -202,6 +203,46 @@ class DiskTierTest(unittest.TestCase):
         self.assertEqual((st["current-jobs-ready"], st["disk-tier-cold-jobs"]), ("0", "0"))
         self.assertGreater(int(st["disk-tier-promotions"]), n // 2)
         self.assertEqual(st["disk-tier-read-errors"], "0")
+
+    def test_list_jobs_and_purge_of_jobs_on_disk(self):
+        """list-jobs answers from the tier's indexes (no job read back); purge reads the
+        jobs on disk back a slice at a time and deletes every one."""
+        s = self.start()
+        c = s.connect(timeout=HANG)
+        n = 3000
+        ids = {"ready": [], "delayed": []}
+        self.assertTrue(c.cmd("use big").startswith(b"USING"))
+        for i in range(0, 2 * n, 500):  # alternately ready and delayed by an hour or more
+            chunk = range(i, i + 500)
+            c.send(b"".join(b"put 1 %d 60 100\r\n%s\r\n" % (0 if k % 2 else 3600 + k,
+                                                               b"%0100d" % k) for k in chunk))
+            for k in chunk:
+                r = c.read_reply()
+                self.assertTrue(r.startswith(b"INSERTED "), r)
+                ids["ready" if k % 2 else "delayed"].append(int(r.split()[1]))
+        st = wait_until(lambda: (lambda d: d if int(d["disk-tier-cold-jobs"]) > n and
+                                 int(d["memory-used"]) <= 300 * 1024 else None)(ext(c)),
+                        timeout=HANG)
+        self.assertIsNotNone(st, ext(c))
+        for state in ("ready", "delayed"):
+            listed, nxt = [], 0
+            while True:
+                nxt, page = parse_list(c.cmd("list-jobs big %s %d 1000" % (state, nxt)))
+                listed += page
+                if nxt == 0:
+                    break
+            self.assertEqual(listed, ids[state])
+        after = ext(c)
+        # Nothing was read back to list them (a reserve or the tier's own refill reads a few
+        # dozen at most; listing them all used to read back every one).
+        self.assertLess(int(after["disk-tier-promotions"]) - int(st["disk-tier-promotions"]), 100)
+        self.assertGreater(int(after["disk-tier-cold-jobs"]), n)
+        self.assertEqual(c.cmd("purge big all"), b"PURGED %d\r\n" % (2 * n))
+        tube = stats_of(c, "stats-tube big")
+        self.assertEqual((tube["current-jobs-ready"], tube["current-jobs-delayed"]), ("0", "0"))
+        st = ext(c)
+        self.assertEqual((st["disk-tier-cold-jobs"], st["disk-tier-read-errors"]), ("0", "0"))
+        self.assertEqual(parse_list(c.cmd("list-jobs big ready 0 1000")), (0, []))
 
 
 @unittest.skipIf(is_beanstalkd(), "stalkd's disk tier")

@@ -1,0 +1,180 @@
+// list-jobs and purge of a tube whose jobs are mostly on disk (docs/DISK-TIER.md): list-jobs
+// answers from the tier's indexes without reading a job, page for page as the all-in-memory
+// store answers; a purge reads back at most one slice of jobs per loop iteration, so memory
+// stays within a slice of the budget however many jobs the tube has on disk.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "command/put_test_util.h"
+#include "server/cold_store_test_util.h"
+#include "storage/binlog_test_util.h"
+#include "store/memory_store.h"
+
+namespace stalkd::storage {
+namespace {
+
+constexpr auto Put = command::testing_util::PutThrough;
+using command::Outcome;
+using command::Result;
+using command::StateFilter;
+
+// The results that arrive later (a purge done in slices).
+struct Later final : command::Client {
+  void OnResult(const Result& r) override { results.push_back({r.outcome, r.number}); }
+  struct Got {
+    Outcome outcome;
+    uint64_t number;
+  };
+  std::vector<Got> results;
+};
+
+// A store with a binlog and, with a budget, the disk tier; one session.
+struct Side : testing_util::TierParts {
+  Later later;
+  std::unique_ptr<command::Session> s;
+  Side(FakeClock& clock, const std::string& in, size_t budget)
+      : TierParts(clock, Options(in), ColdStoreOptions{budget, 2 * kSecond, 1000, 64}) {
+    EXPECT_TRUE(ok) << error;
+    s = store->Open(later);
+  }
+  ~Side() {
+    s.reset();
+    store->engine().CheckInvariants();
+    Close();
+  }
+  static BinlogOptions Options(const std::string& dir) {
+    BinlogOptions o;
+    o.dir = dir;
+    o.fsync_never = true;
+    return o;
+  }
+};
+
+struct Dirs {
+  std::string hot = testing_util::MakeTempDir(), cold = testing_util::MakeTempDir();
+  ~Dirs() {
+    testing_util::RemoveDir(hot);
+    testing_util::RemoveDir(cold);
+  }
+};
+
+// Puts n jobs into `tube` on both sides: ready ones of mixed priorities, and delayed ones
+// due in an hour to a day (every third).
+void Fill(Side& hot, Side& cold, const char* tube, int n) {
+  for (Side* side : {&hot, &cold}) {
+    ASSERT_EQ(side->s->Use(tube).outcome, Outcome::kUsing);
+    for (int i = 0; i < n; i++) {
+      const uint32_t delay = i % 3 == 0 ? 3600 + static_cast<uint32_t>(i % 86400) : 0;
+      ASSERT_EQ(
+          Put(*side->s, static_cast<uint32_t>(i % 7), delay, "job " + std::to_string(i)).outcome,
+          Outcome::kInserted);
+      if (i % 500 == 0) side->Tick();
+    }
+  }
+}
+
+// Every page of list-jobs, from the start with `count` ids a page, for a state.
+std::vector<std::vector<uint64_t>> Pages(Side& side, const char* tube, StateFilter st,
+                                         uint32_t count, std::vector<uint64_t>* nexts) {
+  std::vector<std::vector<uint64_t>> pages;
+  uint64_t from = 0;
+  do {
+    Result r = side.s->ListJobs(tube, st, from, count);
+    EXPECT_EQ(r.outcome, Outcome::kJobList);
+    if (r.outcome != Outcome::kJobList || pages.size() > 100000) break;
+    pages.push_back(*r.ids);
+    from = r.number;
+    nexts->push_back(from);
+  } while (from != 0);
+  return pages;
+}
+
+TEST(ColdBrowseTest, ListJobsReadsNoJobFromDiskAndPagesAsInMemory) {
+  FakeClock clock;
+  Dirs dirs;
+  Side hot(clock, dirs.hot, 0), cold(clock, dirs.cold, 1);
+  // The tube's jobs come before and after more than a list-jobs window of another tube's.
+  Fill(hot, cold, "t", 3000);
+  Fill(hot, cold, "u", static_cast<int>(engine::Engine::kListScan) + 2000);
+  Fill(hot, cold, "t", 3000);
+  for (int i = 0; i < 200; i++) cold.Tick();
+  const engine::ColdTier::Stats before = cold.cold->stats();
+  EXPECT_GT(before.cold + cold.cold->ReadyOnDisk(nullptr).ready, 70000u);
+  EXPECT_GT(cold.cold->Count(cold.store->engine().FindTube("t")), 1500u);
+  EXPECT_GT(cold.cold->ReadyOnDisk(cold.store->engine().FindTube("t")).ready, 3000u);
+  for (StateFilter st : {StateFilter::kReady, StateFilter::kDelayed}) {
+    for (uint32_t count : {1000u, 7u, 1u}) {
+      std::vector<uint64_t> hot_next, cold_next;
+      auto a = Pages(hot, "t", st, count, &hot_next);
+      auto b = Pages(cold, "t", st, count, &cold_next);
+      EXPECT_EQ(a, b) << "state " << static_cast<int>(st) << " count " << count;
+      EXPECT_EQ(hot_next, cold_next) << "state " << static_cast<int>(st) << " count " << count;
+      size_t listed = 0;
+      for (const auto& p : b) listed += p.size();
+      EXPECT_EQ(listed, st == StateFilter::kReady ? 4000u : 2000u);
+    }
+  }
+  // Listing read nothing back: every job that was on disk still is.
+  const engine::ColdTier::Stats after = cold.cold->stats();
+  EXPECT_EQ(after.promotions, before.promotions);
+  EXPECT_EQ(after.waited_reads, before.waited_reads);
+  EXPECT_EQ(after.cold, before.cold);
+}
+
+TEST(ColdBrowseTest, PurgeReadsASliceAtATime) {
+  FakeClock clock;
+  Dirs dirs;
+  const size_t budget = 64 << 10;
+  Side hot(clock, dirs.hot, 0), cold(clock, dirs.cold, budget);
+  Fill(hot, cold, "t", 30000);
+  for (int i = 0; i < 200; i++) cold.Tick();
+  const engine::Tube* t = cold.store->engine().FindTube("t");
+  const size_t on_disk = cold.cold->Count(t) + cold.cold->ReadyOnDisk(t).ready;
+  EXPECT_GT(on_disk, 25000u);
+  const uint64_t promotions = cold.cold->stats().promotions;
+  for (StateFilter st : {StateFilter::kDelayed, StateFilter::kAll}) {
+    uint64_t purged[2] = {};
+    int side = 0;
+    for (Side* s : {&hot, &cold}) {
+      s->later.results.clear();
+      Result r = s->s->Purge("t", st);
+      if (r.outcome == Outcome::kPending) {
+        size_t slices = 0;
+        while (s->later.results.empty()) {
+          ASSERT_LT(++slices, 1000u);
+          s->Tick();
+          // A slice brings back at most its own jobs, and the tier sends the rest of memory's
+          // jobs away again as it goes: memory stays near the budget.
+          if (s == &cold) {
+            EXPECT_LE(s->store->engine().memory_used(),
+                      budget + store::MemoryStore::kPurgeSlice * 512);
+          }
+        }
+        ASSERT_EQ(s->later.results.back().outcome, Outcome::kPurged);
+        purged[side] = s->later.results.back().number;
+      } else {
+        ASSERT_EQ(r.outcome, Outcome::kPurged);
+        purged[side] = r.number;
+      }
+      side++;
+    }
+    EXPECT_EQ(purged[0], purged[1]);
+    EXPECT_EQ(purged[1], st == StateFilter::kDelayed ? 10000u : 20000u);
+    Result a = hot.s->StatsTube("t"), b = cold.s->StatsTube("t");
+    ASSERT_EQ(b.outcome, Outcome::kTubeStats);
+    EXPECT_EQ(a.tube_stats->ready, b.tube_stats->ready);
+    EXPECT_EQ(a.tube_stats->delayed, b.tube_stats->delayed);
+    EXPECT_EQ(b.tube_stats->delayed, 0u);
+  }
+  EXPECT_EQ(cold.cold->Count(), 0u);
+  EXPECT_EQ(cold.cold->ReadyOnDisk(nullptr).ready, 0u);
+  EXPECT_GE(cold.cold->stats().promotions - promotions, on_disk);  // each read once, to purge
+  EXPECT_EQ(cold.cold->stats().read_errors, 0u);
+}
+
+}  // namespace
+}  // namespace stalkd::storage
