@@ -50,6 +50,8 @@ class SparseIdMap {
     p.entries.insert(p.entries.begin() + static_cast<ptrdiff_t>(at), value);
     p.present[s / 64] |= uint64_t{1} << (s % 64);
     size_++;
+    lo_ = std::min(lo_, id);
+    hi_ = std::max(hi_, id);
     return {&p.entries[at], true};
   }
 
@@ -62,6 +64,14 @@ class SparseIdMap {
     p.entries.erase(p.entries.begin() + static_cast<ptrdiff_t>(p.Rank(s)));
     p.present[s / 64] &= ~(uint64_t{1} << (s % 64));
     size_--;
+    if (size_ == 0) {
+      lo_ = UINT64_MAX;
+      hi_ = 0;
+    } else if ((id == lo_ || id == hi_) && !p.entries.empty()) {  // the next one in its page
+      const uint64_t base = id & ~kMask;
+      if (id == lo_) lo_ = base | p.First();
+      if (id == hi_) hi_ = base | p.Last();
+    }
     if (p.entries.empty()) {
       bytes_ -= kPageBytes + p.entries.capacity() * sizeof(T);
       pages_.erase(it);
@@ -74,6 +84,11 @@ class SparseIdMap {
   }
 
   size_t size() const { return size_; }
+  // Bounds of the ids present: none is below lo() or above hi() (lo() > hi() if none). Exact
+  // but after an erase that empties the page of the lowest or highest id: then they stay
+  // where they were (until the map is empty).
+  uint64_t lo() const { return lo_; }
+  uint64_t hi() const { return hi_; }
   // Memory held: the entries' capacity, the pages (presence bits, a hash node and the
   // allocations' headers) and the page map's buckets. O(1).
   size_t bytes() const { return bytes_ + pages_.bucket_count() * sizeof(void*); }
@@ -125,6 +140,17 @@ class SparseIdMap {
       const uint64_t below = (uint64_t{1} << (s % 64)) - 1;
       return n + static_cast<size_t>(std::popcount(present[s / 64] & below));
     }
+    // The first and last present slots (the page has one).
+    uint64_t First() const {
+      uint64_t w = 0;
+      while (present[w] == 0) w++;
+      return w * 64 + static_cast<uint64_t>(std::countr_zero(present[w]));
+    }
+    uint64_t Last() const {
+      uint64_t w = kSlots / 64 - 1;
+      while (present[w] == 0) w--;
+      return w * 64 + 63 - static_cast<uint64_t>(std::countl_zero(present[w]));
+    }
   };
   static_assert(kSlots >= 64, "a page's presence bits come in words of 64");
   // A hash node (next, key, Page) and the headers of it and of the entries' allocation.
@@ -132,7 +158,8 @@ class SparseIdMap {
 
   std::unordered_map<uint64_t, Page> pages_;
   size_t size_ = 0;
-  size_t bytes_ = 0;  // entries' capacity and kPageBytes a page
+  size_t bytes_ = 0;                   // entries' capacity and kPageBytes a page
+  uint64_t lo_ = UINT64_MAX, hi_ = 0;  // lo() and hi()
 };
 
 }  // namespace stalkd

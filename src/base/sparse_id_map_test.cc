@@ -36,6 +36,16 @@ TEST(SparseIdMapTest, MatchesAMapUnderRandomOperations) {
         ASSERT_EQ(m.Erase(id), model.erase(id) == 1);
       }
       ASSERT_EQ(m.size(), model.size());
+      // Bounds of the ids: never inside them, exact while the ends' pages hold an id.
+      if (model.empty()) {
+        ASSERT_GT(m.lo(), m.hi());
+      } else {
+        ASSERT_LE(m.lo(), model.begin()->first);
+        ASSERT_GE(m.hi(), model.rbegin()->first);
+        if (span == 600 && seed % 2) {
+          ASSERT_EQ(m.lo(), model.begin()->first);  // page 0 never empties for long
+        }
+      }
       if (step % 97 == 0) {
         ASSERT_EQ(m.bytes(), m.BytesByWalk());
         for (uint64_t probe = base; probe < base + std::min<uint64_t>(span, 700); probe++) {
@@ -69,6 +79,7 @@ TEST(SparseIdMapTest, MatchesAMapUnderRandomOperations) {
     EXPECT_EQ(seen, model.size());
     for (const auto& [id, v] : model) ASSERT_TRUE(m.Erase(id));
     EXPECT_EQ(m.size(), 0u);
+    EXPECT_GT(m.lo(), m.hi());
     EXPECT_EQ(m.bytes(), m.BytesByWalk());
   }
 }

@@ -77,6 +77,10 @@ class ColdTier {
   // at each id of the range: bound it.
   virtual void ListIds(const Tube* t, JobState state, uint64_t from, uint64_t below,
                        std::vector<uint64_t>* out) const = 0;
+  // Bounds of the ids of all jobs on disk: none is below *lo or above *hi (exact unless jobs
+  // at the ends left since; list-jobs scans between them as over the ids in memory). False
+  // if none is on disk.
+  virtual bool IdBounds(uint64_t* lo, uint64_t* hi) const = 0;
   // Promotes jobs falling due soon and demotes jobs while memory is over the budget.
   // Returns when it next has work (kForever: none), Now() if it left work for later.
   virtual Nanos Tick() = 0;

@@ -196,6 +196,10 @@ class Engine {
   uint64_t ListJobs(const Tube* t, JobState state, uint64_t from, size_t count,
                     std::vector<uint64_t>* out) const;
   static constexpr uint64_t kListScan = 65536;
+  // ListJobs' scan as if the ids lo..hi (the disk tier's bounds) were live too: returns the
+  // id it starts at from `from`, and in *end where the ids end (the end of the page of the
+  // highest live id): a window is [start, min(start + kListScan, *end)), none if start >= *end.
+  uint64_t ListSpan(uint64_t from, uint64_t lo, uint64_t hi, uint64_t* end) const;
 
   // A tube's default tries, kept by name apart from the tube (0: none). Set logs the change,
   // or returns false and changes nothing if the log cannot record it (a full disk); Restore
@@ -285,8 +289,6 @@ class Engine {
   // New ids will be above `id`: a store calls this with the highest id in any of its
   // records (deleted jobs included), so an id is never handed out twice across restarts.
   void ReserveIdsThrough(uint64_t id) { next_id_ = std::max(next_id_, id + 1); }
-  // The id the next job gets: every job's id, in memory or on disk, is below it.
-  uint64_t next_id() const { return next_id_; }
 
   // --- stats ---
   // The job log's file holding j's latest record (stats-job "file"); 0 without a log.

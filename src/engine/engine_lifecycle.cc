@@ -221,6 +221,17 @@ uint64_t Engine::ListJobs(const Tube* t, JobState state, uint64_t from, size_t c
   return next;
 }
 
+uint64_t Engine::ListSpan(uint64_t from, uint64_t lo, uint64_t hi, uint64_t* end) const {
+  const uint64_t page = JobTable::page_ids();
+  uint64_t begin = lo - lo % page;
+  *end = hi - hi % page > UINT64_MAX - page ? UINT64_MAX : hi - hi % page + page;
+  if (jobs_.size() > 0) {
+    begin = std::min(begin, jobs_.span_begin());
+    *end = std::max(*end, jobs_.span_end());
+  }
+  return std::max(from, begin);
+}
+
 // ---------------------------------------------------------------------------- tube tries
 
 void Engine::RestoreTubeTries(std::string_view tube, uint32_t tries) {

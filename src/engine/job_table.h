@@ -33,6 +33,11 @@ class JobTable {
   void Erase(uint64_t id);
 
   size_t size() const { return size_; }
+  // The ids Scan spans: from the first id of the page of the lowest live id to the end of the
+  // page of the highest (begin == end if none), in pages of page_ids() ids.
+  uint64_t span_begin() const { return pages_.empty() ? 0 : base_ << kPageBits; }
+  uint64_t span_end() const { return pages_.empty() ? 0 : (base_ + pages_.size()) << kPageBits; }
+  static uint64_t page_ids() { return uint64_t{1} << kPageBits; }
 
   // Calls fn(job) for the live jobs with ids from `from` up, in id order, looking at no more
   // than `max_ids` ids (an absent page counts as its ids, at the cost of one), until fn

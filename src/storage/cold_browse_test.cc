@@ -79,13 +79,14 @@ void Fill(Side& hot, Side& cold, const char* tube, int n) {
 
 // Every page of list-jobs, from the start with `count` ids a page, for a state.
 std::vector<std::vector<uint64_t>> Pages(Side& side, const char* tube, StateFilter st,
-                                         uint32_t count, std::vector<uint64_t>* nexts) {
+                                         uint32_t count, std::vector<uint64_t>* nexts,
+                                         size_t max_pages = 100000) {
   std::vector<std::vector<uint64_t>> pages;
   uint64_t from = 0;
   do {
     Result r = side.s->ListJobs(tube, st, from, count);
     EXPECT_EQ(r.outcome, Outcome::kJobList);
-    if (r.outcome != Outcome::kJobList || pages.size() > 100000) break;
+    if (r.outcome != Outcome::kJobList || pages.size() > max_pages) break;
     pages.push_back(*r.ids);
     from = r.number;
     nexts->push_back(from);
@@ -123,6 +124,55 @@ TEST(ColdBrowseTest, ListJobsReadsNoJobFromDiskAndPagesAsInMemory) {
   EXPECT_EQ(after.promotions, before.promotions);
   EXPECT_EQ(after.waited_reads, before.waited_reads);
   EXPECT_EQ(after.cold, before.cold);
+}
+
+// Ids that start far above 0 (a server that has handed out 2^33 ids): the all-in-memory
+// store's scan starts at its lowest live id, so a listing from 0 has the jobs on its first
+// page; with jobs on disk it must too, not after 2^17 empty windows.
+TEST(ColdBrowseTest, ListJobsFromZeroOfHighIdsPagesAsInMemory) {
+  FakeClock clock;
+  Dirs dirs;
+  Side hot(clock, dirs.hot, 0), cold(clock, dirs.cold, 1);
+  for (Side* side : {&hot, &cold}) side->store->engine().ReserveIdsThrough(uint64_t{1} << 33);
+  Fill(hot, cold, "t", 3000);
+  for (int i = 0; i < 20; i++) cold.Tick();
+  EXPECT_GT(cold.cold->ReadyOnDisk(cold.store->engine().FindTube("t")).ready, 1000u);
+  for (StateFilter st : {StateFilter::kReady, StateFilter::kDelayed}) {
+    Result a = hot.s->ListJobs("t", st, 0, 1000);
+    const std::vector<uint64_t> hot_ids = *a.ids;
+    Result b = cold.s->ListJobs("t", st, 0, 1000);
+    ASSERT_EQ(b.outcome, Outcome::kJobList);
+    EXPECT_EQ(hot_ids, *b.ids) << "state " << static_cast<int>(st);
+    EXPECT_EQ(a.number, b.number) << "state " << static_cast<int>(st);
+  }
+}
+
+// The converse: a tube's jobs with low ids, and a server that has handed out 2^33 ids since
+// (none live): the all-in-memory store's scan ends at its highest live id, so the listing
+// ends (next 0) after the tube's jobs, not after 2^17 windows of ids nobody holds. And a
+// first window that is not full: `next` is where the all-in-memory store's is, from 0.
+TEST(ColdBrowseTest, ListJobsEndsAtTheHighestLiveIdAsInMemory) {
+  FakeClock clock;
+  Dirs dirs;
+  Side hot(clock, dirs.hot, 0), cold(clock, dirs.cold, 1);
+  Fill(hot, cold, "s", 30);  // its 10 delayed ones fill less than a page of 1000
+  Fill(hot, cold, "t", 3000);
+  for (Side* side : {&hot, &cold}) side->store->engine().ReserveIdsThrough(uint64_t{1} << 33);
+  for (int i = 0; i < 20; i++) cold.Tick();
+  EXPECT_GT(cold.cold->ReadyOnDisk(cold.store->engine().FindTube("t")).ready, 1000u);
+  EXPECT_EQ(cold.cold->Count(cold.store->engine().FindTube("s")), 10u);
+  for (const char* tube : {"s", "t"}) {
+    for (StateFilter st : {StateFilter::kReady, StateFilter::kDelayed}) {
+      for (uint32_t count : {1000u, 7u}) {
+        std::vector<uint64_t> hot_next, cold_next;
+        auto a = Pages(hot, tube, st, count, &hot_next, 1000);
+        auto b = Pages(cold, tube, st, count, &cold_next, 1000);
+        EXPECT_EQ(a, b) << tube << " state " << static_cast<int>(st) << " count " << count;
+        EXPECT_EQ(hot_next, cold_next)
+            << tube << " state " << static_cast<int>(st) << " count " << count;
+      }
+    }
+  }
 }
 
 TEST(ColdBrowseTest, PurgeReadsASliceAtATime) {

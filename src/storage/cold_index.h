@@ -61,6 +61,9 @@ class ColdIndex {
 
   size_t size() const { return live_.size(); }
   size_t Count(const engine::Tube* t) const;
+  // Bounds of the ids here (SparseIdMap::lo and hi: exact unless an end's page emptied).
+  uint64_t lo() const { return live_.lo(); }
+  uint64_t hi() const { return live_.hi(); }
   // Appends the ids of t's entries with from <= id < below to *out, in id order (list-jobs):
   // looks at each id of the range, not at t's other entries.
   void ListIds(const engine::Tube* t, uint64_t from, uint64_t below,

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -58,6 +59,11 @@ class ColdStore final : public engine::ColdTier {
   void PromoteReady(const engine::Tube* t, size_t n) override;
   void ListIds(const engine::Tube* t, engine::JobState state, uint64_t from, uint64_t below,
                std::vector<uint64_t>* out) const override;
+  bool IdBounds(uint64_t* lo, uint64_t* hi) const override {
+    *lo = std::min(index_.lo(), ready_.lo());
+    *hi = std::max(index_.hi(), ready_.hi());
+    return *lo <= *hi;
+  }
   Nanos Tick() override;
   Stats stats() const override;
 

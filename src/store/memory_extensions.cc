@@ -144,21 +144,26 @@ uint64_t MemoryStore::ListWithCold(const engine::Tube* t, engine::JobState state
                     ? cold_->Count(t) > 0
                     : state == engine::JobState::kReady && cold_->ReadyOnDisk(t).ready > 0);
   uint64_t next = engine_.ListJobs(t, state, from, count, &ids_);
-  if (!on_disk) return next;
-  // The ids on disk of the same window (kListScan ids from `from`), read from the tier's
-  // index without reading the jobs; the answer covers up to the end of the shorter of the
-  // two windows, in id order, at most `count` ids.
-  from = std::max<uint64_t>(from, 1);
-  uint64_t end = from + std::min<uint64_t>(engine::Engine::kListScan, UINT64_MAX - from);
+  uint64_t lo = 0, hi = 0;
+  if (!on_disk || !cold_->IdBounds(&lo, &hi)) return next;
+  // The window the all-in-memory store's scan would look at, over the ids in memory and on
+  // disk: from the page of the lowest live id if `from` is below it, kListScan ids, not past
+  // the page of the highest. Its ids on disk are read from the tier's index without reading
+  // the jobs; the answer covers up to the end of the shorter of it and the engine's window,
+  // in id order, at most `count` ids.
+  uint64_t top = 0;
+  from = engine_.ListSpan(from, lo, hi, &top);
+  if (from >= top) return 0;  // no live id from there (the engine found none either)
+  uint64_t end = from + std::min<uint64_t>(engine::Engine::kListScan, top - from);
   if (next != 0) end = std::min(end, next);
   while (!ids_.empty() && ids_.back() >= end) ids_.pop_back();
   const size_t hot = ids_.size();
   cold_->ListIds(t, state, from, end, &ids_);
   std::inplace_merge(ids_.begin(), ids_.begin() + static_cast<ptrdiff_t>(hot), ids_.end());
-  uint64_t next_from = end < engine_.next_id() ? end : 0;
+  uint64_t next_from = end < top ? end : 0;
   if (count > 0 && ids_.size() >= count) {  // as the engine's scan: the id after the last
     ids_.resize(count);
-    next_from = ids_.back() + 1;
+    next_from = ids_.back() + 1 < top ? ids_.back() + 1 : 0;
   }
   if (ids_.capacity() > 4096) ids_.shrink_to_fit();  // after a window full of ids
   return next_from;
