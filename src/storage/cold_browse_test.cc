@@ -4,6 +4,7 @@
 // stays within a slice of the budget however many jobs the tube has on disk.
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,8 @@ struct Later final : command::Client {
 struct Side : testing_util::TierParts {
   Later later;
   std::unique_ptr<command::Session> s;
-  Side(FakeClock& clock, const std::string& in, size_t budget)
-      : TierParts(clock, Options(in), ColdStoreOptions{budget, 2 * kSecond, 1000, 64}) {
+  Side(FakeClock& clock, const std::string& in, size_t budget, uint32_t ready_hot = 64)
+      : TierParts(clock, Options(in), ColdStoreOptions{budget, 2 * kSecond, 1000, ready_hot}) {
     EXPECT_TRUE(ok) << error;
     s = store->Open(later);
   }
@@ -172,6 +173,125 @@ TEST(ColdBrowseTest, ListJobsEndsAtTheHighestLiveIdAsInMemory) {
             << tube << " state " << static_cast<int>(st) << " count " << count;
       }
     }
+  }
+}
+
+// Random puts (ready and delayed, into two tubes), reserves, buries, deletes, jumps of the
+// ids (from past 2^32, by up to 300,000), time, and now and then a purge (ready, delayed,
+// buried or all) run to its end, on a store with a 1-byte budget and on an all-in-memory
+// one: every listing from 0 or from an id, paged to its end with 1, 7 or 1000 ids a page,
+// has the same ids, and every purge the same count and leaves the same stats.
+TEST(ColdBrowseTest, RandomListingsAndPurgesMatchTheAllInMemoryStore) {
+  for (uint32_t seed = 1; seed <= 3; seed++) {
+    std::mt19937_64 rng(seed);
+    auto rand = [&](uint64_t n) { return rng() % n; };
+    FakeClock clock;
+    Dirs dirs;
+    Side hot(clock, dirs.hot, 0), cold(clock, dirs.cold, 1, static_cast<uint32_t>(seed % 3));
+    Side* sides[] = {&hot, &cold};
+    const char* tubes[] = {"t", "u"};
+    uint64_t next_id = (uint64_t{1} << 32) - 700;
+    for (Side* side : sides) {
+      side->store->engine().ReserveIdsThrough(next_id - 1);
+      ASSERT_EQ(side->s->Watch("u").outcome, Outcome::kWatching);
+    }
+    std::vector<uint64_t> ids;
+    for (int step = 0; step < 4000; step++) {
+      const uint64_t op = step < 2400 ? 0 : rand(100);  // a backlog first: purges of slices
+      if (op < 55) {
+        const char* t = tubes[rand(2)];
+        const uint32_t delay = rand(3) == 0 ? 3600 + static_cast<uint32_t>(rand(9000)) : 0;
+        const auto pri = static_cast<uint32_t>(rand(5));
+        for (Side* side : sides) {
+          ASSERT_EQ(side->s->Use(t).outcome, Outcome::kUsing);
+          Result r = Put(*side->s, pri, delay, "j");
+          ASSERT_EQ(r.outcome, Outcome::kInserted);
+          ASSERT_EQ(r.number, next_id);
+        }
+        ids.push_back(next_id++);
+      } else if (op < 62) {  // ids nobody holds: a gap
+        next_id += rand(300000);
+        for (Side* side : sides) side->store->engine().ReserveIdsThrough(next_id - 1);
+      } else if (op < 72 && !ids.empty()) {
+        const uint64_t id = ids[rand(ids.size())];
+        Result a = hot.s->Delete(id), b = cold.s->Delete(id);
+        ASSERT_EQ(a.outcome, b.outcome) << "delete " << id;
+      } else if (op < 80) {  // a reserve and a bury: jobs neither ready nor delayed
+        Result a = hot.s->Reserve(0), b = cold.s->Reserve(0);
+        ASSERT_EQ(a.outcome, b.outcome);
+        if (a.outcome == Outcome::kReserved) {
+          ASSERT_EQ(a.job.id, b.job.id);
+          if (rand(2)) {
+            ASSERT_EQ(hot.s->Bury(a.job.id, 1).outcome, cold.s->Bury(a.job.id, 1).outcome);
+          }
+        }
+      } else if (op < 88) {
+        clock.Advance(static_cast<Nanos>(rand(600)) * kSecond);
+        for (Side* side : sides) side->Tick();
+      } else if (op < 98) {
+        const char* t = tubes[rand(2)];
+        const StateFilter st = rand(2) ? StateFilter::kReady : StateFilter::kDelayed;
+        const uint64_t from = rand(3) == 0 ? 0 : ids.empty() ? 1 : ids[rand(ids.size())] - rand(2);
+        const uint32_t counts[] = {1, 7, 1000};
+        const uint32_t count = counts[rand(3)];
+        std::vector<uint64_t> listed[2];
+        for (int i = 0; i < 2; i++) {
+          uint64_t at = from;
+          for (int page = 0; page < 20000; page++) {
+            Result r = sides[i]->s->ListJobs(t, st, at, count);
+            if (r.outcome == Outcome::kNotFound) {  // the tube is gone: on both sides
+              listed[i].push_back(0);
+              at = 0;
+              break;
+            }
+            ASSERT_EQ(r.outcome, Outcome::kJobList);
+            ASSERT_LE(r.ids->size(), count);
+            listed[i].insert(listed[i].end(), r.ids->begin(), r.ids->end());
+            ASSERT_TRUE(r.number == 0 || r.number > at) << "next " << r.number << " from " << at;
+            at = r.number;
+            if (at == 0) break;
+          }
+          ASSERT_EQ(at, 0u) << "seed " << seed << " step " << step << " side " << i << " from "
+                            << from << " count " << count << " listed " << listed[i].size()
+                            << ": no end";
+        }
+        ASSERT_EQ(listed[0], listed[1]) << "seed " << seed << " step " << step << " tube " << t
+                                        << " from " << from << " count " << count;
+      } else {
+        const char* t = tubes[rand(2)];
+        const StateFilter purges[] = {StateFilter::kReady, StateFilter::kDelayed,
+                                      StateFilter::kBuried, StateFilter::kAll};
+        const StateFilter st = purges[rand(4)];
+        uint64_t purged[2] = {};
+        Outcome first[2] = {};
+        for (int i = 0; i < 2; i++) {
+          sides[i]->later.results.clear();
+          Result r = sides[i]->s->Purge(t, st);
+          first[i] = r.outcome;
+          if (r.outcome == Outcome::kNotFound) continue;
+          for (int slices = 0; r.outcome == Outcome::kPending && sides[i]->later.results.empty();
+               slices++) {
+            ASSERT_LT(slices, 1000);
+            sides[i]->Tick();
+          }
+          purged[i] =
+              r.outcome == Outcome::kPending ? sides[i]->later.results.back().number : r.number;
+        }
+        ASSERT_EQ(first[0] == Outcome::kNotFound, first[1] == Outcome::kNotFound);
+        ASSERT_EQ(purged[0], purged[1]) << "seed " << seed << " step " << step;
+        for (const char* tube : tubes) {
+          Result a = hot.s->StatsTube(tube), b = cold.s->StatsTube(tube);
+          ASSERT_EQ(a.outcome, b.outcome);
+          if (a.outcome != Outcome::kTubeStats) continue;
+          EXPECT_EQ(a.tube_stats->ready, b.tube_stats->ready) << tube;
+          EXPECT_EQ(a.tube_stats->delayed, b.tube_stats->delayed) << tube;
+          EXPECT_EQ(a.tube_stats->buried, b.tube_stats->buried) << tube;
+          EXPECT_EQ(a.tube_stats->reserved, b.tube_stats->reserved) << tube;
+        }
+      }
+      if (step % 50 == 0) cold.Tick();  // jobs to disk (every one that may go)
+    }
+    EXPECT_GT(cold.cold->stats().demotions, 0u);
   }
 }
 
