@@ -176,6 +176,30 @@ TEST(ColdBrowseTest, ListJobsEndsAtTheHighestLiveIdAsInMemory) {
   }
 }
 
+// A tube with no job on disk, while the lowest live ids are on disk (another tube's delayed
+// jobs): its listing still scans from the lowest live id, as the all-in-memory store's.
+TEST(ColdBrowseTest, ListJobsOfATubeWithNoJobOnDiskPagesAsInMemory) {
+  FakeClock clock;
+  Dirs dirs;
+  Side hot(clock, dirs.hot, 0), cold(clock, dirs.cold, 1);
+  for (Side* side : {&hot, &cold}) {
+    ASSERT_EQ(side->s->Use("d").outcome, Outcome::kUsing);
+    for (int i = 0; i < 10; i++) ASSERT_EQ(Put(*side->s, 0, 3600, "d").outcome, Outcome::kInserted);
+    side->store->engine().ReserveIdsThrough(100000);
+    ASSERT_EQ(side->s->Use("r").outcome, Outcome::kUsing);
+    for (int i = 0; i < 10; i++) ASSERT_EQ(Put(*side->s, 0, 0, "r").outcome, Outcome::kInserted);
+  }
+  for (int i = 0; i < 5; i++) cold.Tick();
+  EXPECT_EQ(cold.cold->Count(cold.store->engine().FindTube("d")), 10u);
+  for (StateFilter st : {StateFilter::kReady, StateFilter::kReserved}) {
+    std::vector<uint64_t> hot_next, cold_next;
+    auto a = Pages(hot, "r", st, 1000, &hot_next);
+    auto b = Pages(cold, "r", st, 1000, &cold_next);
+    EXPECT_EQ(a, b) << "state " << static_cast<int>(st);
+    EXPECT_EQ(hot_next, cold_next) << "state " << static_cast<int>(st);
+  }
+}
+
 // Random puts (ready and delayed, into two tubes), reserves, buries, deletes, jumps of the
 // ids (from past 2^32, by up to 300,000), time, and now and then a purge (ready, delayed,
 // buried or all) run to its end, on a store with a 1-byte budget and on an all-in-memory

@@ -139,18 +139,15 @@ Result MemorySession::Respawn(std::string_view tube, uint32_t count, uint32_t tt
 
 uint64_t MemoryStore::ListWithCold(const engine::Tube* t, engine::JobState state, uint64_t from,
                                    size_t count) {
-  const bool on_disk =
-      cold_ && (state == engine::JobState::kDelayed
-                    ? cold_->Count(t) > 0
-                    : state == engine::JobState::kReady && cold_->ReadyOnDisk(t).ready > 0);
   uint64_t next = engine_.ListJobs(t, state, from, count, &ids_);
   uint64_t lo = 0, hi = 0;
-  if (!on_disk || !cold_->IdBounds(&lo, &hi)) return next;
+  if (!cold_ || !cold_->IdBounds(&lo, &hi)) return next;
   // The window the all-in-memory store's scan would look at, over the ids in memory and on
-  // disk: from the page of the lowest live id if `from` is below it, kListScan ids, not past
-  // the page of the highest. Its ids on disk are read from the tier's index without reading
-  // the jobs; the answer covers up to the end of the shorter of it and the engine's window,
-  // in id order, at most `count` ids.
+  // disk (of any tube: even if t has none on disk, the lowest or highest may be there):
+  // from the page of the lowest live id if `from` is below it, kListScan ids, not past the
+  // page of the highest. Its ids on disk are read from the tier's index without reading the
+  // jobs; the answer covers up to the end of the shorter of it and the engine's window, in
+  // id order, at most `count` ids.
   uint64_t top = 0;
   from = engine_.ListSpan(from, lo, hi, &top);
   if (from >= top) return 0;  // no live id from there (the engine found none either)

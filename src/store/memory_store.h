@@ -127,8 +127,9 @@ class MemoryStore final : public command::Store, private engine::Engine::Observe
   // Before a purge slice that found no more of t's jobs in memory: brings back up to n of
   // t's jobs on disk that it purges (delayed due first, then ready in order); returns how many.
   size_t WarmForPurge(const engine::Tube* t, engine::PurgeWhat what, size_t n);
-  // list-jobs with jobs on disk: the ids of t's jobs in `state` in memory and on disk from
-  // `from`, at most `count`, into ids_; returns where to continue (0: no more).
+  // list-jobs: the ids of t's jobs in `state` in memory and on disk from `from`, at most
+  // `count`, into ids_, scanned as the all-in-memory store scans; returns where to continue
+  // (0: no more).
   uint64_t ListWithCold(const engine::Tube* t, engine::JobState state, uint64_t from, size_t count);
 
   const command::ServerStats& FillStats();
