@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "command/put_test_util.h"
+#include "command/stats_compare_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
 #include "store/memory_store.h"
@@ -122,48 +123,15 @@ inline void ExpectSame(const command::Result& a, const command::Result& b, const
       EXPECT_EQ(a.job.id, b.job.id) << what;
       EXPECT_EQ(a.job.body, b.job.body) << what;
       break;
-    case Outcome::kJobStats: {
-      const command::JobStats &x = *a.job_stats, &y = *b.job_stats;
-      EXPECT_EQ(x.id, y.id) << what;
-      EXPECT_EQ(x.tube, y.tube) << what;
-      EXPECT_EQ(x.state, y.state) << what;
-      EXPECT_EQ(x.pri, y.pri) << what;
-      EXPECT_EQ(x.age_ms, y.age_ms) << what;
-      EXPECT_EQ(x.delay_s, y.delay_s) << what;
-      EXPECT_EQ(x.ttr_s, y.ttr_s) << what;
-      EXPECT_EQ(x.time_left_s, y.time_left_s) << what;
-      if (same_file) {
-        EXPECT_EQ(x.file, y.file) << what;
-      }
-      EXPECT_EQ(x.reserves, y.reserves) << what;
-      EXPECT_EQ(x.releases, y.releases) << what;
-      EXPECT_EQ(x.buries, y.buries) << what;
-      EXPECT_EQ(x.kicks, y.kicks) << what;
-      EXPECT_EQ(x.timeouts, y.timeouts) << what;
+    case Outcome::kJobStats:
+      command::testing_util::ExpectSameJob(*a.job_stats, *b.job_stats, what, {!same_file});
       break;
-    }
-    case Outcome::kTubeStats: {
-      const command::TubeStats &x = *a.tube_stats, &y = *b.tube_stats;
-      EXPECT_EQ(x.ready, y.ready) << what;
-      EXPECT_EQ(x.delayed, y.delayed) << what;
-      EXPECT_EQ(x.buried, y.buried) << what;
-      EXPECT_EQ(x.reserved, y.reserved) << what;
-      EXPECT_EQ(x.urgent, y.urgent) << what;
-      EXPECT_EQ(x.total_jobs, y.total_jobs) << what;
+    case Outcome::kTubeStats:
+      command::testing_util::ExpectSameCounts(*a.tube_stats, *b.tube_stats, what);
       break;
-    }
-    case Outcome::kStats: {
-      const command::ServerStats &x = *a.stats, &y = *b.stats;
-      EXPECT_EQ(x.ready, y.ready) << what;
-      EXPECT_EQ(x.urgent, y.urgent) << what;
-      EXPECT_EQ(x.delayed, y.delayed) << what;
-      EXPECT_EQ(x.buried, y.buried) << what;
-      EXPECT_EQ(x.reserved, y.reserved) << what;
-      EXPECT_EQ(x.total_jobs, y.total_jobs) << what;
-      EXPECT_EQ(x.tubes, y.tubes) << what;
-      EXPECT_EQ(x.waiting, y.waiting) << what;
+    case Outcome::kStats:
+      command::testing_util::ExpectSameCounts(*a.stats, *b.stats, what);
       break;
-    }
     case Outcome::kJobList:
       EXPECT_EQ(*a.ids, *b.ids) << what;
       break;

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "command/stats_compare_test_util.h"
 #include "server/cold_store_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
@@ -165,47 +166,19 @@ inline std::vector<std::string> TubeList(Tier& t) {
 // restored from wall-clock times a moment apart (or a fake clock and the wall clock drifted apart).
 inline void ExpectSameAnswers(Tier& a, Tier& b, uint64_t max_id, double drift_s) {
   using command::Outcome;
-  const command::ServerStats sa = *a.session->Stats().stats, sb = *b.session->Stats().stats;
-  EXPECT_EQ(sa.ready, sb.ready);
-  EXPECT_EQ(sa.urgent, sb.urgent);
-  EXPECT_EQ(sa.delayed, sb.delayed);
-  EXPECT_EQ(sa.buried, sb.buried);
-  EXPECT_EQ(sa.total_jobs, sb.total_jobs);
-  EXPECT_EQ(sa.tubes, sb.tubes);
+  command::testing_util::ExpectSameCounts(*a.session->Stats().stats, *b.session->Stats().stats,
+                                          "stats");
   EXPECT_EQ(TubeList(a), TubeList(b));
-  for (const char* tube : {"default", "a", "b"}) {
-    const command::TubeStats ta = *a.session->StatsTube(tube).tube_stats;
-    const command::TubeStats tb = *b.session->StatsTube(tube).tube_stats;
-    EXPECT_EQ(ta.delayed, tb.delayed) << tube;
-    EXPECT_EQ(ta.ready, tb.ready) << tube;
-    EXPECT_EQ(ta.urgent, tb.urgent) << tube;
-    EXPECT_EQ(ta.buried, tb.buried) << tube;
-    EXPECT_EQ(ta.total_jobs, tb.total_jobs) << tube;
+  for (const char* tube : {"default", "a", "b"}) {  // each result valid until its store's next call
+    command::Result x = a.session->StatsTube(tube), y = b.session->StatsTube(tube);
+    command::testing_util::ExpectSameCounts(*x.tube_stats, *y.tube_stats, tube);
   }
   for (uint64_t id = 1; id <= max_id; id++) {
     command::Result x = a.session->StatsJob(id), y = b.session->StatsJob(id);
     ASSERT_EQ(x.outcome, y.outcome) << id;
     if (x.outcome != Outcome::kJobStats) continue;
-    const command::JobStats &p = *x.job_stats, &q = *y.job_stats;
-    EXPECT_EQ(p.tube, q.tube) << id;
-    EXPECT_EQ(p.state, q.state) << id;
-    EXPECT_EQ(p.pri, q.pri) << id;
-    EXPECT_EQ(p.delay_s, q.delay_s) << id;
-    EXPECT_EQ(p.file, q.file) << id;
-    EXPECT_EQ(p.reserves, q.reserves) << id;
-    EXPECT_EQ(p.releases, q.releases) << id;
-    EXPECT_EQ(p.buries, q.buries) << id;
-    EXPECT_EQ(p.kicks, q.kicks) << id;
-    ASSERT_EQ(p.extension != nullptr, q.extension != nullptr) << id;
-    if (p.extension) {
-      EXPECT_EQ(p.extension->tries_left, q.extension->tries_left) << id;
-      EXPECT_EQ(p.extension->has_ttl, q.extension->has_ttl) << id;
-      EXPECT_EQ(p.extension->key, q.extension->key) << id;
-    }
-    // A second's rounding besides.
-    EXPECT_NEAR(static_cast<double>(p.time_left_s), static_cast<double>(q.time_left_s), drift_s)
-        << id;
-    EXPECT_NEAR(static_cast<double>(p.age_ms), static_cast<double>(q.age_ms), 1000 * drift_s) << id;
+    command::testing_util::ExpectSameJob(*x.job_stats, *y.job_stats, std::to_string(id),
+                                         {false, drift_s});
     EXPECT_EQ(a.session->Peek(id).job.body, b.session->Peek(id).job.body) << id;
   }
 }
