@@ -50,7 +50,8 @@ class ColdTier {
   virtual void Promote(uint64_t id) = 0;
   // Brings back the n delayed jobs of t due first among those on disk, or all of them
   // (n = SIZE_MAX), so that the engine's own order over t's jobs is exact for the first n.
-  virtual void PromoteEarliest(const Tube* t, size_t n) = 0;
+  // Returns how many left the disk (a record that could not be read counts: it is gone).
+  virtual size_t PromoteEarliest(const Tube* t, size_t n) = 0;
   // Whether t's first delayed job might be on disk: its in-memory first is absent or not
   // known to come before every job of t on disk.
   virtual bool MayPrecede(const Tube* t, const Job* hot_first) const = 0;
@@ -70,8 +71,9 @@ class ColdTier {
   // Brings back t's first ready job on disk if it may come before hot_first (t's first in
   // memory, nullptr if none), so that the engine's first ready job of t is t's first.
   virtual void PromoteReadyFirst(const Tube* t, const Job* hot_first) = 0;
-  // Brings back t's first n ready jobs on disk (a purge, a slice at a time).
-  virtual void PromoteReady(const Tube* t, size_t n) = 0;
+  // Brings back t's first n ready jobs on disk (a purge, a slice at a time); returns how
+  // many left the disk, as PromoteEarliest.
+  virtual size_t PromoteReady(const Tube* t, size_t n) = 0;
   // Appends to *out the ids of t's jobs on disk in `state` (delayed or ready; none in the
   // others) with from <= id < below, in id order, without reading them (list-jobs). Looks
   // at each id of the range: bound it.

@@ -42,12 +42,14 @@ void ColdStore::Promote(uint64_t id) {
   }
 }
 
-void ColdStore::PromoteEarliest(const engine::Tube* t, size_t n) {
-  if (index_.Count(t) == 0) return;
+size_t ColdStore::PromoteEarliest(const engine::Tube* t, size_t n) {
+  if (index_.Count(t) == 0) return 0;
   scratch_.clear();
   index_.TakeEarliest(t, n, &scratch_);
-  waited_reads_ += scratch_.size();
+  const size_t taken = scratch_.size();
+  waited_reads_ += taken;
   for (const ColdIndex::Entry& e : scratch_) Bring(e);
+  return taken;
 }
 
 void ColdStore::ListIds(const engine::Tube* t, engine::JobState state, uint64_t from,

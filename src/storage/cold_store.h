@@ -50,13 +50,13 @@ class ColdStore final : public engine::ColdTier {
   ColdStore(engine::Engine& engine, engine::ColdReader& reader, ColdStoreOptions options);
 
   void Promote(uint64_t id) override;
-  void PromoteEarliest(const engine::Tube* t, size_t n) override;
+  size_t PromoteEarliest(const engine::Tube* t, size_t n) override;
   bool MayPrecede(const engine::Tube* t, const engine::Job* hot_first) const override;
   size_t Count(const engine::Tube* t) const override { return index_.Count(t); }
   size_t Count() const override { return index_.size(); }
   ReadyCounts ReadyOnDisk(const engine::Tube* t) const override;
   void PromoteReadyFirst(const engine::Tube* t, const engine::Job* hot_first) override;
-  void PromoteReady(const engine::Tube* t, size_t n) override;
+  size_t PromoteReady(const engine::Tube* t, size_t n) override;
   void ListIds(const engine::Tube* t, engine::JobState state, uint64_t from, uint64_t below,
                std::vector<uint64_t>* out) const override;
   bool IdBounds(uint64_t* lo, uint64_t* hi) const override {

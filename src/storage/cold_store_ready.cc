@@ -56,12 +56,14 @@ void ColdStore::PromoteReadyFirst(const engine::Tube* t, const engine::Job* hot_
   waited_reads_ += FixReadyFirst(t);
 }
 
-void ColdStore::PromoteReady(const engine::Tube* t, size_t n) {
+size_t ColdStore::PromoteReady(const engine::Tube* t, size_t n) {
   ColdReadyIndex::Entry e;
-  for (size_t i = 0; i < n && ready_.TakeFirst(t, &e); i++) {
+  size_t taken = 0;
+  for (; taken < n && ready_.TakeFirst(t, &e); taken++) {
     waited_reads_++;
     BringReady(e);
   }
+  return taken;
 }
 
 bool ColdStore::RefillReady(uint32_t budget) {

@@ -170,15 +170,9 @@ size_t MemoryStore::WarmForPurge(const engine::Tube* t, engine::PurgeWhat what, 
   if (!cold_) return 0;
   const bool all = what == engine::PurgeWhat::kAll;
   size_t warmed = 0;
-  if (all || what == engine::PurgeWhat::kDelayed) {
-    const size_t before = cold_->Count(t);
-    cold_->PromoteEarliest(t, n);
-    warmed += before - cold_->Count(t);
-  }
+  if (all || what == engine::PurgeWhat::kDelayed) warmed += cold_->PromoteEarliest(t, n);
   if ((all || what == engine::PurgeWhat::kReady) && warmed < n) {
-    const size_t before = cold_->ReadyOnDisk(t).ready;
-    cold_->PromoteReady(t, n - warmed);
-    warmed += before - cold_->ReadyOnDisk(t).ready;
+    warmed += cold_->PromoteReady(t, n - warmed);
   }
   return warmed;
 }
