@@ -57,13 +57,11 @@ class ColdReadyIndex {
   // Bounds of the ids here (SparseIdMap::lo and hi: exact unless an end's page emptied).
   uint64_t lo() const { return live_.lo(); }
   uint64_t hi() const { return live_.hi(); }
-  // Appends the ids of t's entries with from <= id < below to *out, in id order (list-jobs):
-  // looks at each id of the range, not at t's other entries.
+  // Appends the ids of t's entries with from <= id < below to *out (AppendIdsOfTube).
   void ListIds(const engine::Tube* t, uint64_t from, uint64_t below,
                std::vector<uint64_t>* out) const {
-    live_.ForRange(from, below, [&](uint64_t id, const Meta& m) {
-      if (TubeOf(id, m) == t) out->push_back(id);
-    });
+    AppendIdsOfTube(
+        live_, [this](uint64_t id, const Meta& m) { return TubeOf(id, m); }, t, from, below, out);
   }
   size_t Count(const engine::Tube* t) const;
   size_t Urgent(const engine::Tube* t) const;

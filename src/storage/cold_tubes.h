@@ -45,4 +45,15 @@ class TubeNumbers {
   std::vector<uint16_t> free_;
 };
 
+// Appends to *out, in id order, the ids in [from, below) of an index's map of entries (a
+// SparseIdMap) whose tube, as tube_of(id, entry) tells, is t (list-jobs): looks at each id
+// of the range, not at t's other entries.
+template <typename Map, typename TubeOf>
+void AppendIdsOfTube(const Map& live, TubeOf tube_of, const engine::Tube* t, uint64_t from,
+                     uint64_t below, std::vector<uint64_t>* out) {
+  live.ForRange(from, below, [&](uint64_t id, const auto& entry) {
+    if (tube_of(id, entry) == t) out->push_back(id);
+  });
+}
+
 }  // namespace stalkd::storage
