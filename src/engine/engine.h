@@ -280,6 +280,10 @@ class Engine {
   // counted and holding a reference to its tube (made if new), as an evicted job does.
   // Returns the tube, or nullptr if the id is 0 or in memory.
   const Tube* RestoreCold(uint64_t id, std::string_view tube);
+  // A job on disk whose record could not be read back: this run no longer sees it (it
+  // stays in the log for the next start), so the reference it kept on its tube goes (the
+  // tube is freed if nothing else holds it). t must not be in use by the caller after.
+  void ForgetCold(const Tube* t);
 
   // The disk tier's ready jobs (may be null): when a reservation takes a tube's first ready
   // job, the tier may bring back the tube's next one (ColdTier::PromoteReadyFirst), so that

@@ -47,6 +47,12 @@ const Tube* Engine::RestoreCold(uint64_t id, std::string_view tube) {
   return t;
 }
 
+void Engine::ForgetCold(const Tube* t) {
+  Tube* tube = FindTube(t->name());
+  STALKD_CHECK(tube == t);  // the lost job's reference kept it alive
+  Unref(tube);
+}
+
 void Engine::NextReadyFromDisk(Tube* t) {
   if (cold_) cold_->PromoteReadyFirst(t, t->ready.top());
 }

@@ -11,17 +11,19 @@ namespace stalkd::storage {
 ColdStore::ColdStore(engine::Engine& engine, engine::ColdReader& reader, ColdStoreOptions options)
     : engine_(engine), reader_(reader), options_(options) {}
 
-bool ColdStore::ReadBack(uint64_t id, engine::RestoredJob* r) {
+bool ColdStore::ReadBack(uint64_t id, const engine::Tube* t, engine::RestoredJob* r) {
   if (reader_.Read(id, &buf_, r)) return true;
-  // The job stays in the binlog (a restart brings it back) but is lost to this run.
+  // The job stays in the binlog (a restart brings it back) but is lost to this run. The
+  // reference it held on its tube goes at the next Tick: the caller may still use the tube.
   read_errors_++;
+  lost_tubes_.push_back(t);
   fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back\n", id);
   return false;
 }
 
 void ColdStore::Bring(const ColdIndex::Entry& e) {
   engine::RestoredJob r;
-  if (!ReadBack(e.id, &r)) return;
+  if (!ReadBack(e.id, e.tube, &r)) return;
   // The record's times are wall-clock; the index kept the engine's own, exactly.
   r.state = engine::JobState::kDelayed;
   r.deadline = e.deadline;
@@ -67,6 +69,8 @@ bool ColdStore::MayPrecede(const engine::Tube* t, const engine::Job* hot_first) 
 }
 
 Nanos ColdStore::Tick() {
+  for (const engine::Tube* t : lost_tubes_) engine_.ForgetCold(t);
+  lost_tubes_.clear();
   const Nanos now = engine_.clock().Now();
   scratch_.clear();
   bool more = index_.NextDeadline() < now + options_.lead &&

@@ -84,8 +84,9 @@ class ColdStore final : public engine::ColdTier {
   uint64_t no_room_episodes() const { return no_room_episodes_; }
 
  private:
-  // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails.
-  bool ReadBack(uint64_t id, engine::RestoredJob* r);
+  // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails:
+  // the job is lost to this run, and its reference on its tube t goes at the next Tick.
+  bool ReadBack(uint64_t id, const engine::Tube* t, engine::RestoredJob* r);
   // Reads e's job back into the engine.
   void Bring(const ColdIndex::Entry& e);
   bool BringReady(const ColdReadyIndex::Entry& e);  // false: a read error
@@ -118,6 +119,7 @@ class ColdStore final : public engine::ColdTier {
   Depths ready_depth_;    // per tube: entries from its heap's end that had to stay
   Depths delayed_depth_;  // the same for DemoteDelayed
   std::vector<ColdIndex::Entry> scratch_;
+  std::vector<const engine::Tube*> lost_tubes_;  // of jobs that could not be read back
   std::string buf_;
   size_t tube_cursor_ = 0;
   uint64_t promotions_ = 0;

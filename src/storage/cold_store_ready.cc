@@ -24,7 +24,7 @@ engine::ColdTier::ReadyCounts ColdStore::ReadyOnDisk(const engine::Tube* t) cons
 
 bool ColdStore::BringReady(const ColdReadyIndex::Entry& e) {
   engine::RestoredJob r;
-  if (!ReadBack(e.id, &r)) return false;
+  if (!ReadBack(e.id, e.tube, &r)) return false;
   // A job put delayed has its delay in its record; it is ready now. Its creation time is
   // the engine's own, kept by the index.
   STALKD_CHECK(r.pri == e.pri);
