@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include <gtest/gtest.h>
+
 #include "base/clock.h"
 #include "storage/binlog.h"
 #include "storage/cold_store.h"
@@ -71,6 +73,30 @@ struct TierParts {
     }
     cold.reset();
     log.reset();
+  }
+};
+
+// TierParts with one session of a client C, for tests of commands; a binlog that never
+// syncs; the engine's invariants checked at the end.
+template <typename C = IgnoredClient>
+struct SessionTier : TierParts {
+  C client;
+  std::unique_ptr<command::Session> s;
+  SessionTier(FakeClock& clock, const std::string& in, const ColdStoreOptions& co)
+      : TierParts(clock, Unsynced(in), co) {
+    EXPECT_TRUE(ok) << error;
+    s = store->Open(client);
+  }
+  ~SessionTier() {
+    s.reset();
+    store->engine().CheckInvariants();
+    Close();
+  }
+  static BinlogOptions Unsynced(const std::string& dir) {
+    BinlogOptions o;
+    o.dir = dir;
+    o.fsync_never = true;
+    return o;
   }
 };
 

@@ -34,25 +34,9 @@ struct Later final : command::Client {
 };
 
 // A store with a binlog and, with a budget, the disk tier; one session.
-struct Side : testing_util::TierParts {
-  Later later;
-  std::unique_ptr<command::Session> s;
+struct Side : testing_util::SessionTier<Later> {
   Side(FakeClock& clock, const std::string& in, size_t budget, uint32_t ready_hot = 64)
-      : TierParts(clock, Options(in), ColdStoreOptions{budget, 2 * kSecond, 1000, ready_hot}) {
-    EXPECT_TRUE(ok) << error;
-    s = store->Open(later);
-  }
-  ~Side() {
-    s.reset();
-    store->engine().CheckInvariants();
-    Close();
-  }
-  static BinlogOptions Options(const std::string& dir) {
-    BinlogOptions o;
-    o.dir = dir;
-    o.fsync_never = true;
-    return o;
-  }
+      : SessionTier(clock, in, ColdStoreOptions{budget, 2 * kSecond, 1000, ready_hot}) {}
 };
 
 struct Dirs {
@@ -289,17 +273,17 @@ TEST(ColdBrowseTest, RandomListingsAndPurgesMatchTheAllInMemoryStore) {
         uint64_t purged[2] = {};
         Outcome first[2] = {};
         for (int i = 0; i < 2; i++) {
-          sides[i]->later.results.clear();
+          sides[i]->client.results.clear();
           Result r = sides[i]->s->Purge(t, st);
           first[i] = r.outcome;
           if (r.outcome == Outcome::kNotFound) continue;
-          for (int slices = 0; r.outcome == Outcome::kPending && sides[i]->later.results.empty();
+          for (int slices = 0; r.outcome == Outcome::kPending && sides[i]->client.results.empty();
                slices++) {
             ASSERT_LT(slices, 1000);
             sides[i]->Tick();
           }
           purged[i] =
-              r.outcome == Outcome::kPending ? sides[i]->later.results.back().number : r.number;
+              r.outcome == Outcome::kPending ? sides[i]->client.results.back().number : r.number;
         }
         ASSERT_EQ(first[0] == Outcome::kNotFound, first[1] == Outcome::kNotFound);
         ASSERT_EQ(purged[0], purged[1]) << "seed " << seed << " step " << step;
@@ -334,11 +318,11 @@ TEST(ColdBrowseTest, PurgeReadsASliceAtATime) {
     uint64_t purged[2] = {};
     int side = 0;
     for (Side* s : {&hot, &cold}) {
-      s->later.results.clear();
+      s->client.results.clear();
       Result r = s->s->Purge("t", st);
       if (r.outcome == Outcome::kPending) {
         size_t slices = 0;
-        while (s->later.results.empty()) {
+        while (s->client.results.empty()) {
           ASSERT_LT(++slices, 1000u);
           s->Tick();
           // A slice brings back at most its own jobs, and the tier sends the rest of memory's
@@ -348,8 +332,8 @@ TEST(ColdBrowseTest, PurgeReadsASliceAtATime) {
                       budget + store::MemoryStore::kPurgeSlice * 512);
           }
         }
-        ASSERT_EQ(s->later.results.back().outcome, Outcome::kPurged);
-        purged[side] = s->later.results.back().number;
+        ASSERT_EQ(s->client.results.back().outcome, Outcome::kPurged);
+        purged[side] = s->client.results.back().number;
       } else {
         ASSERT_EQ(r.outcome, Outcome::kPurged);
         purged[side] = r.number;

@@ -21,25 +21,9 @@ namespace {
 
 using command::Outcome;
 
-struct Tier : testing_util::TierParts {
-  testing_util::IgnoredClient client;
-  std::unique_ptr<command::Session> s;
+struct Tier : testing_util::SessionTier<> {
   Tier(FakeClock& clock, const std::string& in)
-      : TierParts(clock, Options(in), ColdStoreOptions{1, 2 * kSecond, 1000, 0}) {
-    EXPECT_TRUE(ok) << error;
-    s = store->Open(client);
-  }
-  ~Tier() {
-    s.reset();
-    store->engine().CheckInvariants();
-    Close();
-  }
-  static BinlogOptions Options(const std::string& dir) {
-    BinlogOptions o;
-    o.dir = dir;
-    o.fsync_never = true;
-    return o;
-  }
+      : SessionTier(clock, in, ColdStoreOptions{1, 2 * kSecond, 1000, 0}) {}
   // Puts `body` into `tube` (the session then uses "default" again), and ticks until the
   // tier has every job but the tube's first ready one on disk.
   uint64_t PutAway(const char* tube, uint32_t delay, const std::string& body) {
