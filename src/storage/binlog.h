@@ -43,9 +43,9 @@ struct BinlogOptions {
   // returns false (a signal asked the server to stop), Recover stops and returns false,
   // having changed nothing but a torn tail it cleared, and stopped() is true.
   std::function<bool()> progress;
-  // With disk_tier: Recover gives the jobs it restores from a checkpoint as kept on disk only
-  // (never read into memory) to this, for the disk tier's index. Without it, a checkpoint
-  // is not used.
+  // With disk_tier: Recover gives the delayed jobs it restores from a checkpoint as kept on
+  // disk only (never read into memory) to this, for the disk tier's index (the ready ones to
+  // restore_cold_ready). Without it, a checkpoint is not used.
   std::function<void(const ColdIndex::Entry&)> restore_cold;
   // With disk_tier and restore_cold: a replay (a start after a crash) gives the jobs the
   // tier could keep on disk, whole in their kFull record, to these instead of the engine:
