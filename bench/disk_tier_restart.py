@@ -4,14 +4,22 @@ a clean stop writes and without it (a full replay of the same directory), side b
 one run (docs/DISK-TIER.md, "Restarts: the checkpoint").
 
 It fills a binlog directory with N delayed jobs of 100 bytes (delays of 1 hour to 1 day,
-pipelined puts) under `--hot-memory BUDGET`, waits until memory is within the budget, stops
-the server with SIGTERM (timing the stop: the checkpoint is written then), copies the
-directory without its checkpoint, and starts a server on each: the time from exec to the
-first accepted connection (the listener opens once every job is back), and VmHWM (peak
-resident memory) then. Both starts read files that are in the page cache (just written).
+pipelined puts; with --ready, ready jobs over --tubes tubes, priorities 0 to 999) under
+`--hot-memory BUDGET`, waits until memory is within the budget, stops the server with
+SIGTERM (timing the stop: the checkpoint is written then), copies the directory without its
+checkpoint, and starts a server on each: the time from exec to the first reply (the listener
+opens once every job is back), VmHWM (peak resident memory) then, and the read system calls
+and bytes read so far (/proc/PID/io syscr, rchar). Both starts read files that are in the
+page cache (just written).
+
+With --compare-binary OLD, the fill, the stop and the start from the checkpoint are done
+with OLD and then with this build, each on its own directory of the same shape, side by
+side (no full replay), and last this build starts on a copy of OLD's directory (its
+checkpoint, of OLD's format).
 
 Usage:
     python3 bench/disk_tier_restart.py [BUILD_DIR] [--jobs N] [--budget 16M] [--dir TMP]
+        [--ready [--tubes 10]] [--compare-binary OLD]
 """
 import argparse
 import os
@@ -66,58 +74,100 @@ def stop(proc):
     return time.monotonic() - t0, err
 
 
+def io_of(pid):
+    """/proc/PID/io as a dict (syscr: read system calls; rchar: bytes they read)."""
+    with open("/proc/%d/io" % pid) as f:
+        return {k: int(v) for k, v in (line.split(":") for line in f)}
+
+
+def fill(binary, d, args, a):
+    """Fills d under binary, waits until memory is within the budget, stops it (SIGTERM)."""
+    proc, port, _ = start(binary, ["-b", d] + args)
+    c = Client(("127.0.0.1", port), timeout=600)
+    body = b"x" * 100
+    t0 = time.monotonic()
+    for i in range(0, a.jobs, 2000):
+        k = min(a.jobs, i + 2000) - i
+        if a.ready:  # one block a tube, in turn
+            c.send(b"use t%d\r\n" % (i // 2000 % a.tubes) + b"".join(
+                b"put %d 0 60 100\r\n%s\r\n" % ((i + j) * 7919 % 1000, body)
+                for j in range(k)))
+            assert c.read_reply().startswith(b"USING")
+        else:
+            c.send(b"".join(b"put 1 %d 60 100\r\n%s\r\n" % (3600 + (i + j) * 7919 % 82800, body)
+                            for j in range(k)))
+        for _ in range(k):
+            r = c.read_reply()
+            assert r.startswith(b"INSERTED"), r
+    fill_s = time.monotonic() - t0
+    budget = int(stats_of(c, "stats-ext")["disk-tier-budget"])
+    while True:
+        st = stats_of(c, "stats-ext")
+        if int(st["memory-used"]) <= budget:
+            break
+        time.sleep(0.1)
+    cold = int(st["disk-tier-cold-jobs"])
+    rss_running = status(proc.pid, "VmRSS")
+    c.close()
+    stop_s, err = stop(proc)
+    ckpt = os.path.getsize(os.path.join(d, "checkpoint"))
+    seg_bytes = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
+                    if f.startswith("binlog."))
+    print("%s: %d %s jobs put in %.1f s; %d on disk; RSS running %.0f MB; stop %.2f s; "
+          "checkpoint %.1f MB; segments %.0f MB" % (
+              binary, a.jobs, "ready" if a.ready else "delayed", fill_s, cold,
+              rss_running / 1e6, stop_s, ckpt / 1e6, seg_bytes / 1e6))
+    sys.stderr.write(err)
+
+
+def measure(name, binary, d, args):
+    """Starts binary on d; prints a row: time to the first reply, VmHWM, reads, memory."""
+    proc, port, secs = start(binary, ["-b", d] + args)
+    io = io_of(proc.pid)
+    hwm = status(proc.pid, "VmHWM")
+    st = stats_of(Client(("127.0.0.1", port)), "stats-ext")
+    print("| %s | %.2f s | %.0f MB | %d | %.1f MB | %.1f MB | %s |" % (
+        name, secs, hwm / 1e6, io["syscr"], io["rchar"] / 1e6, int(st["memory-used"]) / 1e6,
+        st["disk-tier-cold-jobs"]))
+    _, err = stop(proc)
+    sys.stderr.write(err)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build", "release"))
     ap.add_argument("--jobs", type=int, default=1000000)
     ap.add_argument("--budget", default="16M")
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--ready", action="store_true", help="ready jobs instead of delayed ones")
+    ap.add_argument("--tubes", type=int, default=10, help="tubes of the ready jobs")
+    ap.add_argument("--compare-binary", default=None, help="another stalkd, side by side")
     ap.add_argument("--keep", action="store_true", help="keep the directories (printed)")
     a = ap.parse_args()
     binary = os.environ.get("STALKD_BIN") or os.path.join(a.build, "stalkd")
     tmp = tempfile.mkdtemp(prefix="stalkd_tier_restart_", dir=a.dir)
+    args = ["-f", "1000", "--hot-memory", a.budget]
+    header = ("| start | to the first reply | VmHWM then | read calls (syscr) | bytes read (rchar) "
+              "| memory-used | cold jobs |\n|---|---|---|---|---|---|---|")
     try:
+        if a.compare_binary:
+            d_old, d_new, d_v1 = (os.path.join(tmp, n) for n in ("old", "new", "old-by-new"))
+            fill(a.compare_binary, d_old, args, a)
+            shutil.copytree(d_old, d_v1, ignore=shutil.ignore_patterns("lock"))
+            fill(binary, d_new, args, a)
+            print("load average before the starts: %s" % open("/proc/loadavg").read().strip())
+            print(header)
+            measure("from the checkpoint, %s" % a.compare_binary, a.compare_binary, d_old, args)
+            measure("from the checkpoint, %s" % binary, binary, d_new, args)
+            measure("%s from %s's checkpoint" % (binary, a.compare_binary), binary, d_v1, args)
+            return
         d1, d2 = os.path.join(tmp, "ckpt"), os.path.join(tmp, "replay")
-        args = ["-f", "1000", "--hot-memory", a.budget]
-        proc, port, _ = start(binary, ["-b", d1] + args)
-        c = Client(("127.0.0.1", port), timeout=600)
-        body = b"x" * 100
-        t0 = time.monotonic()
-        for i in range(0, a.jobs, 2000):
-            k = min(a.jobs, i + 2000) - i
-            c.send(b"".join(b"put 1 %d 60 100\r\n%s\r\n" % (3600 + (i + j) * 7919 % 82800, body)
-                            for j in range(k)))
-            for _ in range(k):
-                r = c.read_reply()
-                assert r.startswith(b"INSERTED"), r
-        fill = time.monotonic() - t0
-        budget = int(stats_of(c, "stats-ext")["disk-tier-budget"])
-        while True:
-            st = stats_of(c, "stats-ext")
-            if int(st["memory-used"]) <= budget:
-                break
-            time.sleep(0.1)
-        cold = int(st["disk-tier-cold-jobs"])
-        rss_running = status(proc.pid, "VmRSS")
-        c.close()
-        stop_s, err = stop(proc)
-        ckpt = os.path.getsize(os.path.join(d1, "checkpoint"))
+        fill(binary, d1, args, a)
         shutil.copytree(d1, d2, ignore=shutil.ignore_patterns("checkpoint", "lock"))
-        seg_bytes = sum(os.path.getsize(os.path.join(d2, f)) for f in os.listdir(d2))
-        print("%d jobs put in %.1f s; %d on disk; RSS running %.0f MB; stop %.2f s; checkpoint "
-              "%.1f MB; segments %.0f MB" % (a.jobs, fill, cold, rss_running / 1e6, stop_s,
-                                             ckpt / 1e6, seg_bytes / 1e6))
         print("load average before the starts: %s" % open("/proc/loadavg").read().strip())
-        print("| start | to the first reply | VmHWM then | memory-used | cold jobs |")
-        print("|---|---|---|---|---|")
-        for name, d in (("from the checkpoint", d1), ("full replay", d2)):
-            proc, port, secs = start(binary, ["-b", d] + args)
-            hwm = status(proc.pid, "VmHWM")
-            st = stats_of(Client(("127.0.0.1", port)), "stats-ext")
-            print("| %s | %.2f s | %.0f MB | %.1f MB | %s |" % (
-                name, secs, hwm / 1e6, int(st["memory-used"]) / 1e6, st["disk-tier-cold-jobs"]))
-            _, err = stop(proc)
-            sys.stderr.write(err)
+        print(header)
+        measure("from the checkpoint", binary, d1, args)
+        measure("full replay", binary, d2, args)
     finally:
         if a.keep:
             print("kept: %s" % tmp)

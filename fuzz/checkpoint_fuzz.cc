@@ -2,10 +2,11 @@
 // file, as they are or with a valid CRC appended (so that the meta and job parsing are
 // reached): the reader never crashes, hangs or reads out of bounds; it rejects the file with
 // a reason, or every job it gives is within its promises (ids increasing, known flags, a
-// cold job's tube one of the file's), no more than the file announced, the same again after
-// Rewind; and a file it reads whole re-encodes, through the writer, to exactly its bytes.
-// Structured input: a small valid set of segments, tubes and jobs goes through the writer
-// and reads back equal; with one byte changed, the reader rejects it (CRC).
+// cold job's tube one of the file's, a ready one only in version 2), no more than the file
+// announced, the same again after Rewind; and a file it reads whole re-encodes, through the writer,
+// to exactly its bytes. Structured input: a small valid set of segments, tubes and jobs (delayed
+// and ready ones on disk, in version 2; in version 1 no ready one) goes through the writer and
+// reads back equal; with one byte changed, the reader rejects it (CRC).
 //
 // Input: byte 0 chooses the mode (0: raw, 1: raw with a valid CRC, 2: structured).
 #define FUZZ_NAME "checkpoint_fuzz"
@@ -127,8 +128,12 @@ bool ReadCheckpoint(CheckpointMeta* meta, std::vector<CheckpointJob>* jobs) {
       FUZZ_CHECK(j.id > 0, "job id 0");
       if (j.cold) {
         FUZZ_CHECK(j.tube < meta->tubes.size(), "tube %u of %zu", j.tube, meta->tubes.size());
+        FUZZ_CHECK(!j.ready || meta->version >= 2, "a ready job on disk in version %u",
+                   meta->version);
+        FUZZ_CHECK(j.ready ? j.deadline_wall == 0 : j.pri == 0, "fields of the other kind");
       } else {
-        FUZZ_CHECK(j.resv == 0 && j.tube == 0 && j.deadline_wall == 0 && j.created_wall == 0,
+        FUZZ_CHECK(j.resv == 0 && j.tube == 0 && j.deadline_wall == 0 && j.created_wall == 0 &&
+                       !j.ready && j.pri == 0,
                    "a hot job with cold fields");
       }
       got.push_back(j);
@@ -167,6 +172,7 @@ uint64_t U64(Input& in, int bytes) {
 // byte changed.
 void RoundTrip(Input& in) {
   CheckpointMeta meta;
+  meta.version = in.Byte() % 4 == 0 ? 1 : stalkd::storage::kCheckpointVersion;
   meta.max_id = U64(in, 8);
   const size_t segments = in.Byte() % 5;
   uint32_t seq = 0;
@@ -202,11 +208,17 @@ void RoundTrip(Input& in) {
     j.seq = static_cast<uint32_t>(U64(in, 2));
     j.off = static_cast<uint32_t>(U64(in, 4));
     j.size = static_cast<uint32_t>(U64(in, 3));
-    j.cold = !meta.tubes.empty() && (in.Byte() & 1);
+    const uint8_t kind = in.Byte();
+    j.cold = !meta.tubes.empty() && (kind & 1);
     if (j.cold) {
+      j.ready = meta.version >= 2 && (kind & 2);
       j.resv = static_cast<uint32_t>(U64(in, 2));
       j.tube = in.Byte() % meta.tubes.size();
-      j.deadline_wall = static_cast<int64_t>(U64(in, 8));
+      if (j.ready) {
+        j.pri = static_cast<uint32_t>(U64(in, 4));
+      } else {
+        j.deadline_wall = static_cast<int64_t>(U64(in, 8));
+      }
       j.created_wall = static_cast<int64_t>(U64(in, 8));
     }
     jobs.push_back(j);

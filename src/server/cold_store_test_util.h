@@ -59,7 +59,7 @@ struct TierParts {
   bool Shutdown() {
     store->set_cold(nullptr);
     log->Close();
-    const bool written = cold && log->WriteCheckpoint(cold->index());
+    const bool written = cold && log->WriteCheckpoint(cold->index(), cold->ready_index());
     store->engine().set_log(nullptr);
     log.reset();
     return written;

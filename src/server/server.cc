@@ -179,7 +179,7 @@ Server::~Server() {
     if (sync_handler_) loop_.Remove(binlog_->sync_fd());
     binlog_->Close();
     // The disk tier's index, so that the next start need not read the jobs on disk.
-    if (cold_) binlog_->WriteCheckpoint(cold_->index());
+    if (cold_) binlog_->WriteCheckpoint(cold_->index(), cold_->ready_index());
     memory_->engine().set_log(nullptr);
   }
   if (redis_) {

@@ -43,14 +43,15 @@ struct BinlogOptions {
   // returns false (a signal asked the server to stop), Recover stops and returns false,
   // having changed nothing but a torn tail it cleared, and stopped() is true.
   std::function<bool()> progress;
-  // With disk_tier: Recover gives the jobs it restores from a checkpoint as kept on disk only
-  // (never read into memory) to this, for the disk tier's index. Without it, a checkpoint
-  // is not used.
+  // With disk_tier: Recover gives the delayed jobs it restores from a checkpoint as kept on
+  // disk only (never read into memory) to this, for the disk tier's index (the ready ones to
+  // restore_cold_ready). Without it, a checkpoint is not used.
   std::function<void(const ColdIndex::Entry&)> restore_cold;
   // With disk_tier and restore_cold: a replay (a start after a crash) gives the jobs the
   // tier could keep on disk, whole in their kFull record, to these instead of the engine:
-  // delayed ones to restore_cold, ready ones to this. Without it, a replay restores every
-  // job into memory.
+  // delayed ones to restore_cold, ready ones to this (and a start from a checkpoint its
+  // ready jobs on disk). Without it, a replay restores every job into memory, and a
+  // checkpoint is not used.
   std::function<void(const ColdReadyIndex::Entry&)> restore_cold_ready;
 };
 
@@ -172,11 +173,16 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // binlog_checkpoint.cc (docs/DISK-TIER.md): at a clean shutdown, after Close, with the
   // disk tier's index. Makes every live job in memory whole in its latest record (writing
   // its kFull record again if a state record came after it), syncs, and writes
-  // DIR/checkpoint, so that the next start restores the jobs of `cold` without reading
-  // their records. false (logged) if it could not: the next start replays everything.
-  bool WriteCheckpoint(const ColdIndex& cold);
-  // Jobs Recover restored from a checkpoint without reading their records (0: none used).
+  // DIR/checkpoint, so that the next start restores the jobs of `cold` and `ready` without
+  // reading their records. false (logged) if it could not: the next start replays everything.
+  bool WriteCheckpoint(const ColdIndex& cold, const ColdReadyIndex& ready);
+  // Jobs Recover restored from a checkpoint without reading their records (0: none used),
+  // and of them the ready ones (restore_cold_ready).
   size_t restored_cold() const { return restored_cold_; }
+  size_t restored_cold_ready() const { return restored_cold_ready_; }
+  // Records a start from the checkpoint read to check them: those of the jobs it lists as
+  // in memory.
+  size_t checkpoint_reads() const { return checkpoint_reads_; }
   // Jobs a replay restored straight to the disk tier's index (restore_cold_ready).
   size_t replayed_cold() const { return replayed_cold_; }
 
@@ -361,6 +367,8 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   int64_t dropped_updates_ = 0;
   size_t restored_ = 0;
   size_t restored_cold_ = 0;
+  size_t restored_cold_ready_ = 0;
+  size_t checkpoint_reads_ = 0;
   size_t replayed_cold_ = 0;
   size_t skipped_ = 0;
   uint64_t max_id_ = 0;                           // the highest id of any record placed or replayed

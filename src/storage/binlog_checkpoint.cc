@@ -57,7 +57,7 @@ bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
     checkpoint_.reset();
     return false;
   }
-  if (ok && (!options_.disk_tier || !options_.restore_cold)) {
+  if (ok && (!options_.disk_tier || !options_.restore_cold || !options_.restore_cold_ready)) {
     ok = false;
     why = "the disk tier is off: no --hot-memory";
   }
@@ -114,7 +114,6 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
     replay->tube_tries[t.tube] = {t.tries, t.seq, t.size};
   }
   CheckpointJob j;
-  size_t read = 0;
   std::string buf;
   auto fail = [&](const std::string& what) {
     *why = "job " + std::to_string(j.id) + ": " + what;
@@ -131,7 +130,7 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
       if (j.resv < kDeleteRecordSize) return fail("no room kept for its delete");
       continue;
     }
-    if (++read % 16384 == 0 && !GoOn(error)) return false;
+    if (++checkpoint_reads_ % 16384 == 0 && !GoOn(error)) return false;
     // Read with pread, not from the map: the page cache holds the pages, not this process
     // (scattered over every segment, they would count in its resident memory). Only checked
     // here, not kept: the restore parses it again (RestoreReplayed, a few pages at a time).
@@ -178,8 +177,14 @@ bool Binlog::RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, st
     live_bytes_ += j.size;
     restored_++;
     restored_cold_++;
-    options_.restore_cold(ColdIndex::Entry{j.id, FromWall(j.deadline_wall, now, wall),
-                                           FromWall(j.created_wall, now, wall), t});
+    const Nanos created = FromWall(j.created_wall, now, wall);
+    if (j.ready) {
+      options_.restore_cold_ready(ColdReadyIndex::Entry{j.id, j.pri, created, t});
+      restored_cold_ready_++;
+    } else {
+      options_.restore_cold(
+          ColdIndex::Entry{j.id, FromWall(j.deadline_wall, now, wall), created, t});
+    }
     // A stop here leaves the checkpoint in place: nothing has been written.
     if (restored_cold_ % 16384 == 0 && !GoOn(error)) return false;
   }
@@ -194,8 +199,9 @@ bool Binlog::RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, st
 void Binlog::FinishCheckpointedCold() {
   checkpoint_.reset();
   RemoveCheckpoint(nullptr);  // before anything is written
-  Log("%s: %zu jobs kept on disk restored from the checkpoint, their records not read",
-      options_.dir.c_str(), restored_cold_);
+  Log("%s: %zu jobs kept on disk restored from the checkpoint (%zu of them ready), their "
+      "records not read",
+      options_.dir.c_str(), restored_cold_, restored_cold_ready_);
 }
 
 // CRC of the last bytes of s's records (cold_checkpoint.h), read from its file.
@@ -246,7 +252,7 @@ bool Binlog::MakeJobsWhole(const ColdIndex& cold, const std::vector<uint64_t>& i
   return true;
 }
 
-bool Binlog::WriteCheckpoint(const ColdIndex& cold) {
+bool Binlog::WriteCheckpoint(const ColdIndex& cold, const ColdReadyIndex& ready) {
   if (!options_.disk_tier || failed_ || !engine_ || segs_.empty()) return false;
   std::vector<uint64_t> ids;
   ids.reserve(jobs_.size());
@@ -266,10 +272,10 @@ bool Binlog::WriteCheckpoint(const ColdIndex& cold) {
     meta.tube_tries.push_back({name, t.tries, t.seq, t.size});
   std::unordered_map<const engine::Tube*, uint32_t> tube_of;
   ColdIndex::Entry e;
+  ColdReadyIndex::Entry r;
   for (uint64_t id : ids) {
-    if (cold.Get(id, &e) && tube_of.emplace(e.tube, meta.tubes.size()).second) {
-      meta.tubes.push_back(e.tube->name());
-    }
+    const engine::Tube* t = cold.Get(id, &e) ? e.tube : ready.Get(id, &r) ? r.tube : nullptr;
+    if (t && tube_of.emplace(t, meta.tubes.size()).second) meta.tubes.push_back(t->name());
   }
   meta.jobs = ids.size();
   const Nanos now = clock_.Now();
@@ -277,7 +283,7 @@ bool Binlog::WriteCheckpoint(const ColdIndex& cold) {
   CheckpointWriter w;
   std::string error;
   bool ok = w.Begin(options_.dir, dir_fd_, meta, &error);
-  size_t cold_jobs = 0;
+  size_t cold_jobs = 0, ready_jobs = 0;
   for (size_t i = 0; ok && i < ids.size(); i++) {
     const JobMeta& m = *jobs_.Find(ids[i]);
     CheckpointJob j{ids[i], m.full_seq, *full_offs_.Find(ids[i]), m.full_size};
@@ -288,6 +294,15 @@ bool Binlog::WriteCheckpoint(const ColdIndex& cold) {
       j.deadline_wall = wall + (e.deadline - now);
       j.created_wall = wall + (e.created - now);
       cold_jobs++;
+    } else if (ready.Get(ids[i], &r)) {
+      j.cold = true;
+      j.ready = true;
+      j.resv = m.resv;
+      j.tube = tube_of[r.tube];
+      j.pri = r.pri;
+      j.created_wall = wall + (r.created - now);
+      cold_jobs++;
+      ready_jobs++;
     }
     ok = w.Add(j, &error);
   }
@@ -295,8 +310,8 @@ bool Binlog::WriteCheckpoint(const ColdIndex& cold) {
     Log("checkpoint not written: %s", error.c_str());
     return false;
   }
-  Log("%s/%s: %zu jobs, %zu of them kept on disk only (%" PRId64 " bytes)", options_.dir.c_str(),
-      kCheckpointName, ids.size(), cold_jobs, w.bytes());
+  Log("%s/%s: %zu jobs, %zu of them kept on disk only (%zu ready; %" PRId64 " bytes)",
+      options_.dir.c_str(), kCheckpointName, ids.size(), cold_jobs, ready_jobs, w.bytes());
   return true;
 }
 

@@ -153,9 +153,9 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
   }
   if (!RestoreCheckpointedCold(UINT64_MAX, now, wall, error)) return false;
   replay.DropTouched();
-  if (replayed_cold_ > 0) {
+  if (replayed_cold_ > 0) {  // (those restored from a checkpoint are logged by it)
     Log("%s: %zu jobs kept on disk from the start (the disk tier), %zu in memory",
-        options_.dir.c_str(), replayed_cold_, restored_ - replayed_cold_);
+        options_.dir.c_str(), replayed_cold_, restored_ - replayed_cold_ - restored_cold_);
   }
   RestoreTubeTries(replay, by_seq);
   return true;

@@ -22,8 +22,10 @@ namespace {
 constexpr size_t kChunk = 1 << 20;  // what the writer and reader buffer
 constexpr size_t kHeaderSize = 8 + 4 + 8;
 constexpr size_t kJobHotSize = 8 + 4 + 4 + 4 + 1;
-constexpr size_t kJobColdExtra = 4 + 4 + 8 + 8;
-constexpr uint8_t kFlagCold = 1;
+constexpr size_t kJobColdExtra = 4 + 4 + 8 + 8;   // delayed
+constexpr size_t kJobReadyExtra = 4 + 4 + 4 + 8;  // ready
+constexpr uint8_t kFlagCold = 1;                  // a delayed job on disk
+constexpr uint8_t kFlagColdReady = 2;             // a ready job on disk (version 2)
 
 void Le(std::string* o, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; i++) o->push_back(static_cast<char>(v >> (8 * i)));
@@ -102,15 +104,20 @@ CheckpointWriter::~CheckpointWriter() {
 
 bool CheckpointWriter::Begin(const std::string& dir, int dir_fd, const CheckpointMeta& meta,
                              std::string* error) {
+  if (meta.version < kCheckpointOldestVersion || meta.version > kCheckpointVersion) {
+    *error = "checkpoint: cannot write version " + std::to_string(meta.version);
+    return false;
+  }
   dir_ = dir;
   dir_fd_ = dir_fd;
+  version_ = meta.version;
   fd_ = openat(dir_fd, kCheckpointTmpName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd_ < 0) {
     *error = dir + "/" + kCheckpointTmpName + ": " + strerror(errno);
     return false;
   }
   buf_.append(kCheckpointMagic, sizeof kCheckpointMagic);
-  Le(&buf_, kCheckpointVersion, 4);
+  Le(&buf_, meta.version, 4);
   Le(&buf_, meta.max_id, 8);
   Le(&buf_, meta.segments.size(), 4);
   for (const CheckpointSegment& s : meta.segments) {
@@ -138,17 +145,26 @@ bool CheckpointWriter::Add(const CheckpointJob& j, std::string* error) {
     *error = "checkpoint: jobs out of order or more than announced";
     return false;
   }
+  const bool ready = j.cold && j.ready;
+  if (ready && version_ < 2) {
+    *error = "checkpoint: version " + std::to_string(version_) + " lists no ready job on disk";
+    return false;
+  }
   left_--;
   last_id_ = j.id;
   Le(&buf_, j.id, 8);
   Le(&buf_, j.seq, 4);
   Le(&buf_, j.off, 4);
   Le(&buf_, j.size, 4);
-  Le(&buf_, j.cold ? kFlagCold : 0, 1);
+  Le(&buf_, !j.cold ? 0 : ready ? kFlagColdReady : kFlagCold, 1);
   if (j.cold) {
     Le(&buf_, j.resv, 4);
     Le(&buf_, j.tube, 4);
-    Le(&buf_, static_cast<uint64_t>(j.deadline_wall), 8);
+    if (ready) {
+      Le(&buf_, j.pri, 4);
+    } else {
+      Le(&buf_, static_cast<uint64_t>(j.deadline_wall), 8);
+    }
     Le(&buf_, static_cast<uint64_t>(j.created_wall), 8);
   }
   return buf_.size() < kChunk || Write(error);
@@ -290,10 +306,11 @@ bool CheckpointReader::ReadMeta(std::string* why) {
     return false;
   }
   if (!u(4, &version) || !u(8, &meta_.max_id)) return false;
-  if (version != kCheckpointVersion) {
+  if (version < kCheckpointOldestVersion || version > kCheckpointVersion) {
     *why = "unsupported version " + std::to_string(version);
     return false;
   }
+  meta_.version = static_cast<uint32_t>(version);
   if (!u(4, &n)) return false;
   for (uint64_t i = 0; i < n; i++) {
     CheckpointSegment s;
@@ -343,7 +360,7 @@ bool CheckpointReader::Next(CheckpointJob* j, std::string* why) {
     if (at != file_size_ - 4) *why = "bytes after the last job";
     return false;
   }
-  unsigned char b[kJobHotSize + kJobColdExtra];
+  unsigned char b[kJobHotSize + std::max(kJobColdExtra, kJobReadyExtra)];
   if (!Take(b, kJobHotSize, why)) return false;
   *j = CheckpointJob{};
   j->id = FromLe(b, 8);
@@ -351,7 +368,7 @@ bool CheckpointReader::Next(CheckpointJob* j, std::string* why) {
   j->off = static_cast<uint32_t>(FromLe(b + 12, 4));
   j->size = static_cast<uint32_t>(FromLe(b + 16, 4));
   const uint8_t flags = b[20];
-  if ((flags & ~kFlagCold) != 0) {
+  if (flags != 0 && flags != kFlagCold && (flags != kFlagColdReady || meta_.version < 2)) {
     *why = "job " + std::to_string(j->id) + ": unknown flags";
     return false;
   }
@@ -361,14 +378,20 @@ bool CheckpointReader::Next(CheckpointJob* j, std::string* why) {
   }
   last_id_ = j->id;
   jobs_left_--;
-  j->cold = flags & kFlagCold;
+  j->cold = flags != 0;
+  j->ready = flags == kFlagColdReady;
   if (j->cold) {
     unsigned char* c = b + kJobHotSize;
-    if (!Take(c, kJobColdExtra, why)) return false;
+    if (!Take(c, j->ready ? kJobReadyExtra : kJobColdExtra, why)) return false;
     j->resv = static_cast<uint32_t>(FromLe(c, 4));
     j->tube = static_cast<uint32_t>(FromLe(c + 4, 4));
-    j->deadline_wall = static_cast<int64_t>(FromLe(c + 8, 8));
-    j->created_wall = static_cast<int64_t>(FromLe(c + 16, 8));
+    if (j->ready) {
+      j->pri = static_cast<uint32_t>(FromLe(c + 8, 4));
+      j->created_wall = static_cast<int64_t>(FromLe(c + 12, 8));
+    } else {
+      j->deadline_wall = static_cast<int64_t>(FromLe(c + 8, 8));
+      j->created_wall = static_cast<int64_t>(FromLe(c + 16, 8));
+    }
     if (j->tube >= meta_.tubes.size()) {
       *why = "job " + std::to_string(j->id) + ": no such tube";
       return false;

@@ -2,12 +2,12 @@
 
 // The disk tier's checkpoint (docs/DISK-TIER.md, docs/BINLOG.md): DIR/checkpoint, written at
 // a clean shutdown, lists every live job of the binlog with where its kFull record is, and
-// for the jobs kept on disk only (cold) their index entry, with the binlog position it
-// covers (every segment's sequence number, size, end of records and a CRC of its last
-// bytes). A start that finds it matching the segments restores the cold jobs from it
+// for the jobs kept on disk only (cold: delayed or ready) their index entry, with the binlog
+// position it covers (every segment's sequence number, size, end of records and a CRC of its
+// last bytes). A start that finds it matching the segments restores the cold jobs from it
 // without reading their records, and reads only the records of the others.
 //
-// Format (version 1), integers little-endian:
+// Format (version 2), integers little-endian:
 //
 //   file    = "STALKDCP" u32:version  u64:max_id
 //             u32:n  segment{n}       segment = u32:seq i64:size i64:end u32:tail_crc
@@ -15,8 +15,13 @@
 //             u32:n  tries{n}         tries   = u8:len name[len] u32:tries u32:seq u32:size
 //             u64:n  job{n}           (ids strictly increasing)
 //             u32:crc32c(everything before)
-//   job     = u64:id u32:seq u32:off u32:size u8:flags (bit 0: cold; other bits 0)
-//             [cold: u32:resv u32:tube i64:deadline_wall i64:created_wall]
+//   job     = u64:id u32:seq u32:off u32:size u8:flags
+//             flags: 0 (in memory), 1 (delayed, on disk) or 2 (ready, on disk); no other value
+//             [flags 1: u32:resv u32:tube i64:deadline_wall i64:created_wall]   (45 bytes a job)
+//             [flags 2: u32:resv u32:tube u32:pri i64:created_wall]             (41 bytes a job)
+//
+// Version 1 is version 2 without flags 2 (its ready jobs on disk were listed as in memory):
+// it is still read.
 
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +31,8 @@
 namespace stalkd::storage {
 
 inline constexpr char kCheckpointMagic[8] = {'S', 'T', 'A', 'L', 'K', 'D', 'C', 'P'};
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kCheckpointOldestVersion = 1;  // still read
 inline constexpr const char* kCheckpointName = "checkpoint";
 inline constexpr const char* kCheckpointTmpName = "checkpoint.tmp";
 // How many bytes before a segment's end of records the tail CRC covers (fewer in a
@@ -51,18 +57,22 @@ struct CheckpointTubeTries {
 
 struct CheckpointJob {
   uint64_t id = 0;
-  uint32_t seq = 0;   // segment of its kFull record, its latest record
-  uint32_t off = 0;   // where that record starts
-  uint32_t size = 0;  // of that record
-  bool cold = false;  // kept on disk only: the fields below are meaningful
-  uint32_t resv = 0;  // bytes reserved for its future records
-  uint32_t tube = 0;  // index into CheckpointMeta::tubes
-  int64_t deadline_wall = 0;
+  uint32_t seq = 0;           // segment of its kFull record, its latest record
+  uint32_t off = 0;           // where that record starts
+  uint32_t size = 0;          // of that record
+  bool cold = false;          // kept on disk only: the fields below are meaningful
+  uint32_t resv = 0;          // bytes reserved for its future records
+  uint32_t tube = 0;          // index into CheckpointMeta::tubes
+  int64_t deadline_wall = 0;  // delayed (not ready)
   int64_t created_wall = 0;
+  bool ready = false;  // with cold: in the ready index, not the delayed one
+  uint32_t pri = 0;    // ready
   bool operator==(const CheckpointJob&) const = default;
 };
 
 struct CheckpointMeta {
+  // As read; what the writer writes (an older one refuses the ready jobs on disk).
+  uint32_t version = kCheckpointVersion;
   uint64_t max_id = 0;  // ids above it were never handed out
   std::vector<CheckpointSegment> segments;
   std::vector<std::string> tubes;  // of the cold jobs
@@ -113,6 +123,7 @@ class CheckpointWriter {
   int64_t bytes_ = 0;
   uint64_t left_ = 0;
   uint64_t last_id_ = 0;
+  uint32_t version_ = kCheckpointVersion;
 };
 
 // Reads a checkpoint: Open checks the whole file's CRC and reads its meta; Next then gives

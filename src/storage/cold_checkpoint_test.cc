@@ -1,7 +1,8 @@
-// The disk tier's checkpoint (docs/DISK-TIER.md): its format (round trip, every cut and
-// every flipped byte refused), its match against the segments, and restarts: one that uses
-// it restores exactly what a full replay of the same directory restores, without reading the
-// cold jobs' records; every mismatch (a write after it, another segment, a damaged or cut
+// The disk tier's checkpoint (docs/DISK-TIER.md): restarts (its format and its match against
+// the segments: cold_checkpoint_format_test.cc). One that uses it restores exactly what a
+// full replay of the same directory restores, and answers as a start with every job in
+// memory, without reading the records of the jobs on disk (delayed or ready); version 1 is
+// still used; every mismatch (a write after it, another segment, a damaged or cut
 // file, one left half-written, the tier off, a record that is not the job's) makes the start
 // replay everything instead, and no job is lost.
 #include "storage/cold_checkpoint.h"
@@ -28,6 +29,7 @@
 #include "storage/binlog_test_util.h"
 #include "storage/cold_store.h"
 #include "storage/cold_tier_test_util.h"
+#include "storage/crc32c.h"
 #include "storage/record.h"
 #include "store/memory_store.h"
 
@@ -36,8 +38,10 @@ namespace {
 
 using command::Outcome;
 using command::Result;
+using command::StateFilter;
 using testing_util::Exists;
 using testing_util::ExpectSameAnswers;
+using testing_util::ExpectSameOrder;
 using testing_util::Files;
 using testing_util::MakeHistory;
 using testing_util::MakeTempDir;
@@ -56,20 +60,44 @@ class CheckpointTest : public ::testing::Test {
   }
   std::string Path(const char* name) const { return dir_ + "/" + name; }
   // Jobs in every state, most of them long-delayed and on disk, a tube default, changes
-  // after the put; then a clean shutdown that writes the checkpoint. Returns the jobs.
+  // after the put; then a backlog of ready jobs beyond what the tier keeps in memory per
+  // tube (ready_hot), most of them on disk; then a clean shutdown that writes the
+  // checkpoint. Returns the jobs.
   size_t Fill(uint32_t seed, int puts) {
+    fill_wall_ = std::chrono::system_clock::now();
     Tier t(clock_, dir_, 1);  // a budget of 1 byte: every job that may go, goes
     MakeHistory(t, seed, puts, false);
     command::Session& s = *t.session;
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < 3 * 64 + puts / 2; i++) {  // 64: ColdStoreOptions::ready_hot
+      s.Use(i % 3 == 0 ? "default" : i % 3 == 1 ? "a" : "b");
+      EXPECT_EQ(Put(s, static_cast<uint32_t>(rng() % 3000), 0, "r" + std::to_string(i)).outcome,
+                Outcome::kInserted);
+      if (i % 50 == 0) t.Tick();
+    }
     s.Reserve(0);  // reserved at the shutdown
     clock_.Advance(kSecond);
     for (int i = 0; i < 5; i++) t.Tick();
-    cold_before_ = t.cold->Count();
-    EXPECT_GT(cold_before_, static_cast<size_t>(puts) / 3);
+    delayed_before_ = t.cold->Count();
+    ready_before_ = t.cold->ReadyOnDisk(nullptr).ready;
+    cold_before_ = delayed_before_ + ready_before_;
+    EXPECT_GT(delayed_before_, static_cast<size_t>(puts) / 3);
+    EXPECT_GT(ready_before_, static_cast<size_t>(puts) / 4);
     const size_t jobs = t.Jobs();
     EXPECT_TRUE(t.Shutdown());
     EXPECT_TRUE(Exists(Path(kCheckpointName)));
     return jobs;
+  }
+  // How far apart, in seconds, a time converted from a record and from the checkpoint may
+  // be: times go through the wall clock, which the fake clock does not follow (it advanced
+  // 1 s in Fill, the wall one by the test's run time since).
+  double Drift() const {
+    return std::chrono::duration<double>(std::chrono::system_clock::now() - fill_wall_).count() + 2;
+  }
+  // A new empty directory, for a test's next round.
+  void FreshDir() {
+    RemoveDir(dir_);
+    dir_ = MakeTempDir();
   }
   // The directory as it is, and back to it (a restart changes it: segments are made and
   // removed, the checkpoint is removed).
@@ -123,116 +151,11 @@ class CheckpointTest : public ::testing::Test {
   std::vector<std::string> more_;
   std::map<std::string, std::string> snap_;
   FakeClock clock_;
-  size_t cold_before_ = 0;
+  std::chrono::system_clock::time_point fill_wall_;
+  size_t cold_before_ = 0;  // delayed and ready on disk at the shutdown
+  size_t delayed_before_ = 0;
+  size_t ready_before_ = 0;
 };
-
-// ---------------------------------------------------------------------------- format
-
-CheckpointMeta SampleMeta() {
-  CheckpointMeta m;
-  m.max_id = 99;
-  m.segments = {{3, 8192, 4000, 0x1234}, {4, 8192, 16, 0}};
-  m.tubes = {"default", "a"};
-  m.tube_tries = {{"a", 3, 3, 20}};
-  m.jobs = 3;
-  return m;
-}
-
-std::vector<CheckpointJob> SampleJobs() {
-  CheckpointJob hot{5, 3, 16, 80};
-  CheckpointJob cold{7, 3, 96, 90, true, 83, 1, 1'700'000'000'000'000'000, 1'600'000'000};
-  CheckpointJob last{99, 3, 186, 70, true, 17, 0, -5, 6};
-  return {hot, cold, last};
-}
-
-TEST_F(CheckpointTest, FormatRoundTripsAndRefusesEveryCutAndFlippedByte) {
-  int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
-  CheckpointWriter w;
-  std::string why;
-  ASSERT_TRUE(w.Begin(dir_, dfd, SampleMeta(), &why));
-  for (const CheckpointJob& j : SampleJobs()) ASSERT_TRUE(w.Add(j, &why));
-  ASSERT_TRUE(w.Finish(&why)) << why;
-  EXPECT_FALSE(Exists(Path(kCheckpointTmpName)));
-  // Read back, twice (Rewind).
-  CheckpointReader r;
-  ASSERT_TRUE(r.Open(Path(kCheckpointName), &why)) << why;
-  EXPECT_EQ(r.meta(), SampleMeta());
-  for (int pass = 0; pass < 2; pass++) {
-    std::vector<CheckpointJob> got;
-    CheckpointJob j;
-    while (r.Next(&j, &why)) got.push_back(j);
-    EXPECT_EQ(why, "");
-    EXPECT_EQ(got, SampleJobs());
-    ASSERT_TRUE(r.Rewind(&why));
-  }
-  // Order and count are the writer's to keep.
-  CheckpointWriter bad;
-  ASSERT_TRUE(bad.Begin(dir_, dfd, SampleMeta(), &why));
-  ASSERT_TRUE(bad.Add(SampleJobs()[1], &why));
-  EXPECT_FALSE(bad.Add(SampleJobs()[0], &why));
-  EXPECT_FALSE(bad.Finish(&why));
-  close(dfd);
-
-  const std::string good = ReadFile(Path(kCheckpointName));
-  for (size_t n = 0; n < good.size(); n++) {  // every cut
-    WriteFile(Path(kCheckpointName), good.substr(0, n));
-    CheckpointReader c;
-    EXPECT_FALSE(c.Open(Path(kCheckpointName), &why)) << n;
-  }
-  for (size_t i = 0; i < good.size(); i++) {  // every flipped byte
-    std::string bytes = good;
-    bytes[i] ^= 0x20;
-    WriteFile(Path(kCheckpointName), bytes);
-    CheckpointReader c;
-    EXPECT_FALSE(c.Open(Path(kCheckpointName), &why)) << i;
-  }
-  int err = 0;
-  CheckpointReader none;
-  EXPECT_FALSE(none.Open(dir_ + "/none", &why, &err));
-  EXPECT_EQ(err, ENOENT);
-}
-
-TEST_F(CheckpointTest, MatchSegmentsFindsEveryDifference) {
-  std::string seg;
-  AppendSegmentHeader(&seg);
-  AppendDelete(&seg, 1);
-  AppendDelete(&seg, 2);
-  const int64_t end = static_cast<int64_t>(seg.size());
-  seg.resize(4096, '\0');
-  std::string empty;
-  AppendSegmentHeader(&empty);
-  empty.resize(4096, '\0');
-  CheckpointMeta m;
-  m.segments = {{1, 4096, end, SegmentTailCrc(seg.data(), end)},
-                {2, 4096, int64_t{kSegmentHeaderSize}, 0}};
-  auto views = [&](const std::string& a, const std::string& b) {
-    return std::vector<SegmentView>{{1, a.data(), a.size()}, {2, b.data(), b.size()}};
-  };
-  std::string why;
-  EXPECT_TRUE(MatchSegments(m, views(seg, empty), &why)) << why;
-  // Another number of segments, another segment, another size.
-  EXPECT_FALSE(MatchSegments(m, {views(seg, empty)[0]}, &why));
-  std::vector<SegmentView> other = views(seg, empty);
-  other[1].seq = 3;
-  EXPECT_FALSE(MatchSegments(m, other, &why));
-  std::string longer = empty + std::string(4096, '\0');
-  EXPECT_FALSE(MatchSegments(m, views(seg, longer), &why));
-  // A record after the position, in the segment it ends in or in a later one.
-  std::string more = seg;
-  std::string rec;
-  AppendDelete(&rec, 3);
-  more.replace(static_cast<size_t>(end), rec.size(), rec);
-  EXPECT_FALSE(MatchSegments(m, views(more, empty), &why));
-  EXPECT_NE(why.find("after offset"), std::string::npos) << why;
-  std::string filled = empty;
-  filled.replace(kSegmentHeaderSize, rec.size(), rec);
-  EXPECT_FALSE(MatchSegments(m, views(seg, filled), &why));
-  // Other bytes before the position.
-  std::string changed = seg;
-  changed[static_cast<size_t>(end) - 3] ^= 1;
-  EXPECT_FALSE(MatchSegments(m, views(changed, empty), &why));
-  EXPECT_NE(why.find("tail CRC"), std::string::npos) << why;
-}
 
 // ---------------------------------------------------------------------------- restarts
 
@@ -241,28 +164,114 @@ TEST_F(CheckpointTest, MatchSegmentsFindsEveryDifference) {
 TEST_F(CheckpointTest, RestartFromItEqualsAFullReplay) {
   for (uint32_t seed = 1; seed <= 3; seed++) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    RemoveDir(dir_);
-    dir_ = MakeTempDir();
-    // Times go through the wall clock, which the fake clock does not follow: a record's and
-    // the checkpoint's conversions differ by as much as the two clocks drifted apart.
-    const auto wall0 = std::chrono::system_clock::now();
+    FreshDir();
     const size_t jobs = Fill(seed, 600);
     const std::string copy = CopyWithoutCheckpoint();
     Tier a(clock_, dir_, 1), b(clock_, copy, 1);
     ASSERT_TRUE(a.ok && b.ok);
-    // The fake clock advanced 1 s in Fill, the wall one by the test's run time.
-    const double drift_s =
-        std::chrono::duration<double>(std::chrono::system_clock::now() - wall0).count() + 1 + 1;
     EXPECT_EQ(a.log->restored_cold(), cold_before_);
-    EXPECT_EQ(a.cold->Count(), cold_before_);
+    EXPECT_EQ(a.log->restored_cold_ready(), ready_before_);
+    EXPECT_EQ(a.cold->Count(), delayed_before_);
+    // Only the jobs that were in memory had their records read.
+    EXPECT_EQ(a.log->checkpoint_reads(), jobs - cold_before_);
     EXPECT_EQ(a.cold->stats().demotions, 0u);
     EXPECT_EQ(b.log->restored_cold(), 0u);
     EXPECT_EQ(a.log->restored(), b.log->restored());
     EXPECT_EQ(a.Jobs(), jobs);
     EXPECT_EQ(b.Jobs(), jobs);
-    ExpectSameAnswers(a, b, 600, drift_s);
+    ExpectSameAnswers(a, b, 2000, Drift());
     EXPECT_EQ(a.cold->stats().read_errors, 0u);
   }
+}
+
+// Ready jobs on disk at the stop are listed in the checkpoint with their index entry: a start
+// from it puts them back in the ready index without reading their records (only the jobs
+// that were in memory have theirs read), and then answers exactly as a start that restored
+// every job into memory: stats, stats-tube, stats-job, peek-ready, list-jobs and the order
+// of every reserve.
+TEST_F(CheckpointTest, ReadyJobsOnDiskComeBackUnreadAndAnswerAsAllInMemory) {
+  for (uint32_t seed = 21; seed <= 22; seed++) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    FreshDir();
+    const size_t jobs = Fill(seed, 400);
+    size_t listed_ready = 0, listed_hot = 0;  // as the checkpoint lists them
+    {
+      CheckpointReader r;
+      std::string why;
+      ASSERT_TRUE(r.Open(Path(kCheckpointName), &why)) << why;
+      EXPECT_EQ(r.meta().version, kCheckpointVersion);
+      CheckpointJob j;
+      while (r.Next(&j, &why)) {
+        listed_ready += j.cold && j.ready;
+        listed_hot += !j.cold;
+      }
+      EXPECT_EQ(why, "");
+    }
+    EXPECT_EQ(listed_ready, ready_before_);
+    EXPECT_EQ(listed_hot, jobs - cold_before_);
+    const std::string copy = CopyWithoutCheckpoint();
+    Tier a(clock_, dir_, 1), b(clock_, copy, 0);  // from the checkpoint; every job in memory
+    ASSERT_TRUE(a.ok && b.ok);
+    EXPECT_EQ(a.log->restored_cold_ready(), ready_before_);
+    EXPECT_EQ(a.log->checkpoint_reads(), listed_hot);  // none of a job on disk
+    EXPECT_LE(a.log->replayed_cold(), listed_hot);
+    EXPECT_GE(a.cold->ReadyOnDisk(nullptr).ready, ready_before_);
+    EXPECT_EQ(a.cold->stats().promotions, 0u);
+    EXPECT_EQ(a.Jobs(), jobs);
+    EXPECT_EQ(b.Jobs(), jobs);
+
+    ExpectSameAnswers(a, b, 2000, Drift());
+    for (const char* tube : {"default", "a", "b"}) {
+      a.session->Use(tube);
+      b.session->Use(tube);
+      Result x = a.session->PeekReady(), y = b.session->PeekReady();
+      ASSERT_EQ(x.outcome, y.outcome) << tube;
+      EXPECT_EQ(x.job.id, y.job.id) << tube;
+      for (StateFilter st : {StateFilter::kReady, StateFilter::kDelayed}) {
+        Result p = a.session->ListJobs(tube, st, 0, 1000);
+        ASSERT_EQ(p.outcome, Outcome::kJobList) << tube;
+        const std::vector<uint64_t> ids = *p.ids;  // valid until a's next call
+        const uint64_t next = p.number;
+        Result q = b.session->ListJobs(tube, st, 0, 1000);
+        ASSERT_EQ(q.outcome, Outcome::kJobList) << tube;
+        EXPECT_EQ(ids, *q.ids) << tube;
+        EXPECT_EQ(next, q.number) << tube;
+        EXPECT_FALSE(ids.empty()) << tube;
+      }
+    }
+    // The same jobs in the same order: the ready ones now, then the delayed ones once due,
+    // then the buried ones once kicked.
+    EXPECT_GT(ExpectSameOrder(a, b, clock_).first, ready_before_);
+    EXPECT_EQ(a.cold->stats().read_errors, 0u);
+  }
+}
+
+// A checkpoint of version 1 (which listed the ready jobs on disk as jobs in memory) is still
+// used: the records of those jobs are read, as they were then, and nothing is lost.
+TEST_F(CheckpointTest, AVersionOneCheckpointIsStillUsed) {
+  const size_t jobs = Fill(13, 300);
+  Rewrite([](CheckpointMeta* m, std::vector<CheckpointJob>* list) {
+    m->version = 1;
+    for (CheckpointJob& j : *list) {
+      if (j.ready) j = CheckpointJob{j.id, j.seq, j.off, j.size};
+    }
+  });
+  {
+    CheckpointReader r;
+    std::string why;
+    ASSERT_TRUE(r.Open(Path(kCheckpointName), &why)) << why;
+    EXPECT_EQ(r.meta().version, 1u);
+  }
+  const std::string copy = CopyWithoutCheckpoint();
+  Tier a(clock_, dir_, 1), b(clock_, copy, 0);
+  ASSERT_TRUE(a.ok && b.ok);
+  EXPECT_EQ(a.log->restored_cold(), delayed_before_);
+  EXPECT_EQ(a.log->restored_cold_ready(), 0u);
+  EXPECT_EQ(a.log->checkpoint_reads(), jobs - delayed_before_);
+  EXPECT_GE(a.log->replayed_cold(), ready_before_);  // straight to disk, after their read
+  EXPECT_FALSE(Exists(Path(kCheckpointName)));
+  EXPECT_EQ(a.Jobs(), jobs);
+  ExpectSameAnswers(a, b, 2000, Drift());
 }
 
 // Tubes come back in the order a replay (as beanstalkd's) makes them: of their lowest live
@@ -274,8 +283,7 @@ TEST_F(CheckpointTest, RestartFromItEqualsAFullReplay) {
 TEST_F(CheckpointTest, TubesComeBackInTheOrderOfAReplay) {
   for (uint32_t seed = 1; seed <= 8; seed++) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    RemoveDir(dir_);
-    dir_ = MakeTempDir();
+    FreshDir();
     std::mt19937_64 rng(seed);
     auto rand = [&](uint64_t n) { return rng() % n; };
     std::map<uint64_t, std::string> live;  // id: tube
@@ -426,6 +434,13 @@ TEST_F(CheckpointTest, OneThatDoesNotDescribeTheBinlogIsNotUsed) {
     }
     return list->front();
   };
+  auto first_ready = [](std::vector<CheckpointJob>* list) -> CheckpointJob& {
+    for (CheckpointJob& j : *list) {
+      if (j.cold && j.ready) return j;
+    }
+    ADD_FAILURE() << "no ready job on disk";
+    return list->front();
+  };
   const std::vector<Edit> edits = {
       [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first(j, false).off += 1; },
       [&](CheckpointMeta*, std::vector<CheckpointJob>* j) {
@@ -445,6 +460,10 @@ TEST_F(CheckpointTest, OneThatDoesNotDescribeTheBinlogIsNotUsed) {
       },
       [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first(j, true).resv = 0; },
       [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first(j, true).tube = 1000; },
+      [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first_ready(j).seq = 1u << 30; },
+      [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first_ready(j).size = 2; },
+      [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first_ready(j).resv = 0; },
+      [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first_ready(j).tube = 1000; },
       [&](CheckpointMeta* m, std::vector<CheckpointJob>*) { m->tube_tries[0].seq = 1u << 30; },
       [&](CheckpointMeta* m, std::vector<CheckpointJob>*) { m->segments[0].tail_crc ^= 1; },
       [&](CheckpointMeta* m, std::vector<CheckpointJob>*) {

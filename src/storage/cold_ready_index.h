@@ -51,6 +51,12 @@ class ColdReadyIndex {
   // Removes id if present, with its entry in *out (may be null).
   bool Remove(uint64_t id, Entry* out = nullptr);
   bool Contains(uint64_t id) const { return live_.Find(id) != nullptr; }
+  // id's entry into *out, if present (the checkpoint, docs/DISK-TIER.md).
+  bool Get(uint64_t id, Entry* out) const {
+    const Meta* m = live_.Find(id);
+    if (m) *out = Entry{id, m->pri, m->created, TubeOf(id, *m)};
+    return m != nullptr;
+  }
 
   size_t size() const { return live_.size(); }
   size_t urgent() const { return urgent_; }  // jobs with pri < 1024 (current-jobs-urgent)

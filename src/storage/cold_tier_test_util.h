@@ -152,6 +152,43 @@ inline void MakeHistory(Tier& t, uint32_t seed, int puts, bool extensions) {
   }
 }
 
+// Every job a reserve of t's session hands out now, in order (each deleted).
+inline std::vector<uint64_t> Drain(Tier& t) {
+  std::vector<uint64_t> out;
+  for (;;) {
+    t.Tick();
+    command::Result r = t.session->Reserve(0);
+    if (r.outcome != command::Outcome::kReserved) return out;
+    out.push_back(r.job.id);
+    EXPECT_EQ(t.session->Delete(r.job.id).outcome, command::Outcome::kDeleted);
+  }
+}
+
+// a and b (the tier, or not) hand out the same jobs in the same order to a reserve of every
+// tube "default", "a" and "b": the ready ones now, then the delayed ones once due (clock
+// advanced past every delay), then the buried ones once kicked; none is left. Returns how
+// many were ready, then due.
+inline std::pair<size_t, size_t> ExpectSameOrder(Tier& a, Tier& b, FakeClock& clock) {
+  for (Tier* t : {&a, &b}) {
+    for (const char* tube : {"default", "a", "b"}) t->session->Watch(tube);
+  }
+  const std::vector<uint64_t> ready = Drain(a);
+  EXPECT_EQ(ready, Drain(b));
+  clock.Advance(200000 * kSecond);
+  const std::vector<uint64_t> due = Drain(a);
+  EXPECT_EQ(due, Drain(b));
+  for (Tier* t : {&a, &b}) {
+    for (const char* tube : {"default", "a", "b"}) {
+      t->session->Use(tube);
+      t->session->Kick(1000);
+    }
+  }
+  EXPECT_EQ(Drain(a), Drain(b));
+  EXPECT_EQ(a.Jobs(), 0u);
+  EXPECT_EQ(b.Jobs(), 0u);
+  return {ready.size(), due.size()};
+}
+
 // list-tubes of t's session, in its order.
 inline std::vector<std::string> TubeList(Tier& t) {
   command::Result r = t.session->ListTubes();

@@ -1,0 +1,234 @@
+// The disk tier's checkpoint file (docs/DISK-TIER.md, storage/cold_checkpoint.h): its format
+// round trips (jobs in memory, delayed and ready ones on disk), every cut and every flipped
+// byte is refused, version 1 is still read and knows no ready job on disk, other flags and
+// versions are refused; and its match against the segments finds every difference. The
+// restarts that use it: cold_checkpoint_test.cc.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "storage/binlog_test_util.h"
+#include "storage/cold_checkpoint.h"
+#include "storage/cold_tier_test_util.h"
+#include "storage/crc32c.h"
+#include "storage/record.h"
+
+namespace stalkd::storage {
+namespace {
+
+using testing_util::Exists;
+using testing_util::MakeTempDir;
+using testing_util::ReadFile;
+using testing_util::RemoveDir;
+using testing_util::WriteFile;
+
+class CheckpointFormatTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = MakeTempDir(); }
+  void TearDown() override { RemoveDir(dir_); }
+  std::string Path(const char* name) const { return dir_ + "/" + name; }
+  std::string dir_;
+};
+
+CheckpointMeta SampleMeta() {
+  CheckpointMeta m;
+  m.max_id = 99;
+  m.segments = {{3, 8192, 4000, 0x1234}, {4, 8192, 16, 0}};
+  m.tubes = {"default", "a"};
+  m.tube_tries = {{"a", 3, 3, 20}};
+  m.jobs = 4;
+  return m;
+}
+
+std::vector<CheckpointJob> SampleJobs() {
+  CheckpointJob hot{5, 3, 16, 80};
+  CheckpointJob cold{7, 3, 96, 90, true, 83, 1, 1'700'000'000'000'000'000, 1'600'000'000};
+  CheckpointJob ready{8, 3, 186, 70, true, 17, 1, 0, -7, true, 4'000'000'000};
+  CheckpointJob last{99, 3, 256, 70, true, 17, 0, -5, 6};
+  return {hot, cold, ready, last};
+}
+
+// bytes with their CRC (the last 4) made good again.
+std::string Resealed(std::string bytes) {
+  const uint32_t crc = Crc32c(bytes.data(), bytes.size() - 4);
+  for (size_t i = 0; i < 4; i++) bytes[bytes.size() - 4 + i] = static_cast<char>(crc >> (8 * i));
+  return bytes;
+}
+
+TEST_F(CheckpointFormatTest, FormatRoundTripsAndRefusesEveryCutAndFlippedByte) {
+  int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+  CheckpointWriter w;
+  std::string why;
+  ASSERT_TRUE(w.Begin(dir_, dfd, SampleMeta(), &why));
+  for (const CheckpointJob& j : SampleJobs()) ASSERT_TRUE(w.Add(j, &why));
+  ASSERT_TRUE(w.Finish(&why)) << why;
+  EXPECT_FALSE(Exists(Path(kCheckpointTmpName)));
+  // Read back, twice (Rewind).
+  CheckpointReader r;
+  ASSERT_TRUE(r.Open(Path(kCheckpointName), &why)) << why;
+  EXPECT_EQ(r.meta(), SampleMeta());
+  for (int pass = 0; pass < 2; pass++) {
+    std::vector<CheckpointJob> got;
+    CheckpointJob j;
+    while (r.Next(&j, &why)) got.push_back(j);
+    EXPECT_EQ(why, "");
+    EXPECT_EQ(got, SampleJobs());
+    ASSERT_TRUE(r.Rewind(&why));
+  }
+  // Order and count are the writer's to keep.
+  CheckpointWriter bad;
+  ASSERT_TRUE(bad.Begin(dir_, dfd, SampleMeta(), &why));
+  ASSERT_TRUE(bad.Add(SampleJobs()[1], &why));
+  EXPECT_FALSE(bad.Add(SampleJobs()[0], &why));
+  EXPECT_FALSE(bad.Finish(&why));
+  close(dfd);
+
+  const std::string good = ReadFile(Path(kCheckpointName));
+  for (size_t n = 0; n < good.size(); n++) {  // every cut
+    WriteFile(Path(kCheckpointName), good.substr(0, n));
+    CheckpointReader c;
+    EXPECT_FALSE(c.Open(Path(kCheckpointName), &why)) << n;
+  }
+  for (size_t i = 0; i < good.size(); i++) {  // every flipped byte
+    std::string bytes = good;
+    bytes[i] ^= 0x20;
+    WriteFile(Path(kCheckpointName), bytes);
+    CheckpointReader c;
+    EXPECT_FALSE(c.Open(Path(kCheckpointName), &why)) << i;
+  }
+  int err = 0;
+  CheckpointReader none;
+  EXPECT_FALSE(none.Open(dir_ + "/none", &why, &err));
+  EXPECT_EQ(err, ENOENT);
+}
+
+// Version 2 lists ready jobs on disk (flags 2); version 1, which had none, is still read,
+// and a ready job in it is refused, as is any other flag value.
+TEST_F(CheckpointFormatTest, VersionOneIsReadAndKnowsNoReadyJobOnDisk) {
+  int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+  std::string why;
+  auto write = [&](const CheckpointMeta& m, const std::vector<CheckpointJob>& jobs) {
+    CheckpointWriter w;
+    bool ok = w.Begin(dir_, dfd, m, &why);
+    for (const CheckpointJob& j : jobs) ok = ok && w.Add(j, &why);
+    return ok && w.Finish(&why);
+  };
+  // Read each job of the file; what stopped it (empty: it was read whole).
+  auto read = [&](std::vector<CheckpointJob>* got) {
+    CheckpointReader r;
+    std::string e;
+    if (!r.Open(Path(kCheckpointName), &e)) return "open: " + e;
+    CheckpointJob j;
+    while (r.Next(&j, &e)) got->push_back(j);
+    return e;
+  };
+  CheckpointMeta v1 = SampleMeta();
+  v1.version = 1;
+  std::vector<CheckpointJob> jobs = SampleJobs();
+  EXPECT_FALSE(write(v1, jobs));  // version 1 cannot list a ready job on disk
+  EXPECT_NE(why.find("version 1"), std::string::npos) << why;
+  jobs.erase(jobs.begin() + 2);
+  v1.jobs = jobs.size();
+  ASSERT_TRUE(write(v1, jobs)) << why;
+  const std::string old = ReadFile(Path(kCheckpointName));
+  ASSERT_EQ(old[8], 1);  // the version, after the magic
+  {
+    CheckpointReader r;
+    ASSERT_TRUE(r.Open(Path(kCheckpointName), &why)) << why;
+    EXPECT_EQ(r.meta(), v1);
+  }
+  std::vector<CheckpointJob> got;
+  EXPECT_EQ(read(&got), "");
+  EXPECT_EQ(got, jobs);
+
+  // One ready job on disk, last: its flags byte is 41 + 4 bytes from the end.
+  CheckpointMeta m = SampleMeta();
+  m.jobs = 1;
+  ASSERT_TRUE(write(m, {SampleJobs()[2]})) << why;
+  const std::string good = ReadFile(Path(kCheckpointName));
+  const size_t flags = good.size() - 4 - 41 + 20;
+  ASSERT_EQ(good[flags], 2);
+  got.clear();
+  EXPECT_EQ(read(&got), "");
+  EXPECT_EQ(got, std::vector<CheckpointJob>{SampleJobs()[2]});
+  std::string as_v1 = good;
+  as_v1[8] = 1;
+  WriteFile(Path(kCheckpointName), Resealed(as_v1));
+  got.clear();
+  EXPECT_NE(read(&got).find("unknown flags"), std::string::npos);
+  EXPECT_TRUE(got.empty());
+  for (int f : {3, 4, 0x42, 0x80}) {
+    std::string bad = good;
+    bad[flags] = static_cast<char>(f);
+    WriteFile(Path(kCheckpointName), Resealed(bad));
+    got.clear();
+    EXPECT_NE(read(&got).find("unknown flags"), std::string::npos) << f;
+  }
+  // A ready job's tube must be one of the file's; its fields must be whole.
+  std::string no_tube = good;
+  no_tube[flags + 1 + 4] = 2;  // tube 2 of 2
+  WriteFile(Path(kCheckpointName), Resealed(no_tube));
+  got.clear();
+  EXPECT_NE(read(&got).find("no such tube"), std::string::npos);
+  std::string cut = good.substr(0, good.size() - 4 - 10) + "CRC!";
+  WriteFile(Path(kCheckpointName), Resealed(cut));
+  got.clear();
+  EXPECT_EQ(read(&got), "cut short");
+  // Version 3 is not known.
+  std::string v3 = good;
+  v3[8] = 3;
+  WriteFile(Path(kCheckpointName), Resealed(v3));
+  got.clear();
+  EXPECT_NE(read(&got).find("unsupported version 3"), std::string::npos);
+  close(dfd);
+}
+
+TEST_F(CheckpointFormatTest, MatchSegmentsFindsEveryDifference) {
+  std::string seg;
+  AppendSegmentHeader(&seg);
+  AppendDelete(&seg, 1);
+  AppendDelete(&seg, 2);
+  const int64_t end = static_cast<int64_t>(seg.size());
+  seg.resize(4096, '\0');
+  std::string empty;
+  AppendSegmentHeader(&empty);
+  empty.resize(4096, '\0');
+  CheckpointMeta m;
+  m.segments = {{1, 4096, end, SegmentTailCrc(seg.data(), end)},
+                {2, 4096, int64_t{kSegmentHeaderSize}, 0}};
+  auto views = [&](const std::string& a, const std::string& b) {
+    return std::vector<SegmentView>{{1, a.data(), a.size()}, {2, b.data(), b.size()}};
+  };
+  std::string why;
+  EXPECT_TRUE(MatchSegments(m, views(seg, empty), &why)) << why;
+  // Another number of segments, another segment, another size.
+  EXPECT_FALSE(MatchSegments(m, {views(seg, empty)[0]}, &why));
+  std::vector<SegmentView> other = views(seg, empty);
+  other[1].seq = 3;
+  EXPECT_FALSE(MatchSegments(m, other, &why));
+  std::string longer = empty + std::string(4096, '\0');
+  EXPECT_FALSE(MatchSegments(m, views(seg, longer), &why));
+  // A record after the position, in the segment it ends in or in a later one.
+  std::string more = seg;
+  std::string rec;
+  AppendDelete(&rec, 3);
+  more.replace(static_cast<size_t>(end), rec.size(), rec);
+  EXPECT_FALSE(MatchSegments(m, views(more, empty), &why));
+  EXPECT_NE(why.find("after offset"), std::string::npos) << why;
+  std::string filled = empty;
+  filled.replace(kSegmentHeaderSize, rec.size(), rec);
+  EXPECT_FALSE(MatchSegments(m, views(seg, filled), &why));
+  // Other bytes before the position.
+  std::string changed = seg;
+  changed[static_cast<size_t>(end) - 3] ^= 1;
+  EXPECT_FALSE(MatchSegments(m, views(changed, empty), &why));
+  EXPECT_NE(why.find("tail CRC"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace stalkd::storage
