@@ -5,6 +5,7 @@
 // looked at every tube with ready jobs on disk.
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,132 @@ TEST(ColdRefillTest, APauseEndingAfterTheJobsInMemoryWereDeletedServesTheFirstOn
   cold.Tick();
   ASSERT_EQ(hot.late[1].ids, std::vector<uint64_t>{5});
   EXPECT_EQ(cold.late[1].ids, hot.late[1].ids);
+}
+
+// Random commands over 12 tubes, on a store whose tier keeps 4 ready jobs a tube in memory
+// and reads back only 2 jobs a Tick (refills wait in turn, over several Ticks) and on one all
+// in memory: the same answers, those of a waiting reserve included, with pauses ending,
+// deletes (of a tube's jobs in memory, or all but its first, too), buries and kicks,
+// releases at other priorities and reserves of each tube's first.
+TEST(ColdRefillTest, RandomCommandsOverManyTubesAnswerAsAllInMemory) {
+  for (uint32_t seed = 1; seed <= 4; seed++) {
+    FakeClock clock;
+    Store hot(clock, 0, 0), cold(clock, 1, 4, 2);
+    std::mt19937_64 rng(seed);
+    auto rand = [&](uint64_t n) { return rng() % n; };
+    for (Store* side : {&hot, &cold}) {
+      for (int i = 0; i < 12; i++) {
+        ASSERT_EQ(side->producer->Watch(TubeName(i)).outcome, Outcome::kWatching);
+        if (i % 2 == 0) {
+          ASSERT_EQ(side->consumer->Watch(TubeName(i)).outcome, Outcome::kWatching);
+        }
+      }
+    }
+    uint64_t ids = 1;
+    for (Store* side : {&hot, &cold}) {  // a backlog, mostly on disk
+      for (uint64_t i = 0; i < 240; i++) {
+        ASSERT_EQ(side->producer->Use(TubeName(static_cast<int>(i % 12))).outcome, Outcome::kUsing);
+        ASSERT_EQ(Put(*side->producer, static_cast<uint32_t>(i * 7 % 5), 0, "b").outcome,
+                  Outcome::kInserted);
+      }
+      for (int i = 0; i < 120; i++) side->Tick();
+      ids = 241;
+    }
+    size_t answered = 0;
+    bool waiting = false;
+    for (int step = 0; step < 3000; step++) {
+      const std::string what = "seed " + std::to_string(seed) + " step " + std::to_string(step);
+      ASSERT_EQ(hot.late[1].ids, cold.late[1].ids) << what;
+      if (hot.late[1].ids.size() > answered) {  // the waiting reserve got its job: done with it
+        waiting = false;
+        answered = hot.late[1].ids.size();
+        const uint64_t got = hot.late[1].ids.back();  // 0: it timed out
+        for (Store* side : {&hot, &cold}) {
+          if (got != 0) {
+            EXPECT_EQ(side->consumer->Delete(got).outcome, Outcome::kDeleted) << what;
+          }
+        }
+      }
+      auto both = [&](auto fn, const char* op) {
+        Result a = fn(*hot.producer), b = fn(*cold.producer);
+        EXPECT_EQ(a.outcome, b.outcome) << what << " " << op;
+        EXPECT_EQ(a.number, b.number) << what << " " << op;
+        EXPECT_EQ(a.job.id, b.job.id) << what << " " << op;
+        return a;
+      };
+      const std::string tube = TubeName(static_cast<int>(rand(12)));
+      const uint64_t id = 1 + rand(ids);
+      const uint32_t pri = static_cast<uint32_t>(rand(6));
+      switch (rand(13)) {
+        case 0:
+        case 1:
+        case 2: {
+          both([&](command::Session& p) { return p.Use(tube); }, "use");
+          Result r = both([&](command::Session& p) { return Put(p, pri, 0, "j"); }, "put");
+          if (r.outcome == Outcome::kInserted) ids = r.number + 1;
+          break;
+        }
+        case 3:
+        case 4:
+        case 5: {
+          Result r = both([&](command::Session& p) { return p.Reserve(0); }, "reserve");
+          if (r.outcome != Outcome::kReserved) break;
+          const uint64_t j = r.job.id;
+          switch (rand(3)) {
+            case 0:
+              both([&](command::Session& p) { return p.Delete(j); }, "delete");
+              break;
+            case 1:
+              both([&](command::Session& p) { return p.Release(j, pri, 0); }, "release");
+              break;
+            default:
+              both([&](command::Session& p) { return p.Bury(j, pri); }, "bury");
+              break;
+          }
+          break;
+        }
+        case 6:
+          if (waiting) break;
+          for (Store* side : {&hot, &cold}) {
+            Result r = side->consumer->Reserve(3 * kSecond);
+            waiting = r.outcome == Outcome::kPending;
+            if (r.outcome == Outcome::kReserved) side->late[1].OnResult(r);
+          }
+          break;
+        case 7:
+          both([&](command::Session& p) { return p.Delete(id); }, "delete");
+          break;
+        case 8: {
+          const auto delay = static_cast<uint32_t>(rand(3));
+          both([&](command::Session& p) { return p.PauseTube(tube, delay); }, "pause-tube");
+          break;
+        }
+        case 9:
+          both([&](command::Session& p) { return p.Use(tube); }, "use");
+          both([&](command::Session& p) { return p.Kick(2); }, "kick");
+          both([&](command::Session& p) { return p.PeekReady(); }, "peek-ready");
+          break;
+        case 10: {  // the tier's jobs in memory of a tube (but its first, or all): it runs low
+          const engine::Tube* t = cold.Tube(tube);
+          std::vector<uint64_t> hot_ids;
+          for (size_t k = rand(2); t && k < t->ready.size(); k++)
+            hot_ids.push_back(t->ready.at(k)->id);
+          for (uint64_t j : hot_ids) {
+            both([&](command::Session& p) { return p.Delete(j); }, "delete");
+          }
+          break;
+        }
+        default:
+          clock.Advance(static_cast<Nanos>(rand(1500)) * (kSecond / 1000));
+          break;
+      }
+      if (HasFailure()) return;
+      hot.Tick();
+      cold.Tick();
+    }
+    EXPECT_GT(cold.cold->stats().demotions, 100u) << "seed " << seed;
+    EXPECT_GT(cold.cold->stats().promotions, 100u) << "seed " << seed;
+  }
 }
 
 }  // namespace
