@@ -1,5 +1,6 @@
 // Micro-benchmarks of stalkd's hot paths, without sockets: the engine's put/reserve/delete
-// cycle, the command parser, and a whole Conversation turning pipelined bytes into replies.
+// cycle, the command parser, a whole Conversation turning pipelined bytes into replies, and
+// an idle Tick of the disk tier with many tubes.
 // Run: build/release/bench/stalkd_micro_bench; for instruction counts that do not drift on a
 // noisy machine: valgrind --tool=callgrind build/release/bench/stalkd_micro_bench
 //   --benchmark_filter=BM_ConversationCycle --benchmark_min_time=0.05
@@ -10,9 +11,12 @@
 #include <benchmark/benchmark.h>
 
 #include "base/clock.h"
+#include "engine/cold_hooks.h"
 #include "engine/engine.h"
+#include "engine/tube.h"
 #include "protocol/command.h"
 #include "protocol/conversation.h"
+#include "storage/cold_store.h"
 #include "store/memory_store.h"
 
 namespace {
@@ -118,5 +122,92 @@ void BM_ConversationCycle(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 300);
 }
 BENCHMARK(BM_ConversationCycle);
+
+// The disk tier's reader with nothing behind it: every job may leave memory, and none is read
+// back (an idle Tick reads none).
+class NoReader final : public stalkd::engine::ColdReader {
+ public:
+  bool Demotable(const Job&) const override { return true; }
+  bool Read(uint64_t, std::string*, stalkd::engine::RestoredJob*) override { return false; }
+  Rewrite RewriteWhole(const Job&) override { return Rewrite::kNo; }
+  bool RewritePending(const Job&) const override { return false; }
+  size_t RewritesUnwritten() const override { return 0; }
+};
+
+// What a Tick did before for ready jobs with nothing changed: every tube with ready jobs on
+// disk listed, and each one's first on disk compared with its first in memory, and its count
+// with the refill mark (1 with ready_hot 2).
+size_t OldIdleWalk(const stalkd::storage::ColdStore& cold,
+                   std::vector<const stalkd::engine::Tube*>* tubes) {
+  using Key = stalkd::storage::ColdReadyIndex::Key;
+  tubes->clear();
+  cold.ready_index().ForEachTube([tubes](const stalkd::engine::Tube* t) { tubes->push_back(t); });
+  size_t due = 0;
+  for (const stalkd::engine::Tube* t : *tubes) {
+    Key first{};
+    const Job* hot = t->ready.top();
+    if (cold.ready_index().First(t, &first) && !(hot && Key::Of(hot->pri, hot->id) < first)) due++;
+    if (t->ready.size() < 1) due++;
+  }
+  return due;
+}
+
+// `tubes` tubes of 3 ready jobs each, and the disk tier over them with ready_hot 2 (a tube
+// keeps 2 in memory) and `budget`, run until a Tick has nothing left to demote.
+struct ColdBench {
+  FakeClock clock;
+  Engine e{clock};
+  stalkd::engine::Session* s = e.OpenSession(nullptr);
+  NoReader reader;
+  stalkd::storage::ColdStore cold;
+
+  ColdBench(int64_t tubes, size_t budget) : cold(e, reader, Options(budget)) {
+    for (int64_t i = 0; i < tubes; i++) {
+      e.Use(s, "t" + std::to_string(i));
+      for (int k = 0; k < 3; k++) e.Put(s, MakeJob(e, s, 100, 0));
+    }
+    e.set_cold(&cold);
+    for (uint64_t before = ~uint64_t{0}; before != cold.stats().demotions;) {
+      before = cold.stats().demotions;
+      cold.Tick();
+    }
+  }
+  ~ColdBench() {
+    e.set_cold(nullptr);
+    e.CloseSession(s);
+  }
+  static stalkd::storage::ColdStoreOptions Options(size_t budget) {
+    stalkd::storage::ColdStoreOptions o;
+    o.budget = budget;
+    o.ready_hot = 2;
+    return o;
+  }
+};
+
+// An idle Tick of the disk tier (nothing due, memory under the budget, no change) with
+// `state.range(0)` tubes, each with 2 ready jobs in memory and 1 on disk; range(1) 1: with
+// the walk over every such tube that a Tick did before (OldIdleWalk).
+void BM_ColdIdleTick(benchmark::State& state) {
+  const int64_t tubes = state.range(0);
+  size_t settled = 0;  // memory once every job that may go went: the budget is a bit above
+  {
+    ColdBench all(tubes, 1);
+    settled = all.e.memory_used();
+  }
+  ColdBench b(tubes, settled + settled / 32);
+  if (b.cold.ReadyOnDisk(nullptr).ready != size_t(tubes) || b.e.memory_used() > settled) {
+    state.SkipWithError("the tier did not settle");
+  }
+  const bool old_walk = state.range(1) != 0;
+  std::vector<const stalkd::engine::Tube*> scratch;
+  const uint64_t looked = b.cold.looked_tubes();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(b.cold.Tick());
+    if (old_walk) benchmark::DoNotOptimize(OldIdleWalk(b.cold, &scratch));
+  }
+  state.counters["looked_tubes"] = benchmark::Counter(
+      static_cast<double>(b.cold.looked_tubes() - looked), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_ColdIdleTick)->ArgsProduct({{10, 1000, 10000}, {0, 1}});
 
 }  // namespace

@@ -71,6 +71,11 @@ class ColdTier {
   // Brings back t's first ready job on disk if it may come before hot_first (t's first in
   // memory, nullptr if none), so that the engine's first ready job of t is t's first.
   virtual void PromoteReadyFirst(const Tube* t, const Job* hot_first) = 0;
+  // A ready job left t's heap in memory (reserved, deleted, expired, purged: any way but
+  // the tier's own Evict): t's first ready job may now be on disk, or t may be running
+  // low. Tick looks at the tubes so reported, not at every tube with jobs on disk. Called
+  // from inside the engine's changes: it must only take note.
+  virtual void ReadyLeft(const Tube* t) = 0;
   // Brings back t's first n ready jobs on disk (a purge, a slice at a time); returns how
   // many left the disk, as PromoteEarliest.
   virtual size_t PromoteReady(const Tube* t, size_t n) = 0;

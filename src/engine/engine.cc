@@ -91,6 +91,7 @@ void Engine::TakeOut(Job* j) {
   switch (j->state()) {
     case JobState::kReady:
       t->ready.Remove(j);
+      if (cold_) ReadyLeft(t);
       counters_.ready--;
       if (IsUrgent(j)) {
         counters_.urgent--;

@@ -354,6 +354,7 @@ class Engine {
   void StopWaiting(Session* s);
   void ProcessQueue();
   void NextReadyFromDisk(Tube* t);  // engine_cold.cc
+  void ReadyLeft(Tube* t);          // engine_cold.cc: tells the tier (ColdTier::ReadyLeft)
   void RefreshEligible(Tube* t);
   void RefreshDelayed(Tube* t);
   void RefreshAwaited(Tube* t);

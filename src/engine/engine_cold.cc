@@ -57,4 +57,6 @@ void Engine::NextReadyFromDisk(Tube* t) {
   if (cold_) cold_->PromoteReadyFirst(t, t->ready.top());
 }
 
+void Engine::ReadyLeft(Tube* t) { cold_->ReadyLeft(t); }
+
 }  // namespace stalkd::engine

@@ -76,7 +76,7 @@ Nanos ColdStore::Tick() {
   bool more = index_.NextDeadline() < now + options_.lead &&
               index_.TakeDue(now + options_.lead, options_.tick_budget, &scratch_);
   for (const ColdIndex::Entry& e : scratch_) Bring(e);
-  if (ready_.size() > 0 && RefillReady(options_.tick_budget)) more = true;
+  if ((!to_look_.empty() || !refills_.empty()) && RefillReady(options_.tick_budget)) more = true;
   if (Demote(now, options_.tick_budget)) more = true;
   if (more) return now;
   Nanos next = index_.NextDeadline();
@@ -230,7 +230,9 @@ uint32_t ColdStore::DemoteReady(Nanos now, uint32_t budget, size_t goal) {
           return Changed(*j, now);
         }
         ready_.Add({j->id, j->pri, j->created(), t});
+        evicting_ = true;  // neither its first nor below the refill mark: nothing to look at
         engine_.Evict(j);
+        evicting_ = false;
         demotions_++;
         return Took::kYes;
       });

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/clock.h"
@@ -56,6 +58,9 @@ class ColdStore final : public engine::ColdTier {
   size_t Count() const override { return index_.size(); }
   ReadyCounts ReadyOnDisk(const engine::Tube* t) const override;
   void PromoteReadyFirst(const engine::Tube* t, const engine::Job* hot_first) override;
+  void ReadyLeft(const engine::Tube* t) override {
+    if (!evicting_ && ready_.Count(t) > 0) Look(t);
+  }
   size_t PromoteReady(const engine::Tube* t, size_t n) override;
   void ListIds(const engine::Tube* t, engine::JobState state, uint64_t from, uint64_t below,
                std::vector<uint64_t>* out) const override;
@@ -77,11 +82,17 @@ class ColdStore final : public engine::ColdTier {
     e.created = static_cast<Nanos>(static_cast<uint64_t>(e.created) & ~uint64_t{15});
     index_.Add(e);
   }
-  // A ready job a replay restored as kept on disk only (never in memory).
-  void AddRestoredReady(const ColdReadyIndex::Entry& e) { ready_.Add(e); }
+  // A ready job a replay restored as kept on disk only (never in memory): its tube's first
+  // may be on disk, to be looked at in the next Tick.
+  void AddRestoredReady(const ColdReadyIndex::Entry& e) {
+    ready_.Add(e);
+    Look(e.tube);
+  }
   const ColdReadyIndex& ready_index() const { return ready_; }
   // Times the rewrites of changed jobs stopped for lack of space in the binlog (logged).
   uint64_t no_room_episodes() const { return no_room_episodes_; }
+  // Tubes Tick has looked at for their ready jobs, so far (for tests of its cost).
+  uint64_t looked_tubes() const { return looked_tubes_; }
 
  private:
   // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails:
@@ -105,8 +116,12 @@ class ColdStore final : public engine::ColdTier {
   // A job that may go but changed since its put: kPending while its rewritten record waits
   // to be written, else kRewrote if Rewrite did it, kLater if not.
   Took Changed(const engine::Job& j, Nanos now);
-  // Tick's part for ready jobs: each tube's first, then refills (up to budget reads); true
-  // if the budget ran out.
+  // Has the next Tick look at t (a tube with ready jobs on disk): its first, then its refill.
+  void Look(const engine::Tube* t) {
+    if (to_look_set_.insert(t).second) to_look_.push_back(t);
+  }
+  // Tick's part for ready jobs: the first of each tube to look at, then the refills of those
+  // running low, in turn (up to budget reads); true if refills are left for the next Tick.
   bool RefillReady(uint32_t budget);
 
   engine::Engine& engine_;
@@ -114,10 +129,20 @@ class ColdStore final : public engine::ColdTier {
   ColdStoreOptions options_;
   ColdIndex index_;
   ColdReadyIndex ready_;
-  std::vector<const engine::Tube*> ready_tubes_;  // RefillReady's scratch
-  size_t ready_cursor_ = 0;                       // DemoteReady's round over the tubes
-  Depths ready_depth_;    // per tube: entries from its heap's end that had to stay
-  Depths delayed_depth_;  // the same for DemoteDelayed
+  // The tubes with ready jobs on disk that the next Tick looks at: those a ready job left in
+  // memory since (ReadyLeft) and those restored to disk. Every other tube with ready jobs on
+  // disk has its first in memory and no refill due, as its last look left it. Addresses are
+  // only keys until ready_ says the tube still has jobs on disk (which keep it alive).
+  std::vector<const engine::Tube*> to_look_;
+  std::unordered_set<const engine::Tube*> to_look_set_;
+  std::vector<const engine::Tube*> looking_;  // RefillReady's, swapped with to_look_
+  // Tubes looked at and due a refill that the read budget has not reached yet, in turn.
+  std::deque<const engine::Tube*> refills_;
+  std::unordered_set<const engine::Tube*> refills_set_;
+  bool evicting_ = false;    // a demotion: Evict's ReadyLeft is not a change to look at
+  size_t ready_cursor_ = 0;  // DemoteReady's round over the tubes
+  Depths ready_depth_;       // per tube: entries from its heap's end that had to stay
+  Depths delayed_depth_;     // the same for DemoteDelayed
   std::vector<ColdIndex::Entry> scratch_;
   std::vector<const engine::Tube*> lost_tubes_;  // of jobs that could not be read back
   std::string buf_;
@@ -133,6 +158,7 @@ class ColdStore final : public engine::ColdTier {
   Nanos rewrite_retry_at_ = 0;  // after a lack of space
   bool no_room_ = false;        // the last rewrite found no space (logged once)
   uint64_t no_room_episodes_ = 0;
+  uint64_t looked_tubes_ = 0;
 };
 
 }  // namespace stalkd::storage

@@ -67,21 +67,43 @@ size_t ColdStore::PromoteReady(const engine::Tube* t, size_t n) {
 }
 
 bool ColdStore::RefillReady(uint32_t budget) {
-  ready_tubes_.clear();
-  ready_.ForEachTube([this](const engine::Tube* t) { ready_tubes_.push_back(t); });
+  // A tube's first ready job on disk can come before its first in memory, and a tube can fall
+  // below the refill mark, only when a ready job leaves its heap in memory (demotion takes
+  // neither its first nor it below the mark) or when jobs are restored to disk: the tubes
+  // reported so since the last Tick are the ones to look at.
+  const size_t mark = std::max<size_t>(1, options_.ready_hot / 2);
+  looking_.clear();
+  std::swap(looking_, to_look_);  // tubes reported from here on wait for the next Tick
+  to_look_set_.clear();
   uint32_t read = 0;
-  for (const engine::Tube* t : ready_tubes_) {
-    // Unconditionally (one read at most): a tube about to be unpaused serves its waiting
-    // sessions from memory within this same Tick.
+  for (const engine::Tube* t : looking_) {
+    looked_tubes_++;
+    if (ready_.Count(t) == 0) continue;  // none on disk now (t may even be gone)
+    // Before the engine's Tick (one read at most): a tube about to be unpaused serves its
+    // waiting sessions from memory within this same Tick.
     read += FixReadyFirst(t);
-    if (t->ready.size() >= std::max<size_t>(1, options_.ready_hot / 2)) continue;
-    ColdReadyIndex::Entry e;
-    while (read < budget && t->ready.size() < options_.ready_hot && ready_.TakeFirst(t, &e)) {
-      BringReady(e);
-      read++;
+    const size_t hot = t->ready.size();
+    if (hot < mark && hot < options_.ready_hot && refills_set_.insert(t).second) {
+      refills_.push_back(t);
     }
   }
-  return read >= budget;
+  // Refills in turn, within the budget: a tube the budget stops stays first in line.
+  while (!refills_.empty() && read < budget) {
+    const engine::Tube* t = refills_.front();
+    looked_tubes_++;
+    // The refill rule as it stands now (the tube may have filled or emptied since).
+    if (ready_.Count(t) > 0 && t->ready.size() < mark) {
+      ColdReadyIndex::Entry e;
+      while (read < budget && t->ready.size() < options_.ready_hot && ready_.TakeFirst(t, &e)) {
+        BringReady(e);
+        read++;
+      }
+      if (read >= budget && t->ready.size() < options_.ready_hot && ready_.Count(t) > 0) break;
+    }
+    refills_set_.erase(t);
+    refills_.pop_front();
+  }
+  return !refills_.empty();
 }
 
 }  // namespace stalkd::storage
