@@ -162,7 +162,7 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
     int64_t live_bytes = 0;       // bytes of the records that still matter
     int64_t placed_bytes = 0;     // bytes placed in the segments on disk (live or dead)
     int64_t compaction_read = 0;  // bytes compaction read of head segments to find their jobs
-    int64_t compaction_read_errors = 0;  // reads of a head segment that failed (logged)
+    int64_t compaction_read_errors = 0;  // reads of a head segment that failed or found damage
   };
   // Compaction reads at most this much of the head segment per Flush, in reads of at most
   // kCompactChunk; a record larger than that is read over several Flushes.
@@ -259,10 +259,12 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
 
   // binlog_compaction.cc: moving live jobs forward and removing dead segments.
   void Compact();
-  enum class Scan { kRecord, kWait, kEnd, kError };
+  enum class Scan { kRecord, kWait, kEnd, kError, kSkip };
   // The record of `head` at head->scan, read from its file (*read: what this Flush may still
   // read): kRecord (*r, views into scan_buf_, and its *size), kWait (not yet written, or the
-  // read budget is spent), kEnd (no more records), kError (*why).
+  // read budget is spent), kEnd (no more records), kError (*why). With skip_damaged, a
+  // damaged record is passed as at start-up: kSkip, head->scan moved on by a byte while
+  // no valid record starts there.
   Scan NextHeadRecord(Segment* head, int64_t* read, Record* r, size_t* size, std::string* why);
   // Makes scan_buf_ hold head's bytes up to `to` (or its written end), reading at most *read
   // bytes. false: a read failed (*why); else whether it got there is for the caller to see.

@@ -102,6 +102,8 @@ void Binlog::Compact() {
         return MigrateTubeTries(head, budget);
       case Scan::kError:
         return HeadReadFailed(head, why);
+      case Scan::kSkip:
+        continue;
       case Scan::kRecord:
         break;
     }
@@ -163,6 +165,7 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
   }
   const int64_t off = head->scan;
   if (off >= head->written) return head->written < head->end ? Scan::kWait : Scan::kEnd;
+  if (head->resync && *read <= 0) return Scan::kWait;  // the search's work is bounded too
   Scan got = fill(off + static_cast<int64_t>(kRecordHeaderSize));
   if (got == Scan::kRecord) {
     const int64_t to = off + static_cast<int64_t>(kRecordHeaderSize) +
@@ -173,15 +176,27 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
   if (got != Scan::kRecord && got != Scan::kEnd) return got;
   // The record, or the end of the data (fewer than a record header's bytes, all zeros).
   const char* p = scan_buf_.data() + (off - scan_at_);
-  switch (ParseRecord(p, static_cast<size_t>(buf_end() - off), r, size, why, head->version)) {
-    case Parse::kOk:
-      return Scan::kRecord;
-    case Parse::kEnd:
-      return Scan::kEnd;
-    case Parse::kBad:
-      break;
+  const Parse parsed =
+      ParseRecord(p, static_cast<size_t>(buf_end() - off), r, size, why, head->version);
+  if (parsed == Parse::kOk) head->resync = false;
+  if (parsed == Parse::kOk || (parsed == Parse::kEnd && !head->resync)) {
+    return parsed == Parse::kOk ? Scan::kRecord : Scan::kEnd;
   }
-  return Scan::kError;
+  if (!options_.skip_damaged) return Scan::kError;
+  // --binlog-skip-damaged: on to the next valid record, as start-up does (PassDamaged). The
+  // search costs this Flush's budget a byte per offset, and what it checksums.
+  if (!head->resync) {
+    Log("compaction: %s: offset %" PRId64 ": damaged record (%s) skipped",
+        PathOf(head->seq).c_str(), off, why->c_str());
+    compaction_read_errors_++;
+  }
+  head->resync = true;
+  head->scan++;
+  const int64_t have = buf_end() - off;
+  *read -= 1 + (have >= static_cast<int64_t>(kRecordHeaderSize)
+                    ? std::min<int64_t>(have, RecordLength(p))
+                    : 0);
+  return Scan::kSkip;
 }
 
 bool Binlog::ReadHead(Segment* head, int64_t to, int64_t* read, std::string* why) {

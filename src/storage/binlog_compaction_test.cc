@@ -218,6 +218,39 @@ TEST_F(BinlogTest, AHeadThatCannotBeReadIsLeftAloneForAWhile) {
   EXPECT_EQ(Body(b.engine->Find(keep)), "kept");
 }
 
+// With --binlog-skip-damaged, compaction passes a damaged record of the head as start-up
+// does (logged once): it looks for the next valid record and goes on, so the head still goes.
+TEST_F(BinlogTest, WithSkipDamagedCompactionPassesADamagedRecord) {
+  uint64_t keep = 0;
+  {
+    Instance a(clock_, dir_, 4096, /*skip_damaged=*/true);
+    ASSERT_TRUE(a.ok) << a.error;
+    uint64_t gone = a.Put(std::string(300, 'g'));
+    keep = a.Put("kept");
+    a.Flush();
+    ASSERT_TRUE(a.engine->Delete(a.session, gone));
+    a.Flush();
+    int fd = open((dir_ + "/binlog.1").c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    // The deleted job's record: its length made to run past the data, a byte of its body changed.
+    const char junk[4] = {0x7f, 0x7f, 0x7f, 0x00};
+    ASSERT_EQ(pwrite(fd, junk, 4, kSegmentHeaderSize + 4), 4);
+    ASSERT_EQ(pwrite(fd, junk, 1, kSegmentHeaderSize + 100), 1);
+    close(fd);
+    for (int i = 0; i < 500 && a.store->stats().oldest_index == 1; i++) {
+      ASSERT_TRUE(a.PutAndDelete(100));
+    }
+    EXPECT_GT(a.store->stats().oldest_index, 1u);
+    EXPECT_EQ(a.store->stats().compaction_read_errors, 1);
+    EXPECT_EQ(Body(a.engine->Find(keep)), "kept");
+    a.Stop();
+  }
+  Instance b(clock_, dir_, 4096);
+  ASSERT_TRUE(b.ok) << b.error;
+  EXPECT_EQ(b.store->restored(), 1u);
+  EXPECT_EQ(Body(b.engine->Find(keep)), "kept");
+}
+
 // Kills (copies of the directory between Flushes) while compaction moves jobs: every copy
 // restores every kept job, with its body.
 TEST_F(BinlogTest, AKillWhileCompactionRunsLosesNothing) {

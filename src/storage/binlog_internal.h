@@ -136,6 +136,7 @@ struct Binlog::Segment {
   // read yet), and the segment's format version, from its header.
   int64_t scan = 0;
   uint32_t version = 0;
+  bool resync = false;    // a damaged record was found at `scan`: look for the next valid one
   bool dirty = false;     // written since the last sync
   int64_t fill_from = 0;  // > 0: the sync thread may be zero-filling from here on
   int64_t dead_at = 0;    // placed_ when live last fell to 0: removable once durable
