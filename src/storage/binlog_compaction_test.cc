@@ -36,6 +36,23 @@ void CopyDir(const std::string& from, const std::string& to) {
 
 std::string Body(const engine::Job* j) { return j ? std::string(j->data(), j->body_size) : ""; }
 
+// Puts and deletes (each flushed) until binlog.1 is gone, at most `rounds` times.
+void ChurnUntilTheFirstSegmentGoes(Instance& a, int rounds = 500) {
+  for (int i = 0; i < rounds && a.store->stats().oldest_index == 1; i++) {
+    ASSERT_TRUE(a.PutAndDelete(100));
+  }
+  EXPECT_GT(a.store->stats().oldest_index, 1u);
+}
+
+// A start on `dir` restores job `id` alone, with `body`.
+void ExpectRestoredAlone(FakeClock& clock, const std::string& dir, uint64_t id,
+                         const std::string& body) {
+  Instance b(clock, dir, 4096);
+  ASSERT_TRUE(b.ok) << b.error;
+  EXPECT_EQ(b.store->restored(), 1u);
+  EXPECT_EQ(Body(b.engine->Find(id)), body);
+}
+
 // Job x written whole three times in binlog.1 (its put, then twice again after a release:
 // what the disk tier does to a changed job), then job y. Compaction moves each once: x at
 // its first record (the later two are then stale), so binlog.1's live count falls to 0 only
@@ -56,10 +73,7 @@ TEST_F(BinlogTest, AJobWrittenWholeThriceInTheHeadIsMovedOnce) {
     a.Flush();
     ASSERT_EQ(a.store->stats().current_index, 1u);
     ASSERT_EQ(a.store->stats().records_migrated, 0);
-    for (int i = 0; i < 500 && a.store->stats().oldest_index == 1; i++) {
-      ASSERT_TRUE(a.PutAndDelete(100));
-    }
-    ASSERT_GT(a.store->stats().oldest_index, 1u);
+    ASSERT_NO_FATAL_FAILURE(ChurnUntilTheFirstSegmentGoes(a));
     // binlog.1 went in the Flush that moved its last job (its moves durable at once, -f 0).
     EXPECT_EQ(a.store->stats().records_migrated, 2);
     EXPECT_EQ(a.store->stats().compaction_read_errors, 0);
@@ -111,10 +125,7 @@ TEST_F(BinlogTest, CompactionWaitsForTheHeadsRecordsStillInMemory) {
     EXPECT_NE(a.engine->Find(keep), nullptr);
     a.Stop();
   }
-  Instance b(clock_, dir_, 4096);
-  ASSERT_TRUE(b.ok) << b.error;
-  EXPECT_EQ(b.store->restored(), 1u);
-  EXPECT_EQ(Body(b.engine->Find(keep)), "kept, placed in binlog.1 while a sync runs");
+  ExpectRestoredAlone(clock_, dir_, keep, "kept, placed in binlog.1 while a sync runs");
 }
 
 // No Flush reads more than kCompactReadPerFlush of the head, however many stale records it
@@ -204,18 +215,12 @@ TEST_F(BinlogTest, AHeadThatCannotBeReadIsLeftAloneForAWhile) {
     ASSERT_EQ(pwrite(fd, &was, 1, at), 1);                  // repaired
     close(fd);
     clock_.Advance(Binlog::kCompactRetry);
-    for (int i = 0; i < 100 && a.store->stats().oldest_index == 1; i++) {
-      ASSERT_TRUE(a.PutAndDelete(100));
-    }
-    EXPECT_GT(a.store->stats().oldest_index, 1u);
+    ASSERT_NO_FATAL_FAILURE(ChurnUntilTheFirstSegmentGoes(a));
     EXPECT_EQ(a.store->stats().compaction_read_errors, 2);
     EXPECT_EQ(Body(a.engine->Find(keep)), "kept");
     a.Stop();
   }
-  Instance b(clock_, dir_, 4096);
-  ASSERT_TRUE(b.ok) << b.error;
-  EXPECT_EQ(b.store->restored(), 1u);
-  EXPECT_EQ(Body(b.engine->Find(keep)), "kept");
+  ExpectRestoredAlone(clock_, dir_, keep, "kept");
 }
 
 // With --binlog-skip-damaged, compaction passes a damaged record of the head as start-up
@@ -237,18 +242,12 @@ TEST_F(BinlogTest, WithSkipDamagedCompactionPassesADamagedRecord) {
     ASSERT_EQ(pwrite(fd, junk, 4, kSegmentHeaderSize + 4), 4);
     ASSERT_EQ(pwrite(fd, junk, 1, kSegmentHeaderSize + 100), 1);
     close(fd);
-    for (int i = 0; i < 500 && a.store->stats().oldest_index == 1; i++) {
-      ASSERT_TRUE(a.PutAndDelete(100));
-    }
-    EXPECT_GT(a.store->stats().oldest_index, 1u);
+    ASSERT_NO_FATAL_FAILURE(ChurnUntilTheFirstSegmentGoes(a));
     EXPECT_EQ(a.store->stats().compaction_read_errors, 1);
     EXPECT_EQ(Body(a.engine->Find(keep)), "kept");
     a.Stop();
   }
-  Instance b(clock_, dir_, 4096);
-  ASSERT_TRUE(b.ok) << b.error;
-  EXPECT_EQ(b.store->restored(), 1u);
-  EXPECT_EQ(Body(b.engine->Find(keep)), "kept");
+  ExpectRestoredAlone(clock_, dir_, keep, "kept");
 }
 
 // Kills (copies of the directory between Flushes) while compaction moves jobs: every copy
