@@ -144,6 +144,7 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
   if (scan_seq_ != head->seq) {  // a new head: nothing of it read yet
     scan_seq_ = head->seq;
     scan_buf_.clear();
+    scan_at_ = 0;
   }
   const auto buf_end = [this] { return scan_at_ + static_cast<int64_t>(scan_buf_.size()); };
   // Buffers head's bytes up to `to`: kRecord once they are there; kEnd if its data ends
@@ -201,10 +202,14 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
 
 bool Binlog::ReadHead(Segment* head, int64_t to, int64_t* read, std::string* why) {
   const int64_t want = std::min(to, head->written);
+  if (scan_buf_.empty() || head->scan < scan_at_) {  // nothing of use: start at the cursor
+    scan_buf_.clear();
+    scan_at_ = head->scan;
+  }
   const int64_t have = scan_at_ + static_cast<int64_t>(scan_buf_.size());
   if (have >= want) return true;
   // The bytes before the cursor are done with.
-  if (scan_buf_.empty() || head->scan >= have) {
+  if (head->scan >= have) {
     scan_buf_.clear();
     scan_at_ = head->scan;
   } else if (head->scan > scan_at_) {

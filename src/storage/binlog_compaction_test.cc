@@ -250,6 +250,36 @@ TEST_F(BinlogTest, WithSkipDamagedCompactionPassesADamagedRecord) {
   ExpectRestoredAlone(clock_, dir_, keep, "kept");
 }
 
+// Heads one after the other full of live jobs, each read in several reads (segments of
+// 256 KiB, reads of 64 KiB): each is read from its own start (its header first), every job
+// moves, and all of them come back.
+TEST_F(BinlogTest, ConsecutiveHeadsAreEachReadFromTheirStart) {
+  const int64_t seg = 256 << 10;
+  const std::string pad(100, 'p');
+  std::vector<uint64_t> kept;
+  {
+    Instance a(clock_, dir_, seg);
+    ASSERT_TRUE(a.ok) << a.error;
+    for (int i = 0; i < 4000; i++) kept.push_back(a.Put(std::to_string(i) + pad));
+    a.Flush();
+    const uint32_t last = a.store->stats().current_index;
+    ASSERT_GE(last, 3u);
+    for (int i = 0; i < 3000 && a.store->stats().oldest_index <= last; i++) {
+      ASSERT_TRUE(a.PutAndDelete(20000));
+    }
+    EXPECT_GT(a.store->stats().oldest_index, last);
+    EXPECT_GE(a.store->stats().records_migrated, 4000);
+    EXPECT_EQ(a.store->stats().compaction_read_errors, 0);
+    a.Stop();
+  }
+  Instance b(clock_, dir_, seg);
+  ASSERT_TRUE(b.ok) << b.error;
+  EXPECT_EQ(b.store->restored(), kept.size());
+  for (size_t i = 0; i < kept.size(); i++) {
+    EXPECT_EQ(Body(b.engine->Find(kept[i])), std::to_string(i) + pad);
+  }
+}
+
 // Kills (copies of the directory between Flushes) while compaction moves jobs: every copy
 // restores every kept job, with its body.
 TEST_F(BinlogTest, AKillWhileCompactionRunsLosesNothing) {
@@ -272,6 +302,7 @@ TEST_F(BinlogTest, AKillWhileCompactionRunsLosesNothing) {
       }
     }
     ASSERT_EQ(copies.size(), 6u);
+    EXPECT_EQ(a.store->stats().compaction_read_errors, 0);  // every head read as it came
   }
   for (const std::string& copy : copies) {
     {
