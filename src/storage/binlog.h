@@ -164,8 +164,8 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
     int64_t compaction_read = 0;  // bytes compaction read of head segments to find their jobs
     int64_t compaction_read_errors = 0;  // reads of a head segment that failed or found damage
   };
-  // Compaction reads at most this much of the head segment per Flush, in reads of at most
-  // kCompactChunk; a record larger than that is read over several Flushes.
+  // Compaction reads at most this much of the head segment per Flush, kCompactChunk at a
+  // time (or what a larger record needs); a record larger than that is read over several.
   static constexpr int64_t kCompactReadPerFlush = 1 << 20;
   static constexpr int64_t kCompactChunk = 64 << 10;
   // After a failed read of the head segment (an I/O error, a damaged record), compaction
@@ -269,9 +269,6 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // Makes scan_buf_ hold head's bytes up to `to` (or its written end), reading at most *read
   // bytes. false: a read failed (*why); else whether it got there is for the caller to see.
   bool ReadHead(Segment* head, int64_t to, int64_t* read, std::string* why);
-  // Moves the job of a kFull record at head->scan if that is its latest kFull record.
-  // false: not now (no room, or its record could not be read: *why set).
-  bool MoveIfLive(Segment* head, uint64_t id, std::string* why);
   void HeadReadFailed(Segment* head, const std::string& why);
   // binlog_cold.cc: moves a job that is only on disk by copying its kFull record.
   bool MigrateCold(uint64_t id, size_t size);

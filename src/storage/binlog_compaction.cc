@@ -224,7 +224,8 @@ bool Binlog::ReadHead(Segment* head, int64_t to, int64_t* read, std::string* why
     }
   }
   int64_t at = scan_at_ + static_cast<int64_t>(scan_buf_.size());
-  while (at<want&& * read> 0) {
+  while (at < want) {
+    if (*read <= 0) break;  // the rest at a later Flush
     const int64_t n = std::min({std::max(want - at, kCompactChunk), *read, head->written - at});
     const size_t old = scan_buf_.size();
     scan_buf_.resize(old + static_cast<size_t>(n));
