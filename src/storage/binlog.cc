@@ -292,7 +292,6 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
 void Binlog::NoteFull(uint64_t id, Segment* s, size_t size, uint32_t resv) {
   max_id_ = std::max(max_id_, id);
   s->live++;
-  s->ids.push_back(id);
   auto [m, fresh] =
       jobs_.Emplace(id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
   if (options_.disk_tier) {
@@ -571,6 +570,8 @@ Binlog::Stats Binlog::stats() const {
   s.dropped_updates = dropped_updates_;
   s.failed = failed_;
   s.live_bytes = live_bytes_;
+  s.compaction_read = compaction_read_;
+  s.compaction_read_errors = compaction_read_errors_;
   for (const auto& seg : segs_) s.placed_bytes += seg->end;
   return s;
 }

@@ -162,7 +162,16 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
     bool failed = false;          // a write or sync failed; puts are refused
     int64_t live_bytes = 0;       // bytes of the records that still matter
     int64_t placed_bytes = 0;     // bytes placed in the segments on disk (live or dead)
+    int64_t compaction_read = 0;  // bytes compaction read of head segments to find their jobs
+    int64_t compaction_read_errors = 0;  // reads of a head segment that failed or found damage
   };
+  // Compaction reads at most this much of the head segment per Flush, kCompactChunk at a
+  // time (or what a larger record needs); a record larger than that is read over several.
+  static constexpr int64_t kCompactReadPerFlush = 1 << 20;
+  static constexpr int64_t kCompactChunk = 64 << 10;
+  // After a failed read of the head segment (an I/O error, a damaged record), compaction
+  // leaves it alone this long (the segment, and its jobs, stay).
+  static constexpr Nanos kCompactRetry = 10'000'000'000;
   Stats stats() const;
   // Background syncs completed, and how long the last took from its start.
   uint64_t syncs() const { return syncs_; }
@@ -256,9 +265,17 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
 
   // binlog_compaction.cc: moving live jobs forward and removing dead segments.
   void Compact();
-  // The next live job of `head` to move (*id), and its record's size; with *cold the job
-  // is only on disk (the disk tier) and nullptr is returned with *id set.
-  engine::Job* NextToMigrate(Segment* head, size_t* size, uint64_t* id, bool* cold);
+  enum class Scan { kRecord, kWait, kEnd, kError, kSkip };
+  // The record of `head` at head->scan, read from its file (*read: what this Flush may still
+  // read): kRecord (*r, views into scan_buf_, and its *size), kWait (not yet written, or the
+  // read budget is spent), kEnd (no more records), kError (*why). With skip_damaged, a
+  // damaged record is passed as at start-up: kSkip, head->scan moved on by a byte while
+  // no valid record starts there.
+  Scan NextHeadRecord(Segment* head, int64_t* read, Record* r, size_t* size, std::string* why);
+  // Makes scan_buf_ hold head's bytes up to `to` (or its written end), reading at most *read
+  // bytes. false: a read failed (*why); else whether it got there is for the caller to see.
+  bool ReadHead(Segment* head, int64_t to, int64_t* read, std::string* why);
+  void HeadReadFailed(Segment* head, const std::string& why);
   // binlog_cold.cc: moves a job that is only on disk by copying its kFull record.
   bool MigrateCold(uint64_t id, size_t size);
   bool ReadFullBytes(const JobMeta& m, uint32_t off, std::string* buf);
@@ -364,6 +381,13 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
 
   int64_t records_written_ = 0;
   int64_t records_migrated_ = 0;
+  // Compaction's read of the head segment: bytes of segment scan_seq_ from offset scan_at_.
+  std::string scan_buf_;
+  int64_t scan_at_ = 0;
+  uint32_t scan_seq_ = 0;
+  Nanos scan_retry_at_ = 0;  // after a failed read of the head: no compaction before this
+  int64_t compaction_read_ = 0;
+  int64_t compaction_read_errors_ = 0;
   int64_t dropped_updates_ = 0;
   size_t restored_ = 0;
   size_t restored_cold_ = 0;

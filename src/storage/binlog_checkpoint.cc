@@ -171,7 +171,6 @@ bool Binlog::RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, st
       break;
     }
     seg->live++;
-    seg->ids.push_back(j.id);
     full_offs_.Emplace(j.id, j.off);
     reserved_ += j.resv;
     live_bytes_ += j.size;

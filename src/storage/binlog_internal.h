@@ -131,11 +131,15 @@ struct Binlog::Segment {
   // Live jobs whose latest kFull record is here, and tube defaults (kTubeTries, tries not 0)
   // whose latest record is here: the segment stays until they are deleted or moved on.
   int64_t live = 0;
-  std::vector<uint64_t> ids;  // jobs whose kFull record was placed here (may be stale)
-  size_t scan = 0;            // compaction's cursor into ids
-  bool dirty = false;         // written since the last sync
-  int64_t fill_from = 0;      // > 0: the sync thread may be zero-filling from here on
-  int64_t dead_at = 0;        // placed_ when live last fell to 0: removable once durable
+  // Compaction reads the head segment's records in order to find its live jobs (no list of
+  // them is kept): the file offset of the next record to look at (0: the header is not
+  // read yet), and the segment's format version, from its header.
+  int64_t scan = 0;
+  uint32_t version = 0;
+  bool resync = false;    // a damaged record was found at `scan`: look for the next valid one
+  bool dirty = false;     // written since the last sync
+  int64_t fill_from = 0;  // > 0: the sync thread may be zero-filling from here on
+  int64_t dead_at = 0;    // placed_ when live last fell to 0: removable once durable
 };
 
 // Appends the record that `encode` writes to the current segment's buffer, first moving

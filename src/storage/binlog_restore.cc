@@ -141,7 +141,6 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
     }
     Segment* seg = by_seq[r.full_seq];
     seg->live++;
-    seg->ids.push_back(id);
     const uint32_t resv = JobReserve(x.extra.present);
     jobs_.Emplace(id, JobMeta{r.full_seq, r.full_size, resv, r.last_seq, 0});
     if (whole) full_offs_.Emplace(id, static_cast<uint32_t>(r.full_off));

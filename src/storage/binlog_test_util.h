@@ -80,7 +80,7 @@ struct Instance {
   bool ok = false;
 
   Instance(FakeClock& c, const std::string& dir, int64_t segment = 4096, bool skip_damaged = false,
-           bool background = false)
+           bool background = false, bool disk_tier = false)
       : clock(c) {
     engine = std::make_unique<Engine>(clock);
     BinlogOptions o;
@@ -89,6 +89,7 @@ struct Instance {
     o.fsync_ms = 0;
     o.skip_damaged = skip_damaged;
     o.background_sync = background;
+    o.disk_tier = disk_tier;  // keeps the kFull records' places (RewriteWhole), no tier
     store = std::make_unique<Binlog>(o, clock);
     ok = store->Lock(&error) && store->Recover(engine.get(), &error);
     if (ok) engine->set_log(store.get());
