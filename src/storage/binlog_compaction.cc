@@ -185,7 +185,8 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
   }
   if (!options_.skip_damaged) return Scan::kError;
   // --binlog-skip-damaged: on to the next valid record, as start-up does (PassDamaged). The
-  // search costs this Flush's budget a byte per offset, and what it checksums.
+  // search costs this Flush's budget a byte per offset, and what it checksums: nothing when
+  // the length runs past the bytes there (ParseRecord stops at that).
   if (!head->resync) {
     Log("compaction: %s: offset %" PRId64 ": damaged record (%s) skipped",
         PathOf(head->seq).c_str(), off, why->c_str());
@@ -193,10 +194,9 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
   }
   head->resync = true;
   head->scan++;
-  const int64_t have = buf_end() - off;
-  *read -= 1 + (have >= static_cast<int64_t>(kRecordHeaderSize)
-                    ? std::min<int64_t>(have, RecordLength(p))
-                    : 0);
+  const int64_t body = buf_end() - off - static_cast<int64_t>(kRecordHeaderSize);
+  const int64_t len = body >= 0 ? int64_t{RecordLength(p)} : 0;
+  *read -= 1 + (len <= body ? len : 0);
   return Scan::kSkip;
 }
 
