@@ -117,6 +117,12 @@ void Binlog::Compact() {
       if (j || cold) {
         // Only free space: the reservations of live jobs stay untouched.
         if (!RoomFor(full_size, 0)) return;  // this record again at a later Flush
+        // A job on disk is found by its record's place, kept in 4 bytes (NoteFull): copied
+        // past 4 GiB in its segment (a large -s), it could be read no more. It waits for the
+        // next segment, as the disk tier's rewrites do (RewriteWhole).
+        const Segment* c = Current();
+        const bool next = static_cast<int64_t>(full_size) > c->size - c->end;
+        if (cold && (next ? int64_t{kSegmentHeaderSize} : c->end) > int64_t{UINT32_MAX}) return;
         if (cold && !MigrateCold(id, full_size)) {
           return HeadReadFailed(head, "cannot copy the record of job " + std::to_string(id));
         }

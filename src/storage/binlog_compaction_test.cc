@@ -17,7 +17,9 @@
 
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
+#include "storage/cold_checkpoint.h"
 #include "storage/cold_tier_test_util.h"
+#include "storage/crc32c.h"
 #include "storage/record.h"
 
 namespace stalkd::storage {
@@ -384,6 +386,16 @@ class CompactionColdTest : public ::testing::Test {
   std::chrono::system_clock::time_point wall0_;
 };
 
+// Puts a job with `body` through t's session (delay `delay`); its id (0: refused).
+uint64_t PutOn(tu::Tier& t, std::string_view body, uint32_t delay = 0) {
+  command::PutSlot slot = t.session->BeginPut({5, delay, 30, static_cast<uint32_t>(body.size())});
+  if (!slot.data) return 0;
+  std::copy(body.begin(), body.end(), slot.data);
+  std::copy_n("\r\n", 2, slot.data + body.size());
+  command::Result r = t.session->CommitPut();
+  return r.outcome == command::Outcome::kInserted ? r.number : 0;
+}
+
 TEST_F(CompactionColdTest, ColdJobsAreMovedFromTheirRecordsAndSurviveAKill) {
   const int puts = 600;
   size_t jobs = 0;
@@ -400,13 +412,9 @@ TEST_F(CompactionColdTest, ColdJobsAreMovedFromTheirRecordsAndSurviveAKill) {
     t.session->Use("churn");
     const std::string body(300, 'c');
     for (int i = 0; i < 5000 && t.log->stats().oldest_index <= last; i++) {
-      command::PutSlot slot = t.session->BeginPut({5, 0, 30, static_cast<uint32_t>(body.size())});
-      ASSERT_NE(slot.data, nullptr);
-      std::copy(body.begin(), body.end(), slot.data);
-      std::copy_n("\r\n", 2, slot.data + body.size());
-      command::Result r = t.session->CommitPut();
-      ASSERT_EQ(r.outcome, command::Outcome::kInserted);
-      ASSERT_EQ(t.session->Delete(r.number).outcome, command::Outcome::kDeleted);
+      const uint64_t id = PutOn(t, body);
+      ASSERT_NE(id, 0u);
+      ASSERT_EQ(t.session->Delete(id).outcome, command::Outcome::kDeleted);
       if (i % 5 == 0) t.Tick();
     }
     EXPECT_GT(t.log->stats().oldest_index, last);  // every segment of the history went
@@ -429,6 +437,77 @@ TEST_F(CompactionColdTest, ColdJobsAreMovedFromTheirRecordsAndSurviveAKill) {
     command::testing_util::ExpectSameJob(*x.job_stats, *y.job_stats, std::to_string(id),
                                          {true, Drift()});
     EXPECT_EQ(c.session->Peek(id).job.body, b.session->Peek(id).job.body) << id;
+  }
+}
+
+// Adds to DIR a last segment (sparse) whose records run to `end`, past 4 GiB, and to DIR's
+// checkpoint: the next start writes on in it there, as after a long run with a large -s.
+void AddASegmentEndingAt(const std::string& dir, int64_t end) {
+  CheckpointReader in;
+  std::string why;
+  ASSERT_TRUE(in.Open(dir + "/" + kCheckpointName, &why)) << why;
+  CheckpointMeta meta = in.meta();
+  std::vector<CheckpointJob> jobs;
+  for (CheckpointJob j; in.Next(&j, &why);) jobs.push_back(j);
+  ASSERT_EQ(jobs.size(), meta.jobs) << why;
+  const uint32_t seq = meta.segments.back().seq + 1;
+  const std::string tail(kCheckpointTailBytes, 'r');  // the bytes of its last records
+  meta.segments.push_back({seq, end + (1 << 20), end, Crc32c(tail.data(), tail.size())});
+  const std::string path = dir + "/binlog." + std::to_string(seq);
+  ASSERT_NO_FATAL_FAILURE(tu::WriteFile(path, tu::ReadFile(dir + "/binlog.1").substr(0, 32)));
+  ASSERT_EQ(truncate(path.c_str(), meta.segments.back().size), 0);
+  ASSERT_NO_FATAL_FAILURE(Overwrite(path, end - kCheckpointTailBytes, tail));
+  int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir_fd, 0);
+  CheckpointWriter out;
+  EXPECT_TRUE(out.Begin(dir, dir_fd, meta, &why)) << why;
+  for (const CheckpointJob& j : jobs) EXPECT_TRUE(out.Add(j, &why)) << why;
+  EXPECT_TRUE(out.Finish(&why)) << why;
+  close(dir_fd);
+}
+
+// A job only on disk is found again by where its record is, in 4 bytes: compaction does not
+// copy it where that cannot be kept (past 4 GiB in a segment of a large -s), as the disk
+// tier's rewrites do not, but waits for a segment where it can. Copied there, the job would
+// lose its place: neither readable any more nor movable (its segment kept for ever).
+TEST_F(CompactionColdTest, AColdJobIsNotMovedWhereItsPlaceCannotBeKept) {
+  std::vector<uint64_t> ids;
+  {
+    tu::Tier t(clock_, dir_, 1);
+    ASSERT_TRUE(t.ok) << t.error;
+    for (int i = 0; i < 10; i++) {
+      ids.push_back(PutOn(t, "cold", /*delay=*/100000));
+      ASSERT_NE(ids.back(), 0u);
+    }
+    for (int i = 0; i < 5; i++) t.Tick();
+    ASSERT_EQ(t.cold->Count(), ids.size());
+    ASSERT_TRUE(t.Shutdown());
+  }
+  ASSERT_NO_FATAL_FAILURE(AddASegmentEndingAt(dir_, (int64_t{1} << 32) + 4096));
+  tu::Tier t(clock_, dir_, 1);
+  ASSERT_TRUE(t.ok) << t.error;
+  ASSERT_EQ(t.log->restored_cold(), ids.size());
+  for (int i = 0; i < 5; i++) t.Tick();  // compaction would move them now (4 GiB used)
+  EXPECT_EQ(t.log->stats().records_migrated, 0);
+  EXPECT_EQ(t.log->stats().oldest_index, 1u);
+  const uint32_t big = t.log->stats().current_index;
+  // Puts (deleted) until the writing goes on in the next segment: they move then.
+  t.session->Use("churn");
+  const std::string body(1000, 'c');
+  for (int i = 0; i < 3000 && t.log->stats().oldest_index == 1; i++) {
+    const uint64_t id = PutOn(t, body);
+    ASSERT_NE(id, 0u);
+    ASSERT_EQ(t.session->Delete(id).outcome, command::Outcome::kDeleted);
+    t.Tick();
+  }
+  EXPECT_GT(t.log->stats().current_index, big);
+  EXPECT_GT(t.log->stats().oldest_index, 1u);
+  EXPECT_EQ(t.log->stats().records_migrated, static_cast<int64_t>(ids.size()));
+  EXPECT_EQ(t.cold->Count(), ids.size());  // moved without being read into memory
+  for (uint64_t id : ids) {
+    command::Result r = t.session->Peek(id);
+    ASSERT_EQ(r.outcome, command::Outcome::kFound) << id;
+    EXPECT_EQ(r.job.body, "cold");
   }
 }
 
