@@ -117,6 +117,12 @@ void Binlog::Compact() {
       if (j || cold) {
         // Only free space: the reservations of live jobs stay untouched.
         if (!RoomFor(full_size, 0)) return;  // this record again at a later Flush
+        // A job on disk is found by its record's place, kept in 4 bytes (NoteFull): copied
+        // past 4 GiB in its segment (a large -s), it could be read no more. It waits for the
+        // next segment, as the disk tier's rewrites do (RewriteWhole).
+        const Segment* c = Current();
+        const bool next = static_cast<int64_t>(full_size) > c->size - c->end;
+        if (cold && (next ? int64_t{kSegmentHeaderSize} : c->end) > int64_t{UINT32_MAX}) return;
         if (cold && !MigrateCold(id, full_size)) {
           return HeadReadFailed(head, "cannot copy the record of job " + std::to_string(id));
         }
@@ -185,7 +191,8 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
   }
   if (!options_.skip_damaged) return Scan::kError;
   // --binlog-skip-damaged: on to the next valid record, as start-up does (PassDamaged). The
-  // search costs this Flush's budget a byte per offset, and what it checksums.
+  // search costs this Flush's budget a byte per offset, and what it checksums: nothing when
+  // the length runs past the bytes there (ParseRecord stops at that).
   if (!head->resync) {
     Log("compaction: %s: offset %" PRId64 ": damaged record (%s) skipped",
         PathOf(head->seq).c_str(), off, why->c_str());
@@ -193,10 +200,9 @@ Binlog::Scan Binlog::NextHeadRecord(Segment* head, int64_t* read, Record* r, siz
   }
   head->resync = true;
   head->scan++;
-  const int64_t have = buf_end() - off;
-  *read -= 1 + (have >= static_cast<int64_t>(kRecordHeaderSize)
-                    ? std::min<int64_t>(have, RecordLength(p))
-                    : 0);
+  const int64_t body = buf_end() - off - static_cast<int64_t>(kRecordHeaderSize);
+  const int64_t len = body >= 0 ? int64_t{RecordLength(p)} : 0;
+  *read -= 1 + (len <= body ? len : 0);
   return Scan::kSkip;
 }
 
