@@ -485,6 +485,51 @@ TEST_F(CheckpointTest, OneThatDoesNotDescribeTheBinlogIsNotUsed) {
   EXPECT_TRUE(Restart(jobs));
 }
 
+// The start trusts what the checkpoint says of a job on disk (its tube, its priority) without
+// reading its record: a checkpoint whose CRC is good but whose entry differs from the record
+// (written by another build, edited) must not stop the server or break a tube's references
+// when the job is read back. The record is checked against the entry then: a job whose
+// record is of another tube or priority is a read error (logged, lost to this run, still in
+// the binlog), and every other job comes back.
+TEST_F(CheckpointTest, AnEntryThatDiffersFromItsRecordIsAReadErrorNotACrash) {
+  const size_t jobs = Fill(14, 300);
+  Snap();
+  using Edit = std::function<void(CheckpointMeta*, std::vector<CheckpointJob>*)>;
+  auto nth = [](std::vector<CheckpointJob>* list, bool ready) -> CheckpointJob& {
+    for (CheckpointJob& j : *list) {
+      if (j.cold && j.ready == ready) return j;
+    }
+    ADD_FAILURE() << "no such job on disk";
+    return list->front();
+  };
+  const std::vector<Edit> edits = {
+      [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { nth(j, true).pri += 1; },
+      [&](CheckpointMeta* m, std::vector<CheckpointJob>* j) {
+        CheckpointJob& x = nth(j, true);
+        x.tube = (x.tube + 1) % static_cast<uint32_t>(m->tubes.size());
+      },
+      [&](CheckpointMeta* m, std::vector<CheckpointJob>* j) {
+        CheckpointJob& x = nth(j, false);
+        x.tube = (x.tube + 1) % static_cast<uint32_t>(m->tubes.size());
+      },
+  };
+  for (size_t k = 0; k < edits.size(); k++) {
+    SCOPED_TRACE("edit " + std::to_string(k));
+    Back();
+    Rewrite(edits[k]);
+    if (HasFatalFailure()) return;
+    Tier t(clock_, dir_, 1);
+    ASSERT_TRUE(t.ok);
+    ASSERT_GT(t.log->restored_cold(), 0u);  // used: nothing in it says otherwise
+    ASSERT_GT(t.log->checkpoint_reads(), 0u);
+    // Every job read back, by a look at it.
+    for (uint64_t id = 1; id <= jobs + 10; id++) t.session->StatsJob(id);
+    for (int i = 0; i < 5; i++) t.Tick();
+    EXPECT_EQ(t.cold->stats().read_errors, 1u);
+    EXPECT_EQ(t.Jobs(), jobs - 1);
+  }
+}
+
 // A stop (SIGTERM) while the jobs on disk are restored from the checkpoint: nothing has been
 // written, and the checkpoint is still there for the next start.
 TEST_F(CheckpointTest, AStopDuringItsRestoreKeepsIt) {

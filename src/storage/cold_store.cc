@@ -11,19 +11,25 @@ namespace stalkd::storage {
 ColdStore::ColdStore(engine::Engine& engine, engine::ColdReader& reader, ColdStoreOptions options)
     : engine_(engine), reader_(reader), options_(options) {}
 
-bool ColdStore::ReadBack(uint64_t id, const engine::Tube* t, engine::RestoredJob* r) {
-  if (reader_.Read(id, &buf_, r)) return true;
+bool ColdStore::ReadBack(uint64_t id, const engine::Tube* t, const uint32_t* pri,
+                         engine::RestoredJob* r) {
+  const bool read = reader_.Read(id, &buf_, r);
+  // The record must be of the job the index lists: an entry restored from a checkpoint was
+  // not checked against it at the start (its record was not read), and a job of another tube
+  // or priority would break the tube's references or the ready order.
+  if (read && r->tube == t->name() && (!pri || r->pri == *pri)) return true;
   // The job stays in the binlog (a restart brings it back) but is lost to this run. The
   // reference it held on its tube goes at the next Tick: the caller may still use the tube.
   read_errors_++;
   lost_tubes_.push_back(t);
-  fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back\n", id);
+  fprintf(stderr, "stalkd: disk tier: job %" PRIu64 " could not be read back%s\n", id,
+          read ? " (its record is not of the tube or priority the disk tier lists)" : "");
   return false;
 }
 
 void ColdStore::Bring(const ColdIndex::Entry& e) {
   engine::RestoredJob r;
-  if (!ReadBack(e.id, e.tube, &r)) return;
+  if (!ReadBack(e.id, e.tube, nullptr, &r)) return;
   // The record's times are wall-clock; the index kept the engine's own, exactly.
   r.state = engine::JobState::kDelayed;
   r.deadline = e.deadline;

@@ -95,9 +95,10 @@ class ColdStore final : public engine::ColdTier {
   uint64_t looked_tubes() const { return looked_tubes_; }
 
  private:
-  // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails:
-  // the job is lost to this run, and its reference on its tube t goes at the next Tick.
-  bool ReadBack(uint64_t id, const engine::Tube* t, engine::RestoredJob* r);
+  // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails or
+  // is not of tube t (and priority *pri, if given): the job is lost to this run, and its
+  // reference on its tube t goes at the next Tick.
+  bool ReadBack(uint64_t id, const engine::Tube* t, const uint32_t* pri, engine::RestoredJob* r);
   // Reads e's job back into the engine.
   void Bring(const ColdIndex::Entry& e);
   bool BringReady(const ColdReadyIndex::Entry& e);  // false: a read error

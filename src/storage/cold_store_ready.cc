@@ -24,10 +24,9 @@ engine::ColdTier::ReadyCounts ColdStore::ReadyOnDisk(const engine::Tube* t) cons
 
 bool ColdStore::BringReady(const ColdReadyIndex::Entry& e) {
   engine::RestoredJob r;
-  if (!ReadBack(e.id, e.tube, &r)) return false;
+  if (!ReadBack(e.id, e.tube, &e.pri, &r)) return false;
   // A job put delayed has its delay in its record; it is ready now. Its creation time is
   // the engine's own, kept by the index.
-  STALKD_CHECK(r.pri == e.pri);
   r.state = engine::JobState::kReady;
   r.deadline = 0;
   r.created = e.created;
