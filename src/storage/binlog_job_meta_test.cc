@@ -28,7 +28,9 @@ void ExpectRebuilt(int64_t mark, int64_t placed) {
   EXPECT_GE(got, mark);
   EXPECT_LE(got, placed);
   EXPECT_EQ(static_cast<uint32_t>(got), static_cast<uint32_t>(mark));
-  if (placed - mark < k4G) EXPECT_EQ(got, mark);
+  if (placed - mark < k4G) {
+    EXPECT_EQ(got, mark);
+  }
 }
 
 TEST(MarkFromLowTest, IsExactWithin4GiB) {
