@@ -292,22 +292,19 @@ void Binlog::WriteFull(const Job& j, uint32_t resv) {
 void Binlog::NoteFull(uint64_t id, Segment* s, size_t size, uint32_t resv) {
   max_id_ = std::max(max_id_, id);
   s->live++;
-  auto [m, fresh] =
-      jobs_.Emplace(id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq, placed_});
-  if (options_.disk_tier) {
-    const int64_t off = s->end - static_cast<int64_t>(size);
-    if (off <= int64_t{UINT32_MAX}) {  // else the disk tier leaves the job alone
-      *full_offs_.Emplace(id, 0).first = static_cast<uint32_t>(off);
-    } else {
-      full_offs_.Erase(id);
-    }
-  }
+  auto [m, fresh] = jobs_.Emplace(id, JobMeta{s->seq, static_cast<uint32_t>(size), resv, s->seq});
   if (fresh) {
+    m->mark_lo = static_cast<uint32_t>(placed_);
     reserved_ += resv;
   } else {  // moved by compaction: the same state, so its mark stays
-    m->full_seq = m->last_seq = s->seq;
+    m->full_seq = s->seq;
+    m->set_last_seq(s->seq);
     live_bytes_ -= m->full_size;  // the new size is added below
     m->full_size = static_cast<uint32_t>(size);
+  }
+  const int64_t off = s->end - static_cast<int64_t>(size);
+  if (options_.disk_tier && off <= int64_t{UINT32_MAX}) {  // else the tier leaves the job alone
+    m->set_full_off(static_cast<uint32_t>(off));
   }
   live_bytes_ += static_cast<int64_t>(size);
   records_written_++;
@@ -334,9 +331,10 @@ bool Binlog::CanUpdate(const Job& j) {
 
 void Binlog::Update(const Job& j) {
   JobMeta* found = jobs_.Find(j.id);
+  if (!found) return;
   // The kFull record no longer holds the job as it is (even if this change is dropped).
-  if (options_.disk_tier) full_offs_.Erase(j.id);
-  if (failed_ || !found) return;
+  found->clear_full_off();
+  if (failed_) return;
   JobMeta& m = *found;
   const bool extra = LoggedExtra(j) != nullptr;
   const uint32_t size = static_cast<uint32_t>(StateRecordSize(extra));
@@ -351,8 +349,8 @@ void Binlog::Update(const Job& j) {
     m.resv -= size;
     reserved_ -= size;
   }
-  m.last_seq = Current()->seq;
-  m.mark = placed_;
+  m.set_last_seq(Current()->seq);
+  m.mark_lo = static_cast<uint32_t>(placed_);
   records_written_++;
   // Top the reservation up again from free space, if there is any.
   if (m.resv < full && UsableAfter(0) - reserved_ >= int64_t{full - m.resv}) {
@@ -370,12 +368,12 @@ void Binlog::DropUpdate(const Job& j) {
 
 int64_t Binlog::MarkOf(const Job& j) const {
   const JobMeta* m = jobs_.Find(j.id);
-  return m ? m->mark : placed_;
+  return m ? MarkFromLow(placed_, m->mark_lo) : placed_;
 }
 
 uint32_t Binlog::FileOf(const Job& j) const {
   const JobMeta* m = jobs_.Find(j.id);
-  return m ? m->last_seq : 0;
+  return m ? m->last_seq() : 0;
 }
 
 void Binlog::Delete(const Job& j) {
@@ -383,7 +381,6 @@ void Binlog::Delete(const Job& j) {
   if (!found) return;
   JobMeta m = *found;
   jobs_.Erase(j.id);
-  if (options_.disk_tier) full_offs_.Erase(j.id);
   reserved_ -= m.resv;  // the delete record below uses what is left of it
   if (!failed_) {
     if (PlaceOrAddSegment(kDeleteRecordSize, [&](std::string* b) { AppendDelete(b, j.id); })) {

@@ -22,6 +22,54 @@
 
 namespace stalkd::storage {
 
+// A mark (Binlog::Mark, MarkOf: bytes of records placed so far) rebuilt from its low 32 bits
+// `low`, given `placed`, the bytes placed by now: the largest value not above `placed` with
+// those low bits. A job's entry keeps only the low bits of its mark (4 bytes, not 8). As the
+// true mark is not above `placed` and has those low bits, the rebuilt one is never below
+// it: a reply held until Covers(mark) never goes out before its records are durable. It is
+// above the true mark only when more than 4 GiB of records were placed since, and then
+// still not above `placed`: such a reply waits at most for one more sync.
+constexpr int64_t MarkFromLow(int64_t placed, uint32_t low) {
+  return placed - int64_t{static_cast<uint32_t>(static_cast<uint32_t>(placed) - low)};
+}
+
+// What Binlog keeps of each live job (its JobMeta), 20 bytes: for a job the disk tier keeps only in
+// the log, most of what it costs in memory.
+struct BinlogJobMeta {
+  BinlogJobMeta() = default;
+  BinlogJobMeta(uint32_t full, uint32_t size, uint32_t reserve, uint32_t last)
+      : full_seq(full), full_size(size), resv(reserve), seq_or_off(last) {}
+
+  // Segment of the job's latest record (stats-job "file").
+  uint32_t last_seq() const { return whole ? full_seq : seq_or_off; }
+  void set_last_seq(uint32_t seq) {
+    whole = false;
+    seq_or_off = seq;
+  }
+  // With options_.disk_tier: where the kFull record starts in its segment, while it is the
+  // job's latest record (no state record since: it alone holds the job) and its offset
+  // fits 4 bytes; else null. Only then is its segment also the latest record's.
+  const uint32_t* full_off() const { return whole ? &seq_or_off : nullptr; }
+  void set_full_off(uint32_t off) {  // the kFull record (in full_seq) is the latest one
+    whole = true;
+    seq_or_off = off;
+  }
+  void clear_full_off() {  // a later record (or the offset does not fit)
+    if (whole) set_last_seq(full_seq);
+  }
+
+  uint32_t full_seq = 0;  // segment of the job's latest kFull record
+  uint32_t full_size = 0;
+  // Bytes reserved for its future records: at most JobReserve(true) (a state record with
+  // extensions and a delete), so 31 bits are plenty.
+  uint32_t resv : 31 = 0;
+  uint32_t whole : 1 = 0;  // seq_or_off is full_off, and last_seq is full_seq
+  // The low 32 bits of placed_ after its latest put or state record (MarkOf: MarkFromLow).
+  uint32_t mark_lo = 0;
+  uint32_t seq_or_off = 0;  // last_seq, or full_off while whole
+};
+static_assert(sizeof(BinlogJobMeta) == 20);
+
 struct BeanstalkdReadResult;
 class CheckpointReader;
 
@@ -36,7 +84,7 @@ struct BinlogOptions {
   bool background_sync = false;
   int verbosity = 0;
   // The disk tier reads jobs back from their records (docs/DISK-TIER.md): keep where each
-  // job's kFull record starts while it is the job's latest record (4 bytes a job).
+  // job's kFull record starts while it is the job's latest record (in the job's entry).
   bool disk_tier = false;
   // Called now and then while Recover replays and restores (between segments, every few
   // thousand jobs), so the server can answer health probes meanwhile; may be empty. When it
@@ -145,7 +193,8 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   bool Read(uint64_t id, std::string* buf, engine::RestoredJob* out) override;
   Rewrite RewriteWhole(const engine::Job& j) override;
   bool RewritePending(const engine::Job& j) const override {
-    return !failed_ && full_offs_.Find(j.id) && !Demotable(j);
+    const JobMeta* m = jobs_.Find(j.id);
+    return !failed_ && m && m->full_off() && !Demotable(j);
   }
   size_t RewritesUnwritten() const override {
     return written_mark_ >= rewrite_mark_ ? 0 : rewrites_unwritten_;
@@ -203,13 +252,7 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
 
  private:
   struct Segment;
-  struct JobMeta {
-    uint32_t full_seq;  // segment of the job's latest kFull record
-    uint32_t full_size;
-    uint32_t resv;      // bytes reserved for its future records
-    uint32_t last_seq;  // segment of the job's latest record (stats-job "file")
-    int64_t mark;       // placed_ after its latest put or state record (MarkOf)
-  };
+  using JobMeta = BinlogJobMeta;
   // A tube's default tries as the log holds it (nonzero: 0 has no entry).
   struct TubeTriesMeta {
     uint32_t seq;    // segment of its latest kTubeTries record
@@ -358,9 +401,6 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   std::vector<Sealed> sealed_;  // bytes for segments left by rotation, not yet written
 
   IdMap<JobMeta> jobs_;  // grows without rehashing every job (a stall at millions)
-  // With options_.disk_tier: where a job's kFull record starts in its segment, for the jobs
-  // whose latest record it is (no state record since: it alone holds the job).
-  IdMap<uint32_t> full_offs_;
   std::unordered_map<std::string, TubeTriesMeta> tube_tries_;
   int64_t reserved_ = 0;     // sum of JobMeta::resv
   int64_t future_room_ = 0;  // RoomIn of the segments after the current one

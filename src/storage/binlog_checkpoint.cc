@@ -27,6 +27,7 @@
 namespace stalkd::storage {
 
 using binlog_internal::FromWall;
+using binlog_internal::JobReserve;
 using binlog_internal::Mapped;
 using binlog_internal::Replayed;
 using binlog_internal::WallNow;
@@ -128,6 +129,7 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
     if (j.id > meta.max_id) return fail("above the highest id");
     if (j.cold) {
       if (j.resv < kDeleteRecordSize) return fail("no room kept for its delete");
+      if (j.resv > JobReserve(true)) return fail("more room kept than a job uses");
       continue;
     }
     if (++checkpoint_reads_ % 16384 == 0 && !GoOn(error)) return false;
@@ -166,12 +168,14 @@ bool Binlog::RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, st
     if (!j.cold) continue;
     const engine::Tube* t = engine_->RestoreCold(j.id, meta.tubes[j.tube]);
     Segment* seg = FindSegment(j.seq);
-    if (!t || !seg || !jobs_.Emplace(j.id, JobMeta{j.seq, j.size, j.resv, j.seq, 0}).second) {
+    std::pair<JobMeta*, bool> made{nullptr, false};
+    if (t && seg) made = jobs_.Emplace(j.id, JobMeta{j.seq, j.size, j.resv, j.seq});
+    if (!made.second) {
       why = "cannot restore job " + std::to_string(j.id);
       break;
     }
+    made.first->set_full_off(j.off);
     seg->live++;
-    full_offs_.Emplace(j.id, j.off);
     reserved_ += j.resv;
     live_bytes_ += j.size;
     restored_++;
@@ -229,7 +233,7 @@ bool Binlog::SegmentTail(const Segment& s, uint32_t* crc) {
 bool Binlog::MakeJobsWhole(const ColdIndex& cold, const std::vector<uint64_t>& ids) {
   size_t rewritten = 0;
   for (uint64_t id : ids) {
-    if (full_offs_.Find(id)) continue;
+    if (jobs_.Find(id)->full_off()) continue;
     engine::Job* j = cold.Contains(id) ? nullptr : engine_->FindMutable(id);
     if (!j) {
       Log("checkpoint not written: job %" PRIu64 " is neither in memory nor whole in a record", id);
@@ -240,7 +244,7 @@ bool Binlog::MakeJobsWhole(const ColdIndex& cold, const std::vector<uint64_t>& i
       return false;
     }
     rewritten++;
-    if (!full_offs_.Find(id)) {
+    if (!jobs_.Find(id)->full_off()) {
       Log("checkpoint not written: job %" PRIu64 " lies beyond 4 GiB in its segment", id);
       return false;
     }
@@ -285,7 +289,7 @@ bool Binlog::WriteCheckpoint(const ColdIndex& cold, const ColdReadyIndex& ready)
   size_t cold_jobs = 0, ready_jobs = 0;
   for (size_t i = 0; ok && i < ids.size(); i++) {
     const JobMeta& m = *jobs_.Find(ids[i]);
-    CheckpointJob j{ids[i], m.full_seq, *full_offs_.Find(ids[i]), m.full_size};
+    CheckpointJob j{ids[i], m.full_seq, *m.full_off(), m.full_size};
     if (cold.Get(ids[i], &e)) {
       j.cold = true;
       j.resv = m.resv;

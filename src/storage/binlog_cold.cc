@@ -29,8 +29,8 @@ Binlog::Segment* Binlog::FindSegment(uint32_t seq) const {
 
 bool Binlog::Demotable(const engine::Job& j) const {
   const JobMeta* m = jobs_.Find(j.id);
-  const uint32_t* off = full_offs_.Find(j.id);
-  if (failed_ || !m || !off) return false;
+  const uint32_t* off = m ? m->full_off() : nullptr;
+  if (failed_ || !off) return false;
   const Segment* s = FindSegment(m->full_seq);
   return s && int64_t{*off} + m->full_size <= s->written;
 }
@@ -74,8 +74,8 @@ bool Binlog::ReadFullBytes(const JobMeta& m, uint32_t full_off, std::string* buf
 
 bool Binlog::Read(uint64_t id, std::string* buf, engine::RestoredJob* out) {
   const JobMeta* m = jobs_.Find(id);
-  const uint32_t* off = full_offs_.Find(id);
-  if (!m || !off || !ReadFullBytes(*m, *off, buf)) return false;
+  const uint32_t* off = m ? m->full_off() : nullptr;
+  if (!off || !ReadFullBytes(*m, *off, buf)) return false;
   Record r;
   size_t size = 0;
   std::string why;
@@ -98,7 +98,8 @@ bool Binlog::WriteWholeAgain(const engine::Job& j) {
 }
 
 engine::ColdReader::Rewrite Binlog::RewriteWhole(const engine::Job& j) {
-  if (failed_ || !options_.disk_tier || !jobs_.Find(j.id) || full_offs_.Find(j.id)) {
+  const JobMeta* m = jobs_.Find(j.id);
+  if (failed_ || !options_.disk_tier || !m || m->full_off()) {
     return Rewrite::kNo;
   }
   // Its place must fit the 4-byte offsets, or it would be rewritten again and again.
@@ -114,9 +115,9 @@ engine::ColdReader::Rewrite Binlog::RewriteWhole(const engine::Job& j) {
 
 bool Binlog::MigrateCold(uint64_t id, size_t size) {
   const JobMeta* m = jobs_.Find(id);
-  const uint32_t* off = full_offs_.Find(id);
+  const uint32_t* off = m ? m->full_off() : nullptr;
   std::string bytes;
-  if (!m || !off || !ReadFullBytes(*m, *off, &bytes) || bytes.size() != size) return false;
+  if (!off || !ReadFullBytes(*m, *off, &bytes) || bytes.size() != size) return false;
   bool ok = Place(size, [&](std::string* b) { b->append(bytes); });
   STALKD_CHECK(ok);  // the caller made room
   NoteFull(id, Current(), size, 0);

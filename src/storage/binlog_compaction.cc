@@ -113,7 +113,7 @@ void Binlog::Compact() {
       const uint32_t full_size = m->full_size;
       engine::Job* j = engine_->FindMutable(id);
       // Live in the log, absent from the engine: a job the disk tier keeps only here.
-      const bool cold = !j && full_offs_.Find(id);
+      const bool cold = !j && m->full_off();
       if (j || cold) {
         // Only free space: the reservations of live jobs stay untouched.
         if (!RoomFor(full_size, 0)) return;  // this record again at a later Flush

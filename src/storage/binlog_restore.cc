@@ -121,7 +121,8 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
       return false;
     }
     if (jobs_.Find(id)) continue;  // adopted already (cannot happen: ids differ)
-    const bool whole = options_.disk_tier && r.full_latest && r.full_off <= int64_t{UINT32_MAX};
+    const bool whole = options_.disk_tier && r.full_latest && r.last_seq == r.full_seq &&
+                       r.full_off <= int64_t{UINT32_MAX};
     if (to_disk && whole && MayStartOnDisk(x)) {
       const engine::Tube* t = engine_->RestoreCold(id, x.tube);
       if (!t) {
@@ -142,8 +143,8 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
     Segment* seg = by_seq[r.full_seq];
     seg->live++;
     const uint32_t resv = JobReserve(x.extra.present);
-    jobs_.Emplace(id, JobMeta{r.full_seq, r.full_size, resv, r.last_seq, 0});
-    if (whole) full_offs_.Emplace(id, static_cast<uint32_t>(r.full_off));
+    JobMeta* m = jobs_.Emplace(id, JobMeta{r.full_seq, r.full_size, resv, r.last_seq}).first;
+    if (whole) m->set_full_off(static_cast<uint32_t>(r.full_off));
     reserved_ += resv;
     live_bytes_ += r.full_size;
     restored_++;
