@@ -295,6 +295,10 @@ bool CheckpointReader::ReadMeta(std::string* why) {
   auto name = [&](std::string* s) {
     uint64_t len = 0;
     if (!u(1, &len)) return false;
+    if (len == 0) {  // as in a record: a tube has a name
+      *why = "a tube with no name";
+      return false;
+    }
     s->resize(len);
     return Take(s->data(), len, why);
   };

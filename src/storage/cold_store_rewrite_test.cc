@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -209,18 +210,26 @@ TEST(ColdStoreRewriteTest, RandomChurnAndAKillLoseNothing) {
       // Back all in memory, or (every third seed) with the tier again, demoting meanwhile.
       Store back(clock, seed % 3 == 0 ? 0 : 20000, 30, dir, 8192);
       for (int i = 0; i < 10; i++) back.Tick();
+      // Jobs whose delay ran out in the real time the test took (a busy machine): ready now,
+      // and where they join the ready order depends on that time, so it is not compared.
+      std::set<uint64_t> ran_out;
       for (uint64_t id : ids) {
         const auto got = See(*back.s, id);
-        EXPECT_EQ(got.first, want[id].first) << "seed " << seed << " job " << id;
         const auto passed =
             std::chrono::ceil<std::chrono::seconds>(std::chrono::steady_clock::now() - began)
                 .count();
+        if (std::get<0>(want[id].first) == "delayed" && std::get<0>(got.first) == "ready" &&
+            want[id].second <= passed + 1) {
+          ran_out.insert(id);
+          continue;
+        }
+        EXPECT_EQ(got.first, want[id].first) << "seed " << seed << " job " << id;
         EXPECT_LE(got.second, want[id].second + 1) << "seed " << seed << " job " << id;
         EXPECT_GE(got.second, want[id].second - 1 - passed) << "seed " << seed << " job " << id;
       }
       std::vector<uint64_t> got;
       for (Result r = back.s->Reserve(0); r.outcome == Outcome::kReserved; r = back.s->Reserve(0)) {
-        got.push_back(r.job.id);
+        if (!ran_out.count(r.job.id)) got.push_back(r.job.id);
       }
       EXPECT_EQ(got, order) << "seed " << seed;
     }
