@@ -161,6 +161,8 @@ void CheckAnyFile(const std::string& bytes) {
 }
 
 std::string Bytes(Input& in, size_t max) { return std::string(in.Bytes(in.Byte() % (max + 1))); }
+// A tube's name: 1 to 200 bytes, as a server's tubes have.
+std::string TubeName(Input& in) { return "t" + Bytes(in, 199); }
 
 uint64_t U64(Input& in, int bytes) {
   uint64_t v = 0;
@@ -186,11 +188,11 @@ void RoundTrip(Input& in) {
     meta.segments.push_back(s);
   }
   const size_t tubes = in.Byte() % 5;
-  for (size_t i = 0; i < tubes; i++) meta.tubes.push_back(Bytes(in, 200));
+  for (size_t i = 0; i < tubes; i++) meta.tubes.push_back(TubeName(in));
   const size_t tries = in.Byte() % 4;
   for (size_t i = 0; i < tries; i++) {
     CheckpointTubeTries t;
-    t.tube = Bytes(in, 200);
+    t.tube = TubeName(in);
     t.tries = static_cast<uint32_t>(U64(in, 4));
     t.seq = static_cast<uint32_t>(U64(in, 4));
     t.size = static_cast<uint32_t>(U64(in, 4));

@@ -108,6 +108,14 @@ bool CheckpointWriter::Begin(const std::string& dir, int dir_fd, const Checkpoin
     *error = "checkpoint: cannot write version " + std::to_string(meta.version);
     return false;
   }
+  // What the reader refuses is never written: a tube has a name, of a length byte's size.
+  auto bad = [](const std::string& name) { return name.empty() || name.size() > 255; };
+  bool bad_tube = std::any_of(meta.tubes.begin(), meta.tubes.end(), bad);
+  for (const CheckpointTubeTries& t : meta.tube_tries) bad_tube = bad_tube || bad(t.tube);
+  if (bad_tube) {
+    *error = "checkpoint: a tube name that is empty or over 255 bytes";
+    return false;
+  }
   dir_ = dir;
   dir_fd_ = dir_fd;
   version_ = meta.version;

@@ -188,6 +188,38 @@ TEST_F(CheckpointFormatTest, VersionOneIsReadAndKnowsNoReadyJobOnDisk) {
   close(dfd);
 }
 
+// The writer never writes what the reader refuses: a tube with no name (or a name over a
+// length byte) is refused at Begin, as the reader refuses it.
+TEST_F(CheckpointFormatTest, ATubeWithNoNameIsNeitherWrittenNorRead) {
+  int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+  std::string why;
+  for (int k = 0; k < 3; k++) {
+    CheckpointMeta m = SampleMeta();
+    if (k == 0) m.tubes[0].clear();
+    if (k == 1) m.tube_tries[0].tube.clear();
+    if (k == 2) m.tubes[0] = std::string(256, 'x');
+    CheckpointWriter w;
+    EXPECT_FALSE(w.Begin(dir_, dfd, m, &why)) << k;
+    EXPECT_NE(why.find("tube name"), std::string::npos) << why;
+  }
+  // A file whose first tube has no name (its length byte 0, its bytes gone), CRC good.
+  const CheckpointMeta m = SampleMeta();
+  CheckpointWriter w;
+  ASSERT_TRUE(w.Begin(dir_, dfd, m, &why)) << why;
+  for (const CheckpointJob& j : SampleJobs()) ASSERT_TRUE(w.Add(j, &why));
+  ASSERT_TRUE(w.Finish(&why)) << why;
+  const std::string good = ReadFile(Path(kCheckpointName));
+  const size_t at = 8 + 4 + 8 + 4 + 24 * m.segments.size() + 4;  // the first tube's length
+  ASSERT_EQ(static_cast<size_t>(good[at]), m.tubes[0].size());
+  const std::string nameless =
+      good.substr(0, at) + std::string(1, '\0') + good.substr(at + 1 + m.tubes[0].size());
+  WriteFile(Path(kCheckpointName), Resealed(nameless));
+  CheckpointReader r;
+  EXPECT_FALSE(r.Open(Path(kCheckpointName), &why));
+  EXPECT_EQ(why, "a tube with no name");
+  close(dfd);
+}
+
 TEST_F(CheckpointFormatTest, MatchSegmentsFindsEveryDifference) {
   std::string seg;
   AppendSegmentHeader(&seg);

@@ -466,8 +466,6 @@ TEST_F(CheckpointTest, OneThatDoesNotDescribeTheBinlogIsNotUsed) {
       [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first_ready(j).tube = 1000; },
       [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first(j, true).resv = 1u << 31; },
       [&](CheckpointMeta*, std::vector<CheckpointJob>* j) { first_ready(j).resv = UINT32_MAX; },
-      [&](CheckpointMeta* m, std::vector<CheckpointJob>*) { m->tubes[0].clear(); },
-      [&](CheckpointMeta* m, std::vector<CheckpointJob>*) { m->tube_tries[0].tube.clear(); },
       [&](CheckpointMeta* m, std::vector<CheckpointJob>*) { m->tube_tries[0].seq = 1u << 30; },
       [&](CheckpointMeta* m, std::vector<CheckpointJob>*) { m->segments[0].tail_crc ^= 1; },
       [&](CheckpointMeta* m, std::vector<CheckpointJob>*) {
