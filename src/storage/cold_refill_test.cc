@@ -84,12 +84,17 @@ struct Store : testing_util::TierParts {
 
 std::string TubeName(int i) { return "t" + std::to_string(i); }
 
+// The ids of t's ready jobs in memory from the `from`th of its heap on (none if t is null).
+std::vector<uint64_t> ReadyInMemory(const engine::Tube* t, size_t from) {
+  std::vector<uint64_t> ids;
+  for (size_t k = from; t && k < t->ready.size(); k++) ids.push_back(t->ready.at(k)->id);
+  return ids;
+}
+
 // Deletes every ready job in memory of tube `name` but its first (a delete of a job on disk
 // would read it back first); returns their ids.
 std::vector<uint64_t> DeleteAllButTheFirstInMemory(Store& s, const std::string& name) {
-  std::vector<uint64_t> ids;
-  const engine::Tube* t = s.Tube(name);
-  for (size_t k = 1; k < t->ready.size(); k++) ids.push_back(t->ready.at(k)->id);
+  const std::vector<uint64_t> ids = ReadyInMemory(s.Tube(name), 1);
   for (uint64_t id : ids) EXPECT_EQ(s.producer->Delete(id).outcome, Outcome::kDeleted) << id;
   return ids;
 }
@@ -313,11 +318,7 @@ TEST(ColdRefillTest, RandomCommandsOverManyTubesAnswerAsAllInMemory) {
           both([&](command::Session& p) { return p.PeekReady(); }, "peek-ready");
           break;
         case 10: {  // the tier's jobs in memory of a tube (but its first, or all): it runs low
-          const engine::Tube* t = cold.Tube(tube);
-          std::vector<uint64_t> hot_ids;
-          for (size_t k = rand(2); t && k < t->ready.size(); k++)
-            hot_ids.push_back(t->ready.at(k)->id);
-          for (uint64_t j : hot_ids) {
+          for (uint64_t j : ReadyInMemory(cold.Tube(tube), rand(2))) {
             both([&](command::Session& p) { return p.Delete(j); }, "delete");
           }
           break;
@@ -334,12 +335,6 @@ TEST(ColdRefillTest, RandomCommandsOverManyTubesAnswerAsAllInMemory) {
     EXPECT_GT(cold.cold->stats().promotions, 100u) << "seed " << seed;
   }
 }
-
-}  // namespace
-}  // namespace stalkd::storage
-
-namespace stalkd::storage {
-namespace {
 
 // Tubes that come and go: nobody watches or uses a tube for long, so a tube whose last job
 // goes is freed, and one made later may get its address while the tier still has the old one
@@ -400,11 +395,7 @@ TEST(ColdRefillTest, TubesFreedAndMadeAgainAnswerAsAllInMemory) {
           break;
         }
         case 5: {  // the tier's jobs in memory of a tube (but its first, or all): it runs low
-          const engine::Tube* t = cold.Tube(tube);
-          std::vector<uint64_t> hot_ids;
-          for (size_t k = rand(2); t && k < t->ready.size(); k++)
-            hot_ids.push_back(t->ready.at(k)->id);
-          for (uint64_t j : hot_ids) {
+          for (uint64_t j : ReadyInMemory(cold.Tube(tube), rand(2))) {
             both([&](Store& s) { return s.producer->Delete(j); }, "delete in memory");
           }
           break;
@@ -417,8 +408,7 @@ TEST(ColdRefillTest, TubesFreedAndMadeAgainAnswerAsAllInMemory) {
         default: {  // every job of a tube, one by one (a tube that had jobs on disk goes)
           const engine::Tube* t = cold.Tube(tube);
           if (!t) break;
-          std::vector<uint64_t> all;
-          for (size_t k = 0; k < t->ready.size(); k++) all.push_back(t->ready.at(k)->id);
+          std::vector<uint64_t> all = ReadyInMemory(t, 0);
           cold.cold->ListIds(t, engine::JobState::kReady, 1, ids + 1, &all);
           for (uint64_t j : all) {
             both([&](Store& s) { return s.producer->Delete(j); }, "delete all");
