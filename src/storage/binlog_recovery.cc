@@ -300,6 +300,9 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   for (size_t i = 0; !checkpointed && i < replay.maps.size(); i++) {
     if (!ReplaySegment(i, &replay, error) || !GoOn(error)) return false;
   }
+  if (!checkpointed && options_.verbosity > 0) {
+    Log("%s: %zu records replayed", options_.dir.c_str(), replayed_records_);
+  }
   if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
   if (!RestoreReplayed(replay, error)) return false;
   if (checkpointed) FinishCheckpointedCold();
