@@ -246,13 +246,17 @@ class CheckpointTailTest : public ::testing::Test {
   }
   // From the checkpoint Fill wrote: random commands, until at least `ops` and a head segment
   // it lists with records is gone (at most `max_ops`; the segment of its position stays),
-  // then a kill. Returns the acknowledged jobs.
-  std::set<uint64_t> RunAndKill(uint32_t seed, int ops, int max_ops) {
+  // then a kill. Returns the acknowledged jobs. With `before`, the start must restore those.
+  std::set<uint64_t> RunAndKill(uint32_t seed, int ops, int max_ops,
+                                const std::set<uint64_t>* before = nullptr) {
     std::mt19937_64 rng(seed);
     const CheckpointMeta meta = Meta(dir_);
     Tier t(clock_, dir_, 1);
     EXPECT_TRUE(t.log->checkpoint_used());
     std::set<uint64_t> live = Live(t);
+    if (before) {
+      EXPECT_EQ(live, *before);
+    }
     for (const char* tube : {"default", "a", "b"}) t.session->Watch(tube);
     for (int i = 0; i < max_ops && (i < ops || ListedGone(meta) == 0); i++) {
       Command(t, rng, &live);
@@ -297,6 +301,25 @@ TEST_F(CheckpointTailTest, AKillAfterCommandsAnswersAsAFullReplay) {
     ExpectSameAsFullReplay(a, b);
     EXPECT_EQ(a.cold->stats().read_errors, 0u);
   }
+}
+
+// The checkpoint stays through several runs each ended by a kill: each start uses it, with a
+// longer tail, and restores what the last run acknowledged; the last answers as a full replay.
+TEST_F(CheckpointTailTest, ItServesSeveralKillsInARow) {
+  Fill(9);
+  if (HasFatalFailure()) return;
+  std::set<uint64_t> live;
+  for (uint32_t round = 0; round < 3; round++) {
+    live = RunAndKill(10 + round, 150, 150, round == 0 ? nullptr : &live);
+    if (HasFatalFailure()) return;
+  }
+  const std::string copy = CopyWithoutCheckpoint(dir_);
+  Tier a(clock_, dir_, 1), b(clock_, copy, 1);
+  ASSERT_TRUE(a.ok && b.ok);
+  EXPECT_TRUE(a.log->checkpoint_used());
+  EXPECT_GT(a.log->checkpoint_tail(), 0u);
+  EXPECT_EQ(Live(a), live);
+  ExpectSameAsFullReplay(a, b);
 }
 
 // Copies of the directory taken at many points of the run (between two flushes, as a kill
