@@ -12,6 +12,11 @@ opens once every job is back), VmHWM (peak resident memory) then, and the read s
 and bytes read so far (/proc/PID/io syscr, rchar). Both starts read files that are in the
 page cache (just written).
 
+With --tail N, the start from the checkpoint is followed by N puts of new delayed jobs and
+N/2 deletes of the first jobs, then a kill -9; the next start (the checkpoint, and the
+records written after it replayed on top) is measured beside a full replay of a copy of the
+directory without the checkpoint, with the records each read (from its log, under -V).
+
 With --compare-binary OLD, the fill, the stop and the start from the checkpoint are done
 with OLD and then with this build, each on its own directory of the same shape, side by
 side (no full replay), and last this build starts on a copy of OLD's directory (its
@@ -19,7 +24,7 @@ checkpoint, of OLD's format).
 
 Usage:
     python3 bench/disk_tier_restart.py [BUILD_DIR] [--jobs N] [--budget 16M] [--dir TMP]
-        [--ready [--tubes 10]] [--compare-binary OLD]
+        [--ready [--tubes 10]] [--compare-binary OLD | --tail N]
 """
 import argparse
 import os
@@ -120,8 +125,9 @@ def fill(binary, d, args, a):
     sys.stderr.write(err)
 
 
-def measure(name, binary, d, args):
-    """Starts binary on d; prints a row: time to the first reply, VmHWM, reads, memory."""
+def measure(name, binary, d, args, then=None):
+    """Starts binary on d; prints a row: time to the first reply, VmHWM, reads, memory. Then
+    stops it (SIGTERM), or hands it to `then` (which ends it) with its port."""
     proc, port, secs = start(binary, ["-b", d] + args)
     io = io_of(proc.pid)
     hwm = status(proc.pid, "VmHWM")
@@ -129,8 +135,39 @@ def measure(name, binary, d, args):
     print("| %s | %.2f s | %.0f MB | %d | %.1f MB | %.1f MB | %s |" % (
         name, secs, hwm / 1e6, io["syscr"], io["rchar"] / 1e6, int(st["memory-used"]) / 1e6,
         st["disk-tier-cold-jobs"]))
+    if then:
+        then(proc, port)
+        return
     _, err = stop(proc)
     sys.stderr.write(err)
+    sys.stdout.flush()
+
+
+def tail_and_kill(n):
+    """n puts of new delayed jobs and n/2 deletes of the first jobs, then kill -9."""
+    def run(proc, port):
+        c = Client(("127.0.0.1", port), timeout=600)
+        body = b"t" * 100
+        for i in range(0, n, 2000):
+            k = min(n, i + 2000) - i
+            c.send(b"".join(b"put 1 %d 60 100\r\n%s\r\n" % (3600 + (i + j) * 7919 % 82800, body)
+                            for j in range(k)))
+            for _ in range(k):
+                r = c.read_reply()
+                assert r.startswith(b"INSERTED"), r
+        for i in range(1, n // 2 + 1, 2000):
+            ids = range(i, min(n // 2 + 1, i + 2000))
+            c.send(b"".join(b"delete %d\r\n" % j for j in ids))
+            for _ in ids:
+                r = c.read_reply()
+                assert r == b"DELETED\r\n", r
+        c.close()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        err = proc.stderr.read().decode()
+        sys.stderr.write(err)
+        print("then %d puts and %d deletes, kill -9" % (n, n // 2))
+    return run
 
 
 def main():
@@ -143,6 +180,8 @@ def main():
     ap.add_argument("--tubes", type=int, default=10, help="tubes of the ready jobs")
     ap.add_argument("--compare-binary", default=None, help="another stalkd, side by side")
     ap.add_argument("--keep", action="store_true", help="keep the directories (printed)")
+    ap.add_argument("--tail", type=int, default=0,
+                    help="after the start from the checkpoint: N puts, N/2 deletes, kill -9")
     a = ap.parse_args()
     binary = os.environ.get("STALKD_BIN") or os.path.join(a.build, "stalkd")
     tmp = tempfile.mkdtemp(prefix="stalkd_tier_restart_", dir=a.dir)
@@ -163,6 +202,14 @@ def main():
             return
         d1, d2 = os.path.join(tmp, "ckpt"), os.path.join(tmp, "replay")
         fill(binary, d1, args, a)
+        if a.tail:
+            print(header)
+            measure("from the checkpoint (after SIGTERM)", binary, d1, args, tail_and_kill(a.tail))
+            shutil.copytree(d1, d2, ignore=shutil.ignore_patterns("checkpoint", "lock"))
+            print("load average before the starts: %s" % open("/proc/loadavg").read().strip())
+            measure("after kill -9: checkpoint + tail", binary, d1, args + ["-V"])
+            measure("after kill -9: full replay", binary, d2, args + ["-V"])
+            return
         shutil.copytree(d1, d2, ignore=shutil.ignore_patterns("checkpoint", "lock"))
         print("load average before the starts: %s" % open("/proc/loadavg").read().strip())
         print(header)

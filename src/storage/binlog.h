@@ -72,6 +72,7 @@ static_assert(sizeof(BinlogJobMeta) == 20);
 
 struct BeanstalkdReadResult;
 class CheckpointReader;
+struct PrefixMatch;
 
 struct BinlogOptions {
   std::string dir;                  // -b
@@ -241,6 +242,11 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   // Records a start from the checkpoint read to check them: those of the jobs it lists as
   // in memory.
   size_t checkpoint_reads() const { return checkpoint_reads_; }
+  // Recover used the checkpoint, and replayed this many records after its position.
+  bool checkpoint_used() const { return checkpoint_used_; }
+  size_t checkpoint_tail() const { return checkpoint_tail_; }
+  // Records Recover replayed (every one, or a checkpoint's tail).
+  size_t replayed_records() const { return replayed_records_; }
   // Jobs a replay restored straight to the disk tier's index (restore_cold_ready).
   size_t replayed_cold() const { return replayed_cold_; }
 
@@ -355,17 +361,23 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   void StartSyncer();
 
   // binlog_checkpoint.cc: the checkpoint of the disk tier's index.
-  // Whether DIR/checkpoint covers the mapped segments as they are; if so, fills *replay with
-  // the jobs whose records must be read (parsed from the maps), each segment's end, the
-  // tube defaults and the highest id, and keeps the file open for RestoreCheckpointedCold.
-  // Removes the file (and a checkpoint.tmp) either way, before anything is written.
-  bool LoadCheckpoint(Replay* replay, std::string* error);
+  // Whether DIR/checkpoint covers a prefix of the mapped segments (*used); if so, replays
+  // the records after its position and fills *replay with the jobs whose records must be
+  // read (the tail's, and those it lists as in memory), each segment's end, the tube
+  // defaults and the highest id, and keeps the file open for RestoreCheckpointedCold. A
+  // checkpoint not used is removed (and a checkpoint.tmp always), before anything is
+  // written. false: start-up must stop (a damaged record in the tail, or asked to stop).
+  bool LoadCheckpoint(Replay* replay, bool* used, std::string* error);
+  bool CheckpointTail(Replay* replay, const PrefixMatch& match, std::string* why,
+                      std::string* error);
   bool CheckpointedHot(Replay* replay, std::string* why, std::string* error);
   // Restores the checkpoint's cold jobs with ids below `below` (the log's entries, the tubes'
-  // references, the index), in id order: RestoreReplayed calls it before each job it
-  // restores, so that tubes are made in the order of their lowest live id, as in a replay.
-  bool RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, std::string* error);
-  // After the last of them: removes the checkpoint (before anything is written).
+  // references, the index), in id order, but those the tail names (in replay.jobs):
+  // RestoreReplayed calls it before each job it restores, so that tubes are made in the
+  // order of their lowest live id, as in a replay.
+  bool RestoreCheckpointedCold(const Replay& replay, uint64_t below, Nanos now, int64_t wall,
+                               std::string* error);
+  // After the last of them: logs the restore (the checkpoint stays).
   void FinishCheckpointedCold();
   void RemoveCheckpoint(const char* why);
   // Writes the kFull record of every live job in memory whose latest record is not its
@@ -433,6 +445,9 @@ class Binlog final : public engine::JobLog, public engine::ColdReader {
   size_t restored_cold_ = 0;
   size_t restored_cold_ready_ = 0;
   size_t checkpoint_reads_ = 0;
+  size_t checkpoint_tail_ = 0;
+  bool checkpoint_used_ = false;
+  size_t replayed_records_ = 0;
   size_t replayed_cold_ = 0;
   size_t skipped_ = 0;
   uint64_t max_id_ = 0;                           // the highest id of any record placed or replayed

@@ -1,7 +1,8 @@
-// The disk tier's checkpoint (docs/DISK-TIER.md): written at a clean shutdown; the next
-// start uses it only if it covers the segments exactly as they are, and then restores the
-// jobs kept on disk without reading their records. Anything that does not match makes it
-// replay every record, as without a checkpoint: a checkpoint never stops a start.
+// The disk tier's checkpoint (docs/DISK-TIER.md): written at a clean shutdown; a later
+// start uses it if the segments continue those it covers (a prefix of the binlog), and then
+// restores the jobs kept on disk without reading their records and replays only the
+// records after its position on top. Anything in doubt makes it replay every record, as
+// without a checkpoint: a checkpoint never stops a start and never loses a job.
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +45,8 @@ void Binlog::RemoveCheckpoint(const char* why) {
   if (removed) file::SyncDir(dir_fd_);
 }
 
-bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
+bool Binlog::LoadCheckpoint(Replay* replay, bool* used, std::string* error) {
+  *used = false;
   const std::string path = options_.dir + "/" + kCheckpointName;
   if (unlinkat(dir_fd_, kCheckpointTmpName, 0) == 0) {
     Log("removing %s/%s: a checkpoint whose writing did not finish", options_.dir.c_str(),
@@ -56,29 +58,33 @@ bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
   bool ok = checkpoint_->Open(path, &why, &err);
   if (!ok && err == ENOENT) {
     checkpoint_.reset();
-    return false;
+    return true;
   }
   if (ok && (!options_.disk_tier || !options_.restore_cold || !options_.restore_cold_ready)) {
     ok = false;
     why = "the disk tier is off: no --hot-memory";
   }
+  PrefixMatch match;
   if (ok) {
     std::vector<SegmentView> views;
     for (const auto& m : replay->maps) views.push_back({m->seq, m->data, m->size});
-    ok = MatchSegments(checkpoint_->meta(), views, &why);
+    ok = MatchPrefix(checkpoint_->meta(), views, &match, &why);
   }
   for (size_t i = 0; ok && i < replay->maps.size(); i++) {
-    const bool data = checkpoint_->meta().segments[i].end > int64_t{kSegmentHeaderSize};
-    if (data != replay->has_data[i]) {
+    const bool data = match.from[i] > int64_t{kSegmentHeaderSize};
+    if (data && !replay->has_data[i]) {
       ok = false;
       why = "binlog." + std::to_string(replay->maps[i]->seq) + ": its first record differs";
     }
   }
-  if (ok) ok = CheckpointedHot(replay, &why, error);
-  if (!ok && stopped_) {
-    // Asked to stop while reading: nothing was written, so the checkpoint stays for the
-    // next start.
-    replay->ForgetJobs();
+  std::string fatal;
+  if (ok) ok = CheckpointTail(replay, match, &why, &fatal);
+  if (ok) ok = CheckpointedHot(replay, &why, &fatal);
+  if (!ok && !fatal.empty()) {
+    *error = fatal;
+    // A damaged record in the tail (a full replay stops there too), or asked to stop while
+    // reading: nothing was written but a torn tail cleared, so the checkpoint stays for
+    // the next start.
     checkpoint_.reset();
     return false;
   }
@@ -86,57 +92,85 @@ bool Binlog::LoadCheckpoint(Replay* replay, std::string* error) {
     Log("%s: not used (%s); every record is read instead", path.c_str(), why.c_str());
     replay->ForgetJobs();
     replay->tube_tries.clear();
+    replay->after_checkpoint = false;
+    replay->max_id = 0;
+    replay->from.assign(replay->maps.size(), kSegmentHeaderSize);
+    replayed_records_ = 0;
+    skipped_ = 0;
     checkpoint_.reset();
     RemoveCheckpoint(nullptr);
-    return false;
+    return true;
   }
-  const CheckpointMeta& meta = checkpoint_->meta();
-  for (size_t i = 0; i < meta.segments.size(); i++) {
-    replay->ends[i] = static_cast<size_t>(meta.segments[i].end);
-  }
-  replay->max_id = meta.max_id;
+  replay->max_id = std::max(replay->max_id, checkpoint_->meta().max_id);
+  checkpoint_tail_ = replayed_records_;
+  *used = true;
   return true;
 }
 
-// The checkpoint's jobs in memory at its writing: their kFull records, read and checked,
-// their places noted in replay->jobs. Every job's record must lie inside the segments, and
-// those read must be the job's. Then rewinds the checkpoint for the cold jobs. Every 16,384
-// records read it lets the loop turn (GoOn), as a replay does; false with stopped_ set and
-// *error if the server was asked to stop meanwhile.
-bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* error) {
+// The records after the checkpoint's position, replayed on top of what it lists. Records
+// are absolute (storage/record.h): a kFull record holds the whole job, a state record the
+// job's whole new state and counters, a delete and a kTubeTries record their whole effect;
+// so a record whose effect the checkpoint already holds (a job moved by compaction, then
+// the checkpoint written, say) changes nothing when replayed again, and the tail decides
+// for every job it names. A tube default or job the checkpoint lists in a segment removed
+// since must have a record in the tail (compaction wrote it again, or it was deleted).
+bool Binlog::CheckpointTail(Replay* replay, const PrefixMatch& match, std::string* why,
+                            std::string* error) {
   const CheckpointMeta& meta = checkpoint_->meta();
-  std::unordered_map<uint32_t, size_t> at;  // segment index by sequence number
-  for (size_t i = 0; i < meta.segments.size(); i++) at[meta.segments[i].seq] = i;
   for (const CheckpointTubeTries& t : meta.tube_tries) {
-    if (!at.count(t.seq) || t.tries == 0 || t.tube.empty()) {
+    const bool listed = std::any_of(meta.segments.begin(), meta.segments.end(),
+                                    [&](const CheckpointSegment& c) { return c.seq == t.seq; });
+    if (!listed || t.tries == 0 || t.tube.empty()) {
       *why = "tube default of '" + t.tube + "' is not in a segment";
       return false;
     }
     replay->tube_tries[t.tube] = {t.tries, t.seq, t.size};
   }
+  for (size_t i = 0; i < replay->maps.size(); i++) {
+    replay->from[i] = static_cast<size_t>(match.from[i]);
+  }
+  replay->after_checkpoint = true;
+  for (size_t i = 0; i < replay->maps.size(); i++) {
+    if (!ReplaySegment(i, replay, error) || !GoOn(error)) return false;
+  }
+  for (const auto& [name, t] : replay->tube_tries) {
+    if (!replay->MapOf(t.seq)) {
+      *why = "tube default of '" + name + "' is in binlog." + std::to_string(t.seq) +
+             ", removed since, and not in a later record";
+      return false;
+    }
+  }
+  if (!match.removed.empty()) {
+    Log("%s/%s: %zu segments it covers were removed since; every job it lists in them has a "
+        "later record",
+        options_.dir.c_str(), kCheckpointName, match.removed.size());
+  }
+  return true;
+}
+
+// The checkpoint's jobs, merged with the tail's. A job the tail names is restored as a
+// replay restores it (its kFull record, from the tail or else from the checkpoint, and its
+// latest state record); of the others, those in memory at its writing have their kFull
+// records read and checked, their places noted in replay->jobs; those on disk wait for
+// RestoreCheckpointedCold. Every job's record must lie inside a segment that is still
+// there, and those read must be the job's. Then rewinds the checkpoint for the cold jobs.
+// Every 16,384 records read it lets the loop turn (GoOn), as a replay does; false with
+// stopped_ set and *error if the server was asked to stop meanwhile.
+bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* error) {
+  const CheckpointMeta& meta = checkpoint_->meta();
+  std::unordered_map<uint32_t, size_t> at;  // segment index by sequence number
+  for (size_t i = 0; i < meta.segments.size(); i++) at[meta.segments[i].seq] = i;
   CheckpointJob j;
   std::string buf;
   auto fail = [&](const std::string& what) {
     *why = "job " + std::to_string(j.id) + ": " + what;
     return false;
   };
-  while (checkpoint_->Next(&j, why)) {
-    auto it = at.find(j.seq);
-    if (it == at.end() || j.off < kSegmentHeaderSize || j.size < kRecordHeaderSize ||
-        int64_t{j.off} + j.size > meta.segments[it->second].end) {
-      return fail("its record is not in the segments");
-    }
-    if (j.id > meta.max_id) return fail("above the highest id");
-    if (j.cold) {
-      if (j.resv < kDeleteRecordSize) return fail("no room kept for its delete");
-      if (j.resv > JobReserve(true)) return fail("more room kept than a job uses");
-      continue;
-    }
+  // Reads and checks j's kFull record (pread, not from the map: the page cache holds the
+  // pages, not this process; scattered over every segment, they would count in its
+  // resident memory). Only checked here, not kept: the restore parses it again.
+  auto check = [&](const Mapped& m) {
     if (++checkpoint_reads_ % 16384 == 0 && !GoOn(error)) return false;
-    // Read with pread, not from the map: the page cache holds the pages, not this process
-    // (scattered over every segment, they would count in its resident memory). Only checked
-    // here, not kept: the restore parses it again (RestoreReplayed, a few pages at a time).
-    const Mapped& m = *replay->maps[it->second];
     buf.assign(j.size, '\0');
     ssize_t got = 0;
     while (got >= 0 && static_cast<size_t>(got) < buf.size()) {
@@ -154,18 +188,46 @@ bool Binlog::CheckpointedHot(Replay* replay, std::string* why, std::string* erro
       return fail("binlog." + std::to_string(j.seq) + " offset " + std::to_string(j.off) +
                   " is not its record" + (bad.empty() ? "" : " (" + bad + ")"));
     }
-    replay->jobs.Emplace(j.id, Replayed{int64_t{j.off}, 0, j.seq, j.seq, j.size, true});
+    return true;
+  };
+  while (checkpoint_->Next(&j, why)) {
+    auto it = at.find(j.seq);
+    if (it == at.end() || j.off < kSegmentHeaderSize || j.size < kRecordHeaderSize ||
+        int64_t{j.off} + j.size > meta.segments[it->second].end) {
+      return fail("its record is not in the segments");
+    }
+    if (j.id > meta.max_id) return fail("above the highest id");
+    if (j.cold && j.resv < kDeleteRecordSize) return fail("no room kept for its delete");
+    if (j.cold && j.resv > JobReserve(true)) return fail("more room kept than a job uses");
+    Replayed* t = replay->jobs.Find(j.id);
+    if (t && (t->deleted || t->full_seq != 0)) continue;  // the tail has it whole, or deleted
+    const Mapped* m = replay->MapOf(j.seq);
+    if (!m) {
+      return fail("its record is in binlog." + std::to_string(j.seq) +
+                  ", removed since, and not in a later record");
+    }
+    if (j.cold && !t) continue;  // restored from the checkpoint, unread
+    if (!check(*m)) return false;
+    if (t) {  // the tail has only state records: they go on top of this one
+      t->full_off = int64_t{j.off};
+      t->full_seq = j.seq;
+      t->full_size = j.size;
+    } else {
+      replay->jobs.Emplace(j.id, Replayed{int64_t{j.off}, 0, j.seq, j.seq, j.size, true});
+    }
   }
   return why->empty() && checkpoint_->Rewind(why);
 }
 
-bool Binlog::RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, std::string* error) {
+bool Binlog::RestoreCheckpointedCold(const Replay& replay, uint64_t below, Nanos now, int64_t wall,
+                                     std::string* error) {
   if (!checkpoint_) return true;
   const CheckpointMeta& meta = checkpoint_->meta();
   CheckpointJob j;
   std::string why;
   while (checkpoint_->NextBelow(below, &j, &why)) {
-    if (!j.cold) continue;
+    // A job the tail names is restored from replay.jobs (or was deleted).
+    if (!j.cold || replay.jobs.Find(j.id)) continue;
     const engine::Tube* t = engine_->RestoreCold(j.id, meta.tubes[j.tube]);
     Segment* seg = FindSegment(j.seq);
     std::pair<JobMeta*, bool> made{nullptr, false};
@@ -199,12 +261,16 @@ bool Binlog::RestoreCheckpointedCold(uint64_t below, Nanos now, int64_t wall, st
   return false;
 }
 
+// The checkpoint stays: it still describes a prefix of the binlog as this run goes on
+// writing (records are only appended after a segment's end or in new segments; segments are
+// only removed oldest first, by compaction, which writes again what it moves), so the next
+// start after a crash uses it too, with a longer tail (docs/DISK-TIER.md).
 void Binlog::FinishCheckpointedCold() {
   checkpoint_.reset();
-  RemoveCheckpoint(nullptr);  // before anything is written
   Log("%s: %zu jobs kept on disk restored from the checkpoint (%zu of them ready), their "
-      "records not read",
-      options_.dir.c_str(), restored_cold_, restored_cold_ready_);
+      "records not read; %zu records after it replayed",
+      options_.dir.c_str(), restored_cold_, restored_cold_ready_, checkpoint_tail_);
+  checkpoint_used_ = true;
 }
 
 // CRC of the last bytes of s's records (cold_checkpoint.h), read from its file.

@@ -73,11 +73,15 @@ struct Mapped {
 struct Replayed {
   int64_t full_off = 0;   // where the kFull record starts in its segment
   int64_t state_off = 0;  // where the latest state record starts (in last_seq), if any
-  uint32_t full_seq = 0;
+  uint32_t full_seq = 0;  // 0 (no segment has it): a tail's job whose kFull record is not in it
   uint32_t last_seq = 0;  // segment of the latest record
   uint32_t full_size = 0;
   bool full_latest = true;  // no state record after the kFull record
+  // A checkpoint's tail (Replay::after_checkpoint): the job's delete is in it; its entry stays so
+  // the checkpoint's entry for the job is not used.
+  bool deleted = false;
 };
+static_assert(sizeof(Replayed) == 32);
 
 // A tube's default tries as its latest kTubeTries record says (not 0: a clear erases it).
 struct ReplayedTries {
@@ -102,6 +106,12 @@ struct Binlog::Replay {
   SparseIdMap<binlog_internal::Replayed> jobs;
   std::unordered_map<std::string, binlog_internal::ReplayedTries> tube_tries;
   uint64_t max_id = 0;  // over every record, deletes included
+  // Replaying the records after a checkpoint's position (binlog_checkpoint.cc): a state
+  // record or a delete of a job with no entry makes one (the job's kFull record is in the
+  // checkpoint), and a delete leaves its entry, marked deleted. from: where each segment's
+  // records to replay start.
+  bool after_checkpoint = false;
+  std::vector<size_t> from;
 
   void Apply(const Record& r, uint32_t seq, size_t size, size_t off);
   void ForgetJobs() {  // a checkpoint not used after all: its jobs go

@@ -195,14 +195,22 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size, size_t of
     }
     case RecordType::kState: {
       Replayed* x = jobs.Find(r.job.id);
-      if (!x) break;  // its kFull record was in a removed segment: gone
+      if (!x && after_checkpoint)
+        x = jobs.Emplace(r.job.id, Replayed{0, 0, 0, seq, 0, false}).first;
+      if (!x || x->deleted) break;  // its kFull record was in a removed segment: gone
       x->last_seq = seq;
       x->state_off = static_cast<int64_t>(off);
       x->full_latest = false;
       break;
     }
     case RecordType::kDelete:
-      jobs.Erase(r.job.id);
+      if (after_checkpoint) {
+        Replayed gone;
+        gone.deleted = true;
+        *jobs.Emplace(r.job.id, gone).first = gone;
+      } else {
+        jobs.Erase(r.job.id);
+      }
       break;
     case RecordType::kAdoptDone:
       break;
@@ -284,12 +292,16 @@ bool Binlog::RecoverStalkd(const std::vector<uint32_t>& seqs, std::string* error
   for (uint32_t seq : seqs) max_seq = std::max(max_seq, seq);
   Replay replay;
   if (!MapSegments(seqs, &replay, error)) return false;
-  // A checkpoint that covers these segments as they are spares reading them (the cold jobs'
-  // records are not read at all); else every record is replayed.
-  const bool checkpointed = LoadCheckpoint(&replay, error);
-  if (stopped_) return false;  // asked to stop while reading the checkpoint's records
+  // A checkpoint that covers a prefix of these segments spares reading them (the cold jobs'
+  // records are not read at all): only the records after its position are replayed; else
+  // every record is.
+  bool checkpointed = false;
+  if (!LoadCheckpoint(&replay, &checkpointed, error)) return false;
   for (size_t i = 0; !checkpointed && i < replay.maps.size(); i++) {
     if (!ReplaySegment(i, &replay, error) || !GoOn(error)) return false;
+  }
+  if (!checkpointed && options_.verbosity > 0) {
+    Log("%s: %zu records replayed", options_.dir.c_str(), replayed_records_);
   }
   if (skipped_ > 0) Log("skipped %zu damaged records (--binlog-skip-damaged)", skipped_);
   if (!RestoreReplayed(replay, error)) return false;
@@ -361,6 +373,7 @@ bool Binlog::GoOn(std::string* error) {
 bool Binlog::MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std::string* error) {
   replay->has_data.resize(seqs.size());
   replay->ends.resize(seqs.size());
+  replay->from.assign(seqs.size(), kSegmentHeaderSize);
   for (size_t i = 0; i < seqs.size(); i++) {
     auto m = std::make_unique<Mapped>();
     m->seq = seqs[i];
@@ -385,11 +398,11 @@ bool Binlog::MapSegments(const std::vector<uint32_t>& seqs, Replay* replay, std:
   return true;
 }
 
-// Applies the records of segment i, up to its end or the end of its data, and notes where
-// that is.
+// Applies the records of segment i from replay->from[i], up to its end or the end of its
+// data, and notes where that is.
 bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
   const Mapped& m = *replay->maps[i];
-  size_t off = kSegmentHeaderSize;
+  size_t off = replay->from[i];
   while (off < m.size) {
     Record r;
     size_t size = 0;
@@ -403,6 +416,7 @@ bool Binlog::ReplaySegment(size_t i, Replay* replay, std::string* error) {
       continue;
     }
     replay->Apply(r, m.seq, size, off);
+    replayed_records_++;
     off += size;
   }
   replay->ends[i] = std::min(off, m.size);

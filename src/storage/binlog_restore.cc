@@ -113,8 +113,11 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
   std::string why;
   for (uint64_t id : ids) {
     // A start from the checkpoint: its cold jobs below this one first (id order).
-    if (!RestoreCheckpointedCold(id, now, wall, error)) return false;
+    if (!RestoreCheckpointedCold(replay, id, now, wall, error)) return false;
     const Replayed& r = *replay.jobs.Find(id);
+    // A checkpoint's tail: a job it deleted, or one it has only state records of (neither
+    // the tail nor the checkpoint has its kFull record: gone, as in a replay).
+    if (r.deleted || r.full_seq == 0) continue;
     JobRecord x;
     if (!replay.Job(id, r, &x, &why)) {
       *error = "cannot restore job " + std::to_string(id) + ": " + why;
@@ -151,7 +154,7 @@ bool Binlog::RestoreReplayed(Replay& replay, std::string* error) {
     if (replay.touched_pages >= kDropAfterPages) replay.DropTouched();
     if (restored_ % 16384 == 0 && !GoOn(error)) return false;
   }
-  if (!RestoreCheckpointedCold(UINT64_MAX, now, wall, error)) return false;
+  if (!RestoreCheckpointedCold(replay, UINT64_MAX, now, wall, error)) return false;
   replay.DropTouched();
   if (replayed_cold_ > 0) {  // (those restored from a checkpoint are logged by it)
     Log("%s: %zu jobs kept on disk from the start (the disk tier), %zu in memory",

@@ -57,40 +57,56 @@ uint32_t SegmentTailCrc(const char* data, int64_t end) {
   return end > from ? Crc32c(data + from, static_cast<size_t>(end - from)) : 0;
 }
 
-bool MatchSegments(const CheckpointMeta& meta, const std::vector<SegmentView>& found,
-                   std::string* why) {
-  if (found.size() != meta.segments.size()) {
-    *why =
-        Printf("it covers %zu segments, the directory has %zu", meta.segments.size(), found.size());
-    return false;
+bool MatchPrefix(const CheckpointMeta& meta, const std::vector<SegmentView>& found,
+                 PrefixMatch* out, std::string* why) {
+  out->from.assign(found.size(), int64_t{kSegmentHeaderSize});
+  out->removed.clear();
+  const auto has_records = [](const CheckpointSegment& c) {
+    return c.end > int64_t{kSegmentHeaderSize};
+  };
+  uint32_t newest = 0;    // the newest segment it lists
+  uint32_t position = 0;  // the newest it lists with records: where the tail starts
+  for (const CheckpointSegment& c : meta.segments) {
+    if (c.seq <= newest) {
+      *why = Printf("its segments are not in order (binlog.%u after binlog.%u)", c.seq, newest);
+      return false;
+    }
+    newest = c.seq;
+    if (c.end < int64_t{kSegmentHeaderSize} || c.end > c.size) {
+      *why = Printf("binlog.%u: records to %" PRId64 " in %" PRId64 " bytes", c.seq, c.end, c.size);
+      return false;
+    }
+    if (has_records(c)) position = c.seq;
   }
-  for (size_t i = 0; i < found.size(); i++) {
-    const CheckpointSegment& c = meta.segments[i];
-    const SegmentView& f = found[i];
-    if (c.seq != f.seq) {
-      *why = Printf("it covers binlog.%u where the directory has binlog.%u", c.seq, f.seq);
+  size_t k = 0;  // into found
+  bool any_found = false;
+  for (const CheckpointSegment& c : meta.segments) {
+    while (k < found.size() && found[k].seq < c.seq) {
+      *why = Printf("binlog.%u is not among the segments it covers", found[k].seq);
       return false;
     }
-    if (c.size != static_cast<int64_t>(f.size) || c.end < int64_t{kSegmentHeaderSize} ||
-        c.end > c.size) {
-      *why = Printf("binlog.%u has %zu bytes, it covered %" PRId64 " (records to %" PRId64 ")",
-                    f.seq, f.size, c.size, c.end);
-      return false;
+    if (k == found.size() || found[k].seq != c.seq) {  // gone since
+      if (!has_records(c)) continue;  // an empty one a start dropped: it held no record
+      if (any_found || c.seq == position) {
+        *why = Printf("binlog.%u, which held records when it was written, is gone", c.seq);
+        return false;
+      }
+      out->removed.push_back(c.seq);
+      continue;
     }
-    // Nothing was written after the position (a record there begins with a nonzero CRC,
-    // length or type: nine zero bytes end the data, as recovery reads it).
-    const size_t end = static_cast<size_t>(c.end);
-    const size_t after = std::min(f.size, end + kRecordHeaderSize);
-    if (std::any_of(f.data + end, f.data + after, [](char b) { return b != 0; })) {
-      *why = Printf("binlog.%u has records after offset %zu, which it covers up to", f.seq, end);
+    const SegmentView& f = found[k];
+    if (static_cast<int64_t>(f.size) < c.end) {
+      *why = Printf("binlog.%u has %zu bytes, it covers records to %" PRId64, f.seq, f.size, c.end);
       return false;
     }
     if (SegmentTailCrc(f.data, c.end) != c.tail_crc) {
-      *why = Printf("binlog.%u differs before offset %zu (tail CRC)", f.seq, end);
+      *why = Printf("binlog.%u differs before offset %" PRId64 " (tail CRC)", f.seq, c.end);
       return false;
     }
+    out->from[k++] = c.end;
+    any_found = true;
   }
-  return true;
+  return true;  // found[k...] came after it: their records are the tail's
 }
 
 // ---------------------------------------------------------------------------- writer

@@ -4,8 +4,9 @@
 // a clean shutdown, lists every live job of the binlog with where its kFull record is, and
 // for the jobs kept on disk only (cold: delayed or ready) their index entry, with the binlog
 // position it covers (every segment's sequence number, size, end of records and a CRC of its
-// last bytes). A start that finds it matching the segments restores the cold jobs from it
-// without reading their records, and reads only the records of the others.
+// last bytes). A start whose segments continue those it covers (MatchPrefix) restores the
+// cold jobs from it without reading their records, reads only the records of the others,
+// and replays the records written after its position on top.
 //
 // Format (version 2), integers little-endian:
 //
@@ -91,11 +92,26 @@ struct SegmentView {
 // CRC-32C of the kCheckpointTailBytes before `end` (not before the segment's header).
 uint32_t SegmentTailCrc(const char* data, int64_t end);
 
-// Whether the segments found are exactly those the checkpoint covers: the same sequence
-// numbers and sizes, no record after each one's end, the same bytes before it (tail CRC).
-// false: *why says what differs.
-bool MatchSegments(const CheckpointMeta& meta, const std::vector<SegmentView>& found,
-                   std::string* why);
+// How the segments found continue those a checkpoint covers: its segments are a prefix of
+// the binlog, and the records after its position (the *tail*) are replayed on top of it.
+struct PrefixMatch {
+  // Per segment found, where its records after the checkpoint start: its end of records
+  // for a segment it lists, the header's end for one made since.
+  std::vector<int64_t> from;
+  // Segments it lists that held records and are gone (compaction removed them since): every
+  // job and tube default it lists in one of them must have a record in the tail.
+  std::vector<uint32_t> removed;
+};
+
+// Whether the segments found (in sequence order) continue those the checkpoint covers:
+// every one found up to its newest is one it lists; each one found that it lists has at
+// least its bytes up to its end of records, the same last ones (tail CRC); those it lists
+// that are gone held no records, or are older than every one found that it lists (only
+// compaction removes segments with records, oldest first); and the segment its position is
+// in (its newest with records) is there. Records after a listed segment's end are the
+// tail's, as are those of a segment made since. false: *why says what differs.
+bool MatchPrefix(const CheckpointMeta& meta, const std::vector<SegmentView>& found,
+                 PrefixMatch* out, std::string* why);
 
 // Writes DIR/checkpoint.tmp, then (Finish) fsyncs it, renames it to DIR/checkpoint and
 // fsyncs the directory: a crash leaves the old state or the whole new file, never part.

@@ -220,7 +220,12 @@ TEST_F(CheckpointFormatTest, ATubeWithNoNameIsNeitherWrittenNorRead) {
   close(dfd);
 }
 
-TEST_F(CheckpointFormatTest, MatchSegmentsFindsEveryDifference) {
+// The segments found continue those the checkpoint covers: records after its position
+// (in the segment it ends in, in later ones, in segments made since) are the tail's; the
+// removal of a head segment with records, or of an empty one, is allowed; anything else
+// (a segment it does not list among its own, the position's segment gone, one gone after
+// one that is there, a cut segment, other bytes before the position) is not.
+TEST_F(CheckpointFormatTest, MatchPrefixFindsTheTailAndEveryDifference) {
   std::string seg;
   AppendSegmentHeader(&seg);
   AppendDelete(&seg, 1);
@@ -230,36 +235,73 @@ TEST_F(CheckpointFormatTest, MatchSegmentsFindsEveryDifference) {
   std::string empty;
   AppendSegmentHeader(&empty);
   empty.resize(4096, '\0');
+  const int64_t header = int64_t{kSegmentHeaderSize};
   CheckpointMeta m;
   m.segments = {{1, 4096, end, SegmentTailCrc(seg.data(), end)},
-                {2, 4096, int64_t{kSegmentHeaderSize}, 0}};
-  auto views = [&](const std::string& a, const std::string& b) {
-    return std::vector<SegmentView>{{1, a.data(), a.size()}, {2, b.data(), b.size()}};
+                {2, 4096, end, SegmentTailCrc(seg.data(), end)},
+                {3, 4096, header, 0}};
+  auto views = [](std::vector<std::pair<uint32_t, const std::string*>> list) {
+    std::vector<SegmentView> out;
+    for (const auto& [seq, bytes] : list) out.push_back({seq, bytes->data(), bytes->size()});
+    return out;
   };
+  PrefixMatch p;
   std::string why;
-  EXPECT_TRUE(MatchSegments(m, views(seg, empty), &why)) << why;
-  // Another number of segments, another segment, another size.
-  EXPECT_FALSE(MatchSegments(m, {views(seg, empty)[0]}, &why));
-  std::vector<SegmentView> other = views(seg, empty);
-  other[1].seq = 3;
-  EXPECT_FALSE(MatchSegments(m, other, &why));
-  std::string longer = empty + std::string(4096, '\0');
-  EXPECT_FALSE(MatchSegments(m, views(seg, longer), &why));
-  // A record after the position, in the segment it ends in or in a later one.
+  EXPECT_TRUE(MatchPrefix(m, views({{1, &seg}, {2, &seg}, {3, &empty}}), &p, &why)) << why;
+  EXPECT_EQ(p.from, (std::vector<int64_t>{end, end, header}));
+  EXPECT_TRUE(p.removed.empty());
+  // Records after the position, in its segment, in a later one and in one made since; a
+  // longer segment (grown for a large job).
   std::string more = seg;
   std::string rec;
   AppendDelete(&rec, 3);
   more.replace(static_cast<size_t>(end), rec.size(), rec);
-  EXPECT_FALSE(MatchSegments(m, views(more, empty), &why));
-  EXPECT_NE(why.find("after offset"), std::string::npos) << why;
   std::string filled = empty;
   filled.replace(kSegmentHeaderSize, rec.size(), rec);
-  EXPECT_FALSE(MatchSegments(m, views(seg, filled), &why));
-  // Other bytes before the position.
+  const std::string longer = more + std::string(4096, '\0');
+  EXPECT_TRUE(MatchPrefix(
+      m, views({{1, &seg}, {2, &longer}, {3, &filled}, {4, &filled}, {6, &empty}}), &p, &why))
+      << why;
+  EXPECT_EQ(p.from, (std::vector<int64_t>{end, end, header, header, header}));
+  // The head segment removed (by compaction): listed as removed; an empty one dropped.
+  EXPECT_TRUE(MatchPrefix(m, views({{2, &seg}, {4, &filled}}), &p, &why)) << why;
+  EXPECT_EQ(p.from, (std::vector<int64_t>{end, header}));
+  EXPECT_EQ(p.removed, std::vector<uint32_t>{1});
+  // The position's segment gone; one with records gone after one that is there.
+  EXPECT_FALSE(MatchPrefix(m, views({{1, &seg}, {3, &empty}}), &p, &why));
+  EXPECT_NE(why.find("binlog.2"), std::string::npos) << why;
+  CheckpointMeta three = m;
+  three.segments.insert(three.segments.begin() + 1, {5, 0, 0, 0});  // out of order
+  EXPECT_FALSE(MatchPrefix(three, views({{1, &seg}, {2, &seg}}), &p, &why));
+  three = m;
+  three.segments[2] = {3, 4096, end, SegmentTailCrc(seg.data(), end)};
+  EXPECT_TRUE(MatchPrefix(three, views({{2, &seg}, {3, &seg}}), &p, &why)) << why;
+  EXPECT_EQ(p.removed, std::vector<uint32_t>{1});
+  EXPECT_FALSE(MatchPrefix(three, views({{1, &seg}, {2, &seg}}), &p, &why));  // the position
+  EXPECT_TRUE(MatchPrefix(three, views({{1, &seg}, {2, &seg}, {3, &seg}}), &p, &why)) << why;
+  EXPECT_FALSE(MatchPrefix(three, views({{1, &seg}, {3, &seg}}), &p, &why));
+  EXPECT_NE(why.find("binlog.2"), std::string::npos) << why;
+  // A segment among its own that it does not list.
+  std::vector<SegmentView> other = views({{1, &seg}, {2, &seg}, {3, &empty}});
+  other.insert(other.begin() + 1, other[0]);
+  other[1].seq = 1;  // twice
+  EXPECT_FALSE(MatchPrefix(m, other, &p, &why));
+  CheckpointMeta gap = m;
+  gap.segments[2].seq = 5;
+  EXPECT_FALSE(MatchPrefix(gap, views({{1, &seg}, {2, &seg}, {4, &empty}}), &p, &why));
+  EXPECT_NE(why.find("binlog.4"), std::string::npos) << why;
+  // Cut before the position; other bytes before it.
+  const std::string cut = seg.substr(0, static_cast<size_t>(end) - 1);
+  EXPECT_FALSE(MatchPrefix(m, views({{1, &seg}, {2, &cut}}), &p, &why));
   std::string changed = seg;
   changed[static_cast<size_t>(end) - 3] ^= 1;
-  EXPECT_FALSE(MatchSegments(m, views(changed, empty), &why));
+  EXPECT_FALSE(MatchPrefix(m, views({{1, &seg}, {2, &changed}}), &p, &why));
   EXPECT_NE(why.find("tail CRC"), std::string::npos) << why;
+  EXPECT_FALSE(MatchPrefix(m, views({{1, &changed}, {2, &seg}}), &p, &why));
+  // A position past a segment's size, as its meta says.
+  CheckpointMeta past = m;
+  past.segments[0].end = 5000;
+  EXPECT_FALSE(MatchPrefix(past, views({{1, &seg}, {2, &seg}}), &p, &why));
 }
 
 }  // namespace

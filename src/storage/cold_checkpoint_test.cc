@@ -2,9 +2,10 @@
 // the segments: cold_checkpoint_format_test.cc). One that uses it restores exactly what a
 // full replay of the same directory restores, and answers as a start with every job in
 // memory, without reading the records of the jobs on disk (delayed or ready); version 1 is
-// still used; every mismatch (a write after it, another segment, a damaged or cut
-// file, one left half-written, the tier off, a record that is not the job's) makes the start
-// replay everything instead, and no job is lost.
+// still used, and stays for the next start (records written after it are replayed on top:
+// cold_checkpoint_tail_test.cc); every mismatch (a segment it does not cover, a damaged or
+// cut file, one left half-written, the tier off, a record that is not the job's) makes the
+// start replay everything instead, and no job is lost.
 #include "storage/cold_checkpoint.h"
 
 #include <dirent.h>
@@ -119,13 +120,15 @@ class CheckpointTest : public ::testing::Test {
     }
     return copy;
   }
-  // A restart with the tier: whether it used the checkpoint; every job must be back.
+  // A restart with the tier: whether it used the checkpoint; every job must be back. One
+  // it used stays (it still covers a prefix of the binlog); one it did not use is removed.
   bool Restart(size_t jobs) {
     Tier t(clock_, dir_, 1);
     EXPECT_EQ(t.Jobs(), jobs);
-    EXPECT_FALSE(Exists(Path(kCheckpointName)));  // never applied twice
+    EXPECT_EQ(Exists(Path(kCheckpointName)), t.log->checkpoint_used());
     EXPECT_FALSE(Exists(Path(kCheckpointTmpName)));
-    return t.log->restored_cold() > 0;
+    EXPECT_EQ(t.log->checkpoint_used(), t.log->restored_cold() > 0);
+    return t.log->checkpoint_used();
   }
   // The checkpoint as read back, changed by `edit`, written again with a good CRC.
   void Rewrite(const std::function<void(CheckpointMeta*, std::vector<CheckpointJob>*)>& edit) {
@@ -269,7 +272,7 @@ TEST_F(CheckpointTest, AVersionOneCheckpointIsStillUsed) {
   EXPECT_EQ(a.log->restored_cold_ready(), 0u);
   EXPECT_EQ(a.log->checkpoint_reads(), jobs - delayed_before_);
   EXPECT_GE(a.log->replayed_cold(), ready_before_);  // straight to disk, after their read
-  EXPECT_FALSE(Exists(Path(kCheckpointName)));
+  EXPECT_TRUE(Exists(Path(kCheckpointName)));
   EXPECT_EQ(a.Jobs(), jobs);
   ExpectSameAnswers(a, b, 2000, Drift());
 }
@@ -334,20 +337,27 @@ TEST_F(CheckpointTest, TubesComeBackInTheOrderOfAReplay) {
   }
 }
 
-TEST_F(CheckpointTest, AWriteAfterItMakesItStale) {
+// Records written after it (a put, then a crash) are replayed on top of it: it is used
+// again, and every job is back.
+TEST_F(CheckpointTest, AWriteAfterItIsReplayedOnTop) {
   const size_t jobs = Fill(7, 300);
-  const std::string saved = ReadFile(Path(kCheckpointName));
   {
     Tier t(clock_, dir_, 1);
-    EXPECT_GT(t.log->restored_cold(), 0u);
+    EXPECT_TRUE(t.log->checkpoint_used());
+    EXPECT_EQ(t.log->checkpoint_tail(), 0u);
     ASSERT_EQ(Put(*t.session, 1, 0, "after").outcome, Outcome::kInserted);
     t.Tick();
     t.Crash();
   }
-  WriteFile(Path(kCheckpointName), saved);  // as if its removal had not reached the disk
-  EXPECT_FALSE(Restart(jobs + 1));
+  Tier t(clock_, dir_, 1);
+  EXPECT_TRUE(t.log->checkpoint_used());
+  EXPECT_EQ(t.log->checkpoint_tail(), 1u);
+  EXPECT_EQ(t.Jobs(), jobs + 1);
 }
 
+// Segments made since (an empty one preallocated by a later run), empty ones gone, and a
+// segment grown since (for a large job) do not stop its use; a segment among those it
+// covers that it does not list, or one whose records it covers cut short, do.
 TEST_F(CheckpointTest, AnotherSegmentOrSizeMakesItUnused) {
   const size_t jobs = Fill(8, 300);
   Snap();
@@ -356,27 +366,55 @@ TEST_F(CheckpointTest, AnotherSegmentOrSizeMakesItUnused) {
     if (f.rfind("binlog.", 0) == 0)
       last = std::max(last, static_cast<uint32_t>(std::stoul(f.substr(7))));
   }
-  ASSERT_GT(last, 0u);
   EXPECT_TRUE(Restart(jobs));  // as it is: used
-  // A segment more (empty, as one preallocated by a later run).
-  Back();
   std::string empty;
   AppendSegmentHeader(&empty);
   empty.resize(8192, '\0');
+  // A segment more (empty, as one preallocated by a later run).
+  Back();
   WriteFile(dir_ + "/binlog." + std::to_string(last + 1), empty);
-  EXPECT_FALSE(Restart(jobs));
+  EXPECT_TRUE(Restart(jobs));
   // A segment fewer (an empty one: the rest still holds every job).
   Back();
   std::string newest = snap_["binlog." + std::to_string(last)];
-  if (newest.size() > kSegmentHeaderSize + 9 &&
-      newest.find_first_not_of('\0', kSegmentHeaderSize) == std::string::npos) {
+  if (newest.find_first_not_of('\0', kSegmentHeaderSize) == std::string::npos) {
     unlink((dir_ + "/binlog." + std::to_string(last)).c_str());
-    EXPECT_FALSE(Restart(jobs));
+    EXPECT_TRUE(Restart(jobs));
     Back();
   }
-  // A segment of another size.
+  // A segment of another size: larger.
   ASSERT_EQ(truncate((dir_ + "/binlog." + std::to_string(last)).c_str(), 8192 * 3), 0);
+  EXPECT_TRUE(Restart(jobs));
+  // A segment among its own that it does not list.
+  Back();
+  Rewrite([](CheckpointMeta* m, std::vector<CheckpointJob>*) {
+    m->segments.erase(m->segments.begin());
+  });
   EXPECT_FALSE(Restart(jobs));
+  // The segment its position is in, cut before that position: the records it covers there
+  // are gone (so are jobs: only that the start neither fails nor uses it is checked).
+  Back();
+  uint32_t position = 0;
+  int64_t end = 0;
+  {
+    CheckpointReader r;
+    std::string why;
+    ASSERT_TRUE(r.Open(Path(kCheckpointName), &why)) << why;
+    for (const CheckpointSegment& c : r.meta().segments) {
+      if (c.end > int64_t{kSegmentHeaderSize}) {
+        position = c.seq;
+        end = c.end;
+      }
+    }
+  }
+  ASSERT_GT(position, 0u);
+  ASSERT_EQ(truncate((dir_ + "/binlog." + std::to_string(position)).c_str(), end - 1), 0);
+  {
+    Tier t(clock_, dir_, 1);
+    EXPECT_TRUE(t.ok) << t.error;
+    EXPECT_FALSE(t.log->checkpoint_used());
+    EXPECT_FALSE(Exists(Path(kCheckpointName)));
+  }
 }
 
 TEST_F(CheckpointTest, ADamagedOrCutCheckpointIsNotUsed) {

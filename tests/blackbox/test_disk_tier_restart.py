@@ -141,14 +141,15 @@ class DiskTierRestartTest(unittest.TestCase):
         r = c.cmd("put 0 0 1 1\r\nz")
         self.assertGreater(int(r.split()[1]), max(ids + ready))
 
-        # A crash after a start from the checkpoint: the next start replays everything.
+        # A crash after a start from the checkpoint: the next start uses it again (it still
+        # covers a prefix of the binlog) and replays the records written after it on top.
         c.close()
         self.server.proc.send_signal(signal.SIGKILL)
         self.server.proc.wait()
         s, log = self.start()
         c = s.connect(timeout=HANG)
         got = peek_all(c, ids)
-        self.assertNotIn(USED, self.read(log))
+        self.assertIn(USED, self.read(log))
         for i in range(n):
             self.assertEqual(got[ids[i]], None if i == 77 else bodies[i], i)
 
@@ -181,8 +182,14 @@ class DiskTierRestartTest(unittest.TestCase):
         s, log = self.start(budget="1K")
         self.assertEqual(tubes(), want)
         self.assertIn(USED, self.read(log))
-        self.server.proc.send_signal(signal.SIGKILL)  # the next start replays
+        self.server.proc.send_signal(signal.SIGKILL)  # the next start uses it again
         self.server.proc.wait()
+        s, log = self.start(budget="1K")
+        self.assertEqual(tubes(), want)
+        self.assertIn(USED, self.read(log))
+        self.server.proc.send_signal(signal.SIGKILL)
+        self.server.proc.wait()
+        os.unlink(os.path.join(self.dir, "checkpoint"))  # the next start replays
         s, log = self.start(budget="1K")
         self.assertEqual(tubes(), want)
         self.assertNotIn(USED, self.read(log))
