@@ -20,6 +20,7 @@
 #include "command/stats_compare_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
+#include "storage/cold_tier_test_util.h"
 #include "store/memory_store.h"
 
 namespace stalkd::storage {
@@ -109,36 +110,7 @@ struct Side {
   }
 };
 
-// The same reply, field by field, as far as the outcome defines fields. stats-job's `file`
-// too, unless !same_file (a disk tier writing changed jobs whole again writes records the
-// other store does not, so its segments differ).
-inline void ExpectSame(const command::Result& a, const command::Result& b, const std::string& what,
-                       bool same_file = true) {
-  using command::Outcome;
-  ASSERT_EQ(a.outcome, b.outcome) << what;
-  EXPECT_EQ(a.number, b.number) << what;
-  switch (a.outcome) {
-    case Outcome::kReserved:
-    case Outcome::kFound:
-      EXPECT_EQ(a.job.id, b.job.id) << what;
-      EXPECT_EQ(a.job.body, b.job.body) << what;
-      break;
-    case Outcome::kJobStats:
-      command::testing_util::ExpectSameJob(*a.job_stats, *b.job_stats, what, {!same_file});
-      break;
-    case Outcome::kTubeStats:
-      command::testing_util::ExpectSameCounts(*a.tube_stats, *b.tube_stats, what);
-      break;
-    case Outcome::kStats:
-      command::testing_util::ExpectSameCounts(*a.stats, *b.stats, what);
-      break;
-    case Outcome::kJobList:
-      EXPECT_EQ(*a.ids, *b.ids) << what;
-      break;
-    default:
-      break;
-  }
-}
+using testing_util::ExpectSame;
 
 TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
   for (uint32_t seed = 1; seed <= 8; seed++) {
@@ -214,7 +186,8 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
           Result r = both([&](command::Session& s) { return s.Reserve(0); }, "reserve");
           if (r.outcome == Outcome::kReserved && rand(3) == 0) {  // a dead letter
             both([&](command::Session& s) { return s.Bury(r.job.id, 3); }, "bury");
-          } else if (r.outcome == Outcome::kReserved && rand(2) == 0) {  // a retry, maybe backed off
+          } else if (r.outcome == Outcome::kReserved &&
+                     rand(2) == 0) {  // a retry, maybe backed off
             const uint32_t delay = rand(2) == 0 ? 0 : static_cast<uint32_t>(5 + rand(200));
             const uint32_t pri = pris[rand(std::size(pris))];
             both([&](command::Session& s) { return s.Release(r.job.id, pri, delay); }, "release");
