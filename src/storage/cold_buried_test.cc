@@ -308,5 +308,51 @@ TEST(ColdBuriedTest, AKillOrAStopWithBuriedJobsOnDiskLosesNone) {
   }
 }
 
+// The log as the tier reads it, but a record of `lost` cannot be read back (as a damaged
+// one): the job is lost to this run (counted), and kick and peek-buried go on past it.
+struct LosingReader final : engine::ColdReader {
+  engine::ColdReader& log;
+  uint64_t lost = 0;
+  explicit LosingReader(engine::ColdReader& l) : log(l) {}
+  bool Demotable(const engine::Job& j) const override { return log.Demotable(j); }
+  bool Read(uint64_t id, std::string* buf, engine::RestoredJob* out) override {
+    return id != lost && log.Read(id, buf, out);
+  }
+  Rewrite RewriteWhole(const engine::Job& j) override { return log.RewriteWhole(j); }
+  bool RewritePending(const engine::Job& j) const override { return log.RewritePending(j); }
+  size_t RewritesUnwritten() const override { return log.RewritesUnwritten(); }
+};
+
+TEST(ColdBuriedTest, ABuriedJobThatCannotBeReadBackIsPassedOver) {
+  FakeClock clock;
+  Side t(clock, 1, 0);
+  LosingReader reader(*t.log);
+  t.store->set_cold(nullptr);
+  t.cold = std::make_unique<ColdStore>(t.store->engine(), reader,
+                                       ColdStoreOptions{1, 2 * kSecond, 1000, 4, 0});
+  t.store->set_cold(t.cold.get());
+  command::Session& s = *t.s;
+  std::vector<uint64_t> order;
+  for (int i = 0; i < 6; i++) PutJob(s, 1, "job " + std::to_string(i));
+  for (int i = 0; i < 6; i++) {
+    Result r = s.Reserve(0);
+    ASSERT_EQ(r.outcome, Outcome::kReserved);
+    ASSERT_EQ(s.Bury(r.job.id, 1).outcome, Outcome::kBuried);
+    order.push_back(r.job.id);
+  }
+  for (int i = 0; i < 5; i++) t.Tick();
+  ASSERT_EQ(t.cold->BuriedOnDisk(nullptr), 5u);  // all but the first
+  reader.lost = order[1];
+  EXPECT_EQ(s.Kick(3).number, 3u);  // order[0], then order[2] and order[3]: [1] is lost
+  EXPECT_EQ(t.cold->stats().read_errors, 1u);
+  EXPECT_EQ(s.PeekBuried().job.id, order[4]);
+  EXPECT_EQ(std::string(s.StatsJob(order[3]).job_stats->state), "ready");
+  EXPECT_EQ(s.StatsJob(order[1]).outcome, Outcome::kNotFound);
+  t.Tick();  // the lost job's reference on its tube goes
+  EXPECT_EQ(t.Buried(), 2u);
+  t.store->set_cold(nullptr);  // before the reader goes
+  t.cold.reset();
+}
+
 }  // namespace
 }  // namespace stalkd::storage
