@@ -28,6 +28,16 @@ class IntrusiveList {
   bool empty() const { return head_.next == &head_; }
   size_t size() const { return size_; }
   T* front() const { return empty() ? nullptr : Cast(head_.next); }
+  T* back() const { return empty() ? nullptr : Cast(head_.prev); }
+  // x's neighbours in the list (nullptr at its ends); x must be in this list.
+  T* Next(const T* x) const {
+    const Node* n = static_cast<const Node*>(x)->next;
+    return n == &head_ ? nullptr : Cast(const_cast<Node*>(n));
+  }
+  T* Prev(const T* x) const {
+    const Node* n = static_cast<const Node*>(x)->prev;
+    return n == &head_ ? nullptr : Cast(const_cast<Node*>(n));
+  }
 
   void PushBack(T* x) {
     Node* n = x;
@@ -36,6 +46,18 @@ class IntrusiveList {
     n->next = &head_;
     head_.prev->next = n;
     head_.prev = n;
+    size_++;
+  }
+
+  // Links x just before `before` (in this list), or at the end if before is null.
+  void InsertBefore(T* x, T* before) {
+    Node* n = x;
+    STALKD_DCHECK(!n->linked());
+    Node* b = before ? static_cast<Node*>(before) : &head_;
+    n->prev = b->prev;
+    n->next = b;
+    b->prev->next = n;
+    b->prev = n;
     size_++;
   }
 

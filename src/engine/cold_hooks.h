@@ -79,8 +79,19 @@ class ColdTier {
   // Brings back t's first n ready jobs on disk (a purge, a slice at a time); returns how
   // many left the disk, as PromoteEarliest.
   virtual size_t PromoteReady(const Tube* t, size_t n) = 0;
-  // Appends to *out the ids of t's jobs on disk in `state` (delayed or ready; none in the
-  // others) with from <= id < below, in id order, without reading them (list-jobs). Looks
+  // Buried jobs on disk: t's buried jobs are in bury order (Engine::BurySeq) split between
+  // its list in memory and the disk; a command that looks at t's first buried jobs (peek,
+  // kick, respawn, purge) has PromoteBuried bring back those of them that are on disk.
+  virtual size_t BuriedOnDisk(const Tube* t) const = 0;  // nullptr: every tube
+  // Brings back the buried jobs on disk among t's first n in bury order (SIZE_MAX: all), so
+  // that the engine's list's first n are t's first n. Returns how many left the disk (a
+  // record that could not be read counts, as for PromoteEarliest).
+  virtual size_t PromoteBuried(const Tube* t, size_t n) = 0;
+  // A buried job left t's list in memory (kicked, deleted, reserved, purged: any way but the
+  // tier's own Evict): Tick may bring t's next ones back ahead. Only takes note.
+  virtual void BuriedLeft(const Tube* t) = 0;
+  // Appends to *out the ids of t's jobs on disk in `state` (delayed, ready or buried; none in
+  // the others) with from <= id < below, in id order, without reading them (list-jobs). Looks
   // at each id of the range: bound it.
   virtual void ListIds(const Tube* t, JobState state, uint64_t from, uint64_t below,
                        std::vector<uint64_t>* out) const = 0;

@@ -82,6 +82,7 @@ void Engine::MakeDelayed(Job* j, Nanos deadline) {
 void Engine::MakeBuried(Job* j) {
   ColdOf(j);
   j->set_state(JobState::kBuried);
+  j->cold->deadline = static_cast<Nanos>(++bury_seq_);  // BurySeq
   j->tube->buried.PushBack(j);
   counters_.buried++;
 }
@@ -116,6 +117,7 @@ void Engine::TakeOut(Job* j) {
     }
     case JobState::kBuried:
       t->buried.Remove(j);
+      if (cold_) BuriedLeft(t);
       counters_.buried--;
       break;
     case JobState::kNew:

@@ -269,13 +269,19 @@ class Engine {
   }
   Job* FindMutable(uint64_t id) { return jobs_.Find(id); }
 
-  // The disk tier (engine_cold.cc, docs/DISK-TIER.md). Evict frees a delayed or ready job without
-  // a key or TTL that the log holds whole (ColdReader::Demotable), reporting nothing: the
+  // The disk tier (engine_cold.cc, docs/DISK-TIER.md). Evict frees a delayed, ready or buried job
+  // without a key or TTL that the log holds whole (ColdReader::Demotable), reporting nothing: the
   // job lives on in the log and keeps its tube alive (its reference stays). Readmit brings
   // it back from its record, taking over that reference; it counts as no new job.
   static bool Evictable(const Job& j);
   void Evict(Job* j);
   bool Readmit(const RestoredJob& r);
+  // A buried job's place in its tube's bury order: a number taken at each bury, rising (a
+  // tube's buried list is in this order). The disk tier keeps it for a buried job on disk,
+  // and ReadmitBuried puts the job back at its place (r.state kBuried), before `before` (a
+  // buried job of its tube in memory, the first with a higher number; null: at the end).
+  static uint64_t BurySeq(const Job& j) { return static_cast<uint64_t>(j.cold->deadline); }
+  bool ReadmitBuried(const RestoredJob& r, uint64_t seq, const Job* before);
   // A job restored at start-up as kept on disk only (a checkpoint of the tier's index):
   // counted and holding a reference to its tube (made if new), as an evicted job does.
   // Returns the tube, or nullptr if the id is 0 or in memory.
@@ -355,6 +361,7 @@ class Engine {
   void ProcessQueue();
   void NextReadyFromDisk(Tube* t);  // engine_cold.cc
   void ReadyLeft(Tube* t);          // engine_cold.cc: tells the tier (ColdTier::ReadyLeft)
+  void BuriedLeft(Tube* t);         // engine_cold.cc: tells the tier (ColdTier::BuriedLeft)
   void RefreshEligible(Tube* t);
   void RefreshDelayed(Tube* t);
   void RefreshAwaited(Tube* t);
@@ -382,6 +389,7 @@ class Engine {
   bool in_queue_ = false;  // in ProcessQueue: a job brought back waits for its loop
   bool draining_ = false;
   uint64_t next_id_ = 1;
+  uint64_t bury_seq_ = 0;  // the last BurySeq taken
   size_t memory_used_ = 0;
   // The storage of every heap that holds jobs: each tube's ready and delayed heaps and each
   // session's reserved heap, kept by the heaps themselves (ChunkedVector). Declared before

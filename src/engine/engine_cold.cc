@@ -10,7 +10,10 @@
 namespace stalkd::engine {
 
 bool Engine::Evictable(const Job& j) {
-  if (j.state() != JobState::kDelayed && j.state() != JobState::kReady) return false;
+  if (j.state() != JobState::kDelayed && j.state() != JobState::kReady &&
+      j.state() != JobState::kBuried) {
+    return false;
+  }
   const JobExtra* x = j.extra();
   // A key is indexed by its tube and a TTL by the expiry heap: such jobs stay in memory.
   return !x || (x->key_len == 0 && !x->has_ttl() && !x->expire_pending);
@@ -37,6 +40,16 @@ bool Engine::Readmit(const RestoredJob& r) {
   return true;
 }
 
+bool Engine::ReadmitBuried(const RestoredJob& r, uint64_t seq, const Job* before) {
+  STALKD_CHECK(r.state == JobState::kBuried);
+  if (!Readmit(r)) return false;
+  Job* j = jobs_.Find(r.id);
+  j->tube->buried.Remove(j);  // Readmit put it at the end, with a new number
+  j->cold->deadline = static_cast<Nanos>(seq);
+  j->tube->buried.InsertBefore(j, before);
+  return true;
+}
+
 const Tube* Engine::RestoreCold(uint64_t id, std::string_view tube) {
   if (id == 0 || jobs_.Find(id)) return nullptr;
   Tube* t = FindOrMakeTube(tube);
@@ -58,5 +71,7 @@ void Engine::NextReadyFromDisk(Tube* t) {
 }
 
 void Engine::ReadyLeft(Tube* t) { cold_->ReadyLeft(t); }
+
+void Engine::BuriedLeft(Tube* t) { cold_->BuriedLeft(t); }
 
 }  // namespace stalkd::engine

@@ -47,7 +47,12 @@ void Engine::CheckInvariants() const {
     }
     for (size_t k = 0; k < t->delayed.size(); k++)
       check_job(t->delayed.at(k), JobState::kDelayed, t);
-    for (const Job* j : t->buried) check_job(j, JobState::kBuried, t);
+    uint64_t last_seq = 0;
+    for (const Job* j : t->buried) {
+      check_job(j, JobState::kBuried, t);
+      STALKD_CHECK(BurySeq(*j) > last_seq);  // in bury order
+      last_seq = BurySeq(*j);
+    }
     STALKD_CHECK(tube_urgent == t->stat.urgent);
     for (const auto& [key, j] : t->keys) {
       STALKD_CHECK(jobs_.Find(j->id) == j && j->tube == t && j->extra()->key() == key);

@@ -41,7 +41,9 @@ struct JobCounts {
 struct JobCold : ListNode<JobListTag> {
   Job* job;                     // the job this belongs to
   Session* reserver = nullptr;  // set only while kReserved
-  Nanos deadline = 0;           // kDelayed: when it becomes ready; kReserved: TTR expiry
+  // kDelayed: when it becomes ready; kReserved: TTR expiry; kBuried: its place in its tube's
+  // bury order (Engine::BurySeq), not a time.
+  Nanos deadline = 0;
   uint32_t delay_s = 0;
   JobCounts counts;
 
@@ -116,7 +118,7 @@ struct JobExtra : JobCold {
 //   kReady     tube->ready heap               (heap_slot)
 //   kDelayed   tube->delayed heap             (heap_slot, deadline = when it becomes ready)
 //   kReserved  reserver->reserved heap        (heap_slot, deadline = TTR expiry)
-//   kBuried    tube->buried list              (the list node in cold)
+//   kBuried    tube->buried list              (the list node in cold; deadline = bury order)
 // A job is in exactly one of these places, so one heap slot serves all heaps. The list node
 // also serves twice: a reserved job is on its reserver's list in reservation order.
 struct Job {
@@ -241,7 +243,24 @@ class JobList {
     JobCold* c = list_.front();
     return c ? c->job : nullptr;
   }
+  Job* back() const {
+    JobCold* c = list_.back();
+    return c ? c->job : nullptr;
+  }
+  // j's neighbours (nullptr at the ends); j must be in this list.
+  Job* Next(const Job* j) const {
+    JobCold* c = list_.Next(j->cold);
+    return c ? c->job : nullptr;
+  }
+  Job* Prev(const Job* j) const {
+    JobCold* c = list_.Prev(j->cold);
+    return c ? c->job : nullptr;
+  }
   void PushBack(Job* j) { list_.PushBack(j->cold); }
+  // Links j before `before` (in this list), or at the end if before is null.
+  void InsertBefore(Job* j, const Job* before) {
+    list_.InsertBefore(j->cold, before ? before->cold : nullptr);
+  }
   void Remove(Job* j) { list_.Remove(j->cold); }
 
   class Iterator {

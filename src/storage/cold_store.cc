@@ -47,6 +47,8 @@ void ColdStore::Promote(uint64_t id) {
   } else if (ready_.Remove(id, &r)) {
     waited_reads_++;
     BringReady(r);
+  } else if (PromoteBuriedId(id)) {
+    waited_reads_++;
   }
 }
 
@@ -66,6 +68,8 @@ void ColdStore::ListIds(const engine::Tube* t, engine::JobState state, uint64_t 
     index_.ListIds(t, from, below, out);
   } else if (state == engine::JobState::kReady && ready_.Count(t) > 0) {
     ready_.ListIds(t, from, below, out);
+  } else if (state == engine::JobState::kBuried && buried_.Count(t) > 0) {
+    buried_.ListIds(t, from, below, out);
   }
 }
 
@@ -83,6 +87,7 @@ Nanos ColdStore::Tick() {
               index_.TakeDue(now + options_.lead, options_.tick_budget, &scratch_);
   for (const ColdIndex::Entry& e : scratch_) Bring(e);
   if ((!to_look_.empty() || !refills_.empty()) && RefillReady(options_.tick_budget)) more = true;
+  if (!to_look_buried_.empty() && RefillBuried(options_.tick_budget)) more = true;
   if (Demote(now, options_.tick_budget)) more = true;
   if (more) return now;
   Nanos next = index_.NextDeadline();
@@ -101,8 +106,12 @@ bool ColdStore::Demote(Nanos now, uint32_t budget) {
                        ? 0
                        : budget - static_cast<uint32_t>(unwritten);
   rewrite_goal_ = goal;
-  // Delayed jobs due last first, then the ends of the ready queues.
+  // Delayed jobs due last first, then the newest buried jobs (dead letters: no consumer
+  // takes them, only a kick), then the ends of the ready queues (the next reserves').
   uint32_t work = DemoteDelayed(now, budget, goal);
+  if (work < budget && engine_.memory_used() > goal) {
+    work += DemoteBuried(now, budget - work, goal);
+  }
   if (work < budget && engine_.memory_used() > goal) {
     work += DemoteReady(now, budget - work, goal);
   }
@@ -246,8 +255,8 @@ uint32_t ColdStore::DemoteReady(Nanos now, uint32_t budget, size_t goal) {
 
 engine::ColdTier::Stats ColdStore::stats() const {
   Stats s;
-  s.cold = index_.size() + ready_.size();
-  s.index_bytes = index_.bytes() + ready_.bytes();
+  s.cold = index_.size() + ready_.size() + buried_.size();
+  s.index_bytes = index_.bytes() + ready_.bytes() + buried_.bytes();
   s.promotions = promotions_;
   s.demotions = demotions_;
   s.waited_reads = waited_reads_;

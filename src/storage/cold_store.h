@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "engine/cold_hooks.h"
 #include "engine/engine.h"
+#include "storage/cold_buried_index.h"
 #include "storage/cold_index.h"
 #include "storage/cold_ready_index.h"
 
@@ -26,6 +27,10 @@ struct ColdStoreOptions {
   // this many, so that reserves seldom wait for a read. 0: every ready job but the first
   // may go, and they come back one at a time, when a reserve reaches them.
   uint32_t ready_hot = 64;
+  // Buried jobs: a tube keeps its first this many in memory (demotion takes its newest
+  // first and stops there), and when fewer than half as many are left in memory with more on
+  // disk, Tick reads the next ones back up to this many (kick and peek-buried seldom wait).
+  uint32_t buried_hot = 64;
 };
 
 // The disk tier (docs/DISK-TIER.md): while the engine's memory for jobs is over the budget,
@@ -62,11 +67,20 @@ class ColdStore final : public engine::ColdTier {
     if (!evicting_ && ready_.Count(t) > 0) Look(t);
   }
   size_t PromoteReady(const engine::Tube* t, size_t n) override;
+  size_t BuriedOnDisk(const engine::Tube* t) const override {
+    return t ? buried_.Count(t) : buried_.size();
+  }
+  size_t PromoteBuried(const engine::Tube* t, size_t n) override;
+  void BuriedLeft(const engine::Tube* t) override {
+    if (!evicting_ && buried_.Count(t) > 0 && to_look_buried_set_.insert(t).second) {
+      to_look_buried_.push_back(t);
+    }
+  }
   void ListIds(const engine::Tube* t, engine::JobState state, uint64_t from, uint64_t below,
                std::vector<uint64_t>* out) const override;
   bool IdBounds(uint64_t* lo, uint64_t* hi) const override {
-    *lo = std::min(index_.lo(), ready_.lo());
-    *hi = std::max(index_.hi(), ready_.hi());
+    *lo = std::min({index_.lo(), ready_.lo(), buried_.lo()});
+    *hi = std::max({index_.hi(), ready_.hi(), buried_.hi()});
     return *lo <= *hi;
   }
   Nanos Tick() override;
@@ -89,6 +103,7 @@ class ColdStore final : public engine::ColdTier {
     Look(e.tube);
   }
   const ColdReadyIndex& ready_index() const { return ready_; }
+  const ColdBuriedIndex& buried_index() const { return buried_; }
   // Times the rewrites of changed jobs stopped for lack of space in the binlog (logged).
   uint64_t no_room_episodes() const { return no_room_episodes_; }
   // Tubes Tick has looked at for their ready jobs, so far (for tests of its cost).
@@ -109,6 +124,18 @@ class ColdStore final : public engine::ColdTier {
   bool Demote(Nanos now, uint32_t budget);
   uint32_t DemoteDelayed(Nanos now, uint32_t budget, size_t goal);
   uint32_t DemoteReady(Nanos now, uint32_t budget, size_t goal);
+  // Buried jobs (cold_store_buried.cc): the newest of each tube first, never its first
+  // buried_hot; BringBuried reads e's job back into its tube's list before `before` (the
+  // first job there with a higher bury number, null: at the end); false: a read error.
+  uint32_t DemoteBuried(Nanos now, uint32_t budget, size_t goal);
+  Took TakeBuried(const engine::Tube& t, engine::Job* j, Nanos now);
+  bool BringBuried(const ColdBuriedIndex::Entry& e, const engine::Job* before);
+  // Promote(id) of a buried job on disk: back at its place in its tube's list.
+  bool PromoteBuriedId(uint64_t id);
+  // Tick's part for buried jobs: the tubes a buried job left in memory that are below
+  // buried_hot / 2 get their next ones back, up to buried_hot (up to budget reads); true if
+  // some are left for the next Tick.
+  bool RefillBuried(uint32_t budget);
   // A job that may go but changed since its put (not Demotable): has the log write its kFull
   // record again (it goes once that is written, in a later Tick), within rewrites_left_ and
   // as long as the jobs rewritten and not yet gone would not take memory below the goal.
@@ -130,6 +157,12 @@ class ColdStore final : public engine::ColdTier {
   ColdStoreOptions options_;
   ColdIndex index_;
   ColdReadyIndex ready_;
+  ColdBuriedIndex buried_;
+  // Tubes a buried job left in memory since the last Tick (BuriedLeft), with jobs on disk.
+  std::vector<const engine::Tube*> to_look_buried_;
+  std::unordered_set<const engine::Tube*> to_look_buried_set_;
+  size_t buried_cursor_ = 0;  // DemoteBuried's round over the tubes
+  Depths buried_depth_;       // per tube: entries from its list's end that had to stay
   // The tubes with ready jobs on disk that the next Tick looks at: those a ready job left in
   // memory since (ReadyLeft) and those restored to disk. Every other tube with ready jobs on
   // disk has its first in memory and no refill due, as its last look left it. Addresses are

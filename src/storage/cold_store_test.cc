@@ -20,6 +20,7 @@
 #include "command/stats_compare_test_util.h"
 #include "storage/binlog.h"
 #include "storage/binlog_test_util.h"
+#include "storage/cold_tier_test_util.h"
 #include "store/memory_store.h"
 
 namespace stalkd::storage {
@@ -61,7 +62,7 @@ struct Side {
 
   // Segments of 8 KiB by default: rotation and compaction happen, cold jobs move.
   Side(FakeClock& clock, size_t budget, uint32_t ready_hot = 0, const std::string& at = "",
-       uint32_t tick_budget = 1000, int64_t segment_size = 8192)
+       uint32_t tick_budget = 1000, int64_t segment_size = 8192, uint32_t buried_hot = 64)
       : dir(at.empty() ? testing_util::MakeTempDir() : at), own_dir(at.empty()) {
     store = std::make_unique<store::MemoryStore>(clock, store::MemoryStoreOptions{}, nullptr);
     BinlogOptions o;
@@ -74,7 +75,7 @@ struct Side {
     EXPECT_TRUE(log->Lock(&error) && log->Recover(&store->engine(), &error)) << error;
     store->engine().set_log(log.get());
     if (budget != 0) {
-      const ColdStoreOptions co{budget, 2 * kSecond, tick_budget, ready_hot};
+      const ColdStoreOptions co{budget, 2 * kSecond, tick_budget, ready_hot, buried_hot};
       cold = std::make_unique<ColdStore>(store->engine(), *log, co);
       store->set_cold(cold.get());
     }
@@ -109,54 +110,29 @@ struct Side {
   }
 };
 
-// The same reply, field by field, as far as the outcome defines fields. stats-job's `file`
-// too, unless !same_file (a disk tier writing changed jobs whole again writes records the
-// other store does not, so its segments differ).
-inline void ExpectSame(const command::Result& a, const command::Result& b, const std::string& what,
-                       bool same_file = true) {
-  using command::Outcome;
-  ASSERT_EQ(a.outcome, b.outcome) << what;
-  EXPECT_EQ(a.number, b.number) << what;
-  switch (a.outcome) {
-    case Outcome::kReserved:
-    case Outcome::kFound:
-      EXPECT_EQ(a.job.id, b.job.id) << what;
-      EXPECT_EQ(a.job.body, b.job.body) << what;
-      break;
-    case Outcome::kJobStats:
-      command::testing_util::ExpectSameJob(*a.job_stats, *b.job_stats, what, {!same_file});
-      break;
-    case Outcome::kTubeStats:
-      command::testing_util::ExpectSameCounts(*a.tube_stats, *b.tube_stats, what);
-      break;
-    case Outcome::kStats:
-      command::testing_util::ExpectSameCounts(*a.stats, *b.stats, what);
-      break;
-    case Outcome::kJobList:
-      EXPECT_EQ(*a.ids, *b.ids) << what;
-      break;
-    default:
-      break;
-  }
-}
+using testing_util::ExpectSame;
 
 TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
   for (uint32_t seed = 1; seed <= 8; seed++) {
     FakeClock clock;
     // A budget of 1 byte: every job that may go, goes. Odd seeds keep only each tube's first
     // ready job in memory (the rest come back one at a time, when a reserve reaches them);
-    // even ones keep 4 and refill below 2 (Tick reads ahead).
+    // even ones keep 4 and refill below 2 (Tick reads ahead). Buried jobs likewise: each
+    // tube's first one only, or its first 2 (refilled below 1).
     const uint32_t ready_hot = seed % 2 == 1 ? 0 : 4;
-    Side hot(clock, 0), cold(clock, 1, ready_hot);
+    const uint32_t buried_hot = seed % 2 == 1 ? 0 : 2;
+    Side hot(clock, 0), cold(clock, 1, ready_hot, "", 1000, 8192, buried_hot);
     std::mt19937_64 rng(seed);
     auto rand = [&](uint64_t n) { return rng() % n; };
     const char* tubes[] = {"default", "a", "b"};
     // Urgent and not, equal ones (so ids decide), the extremes.
     const uint32_t pris[] = {0, 1, 7, 9, 1023, 1024, 1024, 5000, 0xFFFFFFFFu};
-    const StateFilter purges[] = {StateFilter::kReady, StateFilter::kDelayed, StateFilter::kAll};
+    const StateFilter purges[] = {StateFilter::kReady, StateFilter::kDelayed, StateFilter::kBuried,
+                                  StateFilter::kAll};
     uint64_t ids = 1;
     // A session whose reserve waits sends nothing until its answer arrives (as a client).
     size_t answered[Side::kSessions] = {};
+    size_t buried_on_disk = 0, buried_went = 0;  // buried jobs on disk; how many went (at least)
     bool waiting[Side::kSessions] = {};
     for (int step = 0; step < 4000; step++) {
       const int si = static_cast<int>(rand(Side::kSessions));
@@ -208,7 +184,10 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
         case 5:
         case 6: {
           Result r = both([&](command::Session& s) { return s.Reserve(0); }, "reserve");
-          if (r.outcome == Outcome::kReserved && rand(2) == 0) {  // a retry, maybe backed off
+          if (r.outcome == Outcome::kReserved && rand(3) == 0) {  // a dead letter
+            both([&](command::Session& s) { return s.Bury(r.job.id, 3); }, "bury");
+          } else if (r.outcome == Outcome::kReserved &&
+                     rand(2) == 0) {  // a retry, maybe backed off
             const uint32_t delay = rand(2) == 0 ? 0 : static_cast<uint32_t>(5 + rand(200));
             const uint32_t pri = pris[rand(std::size(pris))];
             both([&](command::Session& s) { return s.Release(r.job.id, pri, delay); }, "release");
@@ -254,7 +233,9 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
           const char* t = tubes[rand(3)];
           both([&](command::Session& s) { return s.StatsTube(t); }, "stats-tube");
           both([&](command::Session& s) { return s.Stats(); }, "stats");
-          const auto st = rand(2) ? StateFilter::kReady : StateFilter::kDelayed;  // from 0 or an id
+          const StateFilter states[] = {StateFilter::kReady, StateFilter::kDelayed,
+                                        StateFilter::kBuried};
+          const StateFilter st = states[rand(std::size(states))];  // from 0 or an id
           const uint64_t from = rand(2) ? 0 : rand(ids + 1);
           const auto n = static_cast<uint32_t>(rand(2) ? 1000 : 1 + rand(3));
           both([&](command::Session& s) { return s.ListJobs(t, st, from, n); }, "list-jobs");
@@ -269,7 +250,7 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
         case 17:
           if (rand(10) == 0) {  // now and then a purge (ready, delayed or all)
             const char* t = tubes[rand(3)];
-            const StateFilter st = purges[rand(3)];
+            const StateFilter st = purges[rand(std::size(purges))];
             both([&](command::Session& s) { return s.Purge(t, st); }, "purge");
           } else {
             const uint64_t many[] = {id, id + 1, id + 5};
@@ -284,12 +265,16 @@ TEST(ColdStoreTest, RepliesMatchTheAllInMemoryStore) {
       hot.Tick();
       cold.Tick();
       if (step % 500 == 0) cold.store->engine().CheckInvariants();
+      const size_t on_disk = cold.cold->BuriedOnDisk(nullptr);
+      buried_went += on_disk > buried_on_disk ? on_disk - buried_on_disk : 0;
+      buried_on_disk = on_disk;
     }
     for (int i = 0; i < Side::kSessions; i++) EXPECT_EQ(hot.rec[i].late, cold.rec[i].late);
     const engine::ColdTier::Stats st = cold.cold->stats();
     EXPECT_GT(st.demotions, 100u) << "seed " << seed;  // the test did exercise the tier
     EXPECT_GT(st.promotions, 100u) << "seed " << seed;
     EXPECT_GT(st.rewrites, 10u) << "seed " << seed;  // released and timed-out jobs went too
+    EXPECT_GT(buried_went, 10u) << "seed " << seed;  // and buried ones
     EXPECT_EQ(st.read_errors, 0u);
   }
 }

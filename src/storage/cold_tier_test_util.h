@@ -220,4 +220,35 @@ inline void ExpectSameAnswers(Tier& a, Tier& b, uint64_t max_id, double drift_s)
   }
 }
 
+// The same reply, field by field, as far as the outcome defines fields. stats-job's `file`
+// too, unless !same_file (a disk tier writing changed jobs whole again writes records the
+// other store does not, so its segments differ).
+inline void ExpectSame(const command::Result& a, const command::Result& b, const std::string& what,
+                       bool same_file = true) {
+  using command::Outcome;
+  ASSERT_EQ(a.outcome, b.outcome) << what;
+  EXPECT_EQ(a.number, b.number) << what;
+  switch (a.outcome) {
+    case Outcome::kReserved:
+    case Outcome::kFound:
+      EXPECT_EQ(a.job.id, b.job.id) << what;
+      EXPECT_EQ(a.job.body, b.job.body) << what;
+      break;
+    case Outcome::kJobStats:
+      command::testing_util::ExpectSameJob(*a.job_stats, *b.job_stats, what, {!same_file});
+      break;
+    case Outcome::kTubeStats:
+      command::testing_util::ExpectSameCounts(*a.tube_stats, *b.tube_stats, what);
+      break;
+    case Outcome::kStats:
+      command::testing_util::ExpectSameCounts(*a.stats, *b.stats, what);
+      break;
+    case Outcome::kJobList:
+      EXPECT_EQ(*a.ids, *b.ids) << what;
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace stalkd::storage::testing_util

@@ -133,6 +133,7 @@ Result MemorySession::Respawn(std::string_view tube, uint32_t count, uint32_t tt
   store_.Count(Verb::kKick);
   if (!command::IsValidTubeName(tube)) return Result::Of(Outcome::kBadFormat);
   engine::Tube* t = store_.engine_.FindTube(tube);
+  if (t) store_.WarmBuried(t, count);  // the oldest buried, on disk or not
   // The caller asks for a slice at a time (ApiService's respawn: 1000 jobs).
   return All(Outcome::kKicked, t ? store_.engine_.Respawn(t, count, ttl_s) : 0);
 }
@@ -170,7 +171,9 @@ size_t MemoryStore::WarmForPurge(const engine::Tube* t, engine::PurgeWhat what, 
   if (!cold_) return 0;
   const bool all = what == engine::PurgeWhat::kAll;
   size_t warmed = 0;
-  if (all || what == engine::PurgeWhat::kDelayed) warmed += cold_->PromoteEarliest(t, n);
+  if (all || what == engine::PurgeWhat::kBuried) warmed += cold_->PromoteBuried(t, n);
+  if ((all || what == engine::PurgeWhat::kDelayed) && warmed < n)
+    warmed += cold_->PromoteEarliest(t, n - warmed);
   if ((all || what == engine::PurgeWhat::kReady) && warmed < n) {
     warmed += cold_->PromoteReady(t, n - warmed);
   }

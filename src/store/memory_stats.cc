@@ -22,7 +22,7 @@ const command::ServerStats& MemoryStore::FillStats() {
   s.ready = c.ready + cold_ready.ready;
   s.reserved = c.reserved;
   s.delayed = c.delayed + (cold_ ? cold_->Count() : 0);
-  s.buried = c.buried;
+  s.buried = c.buried + (cold_ ? cold_->BuriedOnDisk(nullptr) : 0);
   std::copy(std::begin(cmds_), std::end(cmds_), std::begin(s.cmds));
   s.timeouts = c.timeouts;
   s.total_jobs = c.total_jobs;
@@ -59,7 +59,7 @@ const command::TubeStats& MemoryStore::FillTubeStats(const engine::Tube& t) {
   s.ready = t.ready.size() + cold_ready.ready;
   s.reserved = t.stat.reserved;
   s.delayed = t.delayed.size() + (cold_ ? cold_->Count(&t) : 0);
-  s.buried = t.buried.size();
+  s.buried = BuriedCount(&t);
   s.total_jobs = t.stat.total_jobs;
   s.using_ct = t.stat.using_ct;
   s.watching_ct = t.stat.watching_ct;

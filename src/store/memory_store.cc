@@ -126,6 +126,7 @@ Result MemorySession::PeekDelayed() {
 
 Result MemorySession::PeekBuried() {
   store_.Count(Verb::kPeekBuried);
+  store_.WarmBuried(s_->use(), 1);
   return Found(store_.engine_.PeekBuried(s_->use()));
 }
 
@@ -165,12 +166,13 @@ Result MemorySession::KickJob(uint64_t id) {
 Result MemorySession::Kick(uint32_t count) {
   store_.Count(Verb::kKick);
   const Tube* t = s_->use();
-  bool buried = !t->buried.empty();
+  const size_t buried_ct = store_.BuriedCount(t);  // those on disk too
+  bool buried = buried_ct > 0;
   // Never more than were there when the kick arrived: jobs re-buried between slices by
   // other clients must not be kicked again (beanstalkd does the whole kick at once).
   // Delayed jobs on disk count (each slice brings back the ones it kicks).
   size_t delayed = t->delayed.size() + (store_.cold_ ? store_.cold_->Count(t) : 0);
-  auto left = static_cast<uint32_t>(std::min<size_t>(count, buried ? t->buried.size() : delayed));
+  auto left = static_cast<uint32_t>(std::min<size_t>(count, buried ? buried_ct : delayed));
   MemoryStore::Kick k{this, left, 0, buried, false};
   if (store_.KickStep(k)) return k.Outcome();
   store_.kicking_.push_back(k);  // the rest in later Ticks, a slice each
@@ -317,7 +319,12 @@ Result MemoryStore::Kick::Outcome() {
 bool MemoryStore::KickStep(Kick& k) {
   engine::Tube* t = k.session->use();
   uint32_t n = std::min(k.left, kKickSlice);
-  if (!k.buried) WarmDelayed(t, n);  // the n due first are then all in memory
+  // The n due first (the n buried first) are then all in memory.
+  if (k.buried) {
+    WarmBuried(t, n);
+  } else {
+    WarmDelayed(t, n);
+  }
   uint32_t done =
       k.buried ? engine_.KickBuried(t, n, &k.no_room) : engine_.KickDelayed(t, n, &k.no_room);
   k.kicked += done;

@@ -124,8 +124,17 @@ class MemoryStore final : public command::Store, private engine::Engine::Observe
     if (cold_) WarmWatched(s);
   }
   void WarmWatched(const engine::Session* s);
+  // Before a command looks at t's first n buried jobs (peek-buried, kick, respawn).
+  void WarmBuried(const engine::Tube* t, size_t n) {
+    if (cold_) cold_->PromoteBuried(t, n);
+  }
+  // t's buried jobs, in memory and on disk.
+  size_t BuriedCount(const engine::Tube* t) const {
+    return t->buried.size() + (cold_ ? cold_->BuriedOnDisk(t) : 0);
+  }
   // Before a purge slice that found no more of t's jobs in memory: brings back up to n of
-  // t's jobs on disk that it purges (delayed due first, then ready in order); returns how many.
+  // t's jobs on disk that it purges (buried first, then delayed due first, then ready in
+  // order); returns how many.
   size_t WarmForPurge(const engine::Tube* t, engine::PurgeWhat what, size_t n);
   // list-jobs: the ids of t's jobs in `state` in memory and on disk from `from`, at most
   // `count`, into ids_, scanned as the all-in-memory store scans; returns where to continue

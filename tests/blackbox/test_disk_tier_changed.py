@@ -18,6 +18,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from beanstalk import (Server, embedded_store_only, is_beanstalkd, parse_yaml,  # noqa: E402
                       stats_of, wait_until)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_extensions import parse_list  # noqa: E402
+
 SEED = int(os.environ.get("STALKD_TEST_SEED") or random.randrange(1 << 32))
 HANG = 60.0  # bounds a hang only
 NO_ROOM = b"no free space in the binlog to write changed jobs whole"
@@ -214,6 +217,68 @@ class ChangedJobsTest(unittest.TestCase):
         for jid in released:
             self.assertEqual(got[jid][0][0], "delayed")
             self.assertEqual(got[jid][0][4], "1")  # releases
+
+
+    def test_buried_pile_goes_to_disk_and_is_kicked_in_bury_order(self):
+        """A pile of buried jobs beyond the budget (a consumer burying everything) leaves
+        memory too: memory-used stays bounded, the counts, peek-buried and list-jobs include
+        the jobs on disk, and kick takes them in bury order (not id order); a kill -9 once
+        they are on disk loses none: they come back buried."""
+        s = self.start("300K")
+        c = s.connect(timeout=HANG)
+        n = 6000
+        put_all(c, "dead", range(n), 600, 100)  # priorities 100..106 in turn
+        self.assertEqual(c.cmd("watch dead"), b"WATCHING 2\r\n")
+        got = pipelined(c, [b"reserve-with-timeout 0\r\n"] * n)
+        order = [int(r.split()[1]) for r in got]  # by priority, then id
+        self.assertNotEqual(order, sorted(order))
+        self.assertEqual(set(pipelined(c, [b"bury %d 9\r\n" % j for j in order])),
+                         {b"BURIED\r\n"})
+        st = wait_until(lambda: (lambda d: d if int(d["disk-tier-cold-jobs"]) > n * 9 // 10 and
+                                 int(d["memory-used"]) <= 300 * 1024 else None)(ext(c)),
+                        timeout=HANG)
+        self.assertIsNotNone(st, ext(c))
+        self.assertEqual(int(st["current-jobs-buried"]), n)
+        self.assertEqual(int(stats_of(c, "stats-tube dead")["current-jobs-buried"]), n)
+        self.assertEqual(c.cmd("use dead"), b"USING dead\r\n")
+        self.assertTrue(c.cmd("peek-buried").startswith(b"FOUND %d " % order[0]))
+        listed, nxt = [], 0
+        while True:
+            nxt, page = parse_list(c.cmd("list-jobs dead buried %d 1000" % nxt))
+            listed += page
+            if nxt == 0:
+                break
+        self.assertEqual(listed, sorted(order))
+        # kick takes the oldest buried first, reading them back from disk.
+        self.assertEqual(c.cmd("kick 1000"), b"KICKED 1000\r\n")
+        for jid in order[:1000:37]:
+            self.assertEqual(parse_yaml(c.cmd("stats-job %d" % jid))["state"], "ready")
+        self.assertTrue(c.cmd("peek-buried").startswith(b"FOUND %d " % order[1000]))
+        self.assertEqual(parse_yaml(c.cmd("stats-job %d" % order[1000]))["state"], "buried")
+        # A kill -9 now: every buried job is back, buried, after the restart.
+        self.kill9(s, c)
+        s = self.start("300K")
+        c = s.connect(timeout=HANG)
+        self.assertEqual(int(ext(c)["current-jobs-buried"]), n - 1000)
+        self.assertEqual(c.cmd("use dead"), b"USING dead\r\n")
+        # After a restart buried jobs come back in id order (as beanstalkd's binlog brings
+        # them back); they go to disk again, and kicks take them in that order.
+        after = sorted(order[1000:])
+        n -= 1000
+        self.assertTrue(wait_until(lambda: int(ext(c)["disk-tier-cold-jobs"]) > n // 2,
+                                   timeout=HANG), ext(c))
+        self.assertTrue(c.cmd("peek-buried").startswith(b"FOUND %d " % after[0]))
+        for k in range(0, n, 1000):
+            self.assertEqual(c.cmd("kick 1000"), b"KICKED 1000\r\n")
+            for jid in after[k:k + 1000:97]:
+                self.assertEqual(parse_yaml(c.cmd("stats-job %d" % jid))["state"], "ready")
+            if k + 1000 < n:
+                self.assertTrue(c.cmd("peek-buried").startswith(b"FOUND %d " % after[k + 1000]))
+            self.assertLessEqual(int(ext(c)["memory-used"]), 600 * 1024)
+        st = ext(c)
+        self.assertEqual((st["current-jobs-buried"], st["current-jobs-ready"]), ("0", str(n + 1000)))
+        self.assertEqual(st["disk-tier-read-errors"], "0")
+        c.close()
 
 
 if __name__ == "__main__":

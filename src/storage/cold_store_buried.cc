@@ -1,0 +1,142 @@
+// The disk tier's buried jobs (docs/DISK-TIER.md): while memory is over the budget, the
+// newest buried jobs of each tube leave memory (written whole again first: a bury is a state
+// record), listed in a ColdBuriedIndex by their bury number; a command that looks at a
+// tube's first buried jobs brings back those of them that are on disk, and Tick reads a
+// tube's next ones back ahead once kicks or deletes have taken its first ones.
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "storage/cold_store.h"
+
+namespace stalkd::storage {
+
+namespace {
+
+constexpr size_t kMaxVisits = 4096;      // tubes visited per DemoteBuried, as DemoteRound
+constexpr size_t kMaxSteps = 64 * 1024;  // list entries walked per DemoteBuried
+constexpr size_t kLooksPerVisit = 8;
+
+uint64_t Seq(const engine::Job& j) { return engine::Engine::BurySeq(j); }
+
+}  // namespace
+
+bool ColdStore::BringBuried(const ColdBuriedIndex::Entry& e, const engine::Job* before) {
+  engine::RestoredJob r;
+  if (!ReadBack(e.id, e.tube, nullptr, &r)) return false;
+  r.state = engine::JobState::kBuried;
+  r.deadline = 0;
+  r.created = e.created;  // the engine's own, kept by the index
+  STALKD_CHECK(engine_.ReadmitBuried(r, e.seq, before));
+  promotions_++;
+  return true;
+}
+
+bool ColdStore::PromoteBuriedId(uint64_t id) {
+  ColdBuriedIndex::Entry e;
+  if (!buried_.Remove(id, &e)) return false;
+  // Its place: before the first job in memory buried after it (the list is in bury order).
+  const engine::Job* before = e.tube->buried.front();
+  while (before && Seq(*before) < e.seq) before = e.tube->buried.Next(before);
+  BringBuried(e, before);
+  return true;
+}
+
+size_t ColdStore::PromoteBuried(const engine::Tube* t, size_t n) {
+  if (buried_.Count(t) == 0) return 0;
+  // Merges the list in memory with the tube's jobs on disk, in bury order, over the first n:
+  // each one on disk is read back at its place.
+  const engine::Job* cur = t->buried.front();  // the first in memory not yet passed
+  size_t seen = 0, taken = 0;
+  ColdBuriedIndex::Entry e;
+  while (seen < n && buried_.First(t, &e)) {
+    if (cur && Seq(*cur) < e.seq) {
+      cur = t->buried.Next(cur);
+      seen++;
+      continue;
+    }
+    STALKD_CHECK(buried_.TakeFirst(t, &e));
+    taken++;
+    if (BringBuried(e, cur)) seen++;
+  }
+  waited_reads_ += taken;
+  return taken;
+}
+
+ColdStore::Took ColdStore::TakeBuried(const engine::Tube& t, engine::Job* j, Nanos now) {
+  if (!engine::Engine::Evictable(*j)) return Took::kNo;  // a key or a TTL
+  if (!reader_.Demotable(*j)) return Changed(*j, now);   // buried since: its record first
+  buried_.Add({j->id, Seq(*j), j->created(), &t});
+  evicting_ = true;  // the tube's first ones stay: nothing to look at
+  engine_.Evict(j);
+  evicting_ = false;
+  demotions_++;
+  return Took::kYes;
+}
+
+uint32_t ColdStore::DemoteBuried(Nanos now, uint32_t budget, size_t goal) {
+  // As DemoteRound over the heaps, from the end of each tube's list (its newest), never its
+  // first `keep` (nor a rewrite there); a visit goes on where the last one had to stop.
+  const size_t keep = std::max<size_t>(1, options_.buried_hot);
+  const auto& tubes = engine_.tubes();
+  if (buried_depth_.size() > 2 * tubes.size() + 64) buried_depth_.clear();
+  uint32_t work = 0;
+  size_t idle = 0, steps = 0;
+  for (size_t visits = 0; work < budget && engine_.memory_used() > goal && idle < tubes.size() &&
+                          visits < kMaxVisits && steps < kMaxSteps;
+       visits++) {
+    engine::Tube* t = tubes[buried_cursor_++ % tubes.size()];
+    const engine::JobList& list = t->buried;
+    if (list.size() <= keep) {
+      idle++;
+      continue;
+    }
+    auto it = buried_depth_.find(t);
+    size_t d = it == buried_depth_.end() ? 0 : it->second;
+    if (d >= list.size() - keep) d = 0;  // looked at them all: from the end again
+    engine::Job* j = list.back();
+    for (size_t i = 0; i < d; i++) j = list.Prev(j);
+    steps += d;
+    size_t pos = list.size() - 1 - d;  // j's place from the front
+    size_t looked = 0;
+    const uint32_t before = work;
+    while (pos >= keep && looked < kLooksPerVisit && work < budget) {
+      engine::Job* prev = list.Prev(j);
+      steps++;
+      const Took took = TakeBuried(*t, j, now);
+      if (took != Took::kRewrote && took != Took::kPending) looked++;
+      if (took == Took::kNo) d++;  // it stays: the next visit goes past it
+      if (took == Took::kYes || took == Took::kRewrote) work++;
+      j = prev;
+      pos--;
+    }
+    if (d == 0) {
+      if (it != buried_depth_.end()) buried_depth_.erase(it);
+    } else {
+      buried_depth_[t] = d;
+    }
+    idle = work > before ? 0 : idle + 1;
+  }
+  return work;
+}
+
+bool ColdStore::RefillBuried(uint32_t budget) {
+  const size_t hot = std::max<size_t>(1, options_.buried_hot);
+  const size_t mark = std::max<size_t>(1, hot / 2);
+  uint32_t read = 0;
+  size_t done = 0;
+  for (; done < to_look_buried_.size() && read < budget; done++) {
+    const engine::Tube* t = to_look_buried_[done];
+    to_look_buried_set_.erase(t);
+    // None on disk now (t may even be gone: then its address is only a key), or enough left.
+    if (buried_.Count(t) == 0 || t->buried.size() >= mark) continue;
+    const size_t got = PromoteBuried(t, hot);  // at most `hot` reads
+    waited_reads_ -= got;                      // read ahead, not waited for
+    read += static_cast<uint32_t>(got);
+  }
+  to_look_buried_.erase(to_look_buried_.begin(),
+                        to_look_buried_.begin() + static_cast<ptrdiff_t>(done));
+  return !to_look_buried_.empty();
+}
+
+}  // namespace stalkd::storage
