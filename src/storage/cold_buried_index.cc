@@ -47,6 +47,7 @@ void ColdBuriedIndex::Add(const Entry& e) {
   } else {
     auto at = std::upper_bound(q.begin(), q.end(), e.seq,
                                [](uint64_t seq, const Slot& x) { return seq < x.seq; });
+    moved_ += static_cast<uint64_t>(std::min(at - q.begin(), q.end() - at));
     q.insert(at, s);
   }
   pt.count++;
@@ -61,6 +62,7 @@ void ColdBuriedIndex::Compact(PerTube* pt) {
     if (Live(s) && (kept.empty() || kept.back().id != s.id)) kept.push_back(s);
   }
   STALKD_CHECK(kept.size() == pt->count);
+  moved_ += kept.size();
   pt->slots.swap(kept);
 }
 

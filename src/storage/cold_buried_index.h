@@ -62,6 +62,9 @@ class ColdBuriedIndex {
   size_t bytes() const;
   // The same, summed over every tube: O(tubes), for tests of bytes().
   size_t BytesByWalk() const;
+  // Slots moved within or between the deques so far (inserts between others, compactions),
+  // for tests of Add's cost.
+  uint64_t moved() const { return moved_; }
 
  private:
   // A job's creation time, and its bury number (the low 48 bits) with its tube's number
@@ -101,6 +104,7 @@ class ColdBuriedIndex {
   std::unordered_map<uint64_t, const engine::Tube*> wide_tubes_;  // jobs of tubes with no number
   TubeNumbers numbers_;
   size_t tube_bytes_ = 0;  // TubeBytes of every tube
+  uint64_t moved_ = 0;
 };
 
 }  // namespace stalkd::storage

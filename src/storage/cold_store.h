@@ -108,6 +108,8 @@ class ColdStore final : public engine::ColdTier {
   uint64_t no_room_episodes() const { return no_room_episodes_; }
   // Tubes Tick has looked at for their ready jobs, so far (for tests of its cost).
   uint64_t looked_tubes() const { return looked_tubes_; }
+  // Buried list entries DemoteBuried stepped over so far (for tests of its cost).
+  uint64_t buried_steps() const { return buried_steps_; }
 
  private:
   // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails or
@@ -193,6 +195,7 @@ class ColdStore final : public engine::ColdTier {
   bool no_room_ = false;        // the last rewrite found no space (logged once)
   uint64_t no_room_episodes_ = 0;
   uint64_t looked_tubes_ = 0;
+  uint64_t buried_steps_ = 0;
 };
 
 }  // namespace stalkd::storage

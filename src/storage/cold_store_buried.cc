@@ -117,6 +117,7 @@ uint32_t ColdStore::DemoteBuried(Nanos now, uint32_t budget, size_t goal) {
     }
     idle = work > before ? 0 : idle + 1;
   }
+  buried_steps_ += steps;
   return work;
 }
 
