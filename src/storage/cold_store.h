@@ -164,7 +164,7 @@ class ColdStore final : public engine::ColdTier {
   std::vector<const engine::Tube*> to_look_buried_;
   std::unordered_set<const engine::Tube*> to_look_buried_set_;
   size_t buried_cursor_ = 0;  // DemoteBuried's round over the tubes
-  Depths buried_depth_;       // per tube: entries from its list's end that had to stay
+  Depths buried_resume_;      // per tube: the id of the job its next visit starts at
   // The tubes with ready jobs on disk that the next Tick looks at: those a ready job left in
   // memory since (ReadyLeft) and those restored to disk. Every other tube with ready jobs on
   // disk has its first in memory and no refill due, as its last look left it. Addresses are
