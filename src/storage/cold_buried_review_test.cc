@@ -112,6 +112,44 @@ TEST(ColdBuriedReviewTest, DemotionWalkStaysBoundedBehindJobsThatMustStay) {
   EXPECT_EQ(s.Stats().stats->buried, static_cast<size_t>(may_go + must_stay));
 }
 
+// A tube's oldest buried jobs must stay (a TTL) and its 200 newest went to disk: stats-job,
+// peek and delete of one of those on disk find its place in the list from the end it is
+// near, not by a walk past every job that stays.
+TEST(ColdBuriedReviewTest, AJobNamedByIdFindsItsPlaceFromTheNearEnd) {
+  FakeClock clock;
+  Tier t(clock, 1);
+  command::Session& s = *t.s;
+  const int must_stay = 20000, may_go = 200;
+  command::PutOptions ttl;
+  ttl.ttl_s = 1000000;
+  for (int i = 0; i < must_stay + may_go; i++) {
+    const Result r = i < must_stay ? PutWith(s, ttl, "x") : PutWith(s, {}, "x");
+    ASSERT_EQ(r.outcome, Outcome::kInserted);
+  }
+  std::vector<uint64_t> order;
+  for (int i = 0; i < must_stay + may_go; i++) {
+    const Result r = s.Reserve(0);
+    ASSERT_EQ(r.outcome, Outcome::kReserved);
+    ASSERT_EQ(s.Bury(r.job.id, 0).outcome, Outcome::kBuried);
+    order.push_back(r.job.id);
+  }
+  for (int i = 0; i < 10; i++) t.Tick();
+  ASSERT_EQ(t.cold->BuriedOnDisk(nullptr), static_cast<size_t>(may_go));
+  const uint64_t before = t.cold->buried_steps();
+  for (int i = must_stay; i < must_stay + may_go; i += 2) {
+    const uint64_t id = order[static_cast<size_t>(i)];
+    ASSERT_EQ(s.StatsJob(id).outcome, Outcome::kJobStats);
+    ASSERT_EQ(s.Peek(order[static_cast<size_t>(i + 1)]).outcome, Outcome::kFound);
+  }
+  EXPECT_LE(t.cold->buried_steps() - before, static_cast<uint64_t>(may_go * may_go));
+  // Still in bury order; the ones read back still buried, in their places.
+  EXPECT_EQ(s.PeekBuried().job.id, order[0]);
+  EXPECT_EQ(s.Kick(10).number, 10u);
+  EXPECT_EQ(s.PeekBuried().job.id, order[10]);
+  EXPECT_EQ(s.Stats().stats->buried, static_cast<uint64_t>(must_stay + may_go - 10));
+  t.store->engine().CheckInvariants();
+}
+
 // Dead letters (tries used up, with attributes), jobs with a key or a TTL interleaved with
 // jobs that may go, buried out of id order: every command answers as all in memory, the bury
 // reason and attributes of a job read back included.

@@ -108,7 +108,8 @@ class ColdStore final : public engine::ColdTier {
   uint64_t no_room_episodes() const { return no_room_episodes_; }
   // Tubes Tick has looked at for their ready jobs, so far (for tests of its cost).
   uint64_t looked_tubes() const { return looked_tubes_; }
-  // Buried list entries DemoteBuried stepped over so far (for tests of its cost).
+  // Buried list entries DemoteBuried and PromoteBuriedId stepped over so far (for tests of
+  // their cost).
   uint64_t buried_steps() const { return buried_steps_; }
 
  private:

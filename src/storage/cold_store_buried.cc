@@ -35,9 +35,19 @@ bool ColdStore::BringBuried(const ColdBuriedIndex::Entry& e, const engine::Job* 
 bool ColdStore::PromoteBuriedId(uint64_t id) {
   ColdBuriedIndex::Entry e;
   if (!buried_.Remove(id, &e)) return false;
-  // Its place: before the first job in memory buried after it (the list is in bury order).
-  const engine::Job* before = e.tube->buried.front();
-  while (before && Seq(*before) < e.seq) before = e.tube->buried.Next(before);
+  // Its place: before the first job in memory buried after it (the list is in bury order),
+  // looked for from both ends at once: the jobs that must stay at one end (a TTL, a key) or
+  // the first buried_hot at the other are not all walked past.
+  const engine::JobList& list = e.tube->buried;
+  const engine::Job* front = list.front();  // every one before it is older than e
+  const engine::Job* back = list.back();    // every one after it is newer than e
+  while (front && Seq(*front) < e.seq && back && Seq(*back) > e.seq) {
+    front = list.Next(front);
+    back = list.Prev(back);
+    buried_steps_ += 2;
+  }
+  // The front walk stopped at the first newer one, or the back walk at the last older one.
+  const engine::Job* before = !front || Seq(*front) > e.seq ? front : list.Next(back);
   BringBuried(e, before);
   return true;
 }
