@@ -81,6 +81,27 @@ struct Tier : testing_util::SessionTier<> {
   }
 };
 
+// Puts `first` jobs, then `then` more, those with a TTL (they stay in memory) the first ones if
+// ttl_first, else the others; reserves and buries them all in that order. Returns their ids
+// in bury order.
+std::vector<uint64_t> BuryInOrder(command::Session& s, int first, int then, bool ttl_first) {
+  command::PutOptions ttl;
+  ttl.ttl_s = 1000000;
+  std::vector<uint64_t> order;
+  for (int i = 0; i < first + then; i++) {
+    const bool with_ttl = (i < first) == ttl_first;
+    EXPECT_EQ(PutWith(s, with_ttl ? ttl : command::PutOptions{}, "x").outcome, Outcome::kInserted);
+  }
+  for (int i = 0; i < first + then; i++) {
+    const Result r = s.Reserve(0);
+    EXPECT_EQ(r.outcome, Outcome::kReserved);
+    if (r.outcome != Outcome::kReserved) break;
+    EXPECT_EQ(s.Bury(r.job.id, 0).outcome, Outcome::kBuried);
+    order.push_back(r.job.id);
+  }
+  return order;
+}
+
 // A tube whose 70,000 newest buried jobs have a TTL (they stay) and whose older ones may go:
 // no Tick walks more than DemoteBuried's 65,536 list entries (and a visit's few), and the
 // walk still reaches the older ones.
@@ -89,17 +110,8 @@ TEST(ColdBuriedReviewTest, DemotionWalkStaysBoundedBehindJobsThatMustStay) {
   Tier t(clock, 1);
   command::Session& s = *t.s;
   const int may_go = 200, must_stay = 70000;
-  command::PutOptions ttl;
-  ttl.ttl_s = 1000000;
-  for (int i = 0; i < may_go + must_stay; i++) {
-    const Result r = i < may_go ? PutWith(s, {}, "x") : PutWith(s, ttl, "x");
-    ASSERT_EQ(r.outcome, Outcome::kInserted);
-  }
-  for (int i = 0; i < may_go + must_stay; i++) {
-    const Result r = s.Reserve(0);
-    ASSERT_EQ(r.outcome, Outcome::kReserved);
-    ASSERT_EQ(s.Bury(r.job.id, 0).outcome, Outcome::kBuried);
-  }
+  BuryInOrder(s, may_go, must_stay, false);
+  if (HasFatalFailure()) return;
   uint64_t most = 0;
   for (int i = 0; i < 9500; i++) {
     const uint64_t before = t.cold->buried_steps();
@@ -120,19 +132,8 @@ TEST(ColdBuriedReviewTest, AJobNamedByIdFindsItsPlaceFromTheNearEnd) {
   Tier t(clock, 1);
   command::Session& s = *t.s;
   const int must_stay = 20000, may_go = 200;
-  command::PutOptions ttl;
-  ttl.ttl_s = 1000000;
-  for (int i = 0; i < must_stay + may_go; i++) {
-    const Result r = i < must_stay ? PutWith(s, ttl, "x") : PutWith(s, {}, "x");
-    ASSERT_EQ(r.outcome, Outcome::kInserted);
-  }
-  std::vector<uint64_t> order;
-  for (int i = 0; i < must_stay + may_go; i++) {
-    const Result r = s.Reserve(0);
-    ASSERT_EQ(r.outcome, Outcome::kReserved);
-    ASSERT_EQ(s.Bury(r.job.id, 0).outcome, Outcome::kBuried);
-    order.push_back(r.job.id);
-  }
+  const std::vector<uint64_t> order = BuryInOrder(s, must_stay, may_go, true);
+  if (HasFatalFailure()) return;
   for (int i = 0; i < 10; i++) t.Tick();
   ASSERT_EQ(t.cold->BuriedOnDisk(nullptr), static_cast<size_t>(may_go));
   const uint64_t before = t.cold->buried_steps();
