@@ -25,8 +25,30 @@ bool ColdBuriedIndex::Get(uint64_t id, Entry* out) const {
 
 size_t ColdBuriedIndex::TubeBytes(const PerTube& pt) {
   const size_t per_block = kDequeBlock / sizeof(Slot);
-  const size_t blocks = pt.slots.size() / per_block + 1;
-  return kTubeNode + blocks * kDequeBlock + std::max<size_t>(8, blocks + 2) * sizeof(void*);
+  auto deque = [](size_t blocks) {
+    return blocks * kDequeBlock + std::max<size_t>(8, blocks + 2) * sizeof(void*);
+  };
+  return kTubeNode + deque(pt.slots.size() / per_block + 1) +
+         deque(pt.newer.size() / per_block + 1);
+}
+
+void ColdBuriedIndex::Insert(std::deque<Slot>* q, const Slot& s) {
+  if (q->empty() || q->back().seq <= s.seq) {
+    q->push_back(s);
+  } else if (s.seq < q->front().seq) {
+    q->push_front(s);
+  } else {
+    auto at = std::upper_bound(q->begin(), q->end(), s.seq,
+                               [](uint64_t seq, const Slot& x) { return seq < x.seq; });
+    moved_ += static_cast<uint64_t>(std::min(at - q->begin(), q->end() - at));
+    q->insert(at, s);
+  }
+}
+
+void ColdBuriedIndex::Merge(PerTube* pt) {
+  moved_ += pt->newer.size();
+  pt->slots.insert(pt->slots.end(), pt->newer.begin(), pt->newer.end());
+  pt->newer.clear();
 }
 
 void ColdBuriedIndex::Add(const Entry& e) {
@@ -39,21 +61,21 @@ void ColdBuriedIndex::Add(const Entry& e) {
   if (pt.number == TubeNumbers::kNone) wide_tubes_.emplace(e.id, e.tube);
   live_.Emplace(e.id, Meta{e.created, e.seq | uint64_t{pt.number} << 48});
   const Slot s{e.seq, e.id};
-  std::deque<Slot>& q = pt.slots;
-  if (q.empty() || q.back().seq <= e.seq) {
-    q.push_back(s);  // a newer bury, or a tube's newest demoted first
-  } else if (e.seq < q.front().seq) {
-    q.push_front(s);  // demotion goes on towards the front
+  if (!pt.slots.empty() && e.seq <= pt.slots.back().seq) {
+    Insert(&pt.slots, s);  // below the newest of slots: demotion going on towards the front
   } else {
-    auto at = std::upper_bound(q.begin(), q.end(), e.seq,
-                               [](uint64_t seq, const Slot& x) { return seq < x.seq; });
-    q.insert(at, s);
+    // Above every slot of `slots`: a pile demoted newest first goes in at newer's front. A
+    // slot above every one of newer starts it again (the ones there join slots: each slot
+    // moves there once), so the next pile does not go in below the last one's top.
+    if (!pt.newer.empty() && e.seq > pt.newer.back().seq) Merge(&pt);
+    Insert(&pt.newer, s);
   }
   pt.count++;
   tube_bytes_ += TubeBytes(pt);
 }
 
 void ColdBuriedIndex::Compact(PerTube* pt) {
+  Merge(pt);
   std::deque<Slot> kept;
   for (const Slot& s : pt->slots) {
     // A job taken out and put back (with its same number) may have a slot left behind just
@@ -61,6 +83,7 @@ void ColdBuriedIndex::Compact(PerTube* pt) {
     if (Live(s) && (kept.empty() || kept.back().id != s.id)) kept.push_back(s);
   }
   STALKD_CHECK(kept.size() == pt->count);
+  moved_ += kept.size();
   pt->slots.swap(kept);
 }
 
@@ -71,7 +94,8 @@ void ColdBuriedIndex::Removed(PerTube* pt, const engine::Tube* t) {
     tubes_.erase(t);
     return;
   }
-  if (pt->slots.size() >= 64 && pt->slots.size() > 2 * pt->count) Compact(pt);
+  const size_t slots = pt->slots.size() + pt->newer.size();
+  if (slots >= 64 && slots > 2 * pt->count) Compact(pt);
   tube_bytes_ += TubeBytes(*pt);
 }
 
@@ -99,7 +123,11 @@ bool ColdBuriedIndex::First(const engine::Tube* t, Entry* out) {
   if (it == tubes_.end()) return false;
   PerTube& pt = it->second;
   tube_bytes_ -= TubeBytes(pt);
-  while (!Live(pt.slots.front())) pt.slots.pop_front();  // count > 0: a live one follows
+  for (;;) {  // count > 0: a live one follows
+    if (pt.slots.empty()) pt.slots.swap(pt.newer);
+    if (Live(pt.slots.front())) break;
+    pt.slots.pop_front();
+  }
   tube_bytes_ += TubeBytes(pt);
   return Get(pt.slots.front().id, out);
 }

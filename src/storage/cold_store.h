@@ -108,6 +108,9 @@ class ColdStore final : public engine::ColdTier {
   uint64_t no_room_episodes() const { return no_room_episodes_; }
   // Tubes Tick has looked at for their ready jobs, so far (for tests of its cost).
   uint64_t looked_tubes() const { return looked_tubes_; }
+  // Buried list entries DemoteBuried and PromoteBuriedId stepped over so far (for tests of
+  // their cost).
+  uint64_t buried_steps() const { return buried_steps_; }
 
  private:
   // Reads job id's record into *r (views into buf_); false (counted, logged) if it fails or
@@ -162,7 +165,7 @@ class ColdStore final : public engine::ColdTier {
   std::vector<const engine::Tube*> to_look_buried_;
   std::unordered_set<const engine::Tube*> to_look_buried_set_;
   size_t buried_cursor_ = 0;  // DemoteBuried's round over the tubes
-  Depths buried_depth_;       // per tube: entries from its list's end that had to stay
+  Depths buried_resume_;      // per tube: the id of the job its next visit starts at
   // The tubes with ready jobs on disk that the next Tick looks at: those a ready job left in
   // memory since (ReadyLeft) and those restored to disk. Every other tube with ready jobs on
   // disk has its first in memory and no refill due, as its last look left it. Addresses are
@@ -193,6 +196,7 @@ class ColdStore final : public engine::ColdTier {
   bool no_room_ = false;        // the last rewrite found no space (logged once)
   uint64_t no_room_episodes_ = 0;
   uint64_t looked_tubes_ = 0;
+  uint64_t buried_steps_ = 0;
 };
 
 }  // namespace stalkd::storage

@@ -35,9 +35,19 @@ bool ColdStore::BringBuried(const ColdBuriedIndex::Entry& e, const engine::Job* 
 bool ColdStore::PromoteBuriedId(uint64_t id) {
   ColdBuriedIndex::Entry e;
   if (!buried_.Remove(id, &e)) return false;
-  // Its place: before the first job in memory buried after it (the list is in bury order).
-  const engine::Job* before = e.tube->buried.front();
-  while (before && Seq(*before) < e.seq) before = e.tube->buried.Next(before);
+  // Its place: before the first job in memory buried after it (the list is in bury order),
+  // looked for from both ends at once: the jobs that must stay at one end (a TTL, a key) or
+  // the first buried_hot at the other are not all walked past.
+  const engine::JobList& list = e.tube->buried;
+  const engine::Job* front = list.front();  // every one before it is older than e
+  const engine::Job* back = list.back();    // every one after it is newer than e
+  while (front && Seq(*front) < e.seq && back && Seq(*back) > e.seq) {
+    front = list.Next(front);
+    back = list.Prev(back);
+    buried_steps_ += 2;
+  }
+  // The front walk stopped at the first newer one, or the back walk at the last older one.
+  const engine::Job* before = !front || Seq(*front) > e.seq ? front : list.Next(back);
   BringBuried(e, before);
   return true;
 }
@@ -76,10 +86,12 @@ ColdStore::Took ColdStore::TakeBuried(const engine::Tube& t, engine::Job* j, Nan
 
 uint32_t ColdStore::DemoteBuried(Nanos now, uint32_t budget, size_t goal) {
   // As DemoteRound over the heaps, from the end of each tube's list (its newest), never its
-  // first `keep` (nor a rewrite there); a visit goes on where the last one had to stop.
+  // first `keep` (nor a rewrite there); a visit goes on where the last one had to stop: at
+  // the job it remembered (by id: a list has no index to count a depth by, and walking to a
+  // depth would cost as many steps as jobs had to stay), if that job is still there.
   const size_t keep = std::max<size_t>(1, options_.buried_hot);
   const auto& tubes = engine_.tubes();
-  if (buried_depth_.size() > 2 * tubes.size() + 64) buried_depth_.clear();
+  if (buried_resume_.size() > 2 * tubes.size() + 64) buried_resume_.clear();
   uint32_t work = 0;
   size_t idle = 0, steps = 0;
   for (size_t visits = 0; work < budget && engine_.memory_used() > goal && idle < tubes.size() &&
@@ -91,32 +103,45 @@ uint32_t ColdStore::DemoteBuried(Nanos now, uint32_t budget, size_t goal) {
       idle++;
       continue;
     }
-    auto it = buried_depth_.find(t);
-    size_t d = it == buried_depth_.end() ? 0 : it->second;
-    if (d >= list.size() - keep) d = 0;  // looked at them all: from the end again
+    // The last of the first `keep`: only jobs buried after it may go.
+    const engine::Job* last_kept = list.front();
+    for (size_t i = 1; i < keep; i++) last_kept = list.Next(last_kept);
+    steps += keep;
+    const uint64_t floor = Seq(*last_kept);
     engine::Job* j = list.back();
-    for (size_t i = 0; i < d; i++) j = list.Prev(j);
-    steps += d;
-    size_t pos = list.size() - 1 - d;  // j's place from the front
+    auto it = buried_resume_.find(t);
+    bool stayed = false;  // passed a job that must stay (here or, resuming, before)
+    if (it != buried_resume_.end()) {
+      engine::Job* r = engine_.FindMutable(it->second);
+      if (r && r->state() == engine::JobState::kBuried && r->tube == t && Seq(*r) > floor) {
+        j = r;
+        stayed = true;
+      }
+    }
     size_t looked = 0;
+    const engine::Job* rewrote = nullptr;  // the first job written whole again or waiting
     const uint32_t before = work;
-    while (pos >= keep && looked < kLooksPerVisit && work < budget) {
+    while (j && Seq(*j) > floor && looked < kLooksPerVisit && work < budget) {
       engine::Job* prev = list.Prev(j);
       steps++;
       const Took took = TakeBuried(*t, j, now);
       if (took != Took::kRewrote && took != Took::kPending) looked++;
-      if (took == Took::kNo) d++;  // it stays: the next visit goes past it
+      if (took == Took::kNo) stayed = true;  // the next visit goes past it
+      if (!rewrote && (took == Took::kRewrote || took == Took::kPending)) rewrote = j;
       if (took == Took::kYes || took == Took::kRewrote) work++;
       j = prev;
-      pos--;
     }
-    if (d == 0) {
-      if (it != buried_depth_.end()) buried_depth_.erase(it);
-    } else {
-      buried_depth_[t] = d;
+    // From the first rewritten (it goes once written), else past those that stay, else (or
+    // once every one was looked at) from the end again.
+    const engine::Job* next = rewrote ? rewrote : stayed && j && Seq(*j) > floor ? j : nullptr;
+    if (next) {
+      buried_resume_[t] = next->id;
+    } else if (it != buried_resume_.end()) {
+      buried_resume_.erase(it);
     }
     idle = work > before ? 0 : idle + 1;
   }
+  buried_steps_ += steps;
   return work;
 }
 
