@@ -464,5 +464,80 @@ TEST_F(CheckpointTailReviewTest, TubesAfterItsTailAreInTheOrderOfAFullReplay) {
   ExpectSameAnswers(a, b, kMaxId, Drift());
 }
 
+// Many runs in a row on one directory, each ended at random by a kill, a kill that tears
+// the record being written, a clean stop (a new checkpoint), or a clean stop that cannot
+// write its checkpoint (the old one stays); now and then a start without the tier (it is
+// removed). Tube defaults set and cleared among the commands. Every start restores every
+// acknowledged job and answers as a full replay of a copy of the same directory.
+TEST_F(CheckpointTailReviewTest, ManyRunsEndedAnyWayLoseNothing) {
+  for (uint32_t seed = 40; seed < 43; seed++) {
+    SCOPED_TRACE(seed);
+    RemoveDir(dir_);
+    dir_ = MakeTempDir();
+    Fill(seed);
+    if (HasFatalFailure()) return;
+    std::mt19937_64 rng(seed);
+    std::set<uint64_t> live;
+    bool first = true;
+    size_t used = 0;
+    for (int run = 0; run < 12; run++) {
+      SCOPED_TRACE(run);
+      const bool had = Exists(Path(kCheckpointName));
+      const std::string copy = CopyWithoutCheckpoint(dir_);
+      const size_t budget = run % 5 == 4 ? 0 : 1;  // now and then, the tier off
+      Tier t(clock_, dir_, budget);
+      ASSERT_TRUE(t.ok) << t.error;
+      EXPECT_EQ(t.log->checkpoint_used(), had && budget != 0);
+      used += t.log->checkpoint_used();
+      if (budget == 0) {
+        EXPECT_FALSE(Exists(Path(kCheckpointName)));
+      }
+      if (first) live = Live(t);
+      first = false;
+      EXPECT_EQ(Live(t), live);
+      {
+        Tier b(clock_, copy, budget);
+        ASSERT_TRUE(b.ok) << b.error;
+        EXPECT_EQ(Defaults(t), Defaults(b));
+        ExpectSameAnswers(t, b, kMaxId, Drift());
+      }
+      if (HasFatalFailure()) return;
+      for (int i = 0; i < 150 + static_cast<int>(rng() % 300); i++) {
+        if (rng() % 40 == 0) {
+          const char* tube = rng() % 2 ? "a" : "c";
+          t.session->TubeTries(tube, static_cast<uint32_t>(rng() % 3));
+        }
+        Churn(t, rng, &live);
+        if (HasFatalFailure()) return;
+      }
+      t.Tick();
+      switch (rng() % 4) {
+        case 0:
+          t.Crash();
+          break;
+        case 1: {
+          t.Crash();
+          const auto [path, end] = EndOfRecords(dir_);
+          const int fd = open(path.c_str(), O_WRONLY);
+          ASSERT_GE(fd, 0);
+          const std::string torn("\x21\x22\x33\x44\x40\x00\x00\x00\x01torn", 13);
+          ASSERT_EQ(pwrite(fd, torn.data(), torn.size(), static_cast<off_t>(end)),
+                    static_cast<ssize_t>(torn.size()));
+          close(fd);
+          break;
+        }
+        case 2:
+          EXPECT_EQ(t.Shutdown(), budget != 0);
+          break;
+        default:
+          ASSERT_EQ(mkdir(Path(kCheckpointTmpName).c_str(), 0700), 0);
+          EXPECT_FALSE(t.Shutdown());
+          ASSERT_EQ(rmdir(Path(kCheckpointTmpName).c_str()), 0);
+      }
+    }
+    EXPECT_GT(used, 3u);
+  }
+}
+
 }  // namespace
 }  // namespace stalkd::storage
