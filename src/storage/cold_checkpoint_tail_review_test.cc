@@ -178,6 +178,52 @@ class CheckpointTailReviewTest : public ::testing::Test {
     t.Tick();
   }
 
+  // The lifecycle extensions: puts with tries, a TTL or a key (jobs with tries only may
+  // start on disk), reserves that spend a try, purges, respawns of dead letters. `live` is
+  // then what the server says (a purge deletes jobs not named).
+  static void ChurnExtensions(Tier& t, std::mt19937_64& rng, std::set<uint64_t>* live) {
+    command::Session& s = *t.session;
+    s.Use(rng() % 2 ? "a" : "c");
+    switch (rng() % 5) {
+      case 0:
+      case 1: {
+        const std::string body = "ext " + std::to_string(rng() % 1000);
+        const std::string key = "key" + std::to_string(rng());
+        command::PutOptions o;
+        o.tries = static_cast<uint32_t>(rng() % 3);
+        if (rng() % 4 == 0) o.ttl_s = 500000;
+        if (rng() % 6 == 0) o.key = key;
+        command::PutArgs a{1, static_cast<uint32_t>((rng() % 2) * 70000), 30,
+                           static_cast<uint32_t>(body.size())};
+        a.options = &o;
+        command::PutSlot slot = s.BeginPut(a);
+        ASSERT_NE(slot.data, nullptr);
+        std::copy(body.begin(), body.end(), slot.data);
+        std::copy_n("\r\n", 2, slot.data + body.size());
+        Result r = s.CommitPut();
+        ASSERT_EQ(r.outcome, Outcome::kInserted);
+        live->insert(r.number);
+        break;
+      }
+      case 2: {
+        command::ReserveArgs ra;
+        ra.timeout = 0;
+        ra.count = 1 + static_cast<uint32_t>(rng() % 3);
+        s.Watch("c");
+        s.ReserveExt(ra);
+        break;
+      }
+      case 3:
+        // (Only "c": ExpectSameAnswers looks at "a" and "b", which must stay.)
+        s.Purge("c", rng() % 2 ? command::StateFilter::kBuried : command::StateFilter::kReady);
+        *live = Live(t);
+        break;
+      default:
+        s.Respawn(rng() % 2 ? "a" : "c", 3, static_cast<uint32_t>(rng() % 2) * 90000);
+    }
+    t.Tick();
+  }
+
   std::string dir_;
   std::vector<std::string> more_;
   FakeClock clock_;
@@ -507,7 +553,11 @@ TEST_F(CheckpointTailReviewTest, ManyRunsEndedAnyWayLoseNothing) {
           const char* tube = rng() % 2 ? "a" : "c";
           t.session->TubeTries(tube, static_cast<uint32_t>(rng() % 3));
         }
-        Churn(t, rng, &live);
+        if (rng() % 4 == 0) {
+          ChurnExtensions(t, rng, &live);
+        } else {
+          Churn(t, rng, &live);
+        }
         if (HasFatalFailure()) return;
       }
       t.Tick();
