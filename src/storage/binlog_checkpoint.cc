@@ -130,6 +130,7 @@ bool Binlog::CheckpointTail(Replay* replay, const PrefixMatch& match, std::strin
     replay->from[i] = static_cast<size_t>(match.from[i]);
   }
   replay->after_checkpoint = true;
+  replay->listed_max = meta.max_id;  // the jobs it may list: those put after it are not
   for (size_t i = 0; i < replay->maps.size(); i++) {
     if (!ReplaySegment(i, replay, error) || !GoOn(error)) return false;
   }
