@@ -644,5 +644,90 @@ TEST_F(CheckpointTailReviewTest, JobsPutAndDeletedAfterItCostTheStartNothing) {
                                   << full << ", checkpoint " << file;
 }
 
+// A checkpoint with a good CRC whose position is not where a record starts (its tail CRC
+// taken over the bytes before it, as if so written): the bytes there are no record, but
+// neither a torn tail to clear (that erased the acknowledged record they are part of) nor
+// damage that stops every start (it stayed, so every start stopped). It is not used: a
+// full replay, every job back, the binlog unchanged.
+TEST_F(CheckpointTailReviewTest, APositionInsideARecordIsNotUsedAndErasesNothing) {
+  Fill(36);
+  if (HasFatalFailure()) return;
+  std::set<uint64_t> live;
+  for (int puts : {1, 3}) {
+    SCOPED_TRACE(puts);
+    {
+      Tier t(clock_, dir_, 1);
+      ASSERT_TRUE(t.log->checkpoint_used());
+      live = Live(t);
+      for (int i = 0; i < puts; i++) {
+        Result r = Put(*t.session, 1, 0, "after it " + std::to_string(i));
+        ASSERT_EQ(r.outcome, Outcome::kInserted);
+        live.insert(r.number);
+      }
+      t.Tick();
+      t.Crash();
+    }
+    // Its position moved 5 bytes on, into the first record after it.
+    CheckpointReader r;
+    std::string why;
+    ASSERT_TRUE(r.Open(Path(kCheckpointName), &why)) << why;
+    CheckpointMeta meta = r.meta();
+    std::vector<CheckpointJob> jobs;
+    CheckpointJob j;
+    while (r.Next(&j, &why)) jobs.push_back(j);
+    ASSERT_EQ(why, "");
+    CheckpointSegment* position = nullptr;
+    for (CheckpointSegment& c : meta.segments) {
+      if (c.end > int64_t{kSegmentHeaderSize}) position = &c;
+    }
+    ASSERT_NE(position, nullptr);
+    const std::string path = dir_ + "/binlog." + std::to_string(position->seq);
+    const std::string segment = ReadFile(path);
+    position->end += 5;
+    position->tail_crc = SegmentTailCrc(segment.data(), position->end);
+    const int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+    CheckpointWriter w;
+    ASSERT_TRUE(w.Begin(dir_, dfd, meta, &why)) << why;
+    for (const CheckpointJob& x : jobs) ASSERT_TRUE(w.Add(x, &why)) << why;
+    ASSERT_TRUE(w.Finish(&why)) << why;
+    close(dfd);
+    {
+      Tier t(clock_, dir_, 1);
+      ASSERT_TRUE(t.ok) << t.error;
+      EXPECT_FALSE(t.log->checkpoint_used());
+      EXPECT_EQ(Live(t), live);
+      t.Crash();
+    }
+    EXPECT_TRUE(ReadFile(path).substr(0, static_cast<size_t>(position->end) + 200) ==
+                segment.substr(0, static_cast<size_t>(position->end) + 200));
+    // Again from a checkpoint of a clean stop, for the next round.
+    {
+      Tier t(clock_, dir_, 1);
+      ASSERT_TRUE(t.ok) << t.error;
+      live = Live(t);
+      ASSERT_TRUE(t.Shutdown());
+    }
+  }
+  // A record torn at its position (the first write after it cut by a kill) is left to a
+  // full replay as well, which clears it: every job back.
+  uint32_t seq = 0;
+  int64_t end = 0;
+  for (const CheckpointSegment& c : Meta().segments) {
+    if (c.end > int64_t{kSegmentHeaderSize}) {
+      seq = c.seq;
+      end = c.end;
+    }
+  }
+  const int fd = open((dir_ + "/binlog." + std::to_string(seq)).c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const std::string torn("\x31\x32\x33\x34\x40\x00\x00\x00\x01torn", 13);
+  ASSERT_EQ(pwrite(fd, torn.data(), torn.size(), end), static_cast<ssize_t>(torn.size()));
+  close(fd);
+  Tier t(clock_, dir_, 1);
+  ASSERT_TRUE(t.ok) << t.error;
+  EXPECT_FALSE(t.log->checkpoint_used());
+  EXPECT_EQ(Live(t), live);
+}
+
 }  // namespace
 }  // namespace stalkd::storage
