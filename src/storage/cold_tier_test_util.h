@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -218,6 +219,15 @@ inline void ExpectSameAnswers(Tier& a, Tier& b, uint64_t max_id, double drift_s)
                                          {false, drift_s});
     EXPECT_EQ(a.session->Peek(id).job.body, b.session->Peek(id).job.body) << id;
   }
+}
+
+// The ids up to max_id that t answers stats-job for.
+inline std::set<uint64_t> LiveIds(Tier& t, uint64_t max_id) {
+  std::set<uint64_t> out;
+  for (uint64_t id = 1; id <= max_id; id++) {
+    if (t.session->StatsJob(id).outcome == command::Outcome::kJobStats) out.insert(id);
+  }
+  return out;
 }
 
 }  // namespace stalkd::storage::testing_util
