@@ -129,7 +129,24 @@ bool Binlog::CheckpointTail(Replay* replay, const PrefixMatch& match, std::strin
   for (size_t i = 0; i < replay->maps.size(); i++) {
     replay->from[i] = static_cast<size_t>(match.from[i]);
   }
+  // At its position in a segment it lists there must be a record or the end of the
+  // records. Anything else (a record cut there by a crash, or a position not where a record
+  // starts) is left to a full replay, which reads the segment from its start: taken for a
+  // torn tail here, the rest of a record before it would be erased.
+  for (size_t i = 0; i < replay->maps.size(); i++) {
+    const Mapped& m = *replay->maps[i];
+    const size_t at = replay->from[i];
+    if (at <= kSegmentHeaderSize) continue;
+    Record r;
+    size_t size = 0;
+    std::string bad;
+    if (ParseRecord(m.data + at, m.size - at, &r, &size, &bad, m.version) == Parse::kBad) {
+      *why = m.path + " offset " + std::to_string(at) + ", its position: no record (" + bad + ")";
+      return false;
+    }
+  }
   replay->after_checkpoint = true;
+  replay->listed_max = meta.max_id;  // the jobs it may list: those put after it are not
   for (size_t i = 0; i < replay->maps.size(); i++) {
     if (!ReplaySegment(i, replay, error) || !GoOn(error)) return false;
   }

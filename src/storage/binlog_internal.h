@@ -108,9 +108,12 @@ struct Binlog::Replay {
   uint64_t max_id = 0;  // over every record, deletes included
   // Replaying the records after a checkpoint's position (binlog_checkpoint.cc): a state
   // record or a delete of a job with no entry makes one (the job's kFull record is in the
-  // checkpoint), and a delete leaves its entry, marked deleted. from: where each segment's
-  // records to replay start.
+  // checkpoint), and a delete leaves its entry, marked deleted; but only for a job the
+  // checkpoint may list (an id up to its highest, listed_max): one put after it is
+  // forgotten at its delete, as in a replay, so a start holds nothing for a run's churn.
+  // from: where each segment's records to replay start.
   bool after_checkpoint = false;
+  uint64_t listed_max = 0;
   std::vector<size_t> from;
 
   void Apply(const Record& r, uint32_t seq, size_t size, size_t off);

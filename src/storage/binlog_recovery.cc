@@ -195,7 +195,7 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size, size_t of
     }
     case RecordType::kState: {
       Replayed* x = jobs.Find(r.job.id);
-      if (!x && after_checkpoint)
+      if (!x && after_checkpoint && r.job.id <= listed_max)
         x = jobs.Emplace(r.job.id, Replayed{0, 0, 0, seq, 0, false}).first;
       if (!x || x->deleted) break;  // its kFull record was in a removed segment: gone
       x->last_seq = seq;
@@ -204,7 +204,7 @@ void Binlog::Replay::Apply(const Record& r, uint32_t seq, size_t size, size_t of
       break;
     }
     case RecordType::kDelete:
-      if (after_checkpoint) {
+      if (after_checkpoint && r.job.id <= listed_max) {
         Replayed gone;
         gone.deleted = true;
         *jobs.Emplace(r.job.id, gone).first = gone;

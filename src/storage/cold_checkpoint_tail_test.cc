@@ -85,13 +85,7 @@ class CheckpointTailTest : public ::testing::Test {
     ASSERT_TRUE(Exists(Path(kCheckpointName)));
   }
   // The ids t answers stats-job for.
-  static std::set<uint64_t> Live(Tier& t) {
-    std::set<uint64_t> out;
-    for (uint64_t id = 1; id <= kMaxId; id++) {
-      if (t.session->StatsJob(id).outcome == Outcome::kJobStats) out.insert(id);
-    }
-    return out;
-  }
+  static std::set<uint64_t> Live(Tier& t) { return testing_util::LiveIds(t, kMaxId); }
   // The checkpoint's segments, and of them the newest with records (its position's).
   CheckpointMeta Meta(const std::string& dir) const {
     CheckpointReader r;

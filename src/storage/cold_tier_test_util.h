@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -249,6 +250,15 @@ inline void ExpectSame(const command::Result& a, const command::Result& b, const
     default:
       break;
   }
+}
+
+// The ids up to max_id that t answers stats-job for.
+inline std::set<uint64_t> LiveIds(Tier& t, uint64_t max_id) {
+  std::set<uint64_t> out;
+  for (uint64_t id = 1; id <= max_id; id++) {
+    if (t.session->StatsJob(id).outcome == command::Outcome::kJobStats) out.insert(id);
+  }
+  return out;
 }
 
 }  // namespace stalkd::storage::testing_util
