@@ -93,16 +93,9 @@ TEST_F(CheckpointTailReviewTest, AStopThatCannotWriteItsCheckpointLeavesTheOldOn
     ASSERT_EQ(rmdir(Path(kCheckpointTmpName).c_str()), 0);
   }
   ASSERT_EQ(ReadFile(Path(kCheckpointName)), before);
-  const std::string copy = CopyWithoutCheckpoint(dir_);
-  Tier a(clock_, dir_, 1), b(clock_, copy, 1);
-  ASSERT_TRUE(a.ok && b.ok) << a.error << b.error;
-  EXPECT_TRUE(a.log->checkpoint_used());
-  EXPECT_GT(a.log->checkpoint_tail(), 0u);
-  EXPECT_EQ(Live(a), live);
-  ExpectSameAnswers(a, b, kMaxId, Drift());
+  ExpectUsedAndAsAFullReplay(live, [](Tier& a, Tier&) { EXPECT_GT(a.log->checkpoint_tail(), 0u); });
 }
 
-// The newest segment with records and where they end (each record parsed).
 // A kill that tears the record being written after a start from it: the next start clears
 // the torn tail and uses it; more records after that, another kill, and the start after
 // it uses it again and answers as a full replay.
@@ -136,12 +129,7 @@ TEST_F(CheckpointTailReviewTest, ATornTailClearedByAStartFromItIsWrittenOn) {
               static_cast<ssize_t>(torn.size()));
     close(fd);
   }
-  const std::string copy = CopyWithoutCheckpoint(dir_);
-  Tier a(clock_, dir_, 1), b(clock_, copy, 1);
-  ASSERT_TRUE(a.ok && b.ok) << a.error << b.error;
-  EXPECT_TRUE(a.log->checkpoint_used());
-  EXPECT_EQ(Live(a), live);
-  ExpectSameAnswers(a, b, kMaxId, Drift());
+  ExpectUsedAndAsAFullReplay(live);
 }
 
 // A stop asked while the records after its position are replayed: nothing written, it
@@ -211,12 +199,7 @@ TEST_F(CheckpointTailReviewTest, SegmentSizesChangedBetweenRunsAnswerAsAFullRepl
     t.Tick();
     t.Close();  // a kill: no checkpoint
   }
-  const std::string copy = CopyWithoutCheckpoint(dir_);
-  Tier a(clock_, dir_, 1), b(clock_, copy, 1);
-  ASSERT_TRUE(a.ok && b.ok) << a.error << b.error;
-  EXPECT_TRUE(a.log->checkpoint_used());
-  EXPECT_EQ(Live(a), live);
-  ExpectSameAnswers(a, b, kMaxId, Drift());
+  ExpectUsedAndAsAFullReplay(live);
 }
 
 // Tubes come back in the order of their lowest live id, as in a replay, when that id is a

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -137,6 +138,18 @@ class CheckpointTailReviewTest : public ::testing::Test {
       if (f != kCheckpointName) WriteFile(more_.back() + "/" + f, ReadFile(dir + "/" + f));
     }
     return more_.back();
+  }
+  // A start from dir_ uses the checkpoint, answers for exactly the jobs `live`, and answers
+  // as a full replay of a copy without it; `more` checks what else a test needs of the two.
+  void ExpectUsedAndAsAFullReplay(const std::set<uint64_t>& live,
+                                  const std::function<void(Tier&, Tier&)>& more = nullptr) {
+    const std::string copy = CopyWithoutCheckpoint(dir_);
+    Tier a(clock_, dir_, 1), b(clock_, copy, 1);
+    ASSERT_TRUE(a.ok && b.ok) << a.error << b.error;
+    EXPECT_TRUE(a.log->checkpoint_used());
+    if (more) more(a, b);
+    EXPECT_EQ(Live(a), live);
+    ExpectSameAnswers(a, b, kMaxId, Drift());
   }
   // Commands that leave state records of the checkpoint's jobs in the tail (releases with
   // a delay, buries, kicks), deletes of old and new jobs, and puts of new ones, with loop
